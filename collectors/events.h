@@ -1,0 +1,181 @@
+// What interpose/ tells collectors/: one plain struct per intercepted call, no policy.
+// interpose/ does the mechanics (finding real symbols, forwarding, thread-local nesting of API
+// scopes); collectors/ decides what the call means (records, extents, fingerprints).
+//
+// Contract for every begin/end pair: interpose calls begin() before forwarding to the real
+// function and end() after it returns, on the same thread, with the token begin() returned and
+// the real function's result. A token of 0 means "not traced": end() is still called and must
+// accept it. Neither side may synchronize the job's streams.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nccl.h>
+
+namespace lockstep::collectors {
+
+// ---- process ---------------------------------------------------------------------------
+// True when tracing is configured and running, and the calling thread is not inside one of the
+// shim's own CUDA calls. Cheap (a few loads); interpose checks it before building an event.
+bool active();
+
+// RAII: marks the calling thread as "inside the shim" so that our own launches, copies and
+// allocations (hash kernels, slot copies) are not traced. Nestable.
+class ShimCallGuard {
+ public:
+  ShimCallGuard();
+  ~ShimCallGuard();
+  ShimCallGuard(const ShimCallGuard&) = delete;
+  ShimCallGuard& operator=(const ShimCallGuard&) = delete;
+};
+bool inside_shim_call();
+
+// Resolved real driver entry points the collectors may call (hash kernel launch, events,
+// pointer attributes). interpose fills this once the driver is loaded; null members are absent.
+struct DriverEntryPoints {
+  decltype(&::cuGetProcAddress_v2) cuGetProcAddress = nullptr;  // everything else via this
+};
+void set_driver_entry_points(const DriverEntryPoints& entry_points);
+
+// ---- kernel launches -----------------------------------------------------------------------
+enum class LaunchApi : uint8_t {
+  RuntimeStub = 1,       // __cudaLaunchKernel(_ptsz): nvcc 13 <<<>>> stubs
+  RuntimeLaunch,         // cudaLaunchKernel(_ptsz)
+  RuntimeLaunchEx,       // cudaLaunchKernelExC(_ptsz)
+  RuntimeCooperative,    // cudaLaunchCooperativeKernel(_ptsz)
+  DriverLaunch,          // cuLaunchKernel(_ptsz)
+  DriverLaunchEx,        // cuLaunchKernelEx(_ptsz)
+  DriverCooperative,     // cuLaunchCooperativeKernel(_ptsz)
+};
+
+enum class FunctionHandle : uint8_t {
+  HostStub = 1,      // const void* entry (cudaLaunchKernel's func)
+  RuntimeKernel,     // cudaKernel_t (__cudaLaunchKernel); same object as a CUkernel
+  DriverFunction,    // CUfunction
+  DriverKernel,      // CUkernel (remembered from cuLibraryGetKernel / cudaGetKernel)
+  DriverUnknown,     // CUfunction or CUkernel, not known which
+};
+
+struct KernelLaunch {
+  LaunchApi api = LaunchApi::RuntimeStub;
+  bool per_thread_stream = false;  // a _ptsz variant: a null stream means per-thread default
+  FunctionHandle handle_kind = FunctionHandle::HostStub;
+  const void* handle = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned cluster[3] = {0, 0, 0};  // from launch attributes of Ex launches, 0 = none
+  size_t smem_bytes = 0;
+  CUstream stream = nullptr;     // as the caller gave it (cudaStream_t is the same object)
+  void** kernel_params = nullptr;
+  void** extra = nullptr;        // CU_LAUNCH_PARAM_BUFFER_POINTER form
+};
+uint64_t kernel_launch_begin(const KernelLaunch& launch);
+void kernel_launch_end(uint64_t token, int result);
+
+// A handle the driver gave out that names a CUkernel (so later launches can tell).
+void remember_kernel_handle(const void* handle);
+
+// ---- CUDA graphs ---------------------------------------------------------------------------
+void graph_instantiated(const void* graph, const void* graph_exec);
+void graph_launch(const void* graph_exec, CUstream stream, int result);
+
+// ---- allocations (feeds the allocation interval map) ---------------------------------------
+void on_alloc(CUdeviceptr ptr, size_t bytes);          // cuMemAlloc*, cudaMalloc*, async/pool
+void on_free(CUdeviceptr ptr);
+void on_va_reserve(CUdeviceptr ptr, size_t bytes);     // cuMemAddressReserve
+void on_va_free(CUdeviceptr ptr, size_t bytes);        // cuMemAddressFree
+void on_map(CUdeviceptr ptr, size_t bytes);            // cuMemMap: [ptr, ptr+bytes) now backed
+void on_unmap(CUdeviceptr ptr, size_t bytes);          // cuMemUnmap
+
+// ---- copies and sets -----------------------------------------------------------------------
+struct MemoryOp {
+  const char* api = "";        // "cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", ...
+  bool is_set = false;         // memset
+  bool is_async = false;
+  int direction = 0;           // cudaMemcpyKind value; 4 (default) when the API does not say
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  uint32_t set_value = 0;
+  unsigned set_element_bytes = 1;
+  CUstream stream = nullptr;   // null for the synchronous APIs (legacy default stream)
+  bool per_thread_stream = false;
+};
+uint64_t memory_op_begin(const MemoryOp& op);
+void memory_op_end(uint64_t token, int result);
+
+// ---- cuBLAS / cuBLASLt ---------------------------------------------------------------------
+struct CublasGemm {
+  const char* api = "";        // "cublasGemmEx", "cublasSgemm_v2", ...
+  cublasHandle_t handle = nullptr;
+  cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
+  int64_t m = 0, n = 0, k = 0;
+  const void* A = nullptr; int64_t lda = 0; cudaDataType type_a = CUDA_R_32F;
+  const void* B = nullptr; int64_t ldb = 0; cudaDataType type_b = CUDA_R_32F;
+  void* C = nullptr; int64_t ldc = 0; cudaDataType type_c = CUDA_R_32F;
+  int compute_type = 0;        // cublasComputeType_t, or the data type for typed APIs
+  int algo = -1;               // cublasGemmAlgo_t where given
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // strided batched, in elements
+  bool pointer_arrays = false; // GemmBatchedEx: A/B/C are device arrays of pointers
+};
+uint64_t cublas_gemm_begin(const CublasGemm& gemm);
+void cublas_gemm_end(uint64_t token, int status);
+
+struct LtMatmul {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  const void* alpha = nullptr; const void* beta = nullptr;
+  const void* A = nullptr; cublasLtMatrixLayout_t a_layout = nullptr;
+  const void* B = nullptr; cublasLtMatrixLayout_t b_layout = nullptr;
+  const void* C = nullptr; cublasLtMatrixLayout_t c_layout = nullptr;
+  void* D = nullptr; cublasLtMatrixLayout_t d_layout = nullptr;
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  void* workspace = nullptr; size_t workspace_bytes = 0;
+  CUstream stream = nullptr;
+};
+uint64_t lt_matmul_begin(const LtMatmul& matmul);
+void lt_matmul_end(uint64_t token, int status);
+
+// ---- NCCL ----------------------------------------------------------------------------------
+enum class NcclOp : uint8_t {
+  AllReduce = 1, Broadcast, Bcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter,
+  Send, Recv,
+};
+struct NcclCall {
+  NcclOp op = NcclOp::AllReduce;
+  const char* api = "";
+  const void* send = nullptr;
+  void* recv = nullptr;        // for Bcast: the in-place buffer; for Send: null
+  size_t count = 0;            // as passed to the API
+  ncclDataType_t datatype = ncclFloat32;
+  ncclRedOp_t redop = ncclSum;
+  int root_or_peer = -1;
+  ncclComm_t comm = nullptr;
+  CUstream stream = nullptr;
+};
+uint64_t nccl_begin(const NcclCall& call);
+void nccl_end(uint64_t token, ncclResult_t result);
+void nccl_group_start();
+void nccl_group_end(ncclResult_t result);  // after the real ncclGroupEnd returned
+
+struct NcclCommCreated {
+  const char* api = "";        // ncclCommInitRank, ncclCommInitRankConfig, ncclCommSplit, ...
+  ncclComm_t comm = nullptr;   // the new communicator (after the real call returned)
+  ncclComm_t parent = nullptr; // for split / shrink
+  int color = 0, key = 0;
+  int nranks = 0, rank = 0;
+};
+void nccl_comm_created(const NcclCommCreated& created);
+void nccl_comm_destroyed(ncclComm_t comm);
+
+// ---- markers (NVTX, explicit API) -----------------------------------------------------------
+void marker_range_push(const char* message);  // NVTX range push / start
+void marker_range_pop();
+void marker_step(const char* name);           // lockstep_step() / lockstep_mark(name)
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,79 @@
+// TraceReader: the tools' side of the format. Streaming, bounded memory.
+//
+// Every error names the file and the byte offset. A file cut off mid-block yields its valid
+// prefix and sets truncated(); a checksum mismatch or bad magic in the middle is corruption.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trace/format.h"
+#include "trace/record.h"
+
+namespace lockstep::trace {
+
+// Thrown for any input that is not a valid trace: message is one line, "FILE: problem".
+struct TraceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct BlockInfo {
+  uint64_t offset = 0;  // of the block header in the file
+  BlockType type = BlockType::Records;
+  uint32_t payload_bytes = 0;
+  uint32_t record_count = 0;
+  uint32_t min_step = 0, max_step = 0;
+  uint64_t first_seq = 0;
+};
+
+struct StepSummary {
+  uint32_t step = 0;
+  uint64_t record_count = 0;
+  uint64_t digest = 0;
+};
+
+class TraceReader {
+ public:
+  // Opens and validates the file header and JSON header. Throws TraceError (empty file, foreign
+  // file, newer format version, bad JSON...).
+  static std::unique_ptr<TraceReader> open(const std::string& path);
+  virtual ~TraceReader() = default;
+
+  virtual const std::string& path() const = 0;
+  virtual uint32_t format_version() const = 0;
+  virtual const nlohmann::json& header() const = 0;
+
+  // Block index from headers only (payloads skipped, checksums not verified). Stops at a cut-off
+  // tail (sets truncated()); throws TraceError on a bad block header in the middle.
+  virtual const std::vector<BlockInfo>& blocks() = 0;
+
+  // Step summaries from Summary blocks only.
+  virtual std::vector<StepSummary> step_summaries() = 0;
+
+  // Decodes records, in file order, of the Records blocks whose step range meets
+  // [first_step, last_step], verifying each block's checksum. Strings are resolved as needed.
+  // The callback returns false to stop early.
+  virtual void for_each_record(uint32_t first_step, uint32_t last_step,
+                               const std::function<bool(const Record&)>& callback) = 0;
+  void for_each_record(const std::function<bool(const Record&)>& callback) {
+    for_each_record(0, UINT32_MAX, callback);
+  }
+
+  // Reads every block and checks every checksum; throws TraceError at the first bad one.
+  virtual void verify_all() = 0;
+
+  virtual std::string_view string(StringId id) = 0;  // throws TraceError for an undefined id
+
+  // True once a cut-off tail was seen; truncation_offset() is where the valid prefix ends.
+  virtual bool truncated() const = 0;
+  virtual uint64_t truncation_offset() const = 0;
+};
+
+}  // namespace lockstep::trace

@@ -1,0 +1,103 @@
+// The in-memory model of one trace record, shared by the shim (which writes) and the tools
+// (which read). Generated from record_kinds.def and dtypes.def.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::trace {
+
+inline constexpr int kMaxFields = 16;
+
+// ---- record kinds ----------------------------------------------------------------------
+enum class RecordKind : uint8_t {
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) Enum = id,
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+};
+
+// Per-kind field indices: fields::Kernel::grid_x, fields::Gemm::m, ... and fields::X::kCount.
+namespace fields {
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
+  struct Enum {                                   \
+    enum : uint8_t { __VA_ARGS__, kCount };       \
+  };
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+}  // namespace fields
+
+// Every kind in id order, with its CLI name and field names.
+struct RecordKindInfo {
+  RecordKind kind;
+  std::string_view name;
+  std::vector<std::string_view> field_names;
+};
+const std::vector<RecordKindInfo>& record_kinds();
+// nullptr for an unknown wire id (a newer writer); the reader reports it.
+const RecordKindInfo* find_record_kind(uint8_t wire_id);
+const RecordKindInfo* find_record_kind(std::string_view name);
+std::string_view record_kind_name(RecordKind kind);
+int field_count(RecordKind kind);
+
+// ---- element types -----------------------------------------------------------------------
+enum class DType : uint8_t {
+#define LOCKSTEP_DTYPE(Enum, id, name, bits) Enum = id,
+#include "trace/dtypes.def"
+#undef LOCKSTEP_DTYPE
+};
+std::string_view dtype_name(DType dtype);
+int dtype_bits(DType dtype);  // 0 for unknown ids
+
+// ---- strings -------------------------------------------------------------------------------
+// Strings (kernel names can be a kilobyte of templates) are stored once per file and referenced
+// by id. Id 0 is the empty string. Ids are per file: compare the strings, never the ids.
+using StringId = uint32_t;
+
+// ---- buffer fingerprints -------------------------------------------------------------------
+enum class Role : uint8_t { In = 0, Out = 1 };
+
+enum BufferFlags : uint8_t {
+  kFingerprintValid = 1 << 0,  // fingerprint holds a value
+  kFingerprintDropped = 1 << 1,  // the hash ring overflowed: no value, counted
+  kExtentClamped = 1 << 2,     // region cut at the mapped range or LOCKSTEP_MAX_REGION
+  kExtentExact = 1 << 3,       // extent from API semantics (GEMM, NCCL), not a guess
+};
+
+struct BufferFingerprint {
+  Role role = Role::In;
+  DType dtype = DType::Unknown;
+  uint8_t flags = 0;
+  StringId label = 0;          // "A", "B", "D", "A_scale", "send", "recv", "arg3", ...
+  uint64_t bytes = 0;
+  uint64_t fingerprint = 0;    // hashing/ fingerprint of exactly `bytes` bytes
+  uint32_t alloc_ordinal = 0;  // allocation the pointer fell in (order of allocation), 0 = unknown
+  uint64_t alloc_offset = 0;   // byte offset of the pointer inside that allocation
+  bool operator==(const BufferFingerprint&) const = default;
+};
+
+// ---- records -------------------------------------------------------------------------------
+struct Record {
+  RecordKind kind = RecordKind::Kernel;
+  uint64_t seq = 0;      // order of the API call in the process (1-based, gap-free unless dropped)
+  uint32_t stream = 0;   // stable stream ordinal: order of first use in the process, 0 = none
+  uint32_t step = 0;     // step counter when the call was made
+  uint32_t thread = 0;   // thread ordinal: order of first record in the process
+  StringId name = 0;
+  std::array<uint64_t, kMaxFields> fields{};  // index with fields::<Kind>::<field>
+  std::vector<BufferFingerprint> buffers;
+  std::vector<uint8_t> payload;  // Metric bytes; empty for other kinds
+
+  // Keeps capacity so that a thread-local Record can be reused without allocating.
+  void clear() {
+    kind = RecordKind::Kernel;
+    seq = 0, stream = 0, step = 0, thread = 0, name = 0;
+    fields.fill(0);
+    buffers.clear();
+    payload.clear();
+  }
+  bool operator==(const Record&) const = default;
+};
+
+}  // namespace lockstep::trace

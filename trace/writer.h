@@ -1,0 +1,76 @@
+// TraceWriter: the shim's side of the format. One per process.
+//
+// Hot path (append): the calling thread encodes into a buffer of its own; no lock and no system
+// call. A background thread writes full buffers as blocks, and flushes every flush_interval_ms,
+// at end_step and at close, so a killed job leaves a trace readable up to shortly before death.
+// Memory is bounded by memory_budget; when the disk cannot keep up, append drops the record and
+// counts it (stats().dropped) rather than block the job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "trace/record.h"
+
+namespace lockstep::trace {
+
+struct WriterOptions {
+  std::string path;                        // the .lstrace file; created with O_EXCL
+  size_t memory_budget = 64u << 20;        // all thread buffers + queued blocks
+  size_t block_bytes = 256u << 10;         // a thread buffer is handed off when this full
+  int flush_interval_ms = 200;
+};
+
+struct WriterStats {
+  uint64_t appended = 0;       // records accepted
+  uint64_t dropped = 0;        // records refused for lack of memory or disk
+  uint64_t blocks_written = 0;
+  uint64_t bytes_written = 0;  // file bytes, header included
+  uint64_t write_errors = 0;   // failed write() calls (disk full, ...)
+};
+
+class TraceWriter {
+ public:
+  // header: the JSON header (header.h builds it). Returns nullptr and sets *error on failure
+  // (existing file, unwritable directory, ...).
+  static std::unique_ptr<TraceWriter> open(const WriterOptions& options,
+                                           const nlohmann::json& header, std::string* error);
+  virtual ~TraceWriter() = default;
+
+  // Thread-safe. Returns the same id for the same bytes. The definition reaches the file before
+  // any block that references the id.
+  virtual StringId intern(std::string_view text) = 0;
+
+  // Thread-safe, lock-free on the fast path. The record's step feeds that step's summary digest.
+  // Returns false if the record was dropped (counted).
+  virtual bool append(const Record& record) = 0;
+
+  // The step `step` is finished: write its StepSummary (count and digest of its records) and
+  // flush. Call once per step, in increasing order.
+  virtual void end_step(uint32_t step) = 0;
+
+  // Write everything appended so far (blocks until written). Safe from any thread.
+  virtual void flush() = 0;
+
+  // Summarize the current step, flush, stop the background thread and close the file.
+  // Idempotent. Called from atexit in the shim.
+  virtual void close() = 0;
+
+  // After fork(), in the child: forget the parent's file and thread without touching them.
+  virtual void abandon_after_fork() = 0;
+
+  virtual WriterStats stats() const = 0;
+};
+
+// Digest contribution of one record to its step summary. Independent of seq, thread, string ids
+// and allocation ordinals, so two identical runs give identical step digests even when threads
+// interleave differently. `resolve` maps the record's string ids to their text.
+uint64_t record_content_hash(const Record& record, std::string_view name,
+                             const std::vector<std::string_view>& buffer_labels);
+
+}  // namespace lockstep::trace
