@@ -34,12 +34,12 @@ class ShimCallGuard {
 };
 bool inside_shim_call();
 
-// Resolved real driver entry points the collectors may call (hash kernel launch, events,
-// pointer attributes). interpose fills this once the driver is loaded; null members are absent.
-struct DriverEntryPoints {
-  decltype(&::cuGetProcAddress_v2) cuGetProcAddress = nullptr;  // everything else via this
-};
-void set_driver_entry_points(const DriverEntryPoints& entry_points);
+// interpose registers its real-symbol lookup at load time, so that collectors can call library
+// functions that are not hooked (cuGetProcAddress_v2 for driver entry points,
+// cublasLtMatmulDescGetAttribute, cublasGetStream_v2, ncclCommCount, ...). The resolver returns
+// null when no loaded object defines the symbol, and never returns a shim wrapper.
+using SymbolResolver = void* (*)(const char* name);
+void set_symbol_resolver(SymbolResolver resolver);
 
 // ---- kernel launches -----------------------------------------------------------------------
 enum class LaunchApi : uint8_t {
