@@ -35,6 +35,15 @@ struct DriverApi {
   decltype(&::cuStreamIsCapturing) streamIsCapturing = nullptr;
   decltype(&::cuThreadExchangeStreamCaptureMode) threadExchangeStreamCaptureMode = nullptr;
   decltype(&::cuGetErrorString) getErrorString = nullptr;
+  // Added by hashing/ (additive): sizing the grid, zeroing the scratch once at create on a
+  // private stream, unloading the module.
+  decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancyMaxActiveBlocksPerMultiprocessor =
+      nullptr;
+  decltype(&::cuStreamCreate) streamCreate = nullptr;
+  decltype(&::cuStreamDestroy_v2) streamDestroy = nullptr;
+  decltype(&::cuStreamSynchronize) streamSynchronize = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
 };
 // Fills every member through `get_proc_address` (a real cuGetProcAddress_v2). False + error if
 // one is missing.
@@ -42,6 +51,9 @@ bool load_driver_api(decltype(&::cuGetProcAddress_v2) get_proc_address, DriverAp
                      std::string* error);
 // For tests and benchmarks outside the shim: dlopen("libcuda.so.1") and load from it.
 bool load_driver_api_from_libcuda(DriverApi* api, std::string* error);
+
+// Most regions one enqueue() takes (one launch; the region table travels as kernel parameters).
+inline constexpr uint32_t kMaxRegionsPerEnqueue = 1024;
 
 struct Region {
   CUdeviceptr ptr = 0;
@@ -58,6 +70,10 @@ struct EngineStats {
   uint64_t bytes_enqueued = 0;
   uint64_t launches = 0;
   uint64_t overflows = 0;  // regions refused because the ring was full
+  // Added by hashing/ (additive):
+  uint64_t capture_refusals = 0;  // regions refused because the stream was capturing a graph
+  uint64_t launch_failures = 0;   // regions refused because the launch failed (or n too large)
+  uint64_t delivered = 0;         // digests handed out by poll()
 };
 
 class HashEngine {
@@ -69,7 +85,10 @@ class HashEngine {
 
   // One launch on `stream` that fingerprints regions[0..n). On success returns true and slot
   // ids first_slot .. first_slot+n-1 (mod ring) in *first_slot; their digests arrive via poll().
-  // Returns false (and counts an overflow) when the ring has no room for n slots.
+  // Returns false (and counts an overflow) when the ring has no room for n slots. Also false,
+  // counted, when `stream` is capturing a graph (see hashing/README.md, "Graphs"), when
+  // n > kMaxRegionsPerEnqueue, or when the launch fails. n == 0 returns true and launches nothing.
+  // Thread-safe; never blocks on the GPU, never allocates.
   virtual bool enqueue(CUstream stream, const Region* regions, uint32_t n,
                        uint64_t* first_slot) = 0;
 

@@ -7,6 +7,9 @@
 // detects flipped bytes anywhere and a cut-off tail (the last block is short). Blocks never
 // depend on later blocks: the valid prefix of a killed job's file is a usable trace.
 //
+// Partial StepSummary records of one step (late records, close) add up: the reader sums their
+// counts and digests.
+//
 // Block types:
 //   Records   varint-encoded records (encoding.h)
 //   Strings   string definitions (id, bytes); always written before any block that uses them
@@ -38,7 +41,8 @@ enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3 };
 struct BlockHeader {
   uint32_t magic;          // kBlockMagic
   uint8_t type;            // BlockType
-  uint8_t reserved[3];
+  uint8_t reserved[3];     // 24-bit check of this header alone (block_frame.h): a reader
+                           // tells a corrupt length from a cut-off tail without the payload
   uint32_t payload_bytes;
   uint32_t record_count;   // records or strings in the payload
   uint32_t min_step;       // steps covered by the records (Summary: summarized steps)

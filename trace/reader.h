@@ -54,12 +54,15 @@ class TraceReader {
   // tail (sets truncated()); throws TraceError on a bad block header in the middle.
   virtual const std::vector<BlockInfo>& blocks() = 0;
 
-  // Step summaries from Summary blocks only.
+  // Step summaries from Summary blocks only, one per step in step order (partial summaries of
+  // a step merged).
   virtual std::vector<StepSummary> step_summaries() = 0;
 
   // Decodes records, in file order, of the Records blocks whose step range meets
-  // [first_step, last_step], verifying each block's checksum. Strings are resolved as needed.
-  // The callback returns false to stop early.
+  // [first_step, last_step], verifying each block's checksum, and passes those whose step lies
+  // in the range. Strings are resolved as needed. The callback returns false to stop early.
+  // File order is per-thread seq order; records of different threads interleave by block, so
+  // sort by seq where process order matters.
   virtual void for_each_record(uint32_t first_step, uint32_t last_step,
                                const std::function<bool(const Record&)>& callback) = 0;
   void for_each_record(const std::function<bool(const Record&)>& callback) {

@@ -41,6 +41,20 @@ const RecordKindInfo* find_record_kind(std::string_view name);
 std::string_view record_kind_name(RecordKind kind);
 int field_count(RecordKind kind);
 
+// field_count as a table lookup for hot paths (0 for unknown kinds).
+namespace detail {
+inline constexpr auto kFieldCounts = [] {
+  std::array<uint8_t, 256> counts{};
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) counts[id] = fields::Enum::kCount;
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+  return counts;
+}();
+}  // namespace detail
+inline int fast_field_count(RecordKind kind) {
+  return detail::kFieldCounts[static_cast<uint8_t>(kind)];
+}
+
 // ---- element types -----------------------------------------------------------------------
 enum class DType : uint8_t {
 #define LOCKSTEP_DTYPE(Enum, id, name, bits) Enum = id,

@@ -26,6 +26,10 @@ struct WriterOptions {
   int flush_interval_ms = 200;
 };
 
+// Warning record codes the writer itself emits (fields::Warning::code). Codes below 100 are the
+// trace library's; collectors use 100 and up.
+inline constexpr uint64_t kWarningRecordsDropped = 1;  // count = records dropped since last one
+
 struct WriterStats {
   uint64_t appended = 0;       // records accepted
   uint64_t dropped = 0;        // records refused for lack of memory or disk
@@ -69,7 +73,8 @@ class TraceWriter {
 
 // Digest contribution of one record to its step summary. Independent of seq, thread, string ids
 // and allocation ordinals, so two identical runs give identical step digests even when threads
-// interleave differently. `resolve` maps the record's string ids to their text.
+// interleave differently. `name` is the text of record.name and buffer_labels[i] the text of
+// record.buffers[i].label. A step's digest is the wrapping sum of its records' hashes.
 uint64_t record_content_hash(const Record& record, std::string_view name,
                              const std::vector<std::string_view>& buffer_labels);
 

@@ -1,0 +1,220 @@
+// hash_bench: the LSF1 HashEngine (the shim's engine and embedded kernels, via the driver API)
+// against a read-only reduction (u64 sum, 16-byte loads) on the same buffers. CUDA events after
+// warm-up (queued behind a spin kernel: device time), median of many runs, bytes counted; each run reads a different slice of a 4 GiB
+// buffer of fresh random data so that small sizes are not served from L2.
+// Output: one CSV row per measurement (run_bench.py merges torch.hash_tensor and prints the table).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hashing/engine.h"
+#include "hashing/fingerprint.h"
+
+namespace {
+
+using lockstep::hashing::HashEngine;
+using lockstep::hashing::Region;
+
+#define CHECK_CUDA(x)                                                                    \
+  do {                                                                                   \
+    cudaError_t e = (x);                                                                 \
+    if (e != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+__device__ unsigned long long splitmix(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Random values of the dtype (never zeros): fp32 and bf16 in (-2, 2), fp8 e4m3 without NaN.
+__global__ void fill_random(unsigned* out, size_t words, unsigned long long seed, int dtype) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    const unsigned long long r = splitmix(seed ^ (i * 0x632BE59BD9B4E019ull));
+    unsigned w;
+    if (dtype == 0) {  // fp32
+      w = (unsigned(r) & 0x807FFFFFu) | 0x3F800000u;  // +-[1, 2)
+    } else if (dtype == 1) {  // two bf16
+      const unsigned a = (unsigned(r) & 0x807Fu) | 0x3F80u, b = (unsigned(r >> 16) & 0x807Fu) | 0x3F80u;
+      w = a | (b << 16);
+    } else {  // four fp8 e4m3: clear the NaN pattern (S.1111.111)
+      w = unsigned(r >> 13);
+      for (int k = 0; k < 4; ++k)
+        if (((w >> (8 * k)) & 0x7F) == 0x7F) w ^= 1u << (8 * k);
+      if (w == 0) w = 0x38383838u;
+    }
+    out[i] = w;
+  }
+}
+
+// The read-only baseline: sum of u64 words, 16-byte loads, 4 in flight per thread.
+__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  unsigned long long s = 0;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const ulonglong2 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
+                     d = __ldg(p + i + 3 * stride);
+    s += a.x + a.y + b.x + b.y + c.x + c.y + d.x + d.y;
+  }
+  for (; i < n16; i += stride) {
+    const ulonglong2 a = __ldg(p + i);
+    s += a.x + a.y;
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
+}
+
+// Keeps the stream busy while the host queues start event, operation and stop event, so that
+// the events time the device alone (not the host's launch path): "device time".
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+struct Timer {
+  cudaEvent_t start, stop;
+  Timer() {
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaFree(nullptr));  // primary context current: the engine uses it
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+
+  lockstep::hashing::DriverApi api;
+  std::string error;
+  if (!lockstep::hashing::load_driver_api_from_libcuda(&api, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  auto engine = HashEngine::create(api, {}, &error);
+  if (!engine) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  auto drain = [&] { engine->poll([](uint64_t, uint64_t) {}); };
+
+  const size_t kPool = quick ? (256ull << 20) : (4ull << 30);
+  unsigned char* pool = nullptr;
+  CHECK_CUDA(cudaMalloc(&pool, kPool + 4096));
+  unsigned long long* sink = nullptr;
+  CHECK_CUDA(cudaMalloc(&sink, sizeof *sink));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int reduce_blocks_per_sm = 0;
+  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_blocks_per_sm, reduce_u64, 256, 0));
+  const int reduce_max_blocks = reduce_blocks_per_sm * prop.multiProcessorCount;
+
+  Timer timer;
+  auto time_it = [&](int runs, auto&& launch_run) {
+    for (int i = 0; i < 5; ++i) launch_run(i);  // warm-up
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    drain();
+    std::vector<double> us;
+    for (int i = 0; i < runs; ++i) {
+      spin<<<1, 1, 0, stream>>>(200000);
+      CHECK_CUDA(cudaEventRecord(timer.start, stream));
+      launch_run(i);
+      CHECK_CUDA(cudaEventRecord(timer.stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(timer.stop));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, timer.start, timer.stop));
+      us.push_back(ms * 1000.0);
+      drain();
+    }
+    return median(us);
+  };
+
+  std::printf("device,%s,sms,%d\n", prop.name, prop.multiProcessorCount);
+  std::printf("kind,dtype,bytes,method,median_us,tb_per_s,check\n");
+  const char* dtypes[] = {"fp32", "bf16", "fp8"};
+  std::vector<size_t> sizes = {4096, 1u << 20, 16u << 20, 256u << 20, 1ull << 30, 4ull << 30};
+  for (int dtype = 0; dtype < 3; ++dtype) {
+    const unsigned long long seed = std::chrono::steady_clock::now().time_since_epoch().count();
+    fill_random<<<4096, 256, 0, stream>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4, seed, dtype);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t bytes : sizes) {
+      if (bytes > kPool) continue;
+      const int runs = bytes >= (1ull << 30) ? 30 : bytes >= (256u << 20) ? 60 : 300;
+      const size_t slices = std::max<size_t>(1, kPool / bytes);
+      auto at = [&](int i) { return pool + (size_t(i) % slices) * bytes; };
+
+      // Correctness of the engine on this very data (host reference), up to 16 MiB.
+      std::string check = "-";
+      if (bytes <= (16u << 20)) {
+        std::vector<unsigned char> host(bytes);
+        CHECK_CUDA(cudaMemcpy(host.data(), at(1), bytes, cudaMemcpyDeviceToHost));
+        const Region region{reinterpret_cast<CUdeviceptr>(at(1)), bytes};
+        uint64_t digest = 0;
+        engine->enqueue(reinterpret_cast<CUstream>(stream), &region, 1, nullptr);
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        engine->poll([&](uint64_t, uint64_t d) { digest = d; });
+        check = digest == lockstep::hashing::fingerprint(host.data(), bytes) ? "ok" : "MISMATCH";
+      }
+      const double ours = time_it(runs, [&](int i) {
+        const Region region{reinterpret_cast<CUdeviceptr>(at(i)), bytes};
+        if (!engine->enqueue(reinterpret_cast<CUstream>(stream), &region, 1, nullptr)) {
+          std::fprintf(stderr, "enqueue refused\n");
+          std::exit(1);
+        }
+      });
+      const double reduce = time_it(runs, [&](int i) {
+        const size_t n16 = bytes / 16;
+        const int blocks = int(std::min<size_t>(reduce_max_blocks, (n16 + 1023) / 1024));
+        reduce_u64<<<std::max(1, blocks), 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(at(i)), n16, sink);
+      });
+      std::printf("single,%s,%zu,lsf1,%.3f,%.4f,%s\n", dtypes[dtype], bytes, ours, bytes / ours / 1e6, check.c_str());
+      std::printf("single,%s,%zu,reduce_u64,%.3f,%.4f,-\n", dtypes[dtype], bytes, reduce, bytes / reduce / 1e6);
+      std::fflush(stdout);
+    }
+  }
+  // 1000 regions of 4 KiB in one launch, each batch on fresh slices.
+  {
+    constexpr int kRegions = 1000;
+    constexpr size_t kBytes = 4096;
+    const size_t slices = kPool / kBytes;
+    std::vector<Region> regions(kRegions);
+    const double batch = time_it(200, [&](int i) {
+      for (int r = 0; r < kRegions; ++r)
+        regions[r] = {reinterpret_cast<CUdeviceptr>(pool + ((size_t(i) * kRegions + r) * 7919 % slices) * kBytes), kBytes};
+      if (!engine->enqueue(reinterpret_cast<CUstream>(stream), regions.data(), kRegions, nullptr)) {
+        std::fprintf(stderr, "batch enqueue refused\n");
+        std::exit(1);
+      }
+    });
+    std::printf("batch1000x4KiB,bf16,%zu,lsf1,%.3f,%.4f,-\n", kRegions * kBytes, batch,
+                kRegions * kBytes / batch / 1e6);
+  }
+  const auto s = engine->stats();
+  std::printf("engine,launches,%llu,overflows,%llu,launch_failures,%llu\n",
+              (unsigned long long)s.launches, (unsigned long long)s.overflows,
+              (unsigned long long)s.launch_failures);
+  return 0;
+}

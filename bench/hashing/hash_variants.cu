@@ -1,0 +1,146 @@
+// hash_variants: a look inside the shipped kernels (diagnostics, not the benchmark table).
+// Times the bulk and the compact kernel of the embedded fatbin directly on sizes from 4 KiB to
+// 1 GiB, aligned and misaligned, and once with the digest slots in device memory instead of
+// pinned host memory (what the host-visible write costs); each digest is checked against the
+// engine. Usage: hash_variants PATH/TO/hash_kernels.fatbin
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "hashing/engine.h"
+#include "hashing/layout.h"
+
+namespace {
+
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    auto e = (x);                                                                     \
+    if (e != 0) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s failed (%d)\n", __FILE__, __LINE__, #x, int(e)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+using namespace lockstep::hashing;
+
+__global__ void fill(unsigned* out, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned x = unsigned(i) * 2654435761u ^ seed;
+    x ^= x >> 15; x *= 0x2C1B3C6Du; x ^= x >> 12; x *= 0x297A2D39u; x ^= x >> 15;
+    out[i] = x | 0x01010101u;
+  }
+}
+
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return std::fprintf(stderr, "usage: hash_variants FATBIN\n"), 2;
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaFree(nullptr));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t kPool = 4ull << 30;
+  unsigned char* pool = nullptr;
+  CHECK(cudaMalloc(&pool, kPool + 256));
+  fill<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 256) / 4, 12345u);
+  lsf1::DigestSlot* host_slots = nullptr;
+  CHECK(cudaHostAlloc(&host_slots, 1024 * sizeof *host_slots, cudaHostAllocMapped));
+  lsf1::DigestSlot* device_slots = nullptr;
+  CHECK(cudaMalloc(&device_slots, 1024 * sizeof *device_slots));
+  void* scratch = nullptr;
+  CHECK(cudaMalloc(&scratch, 1024 * sizeof(lsf1::RegionScratch)));
+  CHECK(cudaMemset(scratch, 0, 1024 * sizeof(lsf1::RegionScratch)));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  CHECK(cudaDeviceSynchronize());
+
+  DriverApi api;
+  std::string error;
+  if (!load_driver_api_from_libcuda(&api, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  auto engine = HashEngine::create(api, {}, &error);
+  if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+
+  struct Case { const char* name; size_t offset, bytes; bool device_slots; };
+  const Case cases[] = {{"4KiB", 0, 4096, false},          {"4KiB_slots_in_device_mem", 0, 4096, true},
+                        {"4KiB+3", 3, 4096, false},        {"64KiB", 0, 65536, false},
+                        {"1MiB", 0, 1u << 20, false},      {"16MiB", 0, 16u << 20, false},
+                        {"256MiB", 0, 256u << 20, false},  {"1GiB", 0, 1ull << 30, false},
+                        {"1GiB+3", 3, 1ull << 30, false}};
+  std::vector<uint64_t> want;
+  for (const Case& c : cases) {
+    const Region r{reinterpret_cast<CUdeviceptr>(pool + c.offset), c.bytes};
+    engine->enqueue(reinterpret_cast<CUstream>(stream), &r, 1, nullptr);
+  }
+  CHECK(cudaStreamSynchronize(stream));
+  engine->poll([&](uint64_t, uint64_t d) { want.push_back(d); });
+
+  std::ifstream file(argv[1], std::ios::binary);
+  std::vector<char> image((std::istreambuf_iterator<char>(file)), {});
+  CUmodule module;
+  CHECK(cuModuleLoadData(&module, image.data()));
+  std::printf("kernel,regs,blocks_per_sm,case,median_us,tb_per_s,digest\n");
+  for (const char* kernel : {lsf1::kSmallKernelName, lsf1::kSmallCompactKernelName}) {
+    CUfunction fn;
+    CHECK(cuModuleGetFunction(&fn, module, kernel));
+    int regs = 0, per_sm = 0;
+    CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
+    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, lsf1::kThreadsPerBlock, 0));
+    uint64_t slot_id = 0;
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      const Case& c = cases[ci];
+      const int runs = c.bytes >= (256u << 20) ? 30 : 200;
+      const size_t slices = std::max<size_t>(1, kPool / std::max<size_t>(c.bytes, 1u << 20)) - 1;
+      std::vector<float> us;
+      bool ok = true;
+      for (int run = -3; run < runs; ++run) {
+        // Fresh slices (no L2 reuse); every 10th run hashes slice 0, the engine's region.
+        const size_t at = (run % 10 == 0 ? 0 : size_t(run + 3) % slices * std::max<size_t>(c.bytes, 1u << 20)) + c.offset;
+        lsf1::BatchParams<lsf1::kSmallBatch> p{};
+        p.first_slot = slot_id;
+        p.slots = reinterpret_cast<uint64_t>(c.device_slots ? device_slots : host_slots);
+        p.scratch = reinterpret_cast<uint64_t>(scratch);
+        p.slot_mask = 1023;
+        p.count = 1;
+        p.regions[0] = {reinterpret_cast<uint64_t>(pool + at), c.bytes, 0,
+                        uint32_t((c.bytes + lsf1::kTileBytes - 1) / lsf1::kTileBytes)};
+        p.total_units = p.regions[0].units;
+        const unsigned blocks = std::min<unsigned>(per_sm * sms, (p.total_units + 7) / 8);
+        void* args[] = {&p};
+        spin<<<1, 1, 0, stream>>>(100000);
+        CHECK(cudaEventRecord(start, stream));
+        CHECK(cuLaunchKernel(fn, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0,
+                             reinterpret_cast<CUstream>(stream), args, nullptr));
+        CHECK(cudaEventRecord(stop, stream));
+        CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (run >= 0) us.push_back(ms * 1000);
+        if (run % 10 == 0 && !c.device_slots && host_slots[slot_id & 1023].digest != want[ci]) ok = false;
+        ++slot_id;
+      }
+      std::sort(us.begin(), us.end());
+      const double med = us[us.size() / 2];
+      std::printf("%s,%d,%d,%s,%.2f,%.3f,%s\n", kernel, regs, per_sm, c.name, med, c.bytes / med / 1e6,
+                  c.device_slots ? "-" : ok ? "ok" : "MISMATCH");
+    }
+  }
+  cuModuleUnload(module);
+  return 0;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""LSF1 benchmark, one table: our fingerprint (hash_bench: the shim's engine and kernels), a
+read-only u64 reduction (same binary, same buffers) and torch.hash_tensor (timed here), for
+4 KiB .. 4 GiB of fp32, bf16 and fp8 random data. CUDA events after warm-up, median of many
+runs (each queued behind a spin so that events time the device, not the host),
+bytes counted. Usage: run_bench.py PATH/TO/hash_bench [--quick] [--markdown OUT.md]"""
+import argparse
+import statistics
+import subprocess
+import sys
+
+import torch
+
+SIZES = [4096, 1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30]
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
+
+
+def human(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def time_torch(pool, nbytes, runs):
+    """Median µs of torch.hash_tensor over `runs` different slices of `pool` (1-D, dtype set)."""
+    elem = pool.element_size()
+    count = nbytes // elem
+    slices = max(1, pool.numel() // count)
+    views = [pool[(i % slices) * count:(i % slices + 1) * count] for i in range(runs + 5)]
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for v in views[:5]:
+        torch.hash_tensor(v)
+    torch.cuda.synchronize()
+    times = []
+    for v in views[5:]:
+        torch.cuda._sleep(400_000)  # ~200 us: queue behind a busy GPU, time the device alone
+        start.record()
+        torch.hash_tensor(v)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(times)
+
+
+def torch_rows(quick):
+    rows = {}
+    pool_bytes = (256 << 20) if quick else (4 << 30)
+    for name, dtype in DTYPES.items():
+        base = torch.randn(pool_bytes // 4, device="cuda", dtype=torch.float32)
+        base += torch.where(base == 0, 1.0, 0.0)  # never zeros
+        pool = base.to(dtype) if dtype != torch.float32 else base
+        note = ""
+        try:
+            torch.hash_tensor(pool[:16])
+        except Exception:  # noqa: BLE001 - older torch or an unsupported dtype: hash the bytes
+            pool = pool.view(torch.uint8)
+            note = " (as uint8)"
+        pool = pool[: pool_bytes // pool.element_size()]
+        for nbytes in SIZES:
+            if nbytes > pool_bytes:
+                continue
+            runs = 30 if nbytes >= 1 << 30 else 60 if nbytes >= 256 << 20 else 300
+            rows[(name, nbytes)] = (time_torch(pool, nbytes, runs), note)
+        del pool, base
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("hash_bench")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--markdown")
+    args = parser.parse_args()
+
+    torch_us = {}
+    if hasattr(torch, "hash_tensor"):
+        torch_us = torch_rows(args.quick)
+    torch.cuda.empty_cache()
+    cmd = [args.hash_bench] + (["--quick"] if args.quick else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    ours, reduce, batch, device, engine = {}, {}, None, "", ""
+    for line in out.splitlines():
+        f = line.split(",")
+        if f[0] == "device":
+            device = f"{f[1]}, {f[3]} SMs"
+        elif f[0] == "single":
+            key = (f[1], int(f[2]))
+            (ours if f[3] == "lsf1" else reduce)[key] = (float(f[4]), f[6])
+        elif f[0] == "batch1000x4KiB":
+            batch = float(f[4])
+        elif f[0] == "engine":
+            engine = line
+
+    def tbs(nbytes, us):
+        return nbytes / us / 1e6
+
+    lines = [f"Device: {device}; torch {torch.__version__}",
+             "",
+             "| dtype | size | LSF1 µs | LSF1 TB/s | reduce µs | reduce TB/s | LSF1/reduce | torch.hash_tensor µs | torch TB/s | GPU==CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for (name, nbytes), (us, check) in ours.items():
+        r_us = reduce[(name, nbytes)][0]
+        t = torch_us.get((name, nbytes))
+        t_cells = f"{t[0]:.1f}{t[1]} | {tbs(nbytes, t[0]):.2f}" if t else "n/a | n/a"
+        lines.append(f"| {name} | {human(nbytes)} | {us:.1f} | {tbs(nbytes, us):.2f} | {r_us:.1f} | "
+                     f"{tbs(nbytes, r_us):.2f} | {100 * r_us / us:.0f}% | {t_cells} | {check} |")
+        if nbytes >= 1 << 30:
+            verdicts.append((f"{name} {human(nbytes)}: >= 4.0 TB/s and >= 95% of reduce",
+                             tbs(nbytes, us) >= 4.0 and r_us / us >= 0.95))
+        if nbytes == 4096:
+            verdicts.append((f"{name} 4 KiB: <= 5 us ({us:.1f})", us <= 5.0))
+    if batch is not None:
+        lines.append(f"| bf16 | 1000 x 4 KiB, one launch | {batch:.1f} | {tbs(4096000, batch):.2f} | | | | | | |")
+        verdicts.append((f"1000 x 4 KiB batch: <= 15 us ({batch:.1f})", batch <= 15.0))
+    lines.append("")
+    lines += [f"- {'PASS' if ok else 'FAIL'}: {text}" for text, ok in verdicts]
+    lines.append(f"- {engine}")
+    text = "\n".join(lines)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(text + "\n")
+    return 0 if all(ok for _, ok in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""lockstep's overhead on a real PyTorch training job.
+
+Runs examples/pytorch/train_gpt.py (or the DDP version) untraced and under `lockstep run` at
+each level, interleaved round by round so that drift in the machine hits every mode alike. Each
+run reports its per-step wall times (the job syncs once per step on loss.item()); the first
+--skip steps of every run are dropped (warm-up, cuBLAS heuristics, allocator growth). Prints one
+table: median step time per mode, ratio to untraced, the issue's target, and trace bytes per
+step per rank.
+
+  python3 bench/overhead/overhead.py --lockstep build/tools/lockstep
+  python3 bench/overhead/overhead.py --job ddp --nproc 2 --levels broad
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.02, "full": 1.5}  # ratio to untraced
+LEVELS = ("off", "metrics", "broad", "full")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lockstep", default=os.path.join(REPO, "build", "tools", "lockstep"),
+                   help="the lockstep CLI (default: build/tools/lockstep)")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--job", choices=["gpt", "ddp"], default="gpt")
+    p.add_argument("--nproc", type=int, default=2, help="processes for --job ddp")
+    p.add_argument("--levels", default=",".join(LEVELS),
+                   help="comma-separated lockstep levels to measure (untraced always runs)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--skip", type=int, default=5, help="steps dropped at the start of each run")
+    p.add_argument("--timeout", type=float, default=180, help="seconds per run")
+    p.add_argument("--work", help="directory for traces and per-run files (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the traces")
+    p.add_argument("--json", help="write the results as JSON here")
+    p.add_argument("--log", help="append every run's output here")
+    p.add_argument("job_args", nargs="*",
+                   help="extra arguments for the job, after --  (default: a mid-size model)")
+    args = p.parse_args(argv)
+    args.levels = [lv for lv in args.levels.split(",") if lv]
+    for lv in args.levels:
+        if lv not in LEVELS:
+            p.error(f"unknown level {lv!r} (one of {', '.join(LEVELS)})")
+    if args.skip >= args.steps:
+        p.error("--skip must be smaller than --steps")
+    return args
+
+
+def job_command(args, out_json):
+    extra = args.job_args or ["--dim", "512", "--layers", "6", "--batch", "16", "--seq", "256"]
+    common = ["--steps", str(args.steps), "--out", out_json] + extra
+    if args.job == "gpt":
+        return [args.python, os.path.join(REPO, "examples", "pytorch", "train_gpt.py")] + common
+    return [args.python, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={args.nproc}",
+            os.path.join(REPO, "examples", "pytorch", "train_ddp.py")] + common
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
+def run_once(args, mode, round_index, work, log):
+    """One run; returns (step times after --skip, trace bytes or None, error or None)."""
+    tag = f"{mode}-r{round_index}"
+    out_json = os.path.join(work, f"{tag}.json" if args.job == "gpt" else f"{tag}.{{rank}}.json")
+    cmd = job_command(args, out_json)
+    trace_dir = None
+    if mode != "untraced":
+        trace_dir = os.path.join(work, f"trace-{tag}")
+        shutil.rmtree(trace_dir, ignore_errors=True)
+        cmd = [args.lockstep, "run", "-o", trace_dir, "--level", mode, "--"] + cmd
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=args.timeout, errors="replace")
+        output, rc = proc.stdout, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
+            else (e.stdout or "")
+        rc = "timeout"
+    if log:
+        log.write(f"\n=== overhead {tag} rc={rc} {time.monotonic() - started:.1f}s: "
+                  f"{' '.join(cmd)}\n{output[-4000:]}\n")
+        log.flush()
+    if rc != 0:
+        return None, None, f"{tag}: exit {rc}: {output.strip().splitlines()[-1:] or ''}"
+    ranks = [0] if args.job == "gpt" else list(range(args.nproc))
+    per_rank = []
+    for rank in ranks:
+        path = out_json.replace("{rank}", str(rank))
+        try:
+            with open(path) as f:
+                per_rank.append(json.load(f)["step_times_s"])
+        except (OSError, ValueError, KeyError) as e:
+            return None, None, f"{tag}: no step times in {path}: {e}"
+    # A step ends when the slowest rank ends it.
+    times = [max(ts) for ts in zip(*per_rank)][args.skip:]
+    trace = None
+    if trace_dir is not None:
+        trace = dir_bytes(trace_dir) / args.steps / len(ranks)
+        if not args.keep:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+    return times, trace, None
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not os.access(args.lockstep, os.X_OK):
+        print(f"overhead.py: {args.lockstep}: no lockstep CLI there (build it, or pass "
+              "--lockstep)", file=sys.stderr)
+        return 2
+    work = args.work or tempfile.mkdtemp(prefix="lockstep-overhead-")
+    os.makedirs(work, exist_ok=True)
+    log = open(args.log, "a") if args.log else None
+    modes = ["untraced"] + args.levels
+    times = {m: [] for m in modes}
+    trace_bytes = {m: [] for m in modes}
+    errors = []
+    for r in range(args.rounds):
+        order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotate: no fixed position
+        for mode in order:
+            t, b, err = run_once(args, mode, r, work, log)
+            if err:
+                errors.append(err)
+                print(f"overhead.py: {err}", file=sys.stderr)
+                continue
+            times[mode].extend(t)
+            if b is not None:
+                trace_bytes[mode].append(b)
+
+    base = statistics.median(times["untraced"]) if times["untraced"] else None
+    rows = []
+    for mode in modes:
+        med = statistics.median(times[mode]) if times[mode] else None
+        ratio = med / base if med and base else None
+        target = TARGETS.get(mode)
+        rows.append({
+            "mode": mode, "median_step_ms": med * 1e3 if med else None,
+            "steps_measured": len(times[mode]), "ratio": ratio, "target_ratio": target,
+            "within_target": (ratio <= target) if ratio and target else None,
+            "trace_bytes_per_step_per_rank":
+                statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
+        })
+
+    def fmt(v, spec):
+        width = int(spec.split(".")[0].rstrip(",") or 0)
+        return format(v, spec) if v is not None else "-".rjust(width)
+
+    print(f"overhead: job {args.job}, {args.rounds} rounds x {args.steps} steps "
+          f"(first {args.skip} dropped), interleaved")
+    print(f"{'mode':<9} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
+          f"{'trace B/step/rank':>18}")
+    for row in rows:
+        ok = {True: "yes", False: "NO", None: "-"}[row["within_target"]]
+        print(f"{row['mode']:<9} {fmt(row['median_step_ms'], '14.3f')} "
+              f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
+              f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"job": args.job, "rounds": args.rounds, "steps": args.steps,
+                       "skip": args.skip, "job_args": args.job_args, "rows": rows,
+                       "errors": errors, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
+                      f, indent=1)
+    if log:
+        log.close()
+    if not args.work and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if errors or base is None else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

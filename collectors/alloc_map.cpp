@@ -1,0 +1,112 @@
+#include "collectors/alloc_map.h"
+
+#include <iterator>
+#include <mutex>
+
+namespace lockstep::collectors {
+
+void AllocationMap::widen(uintptr_t base, uint64_t bytes) {
+  if (base < lowest_.load(std::memory_order_relaxed)) lowest_.store(base, std::memory_order_relaxed);
+  if (base + bytes > highest_.load(std::memory_order_relaxed))
+    highest_.store(base + bytes, std::memory_order_relaxed);
+}
+
+void AllocationMap::add(uintptr_t base, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mutex_);
+  widen(base, bytes);
+  entries_[base] = Entry{bytes, next_ordinal_++, false};
+}
+
+void AllocationMap::remove(uintptr_t base) {
+  std::unique_lock lock(mutex_);
+  auto it = entries_.find(base);
+  if (it != entries_.end() && !it->second.reservation) entries_.erase(it);
+}
+
+void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mutex_);
+  widen(base, bytes);
+  entries_[base] = Entry{bytes, next_ordinal_++, true};
+}
+
+void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {
+  std::unique_lock lock(mutex_);
+  auto it = entries_.find(base);
+  if (it != entries_.end() && it->second.reservation) entries_.erase(it);
+  unmap_locked(base, base + bytes);
+}
+
+void AllocationMap::map(uintptr_t ptr, uint64_t bytes) {
+  if (bytes == 0) return;
+  std::unique_lock lock(mutex_);
+  unmap_locked(ptr, ptr + bytes);  // a remap replaces whatever was there
+  mapped_[ptr] = ptr + bytes;
+}
+
+void AllocationMap::unmap(uintptr_t ptr, uint64_t bytes) {
+  std::unique_lock lock(mutex_);
+  unmap_locked(ptr, ptr + bytes);
+}
+
+void AllocationMap::unmap_locked(uintptr_t begin, uintptr_t end) {
+  if (end <= begin) return;
+  auto it = mapped_.upper_bound(begin);
+  if (it != mapped_.begin()) --it;
+  while (it != mapped_.end() && it->first < end) {
+    const uintptr_t piece_begin = it->first, piece_end = it->second;
+    if (piece_end <= begin) {
+      ++it;
+      continue;
+    }
+    it = mapped_.erase(it);
+    if (piece_begin < begin) mapped_[piece_begin] = begin;          // keep the left part
+    if (piece_end > end) it = mapped_.emplace(end, piece_end).first;  // and the right part
+  }
+}
+
+std::map<uintptr_t, AllocationMap::Entry>::const_iterator AllocationMap::containing(
+    uintptr_t ptr) const {
+  auto it = entries_.upper_bound(ptr);
+  if (it == entries_.begin()) return entries_.end();
+  --it;
+  if (ptr - it->first >= it->second.bytes) return entries_.end();
+  return it;
+}
+
+std::optional<AllocationHit> AllocationMap::find(uintptr_t ptr) const {
+  if (ptr < lowest_.load(std::memory_order_relaxed) || ptr >= highest_.load(std::memory_order_relaxed))
+    return std::nullopt;
+  std::shared_lock lock(mutex_);
+  auto it = containing(ptr);
+  if (it == entries_.end()) return std::nullopt;
+  AllocationHit hit{it->second.ordinal, ptr - it->first, it->first, 0};
+  if (!it->second.reservation) {
+    hit.readable = it->second.bytes - hit.offset;
+    return hit;
+  }
+  // Walk the contiguous mapped run that holds ptr, within the reservation.
+  const uintptr_t reservation_end = it->first + it->second.bytes;
+  auto piece = mapped_.upper_bound(ptr);
+  if (piece == mapped_.begin()) return hit;
+  --piece;
+  if (piece->second <= ptr) return hit;
+  uintptr_t run_end = piece->second;
+  for (++piece; piece != mapped_.end() && piece->first == run_end; ++piece) run_end = piece->second;
+  if (run_end > reservation_end) run_end = reservation_end;
+  hit.readable = run_end - ptr;
+  return hit;
+}
+
+size_t AllocationMap::size() const {
+  std::shared_lock lock(mutex_);
+  return entries_.size();
+}
+
+size_t AllocationMap::mapped_pieces() const {
+  std::shared_lock lock(mutex_);
+  return mapped_.size();
+}
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,58 @@
+// The allocation interval map: device allocations and VMM reservations fed by the allocation
+// hooks, so that a pointer becomes (allocation ordinal, offset) and a region's end is known
+// without a driver query per launch.
+//
+// Ordinals count allocations and reservations in creation order (1-based), so two runs that
+// allocate in the same order give the same ordinals even when addresses move.
+// VMM (PyTorch expandable segments): a reservation owns the ordinal; only its mapped subranges
+// (cuMemMap) may be read. A region ends at the end of the contiguous mapped run holding it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <shared_mutex>
+
+namespace lockstep::collectors {
+
+struct AllocationHit {
+  uint32_t ordinal = 0;
+  uint64_t offset = 0;       // pointer - allocation (or reservation) base
+  uintptr_t base = 0;
+  uint64_t readable = 0;     // bytes from the pointer to the end of its mapped run; 0 if unmapped
+};
+
+class AllocationMap {
+ public:
+  void add(uintptr_t base, uint64_t bytes);            // cuMemAlloc*, cudaMalloc*, pools
+  void remove(uintptr_t base);                         // frees of any allocation at base
+  void reserve(uintptr_t base, uint64_t bytes);        // cuMemAddressReserve
+  void release_reservation(uintptr_t base, uint64_t bytes);  // cuMemAddressFree
+  void map(uintptr_t ptr, uint64_t bytes);             // cuMemMap
+  void unmap(uintptr_t ptr, uint64_t bytes);           // cuMemUnmap
+
+  std::optional<AllocationHit> find(uintptr_t ptr) const;
+  size_t size() const;
+  size_t mapped_pieces() const;
+
+ private:
+  struct Entry {
+    uint64_t bytes = 0;
+    uint32_t ordinal = 0;
+    bool reservation = false;
+  };
+  // Entry containing ptr, or end().
+  std::map<uintptr_t, Entry>::const_iterator containing(uintptr_t ptr) const;
+  void unmap_locked(uintptr_t begin, uintptr_t end);
+
+  mutable std::shared_mutex mutex_;
+  std::map<uintptr_t, Entry> entries_;     // keyed by base
+  std::map<uintptr_t, uintptr_t> mapped_;  // [begin, end) of mapped pieces, not overlapping
+  uint32_t next_ordinal_ = 1;
+  // Bounds of every address ever added: most scalar words fall outside and skip the lock.
+  std::atomic<uintptr_t> lowest_{UINTPTR_MAX}, highest_{0};
+  void widen(uintptr_t base, uint64_t bytes);
+};
+
+}  // namespace lockstep::collectors

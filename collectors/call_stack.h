@@ -1,0 +1,43 @@
+// Per-thread stack of open intercepted calls: begin() pushes, end() pops. The token handed to
+// interpose is the stack depth (plus a tag), so end() can check it pairs with the open call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include "collectors/runtime.h"
+
+namespace lockstep::collectors {
+
+enum class CallKind : uint8_t { Nested, Kernel, Memory, Metric, Gemm, Nccl };
+
+struct CallState {
+  CallKind kind = CallKind::Nested;
+  Tracer* tracer = nullptr;
+  trace::Record record;            // used when nothing is fingerprinted
+  PendingRecord* pending = nullptr;
+  std::vector<PlannedRegion> outputs;  // fingerprinted after the call returned
+  CUstream stream = nullptr;
+  bool per_thread_stream = false;
+  // Memory / metric
+  void* dst = nullptr;
+  uint64_t bytes = 0;
+  bool is_async = false;
+  // NCCL
+  ncclComm_t comm = nullptr;
+  // Which OpenApi counters this call raised (undone at end).
+  bool raised_depth = false, raised_gemm = false, raised_launch = false;
+
+  trace::Record& live_record() { return pending != nullptr ? pending->record : record; }
+};
+
+CallState& push_call(CallKind kind, uint64_t* token);
+// The state for `token`, popped by finish_call. Null for token 0 or a token that does not pair.
+CallState* top_call(uint64_t token);
+void finish_call(CallState* state);  // undoes OpenApi counters and pops
+
+}  // namespace lockstep::collectors

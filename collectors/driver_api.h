@@ -1,0 +1,47 @@
+// Real CUDA driver and library entry points for collectors/, reached only through the
+// SymbolResolver that interpose registers (never linked, never our own wrappers).
+#pragma once
+
+#include <string>
+
+#include <cuda.h>
+
+#include "collectors/events.h"
+
+namespace lockstep::collectors {
+
+struct Driver {
+  decltype(&::cuGetProcAddress_v2) getProcAddress = nullptr;
+  decltype(&::cuCtxGetCurrent) ctxGetCurrent = nullptr;
+  decltype(&::cuCtxGetDevice) ctxGetDevice = nullptr;
+  decltype(&::cuDeviceGetName) deviceGetName = nullptr;
+  decltype(&::cuDeviceGetUuid_v2) deviceGetUuid = nullptr;
+  decltype(&::cuDriverGetVersion) driverGetVersion = nullptr;
+  decltype(&::cuKernelGetName) kernelGetName = nullptr;
+  decltype(&::cuFuncGetName) funcGetName = nullptr;
+  decltype(&::cuKernelGetParamInfo) kernelGetParamInfo = nullptr;
+  decltype(&::cuFuncGetParamInfo) funcGetParamInfo = nullptr;
+  decltype(&::cuStreamGetCaptureInfo) streamGetCaptureInfo = nullptr;  // the 13.0 (v3) form
+  decltype(&::cuStreamIsCapturing) streamIsCapturing = nullptr;
+  decltype(&::cuEventCreate) eventCreate = nullptr;
+  decltype(&::cuEventRecord) eventRecord = nullptr;
+  decltype(&::cuEventQuery) eventQuery = nullptr;
+  decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
+  decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
+  bool loaded = false;
+};
+
+// Resolves the driver once (thread-safe); `loaded` is false when libcuda is not in the process.
+const Driver& driver();
+// Registered by interpose (set_symbol_resolver); null before.
+SymbolResolver symbol_resolver();
+// resolver(name) or null.
+void* resolve(const char* name);
+
+// Versions of the libraries the job loaded (0 when absent).
+int runtime_version();  // cudaRuntimeGetVersion
+int nccl_version();     // ncclGetVersion
+int cublas_version();   // cublasGetProperty(MAJOR/MINOR/PATCH) as major*10000+minor*100+patch
+size_t cublaslt_version();
+
+}  // namespace lockstep::collectors

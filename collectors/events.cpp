@@ -1,0 +1,119 @@
+// Process-level parts of events.h: activity, the shim guard, the resolver, the allocation hooks,
+// and the per-thread call stack behind every begin/end token.
+#include "collectors/events.h"
+
+#include "collectors/call_stack.h"
+#include "collectors/lockstep.h"
+#include "collectors/driver_api.h"
+#include "collectors/runtime.h"
+
+namespace lockstep::collectors {
+
+void set_resolver_internal(SymbolResolver resolver);  // driver_api.cpp
+
+}  // namespace lockstep::collectors
+
+// The shim's exported C entry points live in objects that nothing else references; this table
+// makes every link that uses events.h (the shim) pull them out of the static library.
+extern "C" int InitializeInjectionNvtx2(const void* (*)(uint32_t));
+__attribute__((used)) static void* const g_keep_exported_entry_points[] = {
+    reinterpret_cast<void*>(&lockstep_step), reinterpret_cast<void*>(&lockstep_mark),
+    reinterpret_cast<void*>(&InitializeInjectionNvtx2)};
+
+namespace lockstep::collectors {
+
+namespace {
+thread_local int shim_depth = 0;
+constexpr uint64_t kTokenTag = 0x5a5a000000000000ull;
+
+struct CallStack {
+  std::vector<std::unique_ptr<CallState>> states;  // reused, never shrunk
+  size_t depth = 0;
+};
+CallStack& call_stack() {
+  // Heap, never freed: hooks can run during exit, after thread_local destructors.
+  thread_local CallStack* stack = new CallStack;
+  return *stack;
+}
+}  // namespace
+
+bool active() {
+  if (shim_depth > 0) return false;
+  return Tracer::possible();
+}
+
+ShimCallGuard::ShimCallGuard() { ++shim_depth; }
+ShimCallGuard::~ShimCallGuard() { --shim_depth; }
+bool inside_shim_call() { return shim_depth > 0; }
+
+void set_symbol_resolver(SymbolResolver resolver) {
+  set_resolver_internal(resolver);
+  (void)Tracer::configuration();  // validate the environment at load: one line per problem
+}
+
+CallState& push_call(CallKind kind, uint64_t* token) {
+  CallStack& stack = call_stack();
+  if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());
+  CallState& state = *stack.states[stack.depth++];
+  state.kind = kind;
+  state.tracer = nullptr;
+  state.record.clear();
+  state.pending = nullptr;
+  state.outputs.clear();
+  state.stream = nullptr;
+  state.per_thread_stream = false;
+  state.dst = nullptr;
+  state.bytes = 0;
+  state.is_async = false;
+  state.comm = nullptr;
+  state.raised_depth = state.raised_gemm = state.raised_launch = false;
+  *token = kTokenTag | stack.depth;
+  return state;
+}
+
+CallState* top_call(uint64_t token) {
+  if ((token & kTokenTag) != kTokenTag) return nullptr;
+  CallStack& stack = call_stack();
+  const size_t depth = token & ~kTokenTag;
+  if (depth == 0 || depth != stack.depth) return nullptr;
+  return stack.states[depth - 1].get();
+}
+
+void finish_call(CallState* state) {
+  OpenApi& api = open_api();
+  if (state->raised_depth) --api.depth;
+  if (state->raised_gemm) --api.gemm_depth;
+  if (state->raised_launch) --api.launch_depth;
+  if (api.depth == 0) api.outer_api = 0;
+  CallStack& stack = call_stack();
+  if (stack.depth > 0) --stack.depth;
+}
+
+// ---- allocations ------------------------------------------------------------------------------
+namespace {
+Tracer* tracer_for_allocations() {
+  if (shim_depth > 0 || !Tracer::possible()) return nullptr;
+  return Tracer::get();
+}
+}  // namespace
+
+void on_alloc(CUdeviceptr ptr, size_t bytes) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().add(ptr, bytes);
+}
+void on_free(CUdeviceptr ptr) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().remove(ptr);
+}
+void on_va_reserve(CUdeviceptr ptr, size_t bytes) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().reserve(ptr, bytes);
+}
+void on_va_free(CUdeviceptr ptr, size_t bytes) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().release_reservation(ptr, bytes);
+}
+void on_map(CUdeviceptr ptr, size_t bytes) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().map(ptr, bytes);
+}
+void on_unmap(CUdeviceptr ptr, size_t bytes) {
+  if (Tracer* t = tracer_for_allocations()) t->allocations().unmap(ptr, bytes);
+}
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,325 @@
+// cuBLAS and cuBLASLt GEMMs: one record per GEMM with exact operand extents, every scale / amax /
+// epilogue buffer labelled, and what the library chose (algorithm, workspace).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include "collectors/call_stack.h"
+#include "collectors/driver_api.h"
+#include "collectors/events.h"
+#include "collectors/extents.h"
+
+namespace lockstep::collectors {
+namespace {
+
+using F = trace::fields::Gemm;
+constexpr uint64_t kNoAlgo = UINT64_MAX;
+
+// The enclosing GEMM call or a nested one (an Lt call made by cublasGemmEx): a token that only
+// keeps the nesting counters.
+uint64_t nested_gemm() {
+  uint64_t token = 0;
+  CallState& nested = push_call(CallKind::Nested, &token);
+  OpenApi& api = open_api();
+  ++api.depth, ++api.gemm_depth;
+  nested.raised_depth = nested.raised_gemm = true;
+  return token;
+}
+
+CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint64_t* token) {
+  CallState& call = push_call(CallKind::Gemm, token);
+  OpenApi& api = open_api();
+  ++api.depth, ++api.gemm_depth;
+  call.raised_depth = call.raised_gemm = true;
+  if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
+  call.tracer = tracer;
+  call.stream = stream;
+  tracer->stamp(&call.record, trace::RecordKind::Gemm, api_name, stream, false);
+  return call;
+}
+
+void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs) {
+  if (inputs.empty() && call.outputs.empty()) return;
+  Tracer* tracer = call.tracer;
+  call.pending = tracer->hold(std::move(call.record));
+  if (call.pending == nullptr) {
+    for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
+    call.outputs.clear();
+    return;
+  }
+  tracer->fingerprint(call.pending, call.stream, false, inputs.data(), inputs.size());
+}
+
+void end_gemm(uint64_t token, int status) {
+  CallState* call = top_call(token);
+  if (call == nullptr) return;
+  if (call->kind == CallKind::Gemm) {
+    Tracer* tracer = call->tracer;
+    if (call->pending != nullptr) {
+      if (status == 0)
+        tracer->fingerprint(call->pending, call->stream, false, call->outputs.data(),
+                            call->outputs.size());
+      tracer->release(call->pending);
+    } else if (status == 0) {
+      tracer->append(call->record);
+    }
+  }
+  finish_call(call);
+}
+
+CUstream cublas_stream(cublasHandle_t handle) {
+  using Fn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t*);
+  static auto get_stream = reinterpret_cast<Fn>(resolve("cublasGetStream_v2"));
+  cudaStream_t stream = nullptr;
+  if (get_stream != nullptr) {
+    ShimCallGuard guard;
+    get_stream(handle, &stream);
+  }
+  return reinterpret_cast<CUstream>(stream);
+}
+
+// ---- cuBLASLt descriptor reading ---------------------------------------------------------------
+using DescGet = cublasStatus_t (*)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, void*,
+                                   size_t, size_t*);
+using LayoutGet = cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t,
+                                     void*, size_t, size_t*);
+using AlgoGet = cublasStatus_t (*)(const cublasLtMatmulAlgo_t*, cublasLtMatmulAlgoConfigAttributes_t,
+                                   void*, size_t, size_t*);
+
+template <typename T>
+T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T fallback) {
+  T value{};
+  size_t written = 0;
+  if (get == nullptr || get(desc, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS)
+    return fallback;
+  return value;
+}
+
+LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout) {
+  LtLayout l;
+  if (get == nullptr || layout == nullptr) return l;
+  size_t written = 0;
+  uint32_t type = 0;
+  if (get(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof(type), &written) == 0)
+    l.type = static_cast<cudaDataType>(type);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, &l.order, sizeof(l.order), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &l.rows, sizeof(l.rows), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &l.cols, sizeof(l.cols), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l.ld, sizeof(l.ld), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &l.batch_count, sizeof(l.batch_count), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
+      sizeof(l.batch_stride), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, &l.plane_offset, sizeof(l.plane_offset),
+      &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &l.batch_mode, sizeof(l.batch_mode), &written);
+  return l;
+}
+
+// Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
+uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
+  if (algo == nullptr) return kNoAlgo;
+  static auto get = reinterpret_cast<AlgoGet>(resolve("cublasLtMatmulAlgoConfigGetAttribute"));
+  if (get == nullptr) return kNoAlgo;
+  auto read = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> uint64_t {
+    uint32_t value = 0;  // every attribute read here is 32 bits wide
+    size_t written = 0;
+    if (get(algo, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS) return 0;
+    return value & 0xffffu;
+  };
+  return read(CUBLASLT_ALGO_CONFIG_ID) | read(CUBLASLT_ALGO_CONFIG_TILE_ID) << 16 |
+         read(CUBLASLT_ALGO_CONFIG_STAGES_ID) << 32 | read(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << 48;
+}
+
+int compute_type_bytes(int32_t compute_type) {
+  switch (compute_type) {
+    case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC: return 2;
+    case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT: return 8;
+    default: return 4;
+  }
+}
+
+}  // namespace
+
+// ---- classic cuBLAS -----------------------------------------------------------------------------
+uint64_t cublas_gemm_begin(const CublasGemm& g) {
+  if (!active()) return 0;
+  if (open_api().gemm_depth > 0) return nested_gemm();
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
+  uint64_t token = 0;
+  CallState& call = open_gemm(tracer, g.api, cublas_stream(g.handle), &token);
+  trace::Record& r = call.record;
+  r.fields[F::m] = g.m, r.fields[F::n] = g.n, r.fields[F::k] = g.k;
+  r.fields[F::batch] = g.batch;
+  r.fields[F::trans_a] = g.trans_a, r.fields[F::trans_b] = g.trans_b;
+  r.fields[F::type_a] = g.type_a, r.fields[F::type_b] = g.type_b;
+  r.fields[F::type_c] = g.type_c, r.fields[F::type_d] = g.type_c;
+  r.fields[F::compute_type] = static_cast<uint64_t>(g.compute_type);
+  r.fields[F::algo] = static_cast<uint64_t>(static_cast<int64_t>(g.algo));
+
+  const GemmOperandExtents e = cublas_gemm_extents(g);
+  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(r.step);
+  std::vector<PlannedRegion> inputs;
+  if (g.pointer_arrays) {
+    // Device arrays of pointers: the pointers move between runs and the hash kernel does not
+    // follow them; recorded by position only.
+    const uint64_t n = e.pointer_array_bytes;
+    tracer->add_buffer(&r, nullptr, "A_ptrs", trace::Role::In, trace::DType::U64, g.A, n, true, false);
+    tracer->add_buffer(&r, nullptr, "B_ptrs", trace::Role::In, trace::DType::U64, g.B, n, true, false);
+    tracer->add_buffer(&r, nullptr, "C_ptrs", trace::Role::In, trace::DType::U64, g.C, n, true, false);
+  } else {
+    tracer->add_buffer(&r, &inputs, "A", trace::Role::In, cuda_dtype(g.type_a), g.A, e.a_bytes, true, hash);
+    tracer->add_buffer(&r, &inputs, "B", trace::Role::In, cuda_dtype(g.type_b), g.B, e.b_bytes, true, hash);
+    tracer->add_buffer(&r, &inputs, "C", trace::Role::In, cuda_dtype(g.type_c), g.C, e.c_bytes, true, hash);
+    // D is C's buffer after the call.
+    tracer->add_buffer(&r, &call.outputs, "D", trace::Role::Out, cuda_dtype(g.type_c), g.C,
+                       e.c_bytes, true, hash);
+  }
+  start_fingerprints(call, inputs);
+  return token;
+}
+
+void cublas_gemm_end(uint64_t token, int status) { end_gemm(token, status); }
+
+// ---- cuBLASLt -----------------------------------------------------------------------------------
+uint64_t lt_matmul_begin(const LtMatmul& mm) {
+  if (!active()) return 0;
+  if (open_api().gemm_depth > 0) return nested_gemm();  // inside cublasGemmEx: the same GEMM
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
+  static auto desc_get = reinterpret_cast<DescGet>(resolve("cublasLtMatmulDescGetAttribute"));
+  static auto layout_get = reinterpret_cast<LayoutGet>(resolve("cublasLtMatrixLayoutGetAttribute"));
+  ShimCallGuard reading;  // descriptor reads are the shim's own calls
+
+  const LtLayout a = read_layout(layout_get, mm.a_layout), b = read_layout(layout_get, mm.b_layout);
+  const LtLayout c = read_layout(layout_get, mm.c_layout), d = read_layout(layout_get, mm.d_layout);
+  const auto trans_a = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
+  const auto trans_b = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
+  const auto scale_type = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);
+  const auto pointer_mode = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
+  const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                            CUBLASLT_EPILOGUE_DEFAULT);
+  auto mode = [&](cublasLtMatmulDescAttributes_t attr) {
+    return static_cast<cublasLtMatmulMatrixScale_t>(
+        desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
+  };
+  auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
+    return desc_attr<const void*>(desc_get, mm.desc, attr, nullptr);
+  };
+  const uint64_t m = d.rows, n = d.cols;
+  const uint64_t k = trans_a == CUBLAS_OP_N ? a.cols : a.rows;
+  const int64_t batch = std::max<int32_t>(d.batch_count, 1);
+
+  uint64_t token = 0;
+  CallState& call = open_gemm(tracer, "cublasLtMatmul", mm.stream, &token);
+  trace::Record& r = call.record;
+  const auto mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE);
+  const auto mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE);
+  r.fields[F::m] = m, r.fields[F::n] = n, r.fields[F::k] = k, r.fields[F::batch] = batch;
+  r.fields[F::trans_a] = trans_a, r.fields[F::trans_b] = trans_b;
+  r.fields[F::type_a] = a.type, r.fields[F::type_b] = b.type;
+  r.fields[F::type_c] = c.type, r.fields[F::type_d] = d.type;
+  r.fields[F::compute_type] = static_cast<uint64_t>(compute);
+  r.fields[F::algo] = algo_code(mm.algo);
+  r.fields[F::workspace_bytes] = mm.workspace_bytes;
+  r.fields[F::scale_mode_a] = mode_a, r.fields[F::scale_mode_b] = mode_b;
+  r.fields[F::epilogue] = epilogue;
+
+  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(r.step);
+  std::vector<PlannedRegion> inputs;
+  auto& outputs = call.outputs;
+  using trace::Role;
+  auto operand = [&](const char* label, Role role, const void* ptr, const LtLayout& l,
+                     std::vector<PlannedRegion>* plan) {
+    if (l.batch_mode == CUBLASLT_BATCH_MODE_POINTER_ARRAY) {
+      tracer->add_buffer(&r, nullptr, std::string(label) + "_ptrs", role, trace::DType::U64, ptr,
+                         static_cast<uint64_t>(std::max(l.batch_count, 1)) * sizeof(void*), true,
+                         false);
+      return;
+    }
+    tracer->add_buffer(&r, plan, label, role, cuda_dtype(l.type), ptr, lt_layout_bytes(l), true, hash);
+  };
+  operand("A", Role::In, mm.A, a, &inputs);
+  operand("B", Role::In, mm.B, b, &inputs);
+  if (mm.C != nullptr) operand("C", Role::In, mm.C, c, &inputs);
+  operand("D", Role::Out, mm.D, d, &outputs);
+
+  // Scales: `outer` x `inner` as in extents.h (A: M x K, B: N x K, C/D: N x M column-major).
+  auto scale = [&](const char* label, Role role, cublasLtMatmulDescAttributes_t ptr_attr,
+                   cublasLtMatmulMatrixScale_t scale_mode, uint64_t outer, uint64_t inner) {
+    const void* ptr = pointer(ptr_attr);
+    if (ptr == nullptr) return;
+    uint64_t bytes = scale_buffer_bytes(scale_mode, outer, inner);
+    const bool scalar = scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    if (!scalar) bytes *= static_cast<uint64_t>(batch);  // per-matrix stride unverified: clamped
+    // BLK128x128 padding and batched block scales are not documented exactly: hashed only
+    // within a known allocation.
+    const bool exact = scalar || (scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F && batch == 1);
+    tracer->add_buffer(&r, role == Role::In ? &inputs : &outputs, label, role,
+                       scale_dtype(scale_mode), ptr, bytes, exact, hash);
+  };
+  scale("A_scale", Role::In, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, mode_a, m, k);
+  scale("B_scale", Role::In, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, mode_b, n, k);
+  scale("C_scale", Role::In, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER,
+        mode(CUBLASLT_MATMUL_DESC_C_SCALE_MODE), n, m);
+  scale("D_scale", Role::In, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER,
+        mode(CUBLASLT_MATMUL_DESC_D_SCALE_MODE), n, m);
+  scale("D_out_scale", Role::Out, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER,
+        mode(CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE), n, m);
+  const int amax_bytes = compute_type_bytes(compute);
+  const trace::DType amax_dtype = amax_bytes == 8 ? trace::DType::F64 : amax_bytes == 2 ? trace::DType::F16 : trace::DType::F32;
+  tracer->add_buffer(&r, &outputs, "D_amax", Role::Out, amax_dtype,
+                     pointer(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER), amax_bytes, true, hash);
+
+  // Epilogue buffers.
+  const EpilogueBuffers ep = epilogue_buffers(epilogue);
+  if (ep.bias) {
+    auto bias_type = static_cast<cudaDataType>(
+        desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1));
+    if (cuda_type_bits(bias_type) == 0) bias_type = ep.bias_is_output ? c.type : d.type;
+    const uint64_t length = ep.bias_along_columns ? n : m;
+    const auto stride = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, 0);
+    const int bits = cuda_type_bits(bias_type);
+    const uint64_t bytes = strided_batch_bytes(bits_to_bytes(length, bits), batch, stride, bits);
+    tracer->add_buffer(&r, ep.bias_is_output ? &outputs : &inputs,
+                       ep.bias_is_output ? "bias_grad" : "bias",
+                       ep.bias_is_output ? Role::Out : Role::In, cuda_dtype(bias_type),
+                       pointer(CUBLASLT_MATMUL_DESC_BIAS_POINTER), bytes, true, hash);
+  }
+  if (ep.aux) {
+    const auto ld = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 0);
+    const auto stride = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, 0);
+    auto aux_type = static_cast<cudaDataType>(
+        desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, -1));
+    if (cuda_type_bits(aux_type) == 0) aux_type = d.type;
+    const int bits = ep.aux_is_bitmask ? 1 : cuda_type_bits(aux_type);
+    const uint64_t bytes = column_major_strided_bytes(static_cast<int64_t>(m),
+                                                      static_cast<int64_t>(n), ld, batch, stride,
+                                                      bits);
+    tracer->add_buffer(&r, ep.aux_is_output ? &outputs : &inputs, "aux",
+                       ep.aux_is_output ? Role::Out : Role::In,
+                       ep.aux_is_bitmask ? trace::DType::Bytes : cuda_dtype(aux_type),
+                       pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER), bytes, true, hash);
+    tracer->add_buffer(&r, &inputs, "aux_scale", Role::In, trace::DType::F32,
+                       pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER), 4, true, hash);
+    tracer->add_buffer(&r, &outputs, "aux_amax", Role::Out, amax_dtype,
+                       pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER), amax_bytes, true, hash);
+  }
+  // Device-side alpha/beta (POINTER_MODE DEVICE and the vector modes).
+  if (pointer_mode != CUBLASLT_POINTER_MODE_HOST) {
+    const int bits = cuda_type_bits(static_cast<cudaDataType>(scale_type));
+    const bool vector = pointer_mode >= CUBLASLT_POINTER_MODE_DEVICE_VECTOR;
+    tracer->add_buffer(&r, &inputs, "alpha", Role::In, cuda_dtype(static_cast<cudaDataType>(scale_type)),
+                       mm.alpha, bits_to_bytes(vector ? m : 1, bits), true, hash);
+    if (pointer_mode == CUBLASLT_POINTER_MODE_DEVICE || pointer_mode == CUBLASLT_POINTER_MODE_DEVICE_VECTOR)
+      tracer->add_buffer(&r, &inputs, "beta", Role::In, cuda_dtype(static_cast<cudaDataType>(scale_type)),
+                         mm.beta, bits_to_bytes(vector ? m : 1, bits), true, hash);
+  }
+  start_fingerprints(call, inputs);
+  return token;
+}
+
+void lt_matmul_end(uint64_t token, int status) { end_gemm(token, status); }
+
+}  // namespace lockstep::collectors

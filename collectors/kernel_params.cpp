@@ -1,0 +1,63 @@
+#include "collectors/kernel_params.h"
+
+#include <cstring>
+
+#include <cuda.h>
+#include <xxhash.h>
+
+namespace lockstep::collectors {
+
+bool gather_param_bytes(const std::vector<ParamInfo>& layout, void** kernel_params, void** extra,
+                        std::vector<uint8_t>* out) {
+  out->clear();
+  if (kernel_params != nullptr) {
+    size_t total = 0;
+    for (const ParamInfo& p : layout) total = std::max<size_t>(total, p.offset + p.size);
+    out->assign(total, 0);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (kernel_params[i] == nullptr) return false;
+      std::memcpy(out->data() + layout[i].offset, kernel_params[i], layout[i].size);
+    }
+    return true;
+  }
+  if (extra == nullptr) return layout.empty();
+  const void* buffer = nullptr;
+  size_t size = 0;
+  bool have_size = false;
+  for (size_t i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; ++i) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      buffer = extra[++i];
+    } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      const auto* size_ptr = static_cast<const size_t*>(extra[++i]);
+      if (size_ptr != nullptr) size = *size_ptr, have_size = true;
+    } else {
+      ++i;  // an option we do not know: skip its value
+    }
+  }
+  if (buffer == nullptr || !have_size) return false;
+  out->assign(static_cast<const uint8_t*>(buffer), static_cast<const uint8_t*>(buffer) + size);
+  return true;
+}
+
+DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
+                        const PointerLookup& lookup) {
+  DecodedArgs decoded;
+  std::vector<uint8_t> scalars(bytes);
+  for (uint32_t param = 0; param < layout.size(); ++param) {
+    const ParamInfo& p = layout[param];
+    const uint64_t end = std::min<uint64_t>(uint64_t{p.offset} + p.size, bytes.size());
+    for (uint64_t at = (uint64_t{p.offset} + 7) & ~7ull; at + 8 <= end; at += 8) {
+      uintptr_t word = 0;
+      std::memcpy(&word, bytes.data() + at, 8);
+      if (word == 0) continue;
+      if (auto hit = lookup(word)) {
+        decoded.pointers.push_back({param, static_cast<uint32_t>(at), word, *hit});
+        std::memset(scalars.data() + at, 0, 8);
+      }
+    }
+  }
+  decoded.scalar_digest = XXH3_64bits(scalars.data(), scalars.size());
+  return decoded;
+}
+
+}  // namespace lockstep::collectors

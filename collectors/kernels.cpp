@@ -1,0 +1,276 @@
+// Kernel launches and CUDA graphs.
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "collectors/call_stack.h"
+#include "collectors/driver_api.h"
+#include "collectors/events.h"
+#include "collectors/kernel_params.h"
+
+namespace lockstep::collectors {
+namespace {
+
+struct KernelInfo {
+  std::string name;            // demangled
+  trace::StringId name_id = 0;
+  std::vector<ParamInfo> layout;
+  bool layout_known = false;
+  bool selected = true;        // LOCKSTEP_KERNELS
+  bool is_nccl = false;
+};
+
+std::shared_mutex g_kernels_mutex;
+std::unordered_map<const void*, std::unique_ptr<KernelInfo>> g_kernels;
+std::unordered_set<const void*> g_kernel_handles;  // handles known to be CUkernels
+
+std::string demangle(const char* mangled) {
+  if (mangled == nullptr) return "?";
+  int status = 0;
+  char* text = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  if (status != 0 || text == nullptr) return mangled;
+  std::string out(text);
+  std::free(text);
+  return out;
+}
+
+template <typename Handle, typename GetInfo>
+void read_layout(Handle handle, GetInfo get_info, KernelInfo* info) {
+  if (get_info == nullptr) return;
+  for (size_t index = 0; index < 4096; ++index) {
+    size_t offset = 0, size = 0;
+    if (get_info(handle, index, &offset, &size) != CUDA_SUCCESS) break;  // past the last one
+    info->layout.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+  }
+  info->layout_known = true;
+}
+
+std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  ShimCallGuard guard;
+  auto info = std::make_unique<KernelInfo>();
+  const Driver& d = driver();
+  const char* mangled = nullptr;
+  bool as_kernel = kind == FunctionHandle::RuntimeKernel || kind == FunctionHandle::DriverKernel;
+  CUfunction function = nullptr;
+  if (kind == FunctionHandle::DriverUnknown) {
+    std::shared_lock lock(g_kernels_mutex);
+    as_kernel = g_kernel_handles.contains(handle);
+  }
+  if (kind == FunctionHandle::HostStub) {
+    using Fn = int (*)(void**, const void*);  // cudaGetFuncBySymbol(cudaFunction_t*, const void*)
+    auto by_symbol = reinterpret_cast<Fn>(resolve("cudaGetFuncBySymbol"));
+    void* resolved = nullptr;
+    if (by_symbol != nullptr && by_symbol(&resolved, handle) == 0)
+      function = static_cast<CUfunction>(resolved);
+  } else if (!as_kernel) {
+    function = reinterpret_cast<CUfunction>(const_cast<void*>(handle));
+  }
+  if (as_kernel) {
+    auto kernel = reinterpret_cast<CUkernel>(const_cast<void*>(handle));
+    if (d.kernelGetName != nullptr) d.kernelGetName(&mangled, kernel);
+    read_layout(kernel, d.kernelGetParamInfo, info.get());
+  } else if (function != nullptr) {
+    if (d.funcGetName != nullptr && d.funcGetName(&mangled, function) != CUDA_SUCCESS)
+      mangled = nullptr;
+    if (mangled == nullptr && kind == FunctionHandle::DriverUnknown && d.kernelGetName != nullptr) {
+      // Not a CUfunction after all: try it as a CUkernel.
+      auto kernel = reinterpret_cast<CUkernel>(const_cast<void*>(handle));
+      if (d.kernelGetName(&mangled, kernel) == CUDA_SUCCESS)
+        read_layout(kernel, d.kernelGetParamInfo, info.get());
+    } else {
+      read_layout(function, d.funcGetParamInfo, info.get());
+    }
+  }
+  info->name = demangle(mangled);
+  info->name_id = tracer->intern(info->name);
+  info->selected = tracer->kernel_selected(info->name);
+  info->is_nccl = info->name.starts_with("nccl");
+  return info;
+}
+
+const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  thread_local auto* cache = new std::unordered_map<const void*, const KernelInfo*>;
+  if (auto it = cache->find(handle); it != cache->end()) return *it->second;
+  const KernelInfo* found = nullptr;
+  {
+    std::shared_lock lock(g_kernels_mutex);
+    if (auto it = g_kernels.find(handle); it != g_kernels.end()) found = it->second.get();
+  }
+  if (found == nullptr) {
+    auto described = describe(tracer, kind, handle);
+    std::unique_lock lock(g_kernels_mutex);
+    found = g_kernels.try_emplace(handle, std::move(described)).first->second.get();
+  }
+  if (cache->size() < 65536) cache->emplace(handle, found);
+  return *found;
+}
+
+// ---- graphs ---------------------------------------------------------------------------------
+std::mutex g_graph_mutex;
+std::unordered_map<uint64_t, uint64_t> g_capture_kernels;       // capture id -> kernels seen
+std::unordered_map<const void*, uint64_t> g_graph_capture;      // graph -> capture id
+struct ExecInfo {
+  uint64_t graph_id = 0;
+  uint64_t node_count = 0;
+  uint64_t launches = 0;
+};
+std::unordered_map<const void*, ExecInfo> g_execs;
+uint64_t g_uncaptured_graphs = 0;
+
+std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout) {
+  const uint32_t inside = arg.byte_offset - layout[arg.param].offset;
+  if (inside == 0) return fmt::format("arg{}", arg.param);
+  return fmt::format("arg{}+{}", arg.param, inside);
+}
+
+}  // namespace
+
+void remember_kernel_handle(const void* handle) {
+  std::unique_lock lock(g_kernels_mutex);
+  g_kernel_handles.insert(handle);
+}
+
+uint64_t kernel_launch_begin(const KernelLaunch& launch) {
+  if (!active()) return 0;
+  OpenApi& api = open_api();
+  if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
+  const KernelInfo& info = kernel_info(tracer, launch.handle_kind, launch.handle);
+  uint64_t token = 0;
+  if (api.depth > 0 || (api.nccl_group > 0 && info.is_nccl)) {
+    // Made by the open cuBLAS/cuBLASLt/NCCL call: attributed to it.
+    tracer->nested_kernels.fetch_add(1, std::memory_order_relaxed);
+    CallState& nested = push_call(CallKind::Nested, &token);
+    nested.raised_launch = true;
+    ++api.launch_depth;
+    return token;
+  }
+  CallState& call = push_call(CallKind::Kernel, &token);
+  call.raised_launch = true;
+  ++api.launch_depth;
+  call.tracer = tracer;
+  call.stream = launch.stream;
+  call.per_thread_stream = launch.per_thread_stream;
+
+  trace::Record& r = call.record;
+  tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
+  r.name = info.name_id;
+  using F = trace::fields::Kernel;
+  r.fields[F::grid_x] = launch.grid[0], r.fields[F::grid_y] = launch.grid[1];
+  r.fields[F::grid_z] = launch.grid[2];
+  r.fields[F::block_x] = launch.block[0], r.fields[F::block_y] = launch.block[1];
+  r.fields[F::block_z] = launch.block[2];
+  r.fields[F::smem_bytes] = launch.smem_bytes;
+  r.fields[F::cluster_x] = launch.cluster[0], r.fields[F::cluster_y] = launch.cluster[1];
+  r.fields[F::cluster_z] = launch.cluster[2];
+  r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
+  uint64_t capture_id = 0;
+  CUgraph graph = nullptr;
+  const bool capturing =
+      tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
+  r.fields[F::capture_id] = capture_id;
+  if (capture_id != 0) {
+    std::lock_guard lock(g_graph_mutex);
+    ++g_capture_kernels[capture_id];
+    if (graph != nullptr) g_graph_capture.try_emplace(graph, capture_id);
+  }
+
+  // Arguments: scalars digested, pointers recorded as allocation ordinal + offset.
+  thread_local auto* bytes_buffer = new std::vector<uint8_t>;
+  std::vector<uint8_t>& bytes = *bytes_buffer;
+  if (info.layout_known &&
+      gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
+    AllocationMap& allocations = tracer->allocations();
+    DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
+      return allocations.find(p);
+    });
+    r.fields[F::args_digest] = args.scalar_digest;
+    const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
+                      tracer->fingerprint_step(r.step);
+    std::vector<PlannedRegion> inputs;
+    std::unordered_set<uintptr_t> seen;
+    for (const PointerArg& arg : args.pointers) {
+      if (!seen.insert(arg.value).second) continue;
+      const std::string label = arg_label(arg, info.layout);
+      const void* ptr = reinterpret_cast<const void*>(arg.value);
+      const uint64_t bytes_to_end = arg.hit.readable;
+      tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
+                         bytes_to_end, false, hash, tracer->config().max_region);
+      if (hash)
+        tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
+                           bytes_to_end, false, hash, tracer->config().max_region);
+    }
+    if (!inputs.empty() || !call.outputs.empty()) {
+      call.pending = tracer->hold(std::move(r));
+      if (call.pending == nullptr) {
+        for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
+        call.outputs.clear();
+      } else {
+        tracer->fingerprint(call.pending, launch.stream, launch.per_thread_stream, inputs.data(),
+                            inputs.size());
+      }
+    }
+  }
+  return token;
+}
+
+void kernel_launch_end(uint64_t token, int result) {
+  CallState* call = top_call(token);
+  if (call == nullptr) return;
+  if (call->kind == CallKind::Kernel && call->tracer != nullptr) {
+    Tracer* tracer = call->tracer;
+    if (call->pending != nullptr) {
+      if (result == CUDA_SUCCESS)
+        tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
+                            call->outputs.data(), call->outputs.size());
+      tracer->release(call->pending);
+    } else if (result == CUDA_SUCCESS) {
+      tracer->append(call->record);
+    }
+  }
+  finish_call(call);
+}
+
+void graph_instantiated(const void* graph, const void* graph_exec) {
+  if (!active()) return;
+  std::lock_guard lock(g_graph_mutex);
+  ExecInfo& exec = g_execs[graph_exec];
+  exec = ExecInfo{};
+  if (auto it = g_graph_capture.find(graph); it != g_graph_capture.end()) {
+    exec.graph_id = it->second;
+    exec.node_count = g_capture_kernels[it->second];
+  } else {
+    // Not seen captured (built node by node): numbered by instantiation order.
+    exec.graph_id = (1ull << 62) + ++g_uncaptured_graphs;
+  }
+}
+
+void graph_launch(const void* graph_exec, CUstream stream, int result) {
+  if (!active() || result != CUDA_SUCCESS) return;
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return;
+  ExecInfo exec;
+  {
+    std::lock_guard lock(g_graph_mutex);
+    auto it = g_execs.find(graph_exec);
+    if (it != g_execs.end()) {
+      ++it->second.launches;
+      exec = it->second;
+    }
+  }
+  trace::Record r;
+  tracer->stamp(&r, trace::RecordKind::GraphLaunch, "graph", stream, false);
+  r.fields[trace::fields::GraphLaunch::graph_id] = exec.graph_id;
+  r.fields[trace::fields::GraphLaunch::node_count] = exec.node_count;
+  r.fields[trace::fields::GraphLaunch::replay_index] = exec.launches;
+  tracer->append(r);
+}
+
+}  // namespace lockstep::collectors

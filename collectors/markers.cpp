@@ -1,0 +1,33 @@
+// Step markers: NVTX ranges and marks (through nvtx_injection.cpp), the explicit C API, and the
+// pattern in LOCKSTEP_STEP_ON. Markers never start a trace: before the first CUDA event they
+// only count.
+#include "collectors/events.h"
+#include "collectors/lockstep.h"
+#include "collectors/runtime.h"
+
+namespace lockstep::collectors {
+
+void marker_range_push(const char* message) {
+  if (message == nullptr || inside_shim_call() || !Tracer::possible()) return;
+  uint32_t finished = 0;
+  if (!Tracer::steps().on_marker(message, &finished)) return;
+  if (Tracer* tracer = Tracer::existing())
+    tracer->step_advanced(finished, message, static_cast<uint64_t>(MarkerSource::Nvtx));
+}
+
+void marker_range_pop() {}
+
+void marker_step(const char* name) {
+  if (inside_shim_call() || !Tracer::possible()) return;
+  const uint32_t finished = Tracer::steps().on_explicit();
+  if (Tracer* tracer = Tracer::existing())
+    tracer->step_advanced(finished, name != nullptr ? name : "lockstep_step",
+                          static_cast<uint64_t>(MarkerSource::Api));
+}
+
+}  // namespace lockstep::collectors
+
+extern "C" void lockstep_step(void) { lockstep::collectors::marker_step(nullptr); }
+extern "C" void lockstep_mark(const char* name) {
+  lockstep::collectors::marker_step(name != nullptr ? name : "lockstep_mark");
+}

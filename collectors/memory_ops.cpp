@@ -1,0 +1,139 @@
+// Copies and sets: destination fingerprinted after the call (level full); small device-to-host
+// copies become Metric records carrying the copied bytes (loss.item(), grad norms).
+#include <cstring>
+
+#include "collectors/call_stack.h"
+#include "collectors/driver_api.h"
+#include "collectors/events.h"
+
+namespace lockstep::collectors {
+namespace {
+
+enum Direction : int { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3,
+                       kDefault = 4 };
+
+// Is `host` page-locked (cudaHostAlloc / registered)? Then an async copy into it completes later.
+bool pinned(const void* host) {
+  const Driver& d = driver();
+  if (d.pointerGetAttribute == nullptr) return false;
+  ShimCallGuard guard;
+  CUmemorytype type{};
+  return d.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                               reinterpret_cast<CUdeviceptr>(host)) == CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_HOST;
+}
+
+}  // namespace
+
+uint64_t memory_op_begin(const MemoryOp& op) {
+  if (!active()) return 0;
+  const OpenApi& api = open_api();
+  if (api.depth > 0 || api.launch_depth > 0) return 0;  // a library's own copy
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr) return 0;
+  AllocationMap& allocations = tracer->allocations();
+  const bool dst_device = allocations.find(reinterpret_cast<uintptr_t>(op.dst)).has_value();
+  const bool src_device =
+      !op.is_set && allocations.find(reinterpret_cast<uintptr_t>(op.src)).has_value();
+  int direction = op.direction;
+  if (direction == kDefault || direction < 0 || direction > kDefault)
+    direction = dst_device ? (src_device ? kDeviceToDevice : kHostToDevice)
+                           : (src_device ? kDeviceToHost : kHostToHost);
+  const Config& config = tracer->config();
+  const bool metric = !op.is_set && direction == kDeviceToHost && config.metric_bytes > 0 &&
+                      op.bytes > 0 && op.bytes <= config.metric_bytes;
+  if (!metric && tracer->level() < Level::Broad) return 0;
+
+  uint64_t token = 0;
+  CallState& call = push_call(metric ? CallKind::Metric : CallKind::Memory, &token);
+  call.tracer = tracer;
+  call.stream = op.stream;
+  call.per_thread_stream = op.per_thread_stream;
+  call.dst = op.dst;
+  call.bytes = op.bytes;
+  call.is_async = op.is_async;
+  trace::Record& r = call.record;
+  if (metric) {
+    tracer->stamp(&r, trace::RecordKind::Metric, op.api, op.stream, op.per_thread_stream);
+    r.fields[trace::fields::Metric::bytes] = op.bytes;
+    r.fields[trace::fields::Metric::dtype_hint] = 0;  // the API does not say
+    return token;
+  }
+  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(Tracer::steps().current());
+  std::vector<PlannedRegion> inputs;
+  if (op.is_set) {
+    tracer->stamp(&r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
+    r.fields[trace::fields::Memset::value] = op.set_value;
+    r.fields[trace::fields::Memset::bytes] = op.bytes;
+    r.fields[trace::fields::Memset::is_async] = op.is_async;
+    tracer->add_buffer(&r, &call.outputs, "dst", trace::Role::Out, trace::DType::Bytes, op.dst,
+                       op.bytes, dst_device, hash && dst_device);
+  } else {
+    tracer->stamp(&r, trace::RecordKind::Memcpy, op.api, op.stream, op.per_thread_stream);
+    r.fields[trace::fields::Memcpy::direction] = static_cast<uint64_t>(direction);
+    r.fields[trace::fields::Memcpy::bytes] = op.bytes;
+    r.fields[trace::fields::Memcpy::is_async] = op.is_async;
+    if (dst_device) {
+      tracer->add_buffer(&r, &call.outputs, "dst", trace::Role::Out, trace::DType::Bytes, op.dst,
+                         op.bytes, true, hash);
+    } else if (src_device) {
+      // Host destination: the GPU cannot hash it; the device source is the content.
+      tracer->add_buffer(&r, &inputs, "src", trace::Role::In, trace::DType::Bytes, op.src,
+                         op.bytes, true, hash);
+    }
+  }
+  if (!inputs.empty() || !call.outputs.empty()) {
+    call.pending = tracer->hold(std::move(r));
+    if (call.pending == nullptr) {
+      for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
+      call.outputs.clear();
+    } else {
+      tracer->fingerprint(call.pending, op.stream, op.per_thread_stream, inputs.data(),
+                          inputs.size());
+    }
+  }
+  return token;
+}
+
+void memory_op_end(uint64_t token, int result) {
+  CallState* call = top_call(token);
+  if (call == nullptr) return;
+  Tracer* tracer = call->tracer;
+  if (call->kind == CallKind::Metric && result == 0) {
+    trace::Record& r = call->record;
+    uint64_t capture_id = 0;
+    const bool later = call->is_async && pinned(call->dst);
+    if (!later) {
+      // Synchronous, or a pageable destination: the bytes are there now.
+      const auto* bytes = static_cast<const uint8_t*>(call->dst);
+      r.payload.assign(bytes, bytes + call->bytes);
+      tracer->append(r);
+    } else if (!tracer->capturing(call->stream, call->per_thread_stream, &capture_id)) {
+      // Async into pinned memory: read once the copy completed, from the collector thread.
+      const auto* bytes = static_cast<const uint8_t*>(call->dst);
+      const uint64_t size = call->bytes;
+      tracer->when_stream_done(call->stream, call->per_thread_stream, r.step,
+                               [tracer, record = r, bytes, size]() mutable {
+                                 record.payload.assign(bytes, bytes + size);
+                                 tracer->append(record);
+                               });
+    } else {
+      tracer->append(r);  // captured: no bytes to read now
+    }
+    uint32_t finished = 0;
+    if (Tracer::steps().on_metric(&finished))
+      tracer->step_advanced(finished, "metric", static_cast<uint64_t>(MarkerSource::Metric));
+  } else if (call->kind == CallKind::Memory) {
+    if (call->pending != nullptr) {
+      if (result == 0)
+        tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
+                            call->outputs.data(), call->outputs.size());
+      tracer->release(call->pending);
+    } else if (result == 0) {
+      tracer->append(call->record);
+    }
+  }
+  finish_call(call);
+}
+
+}  // namespace lockstep::collectors

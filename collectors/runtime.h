@@ -1,0 +1,191 @@
+// The process-wide Tracer: configuration, trace writer, ordinals, allocation map, communicator
+// registry, step counter, hash engines and the records waiting for their digests. Internal to
+// collectors/ (events.h is the interface).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda.h>
+
+#include "collectors/alloc_map.h"
+#include "collectors/comm_identity.h"
+#include "collectors/config.h"
+#include "collectors/step_counter.h"
+#include "hashing/engine.h"
+#include "trace/record.h"
+#include "trace/writer.h"
+
+namespace lockstep::collectors {
+
+// Codes of Warning records (name = the message).
+enum class WarningCode : uint64_t {
+  FingerprintsDropped = 1,   // count = buffers whose fingerprint could not be taken
+  RankFromNccl = 2,          // count = rank learned from NCCL (header had none)
+  RecordsDropped = 3,        // count = records the writer dropped
+  CaptureNotFingerprinted = 4,  // count = ops on capturing streams recorded without digests
+  NestedKernels = 5,         // count = kernels attributed to an enclosing library call
+};
+
+// A buffer planned for fingerprinting: where it is and which record entry it fills.
+struct PlannedRegion {
+  CUdeviceptr ptr = 0;
+  uint64_t bytes = 0;
+  uint32_t buffer_index = 0;
+};
+
+// A record waiting for digests. `outstanding` counts digests not yet delivered plus one while
+// the call is still open (so it is never appended before the API call returned).
+struct PendingRecord {
+  trace::Record record;
+  uint32_t outstanding = 1;
+};
+
+class Tracer {
+ public:
+  // Null when tracing is off, misconfigured, failed to start, or in a forked child.
+  static Tracer* get();
+  static const ConfigResult& configuration();  // parsed once, errors printed once
+  // The tracer if it was already created; never creates one (markers must not start a trace).
+  static Tracer* existing();
+  // False once tracing is known to be impossible (bad config, level off, start failed, child).
+  static bool possible();
+
+  const Config& config() const { return config_; }
+  Level level() const { return config_.level; }
+  bool fingerprint_step(uint32_t step) const { return config_.in_window(step); }
+  void debug(const std::string& line) const;
+
+  // ---- record identity ----------------------------------------------------------------------
+  uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint32_t stream_ordinal(CUstream stream, bool per_thread_default);
+  uint32_t thread_ordinal();
+  trace::StringId intern(std::string_view text) { return writer_->intern(text); }
+  // seq, stream, step, thread, kind, name.
+  void stamp(trace::Record* record, trace::RecordKind kind, std::string_view name, CUstream stream,
+             bool per_thread_default);
+  // Adds a buffer entry (allocation ordinal + offset from the allocation map) to `record`, and,
+  // when `hash`, plans its fingerprint into `plan`. The region is cut at the end of the mapped
+  // range (flagged clamped); a pointer outside every known allocation is hashed only when its
+  // extent is exact (the API itself reads those bytes).
+  void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, std::string_view label,
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
+                  bool exact, bool hash, uint64_t cap = UINT64_MAX);
+
+  // ---- appending --------------------------------------------------------------------------
+  void append(const trace::Record& record);
+  void warn(WarningCode code, uint64_t count, std::string_view message);
+
+  // ---- fingerprints ------------------------------------------------------------------------
+  // Creates a pending record (outstanding = 1 for the open call). Null when the pending ring is
+  // full: the caller then appends with kFingerprintDropped.
+  PendingRecord* hold(trace::Record&& record);
+  // Enqueues fingerprints of `regions` on `stream`, filling `pending` when they arrive. Regions
+  // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
+  void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                   const PlannedRegion* regions, size_t n);
+  // The call returned: drop the open-call reference; appended once all digests arrived.
+  void release(PendingRecord* pending);
+  // Is `stream` capturing (or in an invalid capture state)? Capture id in *capture_id.
+  bool capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
+                 CUgraph* graph = nullptr);
+
+  // Host bytes that become valid when work queued on `stream` so far completes; `done` runs on
+  // the collector thread then (or now when the stream cannot take an event).
+  // The record's step is not summarized before `done` ran.
+  void when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,
+                        std::function<void()> done);
+
+  // ---- steps ----------------------------------------------------------------------------------
+  static StepCounter& steps();  // process-wide: markers count even before the trace opens
+  void step_advanced(uint32_t finished, std::string_view marker, uint64_t source);
+
+  AllocationMap& allocations() { return allocations_; }
+  CommRegistry& comms() { return comms_; }
+
+  // Kernel name filter (LOCKSTEP_KERNELS): true when no filter is set.
+  bool kernel_selected(std::string_view demangled_name) const;
+
+  void close();                // flush and close the writer (atexit); idempotent
+  void abandon_after_fork();   // child side of fork
+
+  std::atomic<uint64_t> nested_kernels{0};
+  std::atomic<uint64_t> capture_skipped{0};
+  std::atomic<uint64_t> fingerprints_dropped{0};
+  std::atomic<bool> rank_known{false};
+
+ private:
+  Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer);
+  static Tracer* create();
+  hashing::HashEngine* engine_for_current_context();
+  void collector_loop();
+  void wake_collector();
+  bool poll_once();  // true while work is pending
+  void finish_steps_locked();
+  void deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);
+
+  Config config_;
+  std::unique_ptr<trace::TraceWriter> writer_;
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint32_t> next_thread_{0};
+  std::mutex streams_mutex_;
+  std::unordered_map<uintptr_t, uint32_t> streams_;
+  AllocationMap allocations_;
+  CommRegistry comms_;
+  std::optional<std::regex> kernel_filter_;
+
+  // Pending records, digests in flight, deferred step ends, stream-done callbacks.
+  std::mutex pending_mutex_;
+  struct SlotTarget {
+    PendingRecord* pending;
+    uint32_t buffer_index;
+  };
+  struct EngineState {
+    std::unique_ptr<hashing::HashEngine> engine;
+    std::unordered_map<uint64_t, SlotTarget> slots;
+  };
+  std::map<CUcontext, EngineState> engines_;
+  bool engine_failed_ = false;
+  size_t pending_records_ = 0;
+  std::map<uint32_t, size_t> pending_per_step_;
+  std::deque<uint32_t> steps_to_end_;
+  struct StreamDone {
+    CUevent event;
+    uint32_t step;
+    std::function<void()> done;
+  };
+  std::vector<StreamDone> stream_done_;
+  std::condition_variable collector_wake_;
+  std::thread collector_;
+  bool collector_running_ = false;
+  bool closing_ = false;
+  std::atomic<bool> closed_{false};
+
+  static constexpr size_t kMaxPendingRecords = 1u << 16;
+};
+
+// ---- per-thread state shared by the event handlers -----------------------------------------------
+// The library call (cuBLAS, cuBLASLt, NCCL) open on this thread: kernels and copies it makes are
+// attributed to it, not recorded separately.
+struct OpenApi {
+  int depth = 0;          // nesting of library calls
+  int gemm_depth = 0;     // cuBLAS/cuBLASLt calls (an Lt call inside cublasGemmEx is the same GEMM)
+  int nccl_group = 0;     // ncclGroupStart depth (kernels named nccl* inside are NCCL's)
+  int launch_depth = 0;   // kernel launch open (runtime over driver: one record)
+  uint64_t outer_api = 0; // RecordKind of the outermost open call
+};
+OpenApi& open_api();
+
+}  // namespace lockstep::collectors

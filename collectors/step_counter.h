@@ -1,0 +1,44 @@
+// The step counter and its policy (see README.md "Steps"). Thread-safe: markers arrive from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "collectors/config.h"
+
+namespace lockstep::collectors {
+
+enum class MarkerSource : uint8_t { Nvtx = 1, Api = 2, Metric = 3 };
+
+class StepCounter {
+ public:
+  StepCounter(StepSource source, const std::string& pattern);
+
+  uint32_t current() const { return step_.load(std::memory_order_relaxed); }
+
+  // Each returns true when the step advanced, with the finished step in *finished (the new step
+  // is *finished + 1).
+  bool on_marker(std::string_view text, uint32_t* finished);  // NVTX range push/start, mark
+  bool on_metric(uint32_t* finished);                          // a Metric record was taken
+  uint32_t on_explicit();                                      // lockstep_step/mark: finished
+
+  bool matches(std::string_view text);
+
+ private:
+  uint32_t advance();
+
+  StepSource source_;
+  std::regex pattern_;
+  std::atomic<uint32_t> step_{0};
+  std::atomic<bool> marker_seen_{false};
+  std::mutex cache_mutex_;
+  std::unordered_map<std::string, bool> cache_;  // marker text -> matches (bounded)
+};
+
+}  // namespace lockstep::collectors

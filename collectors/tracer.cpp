@@ -1,0 +1,514 @@
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "collectors/driver_api.h"
+#include "collectors/runtime.h"
+#include "trace/header.h"
+#include "trace/run_dir.h"
+
+namespace lockstep::collectors {
+namespace {
+
+std::atomic<Tracer*> g_tracer{nullptr};
+std::atomic<bool> g_disabled{false};  // misconfigured, failed to start, or a forked child
+std::mutex g_create_mutex;
+
+void close_at_exit() {
+  if (Tracer* tracer = g_tracer.load()) tracer->close();
+}
+
+void on_fork_child() {
+  Tracer* tracer = g_tracer.exchange(nullptr);
+  g_disabled.store(true);
+  if (tracer != nullptr) tracer->abandon_after_fork();  // the parent's file stays the parent's
+}
+
+std::string uuid_text(const CUuuid& uuid) {
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    out += fmt::format("{:02x}", static_cast<unsigned char>(uuid.bytes[i]));
+    if (i == 3 || i == 5 || i == 7 || i == 9) out += '-';
+  }
+  return out;
+}
+
+nlohmann::json config_json(const Config& c) {
+  return {{"dir", c.dir},
+          {"level", std::string(level_name(c.level))},
+          {"first_step", c.first_step},
+          {"last_step", c.last_step},
+          {"kernels", c.kernels},
+          {"max_region", c.max_region},
+          {"metric_bytes", c.metric_bytes},
+          {"step_source", static_cast<int>(c.step_source)},
+          {"step_pattern", c.step_pattern},
+          {"memory", c.memory},
+          {"hash_memory", c.hash_memory}};
+}
+
+}  // namespace
+
+OpenApi& open_api() {
+  thread_local OpenApi state;
+  return state;
+}
+
+const ConfigResult& Tracer::configuration() {
+  static const ConfigResult result = [] {
+    ConfigResult parsed = parse_config([](const char* name) { return std::getenv(name); });
+    for (const std::string& line : parsed.errors) std::fprintf(stderr, "%s\n", line.c_str());
+    if (!parsed.ok() && parsed.config.fail_hard) {
+      std::fprintf(stderr, "lockstep: LOCKSTEP_FAIL_HARD=1: stopping the job\n");
+      std::fflush(stderr);
+      std::abort();
+    }
+    return parsed;
+  }();
+  return result;
+}
+
+Tracer* Tracer::existing() { return g_tracer.load(std::memory_order_acquire); }
+
+bool Tracer::possible() {
+  if (g_disabled.load(std::memory_order_relaxed)) return false;
+  const ConfigResult& configured = configuration();
+  return configured.ok() && configured.config.level != Level::Off;
+}
+
+StepCounter& Tracer::steps() {
+  static StepCounter* counter = [] {
+    const Config& config = configuration().config;
+    return new StepCounter(config.step_source, config.step_pattern);
+  }();
+  return *counter;
+}
+
+Tracer* Tracer::get() {
+  Tracer* tracer = g_tracer.load(std::memory_order_acquire);
+  if (tracer != nullptr || g_disabled.load(std::memory_order_relaxed)) return tracer;
+  std::lock_guard lock(g_create_mutex);
+  tracer = g_tracer.load();
+  if (tracer != nullptr || g_disabled.load()) return tracer;
+  tracer = create();
+  if (tracer == nullptr) g_disabled.store(true);
+  else g_tracer.store(tracer, std::memory_order_release);
+  return tracer;
+}
+
+Tracer* Tracer::create() {
+  const ConfigResult& configured = configuration();
+  if (!configured.ok() || configured.config.level == Level::Off) return nullptr;
+  const Config& config = configured.config;
+  ShimCallGuard guard;
+
+  nlohmann::json extra = nlohmann::json::object();
+  extra["lockstep_config"] = config_json(config);
+  const Driver& d = driver();
+  nlohmann::json gpu = nullptr;
+  if (d.loaded) {
+    int version = 0;
+    if (d.driverGetVersion != nullptr && d.driverGetVersion(&version) == CUDA_SUCCESS)
+      extra["driver_version"] = version;
+    CUcontext ctx = nullptr;
+    CUdevice device = 0;
+    if (d.ctxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && d.ctxGetDevice != nullptr &&
+        d.ctxGetDevice(&device) == CUDA_SUCCESS) {
+      char name[256] = {};
+      CUuuid uuid{};
+      gpu = nlohmann::json::object();
+      gpu["ordinal"] = static_cast<int>(device);
+      if (d.deviceGetName != nullptr && d.deviceGetName(name, sizeof(name), device) == CUDA_SUCCESS)
+        gpu["name"] = name;
+      if (d.deviceGetUuid != nullptr && d.deviceGetUuid(&uuid, device) == CUDA_SUCCESS)
+        gpu["uuid"] = uuid_text(uuid);
+    }
+  }
+  extra["gpu"] = gpu;
+  auto version_or_null = [](auto v) -> nlohmann::json {
+    if (v == 0) return nullptr;
+    return v;
+  };
+  extra["runtime_version"] = version_or_null(runtime_version());
+  extra["nccl_version"] = version_or_null(nccl_version());
+  extra["cublas_version"] = version_or_null(cublas_version());
+  extra["cublaslt_version"] = version_or_null(cublaslt_version());
+  nlohmann::json header = trace::build_trace_header(extra);
+
+  trace::RunDirOptions run;
+  run.dir = config.dir;
+  run.run_id = config.run_id;
+  run.overwrite = config.overwrite;
+  trace::WriterOptions options;
+  options.memory_budget = config.memory;
+  std::string error;
+  std::unique_ptr<trace::TraceWriter> writer = trace::open_run_writer(run, options, header, &error);
+  if (!writer) {
+    std::fprintf(stderr, "lockstep: cannot write a trace in %s: %s; running untraced\n",
+                 config.dir.c_str(), error.c_str());
+    if (config.fail_hard) {
+      std::fflush(stderr);
+      std::abort();
+    }
+    return nullptr;
+  }
+  auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
+  tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
+  std::atexit(close_at_exit);
+  static std::once_flag fork_once;
+  std::call_once(fork_once, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
+  tracer->debug(fmt::format("tracing at level {} into {}", level_name(config.level), config.dir));
+  return tracer;
+}
+
+Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
+    : config_(config), writer_(std::move(writer)) {
+  if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
+}
+
+void Tracer::debug(const std::string& line) const {
+  if (config_.debug) std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
+}
+
+uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
+  uintptr_t key = reinterpret_cast<uintptr_t>(stream);
+  if (key == 0) key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
+                                         : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
+  // Heap, never freed: records are still made during exit, after thread_local destructors.
+  thread_local auto* cache = new std::unordered_map<uintptr_t, uint32_t>;
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  uint32_t ordinal;
+  {
+    std::lock_guard lock(streams_mutex_);
+    auto [it, inserted] = streams_.try_emplace(key, static_cast<uint32_t>(streams_.size() + 1));
+    ordinal = it->second;
+  }
+  if (cache->size() < 4096) cache->emplace(key, ordinal);
+  return ordinal;
+}
+
+uint32_t Tracer::thread_ordinal() {
+  thread_local uint32_t ordinal = 0;
+  if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
+  return ordinal;
+}
+
+void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_view name,
+                   CUstream stream, bool per_thread_default) {
+  record->kind = kind;
+  record->seq = next_seq();
+  record->stream = stream_ordinal(stream, per_thread_default);
+  record->step = steps().current();
+  record->thread = thread_ordinal();
+  record->name = intern(name);
+}
+
+void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
+                        std::string_view label, trace::Role role, trace::DType dtype,
+                        const void* ptr, uint64_t bytes, bool exact, bool hash, uint64_t cap) {
+  if (ptr == nullptr || bytes == 0) return;
+  trace::BufferFingerprint entry;
+  entry.role = role;
+  entry.dtype = dtype;
+  entry.label = intern(label);
+  entry.bytes = bytes;
+  if (exact) entry.flags |= trace::kExtentExact;
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  auto hit = allocations_.find(address);
+  uint64_t hashable = bytes;
+  if (hit) {
+    entry.alloc_ordinal = hit->ordinal;
+    entry.alloc_offset = hit->offset;
+    hashable = std::min(hashable, hit->readable);
+  } else if (!exact) {
+    hashable = 0;
+  }
+  if (hashable > cap) hashable = cap;
+  if (hashable < bytes) {
+    entry.flags |= trace::kExtentClamped;
+    entry.bytes = hashable;
+  }
+  record->buffers.push_back(entry);
+  if (hash && plan != nullptr && hashable > 0)
+    plan->push_back({static_cast<CUdeviceptr>(address), hashable,
+                     static_cast<uint32_t>(record->buffers.size() - 1)});
+}
+
+void Tracer::append(const trace::Record& record) {
+  if (closed_.load(std::memory_order_relaxed)) return;
+  writer_->append(record);
+}
+
+void Tracer::warn(WarningCode code, uint64_t count, std::string_view message) {
+  trace::Record record;
+  stamp(&record, trace::RecordKind::Warning, message, nullptr, false);
+  record.stream = 0;
+  record.fields[trace::fields::Warning::code] = static_cast<uint64_t>(code);
+  record.fields[trace::fields::Warning::count] = count;
+  append(record);
+}
+
+bool Tracer::kernel_selected(std::string_view name) const {
+  if (!kernel_filter_) return true;
+  return std::regex_search(name.begin(), name.end(), *kernel_filter_);
+}
+
+bool Tracer::capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
+                       CUgraph* graph) {
+  *capture_id = 0;
+  const Driver& d = driver();
+  if (d.streamGetCaptureInfo == nullptr) return false;
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  ShimCallGuard guard;
+  CUresult result = d.streamGetCaptureInfo(stream, &status, &id, graph, nullptr, nullptr, nullptr);
+  if (result != CUDA_SUCCESS) return true;  // e.g. implicit capture of the legacy stream: hands off
+  if (status == CU_STREAM_CAPTURE_STATUS_NONE) return false;
+  *capture_id = id;
+  return true;
+}
+
+// ---- pending records ------------------------------------------------------------------------
+PendingRecord* Tracer::hold(trace::Record&& record) {
+  std::lock_guard lock(pending_mutex_);
+  if (pending_records_ >= kMaxPendingRecords || closing_) return nullptr;
+  auto* pending = new PendingRecord{std::move(record), 1};
+  ++pending_records_;
+  ++pending_per_step_[pending->record.step];
+  if (!collector_running_) {
+    collector_running_ = true;
+    collector_ = std::thread([this] { collector_loop(); });
+  }
+  return pending;
+}
+
+hashing::HashEngine* Tracer::engine_for_current_context() {
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  if (!d.loaded || d.ctxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  EngineState& state = engines_[ctx];
+  if (state.engine || engine_failed_) return state.engine.get();
+  hashing::DriverApi api;
+  std::string error;
+  if (!hashing::load_driver_api(d.getProcAddress, &api, &error)) {
+    engine_failed_ = true;
+    debug("hash engine: " + error);
+    return nullptr;
+  }
+  hashing::EngineOptions options;
+  options.device_scratch_bytes = config_.hash_memory;
+  state.engine = hashing::HashEngine::create(api, options, &error);
+  if (!state.engine) {
+    engine_failed_ = true;
+    std::fprintf(stderr, "lockstep: no fingerprints (hash engine: %s)\n", error.c_str());
+    return nullptr;
+  }
+  // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
+  std::atexit(close_at_exit);
+  return state.engine.get();
+}
+
+void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                         const PlannedRegion* regions, size_t n) {
+  if (pending == nullptr || n == 0) return;
+  uint64_t capture_id = 0;
+  if (capturing(stream, per_thread_default, &capture_id)) {
+    capture_skipped.fetch_add(n, std::memory_order_relaxed);
+    return;  // entries stay without kFingerprintValid
+  }
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  std::vector<hashing::Region> batch(n);
+  for (size_t i = 0; i < n; ++i) batch[i] = {regions[i].ptr, regions[i].bytes};
+  ShimCallGuard guard;
+  std::lock_guard lock(pending_mutex_);
+  hashing::HashEngine* engine = engine_for_current_context();
+  uint64_t first = 0;
+  if (engine == nullptr || !engine->enqueue(stream, batch.data(), static_cast<uint32_t>(n), &first)) {
+    for (size_t i = 0; i < n; ++i)
+      pending->record.buffers[regions[i].buffer_index].flags |= trace::kFingerprintDropped;
+    fingerprints_dropped.fetch_add(n, std::memory_order_relaxed);
+    return;
+  }
+  CUcontext ctx = nullptr;
+  driver().ctxGetCurrent(&ctx);
+  auto& slots = engines_[ctx].slots;
+  const uint64_t ring = hashing::EngineOptions{}.ring_slots;
+  for (size_t i = 0; i < n; ++i) slots[(first + i) % ring] = {pending, regions[i].buffer_index};
+  pending->outstanding += static_cast<uint32_t>(n);
+  collector_wake_.notify_one();
+}
+
+void Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
+  // pending_mutex_ held.
+  if (valid && buffer_index < pending->record.buffers.size()) {
+    auto& entry = pending->record.buffers[buffer_index];
+    entry.fingerprint = digest;
+    entry.flags |= trace::kFingerprintValid;
+  }
+  if (--pending->outstanding > 0) return;
+  append(pending->record);
+  --pending_records_;
+  auto it = pending_per_step_.find(pending->record.step);
+  if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
+  delete pending;
+  finish_steps_locked();
+}
+
+void Tracer::release(PendingRecord* pending) {
+  if (pending == nullptr) return;
+  std::lock_guard lock(pending_mutex_);
+  deliver(pending, UINT32_MAX, 0, false);
+}
+
+void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,
+                              std::function<void()> done) {
+  const Driver& d = driver();
+  if (d.eventCreate == nullptr || d.eventRecord == nullptr || d.eventQuery == nullptr) return;
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  ShimCallGuard guard;
+  CUevent event = nullptr;
+  if (d.eventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return;
+  if (d.eventRecord(event, stream) != CUDA_SUCCESS) {
+    d.eventDestroy(event);
+    return;
+  }
+  std::lock_guard lock(pending_mutex_);
+  stream_done_.push_back({event, step, std::move(done)});
+  ++pending_per_step_[step];
+  if (!collector_running_) {
+    collector_running_ = true;
+    collector_ = std::thread([this] { collector_loop(); });
+  }
+  collector_wake_.notify_one();
+}
+
+bool Tracer::poll_once() {
+  // pending_mutex_ held by the caller (through the unique_lock in collector_loop).
+  for (auto& [ctx, state] : engines_) {
+    if (!state.engine) continue;
+    state.engine->poll([&](uint64_t slot, uint64_t digest) {
+      const uint64_t ring = hashing::EngineOptions{}.ring_slots;
+      auto it = state.slots.find(slot % ring);
+      if (it == state.slots.end()) return;
+      SlotTarget target = it->second;
+      state.slots.erase(it);
+      deliver(target.pending, target.buffer_index, digest, true);
+    });
+  }
+  return pending_records_ > 0 || !stream_done_.empty();
+}
+
+void Tracer::collector_loop() {
+  ShimCallGuard guard;  // everything this thread does is the shim's own work
+  std::unique_lock lock(pending_mutex_);
+  while (!closing_) {
+    const bool busy = poll_once();
+    // Completed stream-done events: run their callbacks without the lock.
+    std::vector<StreamDone> ready;
+    const Driver& d = driver();
+    for (size_t i = 0; i < stream_done_.size();) {
+      if (d.eventQuery(stream_done_[i].event) == CUDA_SUCCESS) {
+        d.eventDestroy(stream_done_[i].event);
+        ready.push_back(std::move(stream_done_[i]));
+        stream_done_.erase(stream_done_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (!ready.empty()) {
+      lock.unlock();
+      for (auto& item : ready) item.done();
+      lock.lock();
+      for (auto& item : ready) {
+        auto it = pending_per_step_.find(item.step);
+        if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
+      }
+      finish_steps_locked();
+      continue;
+    }
+    collector_wake_.wait_for(lock, busy ? std::chrono::milliseconds(1)
+                                        : std::chrono::milliseconds(50));
+  }
+}
+
+// ---- steps ------------------------------------------------------------------------------------
+void Tracer::finish_steps_locked() {
+  while (!steps_to_end_.empty()) {
+    const uint32_t step = steps_to_end_.front();
+    if (!pending_per_step_.empty() && pending_per_step_.begin()->first <= step) return;
+    writer_->end_step(step);
+    steps_to_end_.pop_front();
+  }
+}
+
+void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t source) {
+  trace::Record record;
+  stamp(&record, trace::RecordKind::StepMarker, marker, nullptr, false);
+  record.stream = 0;
+  record.step = finished + 1;
+  record.fields[trace::fields::StepMarker::new_step] = finished + 1;
+  record.fields[trace::fields::StepMarker::marker_source] = source;
+  append(record);
+  std::lock_guard lock(pending_mutex_);
+  steps_to_end_.push_back(finished);
+  finish_steps_locked();
+  debug(fmt::format("step {} -> {} ({})", finished, finished + 1, marker));
+}
+
+// ---- shutdown -----------------------------------------------------------------------------------
+void Tracer::close() {
+  if (closed_.load()) return;
+  {
+    // Give digests already on the GPU a moment to arrive (the job has usually synchronized).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    std::unique_lock lock(pending_mutex_);
+    ShimCallGuard guard;
+    while (pending_records_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      poll_once();
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
+    closing_ = true;
+  }
+  collector_wake_.notify_all();
+  if (collector_.joinable()) collector_.join();
+  {
+    std::lock_guard lock(pending_mutex_);
+    // Records still waiting: appended without the missing digests, flagged.
+    for (auto& [ctx, state] : engines_) {
+      for (auto& [slot, target] : state.slots) {
+        target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
+        fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
+      }
+      for (auto& [slot, target] : state.slots) deliver(target.pending, UINT32_MAX, 0, false);
+      state.slots.clear();
+    }
+    pending_per_step_.clear();
+    finish_steps_locked();
+  }
+  if (uint64_t n = nested_kernels.load())
+    warn(WarningCode::NestedKernels, n, "kernels attributed to the enclosing library call");
+  if (uint64_t n = capture_skipped.load())
+    warn(WarningCode::CaptureNotFingerprinted, n, "buffers on capturing streams not fingerprinted");
+  if (uint64_t n = fingerprints_dropped.load())
+    warn(WarningCode::FingerprintsDropped, n, "fingerprints dropped (hash ring full or no engine)");
+  if (uint64_t n = writer_->stats().dropped)
+    warn(WarningCode::RecordsDropped, n, "records dropped by the trace writer");
+  closed_.store(true);
+  writer_->close();
+}
+
+void Tracer::abandon_after_fork() {
+  closed_.store(true);
+  writer_->abandon_after_fork();
+}
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""GPT-style training job for lockstep: deterministic by construction, with a switch that
+plants one nondeterministic op at a chosen step and layer.
+
+  python3 examples/pytorch/train_gpt.py --steps 20
+  lockstep run -o /tmp/run1 -- python3 examples/pytorch/train_gpt.py --steps 20
+
+Prints one line per step: "step N loss L loss_hex H" (H = the float32 loss bytes, big-endian
+hex), so two runs compare as bytes. Steps are numbered from 1; with --markers api (default)
+lockstep_step() is called at the start of each step when the shim is preloaded, so the trace's
+step N is the script's step N (set-up work falls in step 0).
+"""
+
+import os
+
+# Must be in the environment before torch (and cuBLAS) initialise.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import struct  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (Triton)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="capture the whole training step with torch.cuda.graph after warm-up")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="eager steps before capture with --cuda-graph (they count as steps)")
+    p.add_argument("--plant-step", type=int, default=0,
+                   help="1-based step at which a nondeterministic op runs (0: never)")
+    p.add_argument("--plant-layer", type=int, default=0, help="layer of the planted op")
+    p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api",
+                   help="how steps are marked for lockstep (default: lockstep_step() if found)")
+    p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
+    p.add_argument("--out", help="write losses (and step times) as JSON to this file")
+    p.add_argument("--probe-plant", type=int, default=0, metavar="K",
+                   help="run the planted op K times, print how many results differ, exit")
+    args = p.parse_args(argv)
+    if args.nvtx:
+        args.markers = "nvtx"
+    if args.steps < 1:
+        p.error("--steps must be at least 1")
+    if args.plant_step and not 1 <= args.plant_step <= args.steps:
+        p.error(f"--plant-step {args.plant_step} is outside steps 1..{args.steps}")
+    if not 0 <= args.plant_layer < args.layers:
+        p.error(f"--plant-layer {args.plant_layer} is outside layers 0..{args.layers - 1}")
+    if args.cuda_graph and args.plant_step:
+        p.error("--plant-step cannot be combined with --cuda-graph (the graph replays one step)")
+    if args.cuda_graph and args.warmup >= args.steps:
+        p.error(f"--cuda-graph needs --steps > --warmup ({args.warmup})")
+    return args
+
+
+def float_hex(value):
+    return struct.pack(">f", value).hex()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("train_gpt.py: PyTorch is not installed", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("train_gpt.py: no CUDA device visible", file=sys.stderr)
+        return 2
+
+    import gpt_model
+    from step_markers import StepMarkers
+
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    gpt_model.set_deterministic(args.seed)
+    cfg = gpt_model.GPTConfig(vocab=args.vocab, seq=args.seq, dim=args.dim, heads=args.heads,
+                              layers=args.layers)
+
+    if args.probe_plant:
+        plant = gpt_model.NondeterministicPlant(cfg.dim, device, args.seed + 7)
+        results = {plant.accumulate().cpu().numpy().tobytes() for _ in range(args.probe_plant)}
+        print(f"probe-plant: {len(results)} distinct results of {args.probe_plant} runs")
+        return 0
+
+    model = gpt_model.GPT(cfg).to(device)
+    plant = None
+    if args.plant_step:
+        plant = gpt_model.NondeterministicPlant(cfg.dim, device, args.seed + 7)
+        model.blocks[args.plant_layer].plant = plant
+    inputs, targets = gpt_model.make_batches(args.steps, args.batch, cfg.seq, cfg.vocab,
+                                             args.seed + 1, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1,
+                                  capturable=args.cuda_graph)
+    forward = torch.compile(model) if args.compile else model
+    markers = StepMarkers(args.markers)
+    print(f"train_gpt.py: {torch.cuda.get_device_name(device)}, torch {torch.__version__}, "
+          f"{sum(p.numel() for p in model.parameters())} parameters, steps {args.steps}, "
+          f"compile {args.compile}, cuda-graph {args.cuda_graph}, plant step "
+          f"{args.plant_step or '-'} layer {args.plant_layer if args.plant_step else '-'}, "
+          f"markers {markers.description}", file=sys.stderr)
+
+    def train_step(x, y):
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+            loss = gpt_model.loss_fn(forward(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    losses, times = [], []
+
+    def finish_step(step, loss_tensor, started):
+        loss = loss_tensor.detach().float().item()  # the step's one small D2H copy
+        markers.end()
+        times.append(time.perf_counter() - started)
+        losses.append(loss)
+        print(f"step {step} loss {loss:.6f} loss_hex {float_hex(loss)}", flush=True)
+
+    graph = static_x = static_y = static_loss = None
+    side = torch.cuda.Stream() if args.cuda_graph else None
+    for step in range(1, args.steps + 1):
+        started = time.perf_counter()
+        markers.begin()
+        x, y = inputs[step - 1], targets[step - 1]
+        if not args.cuda_graph:
+            optimizer.zero_grad(set_to_none=True)
+            if plant is not None:
+                plant.active = step == args.plant_step
+            finish_step(step, train_step(x, y), started)
+        elif step <= args.warmup:
+            # Warm-up on a side stream, as torch.cuda.graph requires.
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                optimizer.zero_grad(set_to_none=True)
+                loss = train_step(x, y)
+            torch.cuda.current_stream().wait_stream(side)
+            finish_step(step, loss, started)
+        else:
+            if graph is None:
+                static_x, static_y = x.clone(), y.clone()
+                optimizer.zero_grad(set_to_none=True)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_loss = train_step(static_x, static_y)
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            finish_step(step, static_loss, started)
+
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"losses": losses, "loss_hex": [float_hex(v) for v in losses],
+                       "step_times_s": times,
+                       "config": {k: v for k, v in vars(args).items() if k != "out"}},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+// Allocations and VA reservations -> collectors::on_alloc/on_free/on_va_*/on_map/on_unmap,
+// which keep the allocation interval map. Frees and unmaps are reported before the real call:
+// once it returns, another thread may already be given the same addresses.
+// One Allocation nesting scope: cudaMalloc reaching our cuMemAlloc wrapper is reported once.
+#include "collectors/events.h"
+#include "hook_support.h"
+
+using namespace lockstep::interpose;
+namespace collectors = lockstep::collectors;
+
+namespace {
+
+CUdeviceptr as_device(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Forward an allocation; on success report [*ptr, *ptr + bytes()).
+template <typename Result, typename Forward, typename Bytes>
+Result allocation(Forward&& forward, Result success, const CUdeviceptr* ptr, Bytes&& bytes) {
+  Nesting nesting(Scope::Allocation);
+  const Result r = forward();
+  if (r == success && ptr != nullptr) {
+    report_state(nesting.outermost(), [&] { collectors::on_alloc(*ptr, bytes()); });
+  }
+  return r;
+}
+
+template <typename Forward, typename Report>
+auto release(Forward&& forward, Report&& report) {
+  Nesting nesting(Scope::Allocation);
+  report_state(nesting.outermost(), report);
+  return forward();
+}
+
+}  // namespace
+
+// ---- runtime ----
+LOCKSTEP_INTERCEPTOR cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  CUdeviceptr p = 0;
+  return allocation(
+      [&] {
+        const cudaError_t r = LOCKSTEP_FORWARD(cudaMalloc, devPtr, size);
+        if (devPtr != nullptr) p = as_device(*devPtr);
+        return r;
+      },
+      cudaSuccess, &p, [&] { return size; });
+}
+
+#define LOCKSTEP_RUNTIME_MALLOC_ASYNC(name)                                              \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) { \
+    CUdeviceptr p = 0;                                                                   \
+    return allocation(                                                                   \
+        [&] {                                                                            \
+          const cudaError_t r = LOCKSTEP_FORWARD(name, devPtr, size, stream);            \
+          if (devPtr != nullptr) p = as_device(*devPtr);                                 \
+          return r;                                                                      \
+        },                                                                               \
+        cudaSuccess, &p, [&] { return size; });                                          \
+  }
+LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync)
+LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
+#undef LOCKSTEP_RUNTIME_MALLOC_ASYNC
+
+#define LOCKSTEP_RUNTIME_MALLOC_POOL(name)                                                 \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(void** ptr, size_t size, cudaMemPool_t memPool,    \
+                                        cudaStream_t stream) {                             \
+    CUdeviceptr p = 0;                                                                     \
+    return allocation(                                                                     \
+        [&] {                                                                              \
+          const cudaError_t r = LOCKSTEP_FORWARD(name, ptr, size, memPool, stream);        \
+          if (ptr != nullptr) p = as_device(*ptr);                                         \
+          return r;                                                                        \
+        },                                                                                 \
+        cudaSuccess, &p, [&] { return size; });                                            \
+  }
+LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync)
+LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync_ptsz)
+#undef LOCKSTEP_RUNTIME_MALLOC_POOL
+
+LOCKSTEP_INTERCEPTOR cudaError_t cudaFree(void* devPtr) {
+  return release([&] { return LOCKSTEP_FORWARD(cudaFree, devPtr); },
+                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+}
+LOCKSTEP_INTERCEPTOR cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  return release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync, devPtr, stream); },
+                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+}
+LOCKSTEP_INTERCEPTOR cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
+  return release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync_ptsz, devPtr, stream); },
+                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+}
+
+// ---- driver ----
+LOCKSTEP_INTERCEPTOR CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return allocation([&] { return LOCKSTEP_FORWARD(cuMemAlloc_v2, dptr, bytesize); }, CUDA_SUCCESS,
+                    dptr, [&] { return bytesize; });
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch,
+                                                 size_t WidthInBytes, size_t Height,
+                                                 unsigned int ElementSizeBytes) {
+  return allocation(
+      [&] {
+        return LOCKSTEP_FORWARD(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height,
+                                ElementSizeBytes);
+      },
+      CUDA_SUCCESS, dptr, [&] { return (pPitch != nullptr ? *pPitch : WidthInBytes) * Height; });
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  return release([&] { return LOCKSTEP_FORWARD(cuMemFree_v2, dptr); },
+                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+}
+
+#define LOCKSTEP_DRIVER_ALLOC_ASYNC(name)                                                    \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) { \
+    return allocation([&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, hStream); },       \
+                      CUDA_SUCCESS, dptr, [&] { return bytesize; });                         \
+  }
+LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
+LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+#undef LOCKSTEP_DRIVER_ALLOC_ASYNC
+
+#define LOCKSTEP_DRIVER_ALLOC_POOL(name)                                                    \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, \
+                                     CUstream hStream) {                                    \
+    return allocation([&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, pool, hStream); }, \
+                      CUDA_SUCCESS, dptr, [&] { return bytesize; });                        \
+  }
+LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync)
+LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz)
+#undef LOCKSTEP_DRIVER_ALLOC_POOL
+
+LOCKSTEP_INTERCEPTOR CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  return release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync, dptr, hStream); },
+                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  return release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync_ptsz, dptr, hStream); },
+                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+}
+
+// ---- virtual memory management (PyTorch expandable segments) ----
+LOCKSTEP_INTERCEPTOR CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                                  CUdeviceptr addr, unsigned long long flags) {
+  Nesting nesting(Scope::Allocation);
+  const CUresult r = LOCKSTEP_FORWARD(cuMemAddressReserve, ptr, size, alignment, addr, flags);
+  if (r == CUDA_SUCCESS && ptr != nullptr) {
+    report_state(nesting.outermost(), [&] { collectors::on_va_reserve(*ptr, size); });
+  }
+  return r;
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  return release([&] { return LOCKSTEP_FORWARD(cuMemAddressFree, ptr, size); },
+                 [&] { collectors::on_va_free(ptr, size); });
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                       CUmemGenericAllocationHandle handle,
+                                       unsigned long long flags) {
+  Nesting nesting(Scope::Allocation);
+  const CUresult r = LOCKSTEP_FORWARD(cuMemMap, ptr, size, offset, handle, flags);
+  if (r == CUDA_SUCCESS) report_state(nesting.outermost(), [&] { collectors::on_map(ptr, size); });
+  return r;
+}
+LOCKSTEP_INTERCEPTOR CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  return release([&] { return LOCKSTEP_FORWARD(cuMemUnmap, ptr, size); },
+                 [&] { collectors::on_unmap(ptr, size); });
+}

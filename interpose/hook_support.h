@@ -1,0 +1,65 @@
+// What every wrapper does around the real call: nesting, gating, and never letting a collector
+// failure reach the job.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "interception.h"
+#include "scope.h"
+
+namespace lockstep::interpose {
+
+// Returned when the real function cannot be found (nothing to forward to).
+template <typename Result>
+Result missing_result();
+template <>
+inline CUresult missing_result<CUresult>() { return CUDA_ERROR_NOT_FOUND; }
+template <>
+inline cudaError_t missing_result<cudaError_t>() { return cudaErrorSharedObjectSymbolNotFound; }
+template <>
+inline cublasStatus_t missing_result<cublasStatus_t>() { return CUBLAS_STATUS_NOT_INITIALIZED; }
+template <>
+inline ncclResult_t missing_result<ncclResult_t>() { return ncclSystemError; }
+
+// forward() inside a `scope` nesting level; when this is the outermost call of that scope and
+// operations are traced, brackets it with begin() -> token and end(token, result).
+template <typename Forward, typename Begin, typename End>
+auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
+  Nesting nesting(scope);
+  if (!nesting.outermost() || !trace_operations()) return forward();
+  uint64_t token = 0;
+  try {
+    token = begin();
+  } catch (...) {
+    token = 0;
+  }
+  auto result = forward();
+  try {
+    end(token, result);
+  } catch (...) {
+  }
+  return result;
+}
+
+// Runs a state report (allocation map, handles, ...) unless it is the shim's own call or a
+// nested layer of a call already reported.
+template <typename Report>
+void report_state(bool outermost, Report&& report) {
+  if (!outermost || !track_state()) return;
+  try {
+    report();
+  } catch (...) {
+  }
+}
+
+}  // namespace lockstep::interpose
+
+// Forward to the real `name`, or return the "missing" status when there is none.
+#define LOCKSTEP_FORWARD(name, ...)                                                     \
+  ([&]() {                                                                              \
+    auto real_fn = REAL(name);                                                          \
+    using ResultType = decltype(real_fn(__VA_ARGS__));                                  \
+    return real_fn != nullptr ? real_fn(__VA_ARGS__)                                    \
+                              : ::lockstep::interpose::missing_result<ResultType>();   \
+  }())

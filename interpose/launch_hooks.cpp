@@ -1,0 +1,263 @@
+// Kernel launches at the runtime and driver layers -> collectors::kernel_launch_begin/end.
+// One Launch nesting scope for all of them: cudart forwarding to a driver wrapper of ours
+// produces one event, from the runtime call.
+#include "collectors/events.h"
+#include "hook_support.h"
+
+using namespace lockstep::interpose;
+namespace collectors = lockstep::collectors;
+
+namespace {
+
+using collectors::FunctionHandle;
+using collectors::KernelLaunch;
+using collectors::LaunchApi;
+
+void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
+  e.grid[0] = grid.x; e.grid[1] = grid.y; e.grid[2] = grid.z;
+  e.block[0] = block.x; e.block[1] = block.y; e.block[2] = block.z;
+}
+
+// Runs forward() as a traced launch described by describe().
+template <typename Forward, typename Describe>
+auto traced_launch(Forward&& forward, Describe&& describe) {
+  return traced_call(
+      Scope::Launch, forward, [&] { return collectors::kernel_launch_begin(describe()); },
+      [](uint64_t token, auto result) {
+        collectors::kernel_launch_end(token, static_cast<int>(result));
+      });
+}
+
+// ---- runtime ----
+cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                         size_t smem, cudaStream_t stream) {
+  auto forward = [&] {
+    return ptsz ? LOCKSTEP_FORWARD(__cudaLaunchKernel_ptsz, kernel, grid, block, args, smem, stream)
+                : LOCKSTEP_FORWARD(__cudaLaunchKernel, kernel, grid, block, args, smem, stream);
+  };
+  return traced_launch(forward, [&] {
+    KernelLaunch e;
+    e.api = LaunchApi::RuntimeStub;
+    e.per_thread_stream = ptsz;
+    e.handle_kind = FunctionHandle::RuntimeKernel;
+    e.handle = kernel;
+    set_dims(e, grid, block);
+    e.smem_bytes = smem;
+    e.stream = stream;
+    e.kernel_params = args;
+    return e;
+  });
+}
+
+template <typename Forward>
+cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func,
+                           dim3 grid, dim3 block, void** args, size_t smem, cudaStream_t stream) {
+  return traced_launch(forward, [&] {
+    KernelLaunch e;
+    e.api = api;
+    e.per_thread_stream = ptsz;
+    e.handle_kind = FunctionHandle::HostStub;
+    e.handle = func;
+    set_dims(e, grid, block);
+    e.smem_bytes = smem;
+    e.stream = stream;
+    e.kernel_params = args;
+    return e;
+  });
+}
+
+template <typename Forward>
+cudaError_t runtime_launch_ex(Forward&& forward, bool ptsz, const cudaLaunchConfig_t* config,
+                              const void* func, void** args) {
+  return traced_launch(forward, [&] {
+    KernelLaunch e;
+    e.api = LaunchApi::RuntimeLaunchEx;
+    e.per_thread_stream = ptsz;
+    e.handle_kind = FunctionHandle::HostStub;
+    e.handle = func;
+    e.kernel_params = args;
+    if (config != nullptr) {
+      set_dims(e, config->gridDim, config->blockDim);
+      e.smem_bytes = config->dynamicSmemBytes;
+      e.stream = config->stream;
+      for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
+        if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+          e.cluster[0] = config->attrs[i].val.clusterDim.x;
+          e.cluster[1] = config->attrs[i].val.clusterDim.y;
+          e.cluster[2] = config->attrs[i].val.clusterDim.z;
+        }
+      }
+    }
+    return e;
+  });
+}
+
+// ---- driver ----
+KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, unsigned gy,
+                          unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                          CUstream stream, void** params, void** extra) {
+  KernelLaunch e;
+  e.api = api;
+  e.per_thread_stream = ptsz;
+  e.handle_kind = FunctionHandle::DriverUnknown;  // a CUfunction or a CUkernel
+  e.handle = f;
+  e.grid[0] = gx; e.grid[1] = gy; e.grid[2] = gz;
+  e.block[0] = bx; e.block[1] = by; e.block[2] = bz;
+  e.smem_bytes = smem;
+  e.stream = stream;
+  e.kernel_params = params;
+  e.extra = extra;
+  return e;
+}
+
+template <typename Forward>
+CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config,
+                          CUfunction f, void** params, void** extra) {
+  return traced_launch(forward, [&] {
+    if (config == nullptr) {
+      return driver_event(LaunchApi::DriverLaunchEx, ptsz, f, 0, 0, 0, 0, 0, 0, 0, nullptr,
+                          params, extra);
+    }
+    KernelLaunch e = driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX,
+                                  config->gridDimY, config->gridDimZ, config->blockDimX,
+                                  config->blockDimY, config->blockDimZ, config->sharedMemBytes,
+                                  config->hStream, params, extra);
+    for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
+      if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+        e.cluster[0] = config->attrs[i].value.clusterDim.x;
+        e.cluster[1] = config->attrs[i].value.clusterDim.y;
+        e.cluster[2] = config->attrs[i].value.clusterDim.z;
+      }
+    }
+    return e;
+  });
+}
+
+void remember_kernel(bool ok, const void* handle) {
+  if (!ok || handle == nullptr || !track_state()) return;
+  try {
+    collectors::remember_kernel_handle(handle);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+// ---- runtime: nvcc 13 stubs ----
+LOCKSTEP_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
+                                                    dim3 blockDim, void** args, size_t sharedMem,
+                                                    cudaStream_t stream) {
+  return runtime_stub(false, kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+LOCKSTEP_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
+                                                         dim3 blockDim, void** args,
+                                                         size_t sharedMem, cudaStream_t stream) {
+  return runtime_stub(true, kernel, gridDim, blockDim, args, sharedMem, stream);
+}
+
+// ---- runtime: kernel handles ----
+LOCKSTEP_INTERCEPTOR cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* entry) {
+  const cudaError_t r = LOCKSTEP_FORWARD(__cudaGetKernel, kernel, entry);
+  remember_kernel(r == cudaSuccess && kernel != nullptr, kernel != nullptr ? *kernel : nullptr);
+  return r;
+}
+LOCKSTEP_INTERCEPTOR cudaError_t cudaGetKernel(cudaKernel_t* kernelPtr, const void* entryFuncAddr) {
+  const cudaError_t r = LOCKSTEP_FORWARD(cudaGetKernel, kernelPtr, entryFuncAddr);
+  remember_kernel(r == cudaSuccess && kernelPtr != nullptr,
+                  kernelPtr != nullptr ? *kernelPtr : nullptr);
+  return r;
+}
+LOCKSTEP_INTERCEPTOR cudaError_t cudaLibraryGetKernel(cudaKernel_t* pKernel, cudaLibrary_t library,
+                                                      const char* name) {
+  const cudaError_t r = LOCKSTEP_FORWARD(cudaLibraryGetKernel, pKernel, library, name);
+  remember_kernel(r == cudaSuccess && pKernel != nullptr, pKernel != nullptr ? *pKernel : nullptr);
+  return r;
+}
+LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library,
+                                                 const char* name) {
+  const CUresult r = LOCKSTEP_FORWARD(cuLibraryGetKernel, pKernel, library, name);
+  remember_kernel(r == CUDA_SUCCESS && pKernel != nullptr, pKernel != nullptr ? *pKernel : nullptr);
+  return r;
+}
+
+// ---- runtime: launches by host stub ----
+#define LOCKSTEP_RUNTIME_LAUNCH(name, api, ptsz)                                                \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,          \
+                                        void** args, size_t sharedMem, cudaStream_t stream) {   \
+    return runtime_launch(                                                                      \
+        [&] { return LOCKSTEP_FORWARD(name, func, gridDim, blockDim, args, sharedMem, stream); }, \
+        api, ptsz, func, gridDim, blockDim, args, sharedMem, stream);                           \
+  }
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, LaunchApi::RuntimeLaunch, false)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch, true)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel, LaunchApi::RuntimeCooperative, false)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, LaunchApi::RuntimeCooperative, true)
+#undef LOCKSTEP_RUNTIME_LAUNCH
+
+LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
+                                                     const void* func, void** args) {
+  return runtime_launch_ex(
+      [&] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args); }, false, config,
+      func, args);
+}
+LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                          const void* func, void** args) {
+  return runtime_launch_ex(
+      [&] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC_ptsz, config, func, args); }, true, config,
+      func, args);
+}
+
+// ---- driver ----
+#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                  \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, \
+                                     unsigned int gridDimZ, unsigned int blockDimX,              \
+                                     unsigned int blockDimY, unsigned int blockDimZ,             \
+                                     unsigned int sharedMemBytes, CUstream hStream,              \
+                                     void** kernelParams, void** extra) {                        \
+    return traced_launch(                                                                        \
+        [&] {                                                                                    \
+          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,   \
+                                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);      \
+        },                                                                                       \
+        [&] {                                                                                    \
+          return driver_event(api, ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,  \
+                              blockDimZ, sharedMemBytes, hStream, kernelParams, extra);          \
+        });                                                                                      \
+  }
+LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel, LaunchApi::DriverLaunch, false)
+LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true)
+#undef LOCKSTEP_DRIVER_LAUNCH
+
+#define LOCKSTEP_DRIVER_COOPERATIVE(name, ptsz)                                                  \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, \
+                                     unsigned int gridDimZ, unsigned int blockDimX,              \
+                                     unsigned int blockDimY, unsigned int blockDimZ,             \
+                                     unsigned int sharedMemBytes, CUstream hStream,              \
+                                     void** kernelParams) {                                      \
+    return traced_launch(                                                                        \
+        [&] {                                                                                    \
+          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,   \
+                                  blockDimZ, sharedMemBytes, hStream, kernelParams);             \
+        },                                                                                       \
+        [&] {                                                                                    \
+          return driver_event(LaunchApi::DriverCooperative, ptsz, f, gridDimX, gridDimY,         \
+                              gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
+                              hStream, kernelParams, nullptr);                                   \
+        });                                                                                      \
+  }
+LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel, false)
+LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
+#undef LOCKSTEP_DRIVER_COOPERATIVE
+
+LOCKSTEP_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+                                               void** kernelParams, void** extra) {
+  return driver_launch_ex(
+      [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
+      config, f, kernelParams, extra);
+}
+LOCKSTEP_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+                                                    void** kernelParams, void** extra) {
+  return driver_launch_ex(
+      [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,
+      config, f, kernelParams, extra);
+}

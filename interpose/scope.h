@@ -1,0 +1,42 @@
+// Thread-local nesting of API scopes, and the gate every hook passes before building an event.
+//
+// A call seen at two layers is one event, from the outermost: cudart forwarding a launch to a
+// driver entry point that is also ours (a dlsym'd or cuGetProcAddress'd pointer), cudaMalloc
+// reaching cuMemAlloc, cuBLAS calling cublasLtMatmul. Each kind of API has its own depth, so a
+// kernel launched by cuBLAS is still a launch (collectors attribute it to the open GEMM).
+#pragma once
+
+#include "collectors/events.h"
+
+namespace lockstep::interpose {
+
+enum class Scope : int { Launch, Memory, Allocation, Graph, Blas, Nccl, kCount };
+
+// initial-exec: a few bytes of static TLS, no __tls_get_addr call on every hooked call.
+inline thread_local int g_scope_depth[static_cast<int>(Scope::kCount)]
+    __attribute__((tls_model("initial-exec")));
+inline int& scope_depth(Scope scope) { return g_scope_depth[static_cast<int>(scope)]; }
+
+class Nesting {
+ public:
+  explicit Nesting(Scope scope) : depth_(scope_depth(scope)), outermost_(depth_++ == 0) {}
+  ~Nesting() { --depth_; }
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
+  bool outermost() const { return outermost_; }
+
+ private:
+  int& depth_;
+  bool outermost_;
+};
+
+// Operations (launches, copies, GEMMs, collectives, graph launches) are reported only while
+// tracing runs and the thread is not inside one of the shim's own calls.
+inline bool trace_operations() {
+  return !collectors::inside_shim_call() && collectors::active();
+}
+// State that later operations need (allocation map, kernel handles, communicators, graph
+// execs) is reported whenever the call is the job's, tracing or not.
+inline bool track_state() { return !collectors::inside_shim_call(); }
+
+}  // namespace lockstep::interpose

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "collectors/alloc_map.h"
+
+namespace lockstep::collectors {
+namespace {
+
+constexpr uintptr_t MiB = 1 << 20;
+
+TEST(AllocationMap, PlainAllocationsGiveOrdinalAndOffset) {
+  AllocationMap map;
+  map.add(0x10000, 4096);
+  map.add(0x20000, 100);
+  auto hit = map.find(0x10000 + 17);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->ordinal, 1u);
+  EXPECT_EQ(hit->offset, 17u);
+  EXPECT_EQ(hit->readable, 4096u - 17);
+  EXPECT_EQ(map.find(0x20000)->ordinal, 2u);
+  EXPECT_FALSE(map.find(0x10000 + 4096));  // one past the end
+  EXPECT_FALSE(map.find(0x0fff0));
+  EXPECT_FALSE(map.find(0x20000 + 100));
+  map.remove(0x10000);
+  EXPECT_FALSE(map.find(0x10000));
+  map.add(0x10000, 64);  // reuse of the address: a new ordinal
+  EXPECT_EQ(map.find(0x10010)->ordinal, 3u);
+}
+
+TEST(AllocationMap, VmmReservationReadsOnlyItsContiguousMappedRun) {
+  AllocationMap map;
+  const uintptr_t base = 0x7f0000000000;
+  map.reserve(base, 64 * MiB);
+  EXPECT_EQ(map.find(base + 5)->readable, 0u) << "reserved but unmapped";
+  EXPECT_EQ(map.find(base + 5)->ordinal, 1u);
+  map.map(base, 2 * MiB);
+  map.map(base + 2 * MiB, 2 * MiB);   // adjacent: one run
+  map.map(base + 8 * MiB, 20 * MiB);  // a gap before it
+  auto hit = map.find(base + MiB);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->offset, MiB);
+  EXPECT_EQ(hit->readable, 3 * MiB);
+  EXPECT_EQ(map.find(base + 5 * MiB)->readable, 0u);
+  EXPECT_EQ(map.find(base + 10 * MiB)->readable, 18 * MiB);
+  EXPECT_EQ(map.find(base + 10 * MiB)->offset, 10 * MiB);
+  // Unmap the middle of a run: it splits.
+  map.unmap(base + MiB, MiB);
+  EXPECT_EQ(map.find(base)->readable, MiB);
+  EXPECT_EQ(map.find(base + MiB + 1)->readable, 0u);
+  EXPECT_EQ(map.find(base + 2 * MiB)->readable, 2 * MiB);
+  // Unmap across two pieces.
+  map.unmap(base + 3 * MiB, 6 * MiB);
+  EXPECT_EQ(map.find(base + 2 * MiB)->readable, MiB);
+  EXPECT_EQ(map.find(base + 9 * MiB)->readable, 19 * MiB);
+  EXPECT_EQ(map.find(base + 8 * MiB)->readable, 0u);
+  // Release the reservation: pointers are unknown, mappings gone.
+  map.release_reservation(base, 64 * MiB);
+  EXPECT_FALSE(map.find(base + 9 * MiB));
+  EXPECT_EQ(map.mapped_pieces(), 0u);
+}
+
+TEST(AllocationMap, MappedRunStopsAtTheReservationEnd) {
+  AllocationMap map;
+  map.reserve(0x100000, 4 * MiB);
+  map.reserve(0x100000 + 4 * MiB, 4 * MiB);
+  map.map(0x100000, 4 * MiB);
+  map.map(0x100000 + 4 * MiB, 4 * MiB);
+  EXPECT_EQ(map.find(0x100000 + MiB)->readable, 3 * MiB);
+  EXPECT_EQ(map.find(0x100000 + 5 * MiB)->ordinal, 2u);
+}
+
+TEST(AllocationMap, FreeDoesNotDropAReservation) {
+  AllocationMap map;
+  map.reserve(0x100000, MiB);
+  map.remove(0x100000);
+  EXPECT_TRUE(map.find(0x100000));
+}
+
+}  // namespace
+}  // namespace lockstep::collectors

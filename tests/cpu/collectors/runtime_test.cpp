@@ -1,0 +1,540 @@
+// The runtime without a GPU: each scenario runs in a forked child (the Tracer is one per
+// process) with its own environment and a fake symbol resolver (cuBLASLt descriptor reads, NCCL
+// rank queries; no libcuda, so fingerprints are flagged dropped). The parent reads the trace.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "collectors/events.h"
+#include "collectors/lockstep.h"
+#include "trace/reader.h"
+
+namespace lockstep::collectors {
+namespace {
+namespace fs = std::filesystem;
+
+// ---- fakes ---------------------------------------------------------------------------------------
+struct FakeAttributes {
+  std::map<int, std::vector<uint8_t>> values;
+  template <typename T>
+  void set(int attr, T value) {
+    std::vector<uint8_t> bytes(sizeof(T));
+    std::memcpy(bytes.data(), &value, sizeof(T));
+    values[attr] = bytes;
+  }
+};
+
+cublasStatus_t fake_get(const FakeAttributes* attrs, int attr, void* buf, size_t size,
+                        size_t* written) {
+  auto it = attrs->values.find(attr);
+  if (it == attrs->values.end() || it->second.size() != size) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, it->second.data(), size);
+  *written = size;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t fake_desc_get(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                             void* buf, size_t size, size_t* written) {
+  return fake_get(reinterpret_cast<const FakeAttributes*>(desc), attr, buf, size, written);
+}
+cublasStatus_t fake_layout_get(cublasLtMatrixLayout_t layout,
+                               cublasLtMatrixLayoutAttribute_t attr, void* buf, size_t size,
+                               size_t* written) {
+  return fake_get(reinterpret_cast<const FakeAttributes*>(layout), attr, buf, size, written);
+}
+ncclResult_t fake_count(const ncclComm_t, int* n) { *n = 4; return ncclSuccess; }
+ncclResult_t fake_user_rank(const ncclComm_t, int* r) { *r = 1; return ncclSuccess; }
+
+void* fake_resolver(const char* name) {
+  const std::string n = name;
+  if (n == "cublasLtMatmulDescGetAttribute") return reinterpret_cast<void*>(&fake_desc_get);
+  if (n == "cublasLtMatrixLayoutGetAttribute") return reinterpret_cast<void*>(&fake_layout_get);
+  if (n == "ncclCommCount") return reinterpret_cast<void*>(&fake_count);
+  if (n == "ncclCommUserRank") return reinterpret_cast<void*>(&fake_user_rank);
+  return nullptr;  // no libcuda in this process
+}
+
+FakeAttributes layout(cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+  FakeAttributes l;
+  l.set<uint32_t>(CUBLASLT_MATRIX_LAYOUT_TYPE, type);
+  l.set<uint64_t>(CUBLASLT_MATRIX_LAYOUT_ROWS, rows);
+  l.set<uint64_t>(CUBLASLT_MATRIX_LAYOUT_COLS, cols);
+  l.set<int64_t>(CUBLASLT_MATRIX_LAYOUT_LD, ld);
+  return l;
+}
+
+// A fake driver behind cuGetProcAddress_v2: kernel names and parameter layouts, no context (so
+// no hash engine: planned fingerprints are flagged dropped).
+CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCCESS; }
+CUresult fake_func_get_name(const char** name, CUfunction) {
+  *name = "_Z6kernelPfif";  // kernel(float*, int, float)
+  return CUDA_SUCCESS;
+}
+CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
+  static const size_t offsets[] = {0, 8, 12}, sizes[] = {8, 4, 4};
+  if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
+  *offset = offsets[index];
+  *size = sizes[index];
+  return CUDA_SUCCESS;
+}
+CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
+                           const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  *id = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult* status) {
+  const std::string s = symbol;
+  *pfn = nullptr;
+  if (s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
+  if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
+  if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
+  if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
+  *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+void* fake_resolver_with_driver(const char* name) {
+  if (std::string(name) == "cuGetProcAddress_v2") return reinterpret_cast<void*>(&fake_get_proc_address);
+  return fake_resolver(name);
+}
+
+// ---- harness ----------------------------------------------------------------------------------
+struct ChildResult {
+  int status = -1;
+  std::string stderr_text;
+};
+
+ChildResult run_child(const std::map<std::string, std::string>& env,
+                      const std::function<void()>& body, SymbolResolver resolver = &fake_resolver) {
+  const fs::path err = fs::temp_directory_path() / ("lockstep-stderr-" + std::to_string(getpid()));
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    set_symbol_resolver(resolver);
+    body();
+    std::exit(0);  // atexit closes the trace
+  }
+  ChildResult result;
+  waitpid(pid, &result.status, 0);
+  std::ifstream in(err);
+  std::stringstream text;
+  text << in.rdbuf();
+  result.stderr_text = text.str();
+  fs::remove(err);
+  return result;
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("lockstep-collectors-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::map<std::string, std::string> env(const std::string& level) {
+    return {{"LOCKSTEP_DIR", dir_.string()}, {"LOCKSTEP_LEVEL", level}, {"RANK", "0"},
+            {"WORLD_SIZE", "4"}, {"LOCKSTEP_RUN_ID", "test"}};
+  }
+  std::vector<fs::path> traces() const {
+    std::vector<fs::path> out;
+    if (!fs::exists(dir_)) return out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().extension() == ".lstrace") out.push_back(e.path());
+    return out;
+  }
+  fs::path dir_;
+};
+
+const trace::BufferFingerprint* find_buffer(trace::TraceReader& reader, const trace::Record& r,
+                                            std::string_view label) {
+  for (const auto& b : r.buffers)
+    if (reader.string(b.label) == label) return &b;
+  return nullptr;
+}
+
+// ---- scenarios ----------------------------------------------------------------------------------
+TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
+  static float loss_on_host = 1.5f;  // what the D2H copy "wrote"
+  ChildResult child = run_child(env("full"), [] {
+    const CUdeviceptr base = 0x7f0000000000;
+    on_alloc(base, 1 << 20);
+    auto* world = reinterpret_cast<ncclComm_t>(0xc0);
+    NcclCommCreated created;
+    created.api = "ncclCommInitRank";
+    created.comm = world;
+    created.nranks = 4;
+    created.rank = 1;
+    nccl_comm_created(created);
+
+    // A grouped all-gather: outputs complete after the outermost group end.
+    nccl_group_start();
+    NcclCall call;
+    call.op = NcclOp::AllGather;
+    call.api = "ncclAllGather";
+    call.send = reinterpret_cast<void*>(base + 4096);
+    call.recv = reinterpret_cast<void*>(base + 8192);
+    call.count = 8;
+    call.datatype = ncclFloat32;
+    call.comm = world;
+    uint64_t token = nccl_begin(call);
+    EXPECT_NE(token, 0u);
+    nccl_end(token, ncclSuccess);
+    nccl_group_end(ncclSuccess);
+
+    // loss.item(): a 4-byte synchronous device-to-host copy -> Metric, and (auto) a step.
+    MemoryOp copy;
+    copy.api = "cudaMemcpy";
+    copy.direction = 2;
+    copy.src = reinterpret_cast<void*>(base);
+    copy.dst = &loss_on_host;
+    copy.bytes = 4;
+    memory_op_end(memory_op_begin(copy), 0);
+
+    marker_range_push("forward");
+    marker_range_push("step");  // the first marker: step 2, metrics stop ending steps
+    memory_op_end(memory_op_begin(copy), 0);
+
+    // An FP8 cuBLASLt GEMM with block scales and amax.
+    static FakeAttributes desc, a, b, d;
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<void*>(base + 0x10000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, reinterpret_cast<void*>(base + 0x20000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, reinterpret_cast<void*>(base + 0x30000));
+    a = layout(CUDA_R_8F_E4M3, 512, 256, 512);  // stored K x M (transa = T): M=256, K=512
+    b = layout(CUDA_R_8F_E4M3, 512, 384, 512);  // K x N
+    d = layout(CUDA_R_16BF, 256, 384, 256);
+    LtMatmul mm;
+    mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
+    mm.A = reinterpret_cast<void*>(base + 0x40000);
+    mm.a_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
+    mm.B = reinterpret_cast<void*>(base + 0x80000);
+    mm.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&b);
+    mm.D = reinterpret_cast<void*>(base + 0xc0000);
+    mm.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&d);
+    mm.workspace_bytes = 1 << 20;
+    lt_matmul_end(lt_matmul_begin(mm), 0);
+
+    // cublasGemmEx calling cublasLtMatmul inside: one record.
+    CublasGemm gemm;
+    gemm.api = "cublasGemmEx";
+    gemm.m = 16, gemm.n = 8, gemm.k = 4, gemm.lda = 16, gemm.ldb = 4, gemm.ldc = 16;
+    gemm.A = reinterpret_cast<void*>(base), gemm.B = reinterpret_cast<void*>(base + 1024);
+    gemm.C = reinterpret_cast<void*>(base + 2048);
+    uint64_t outer = cublas_gemm_begin(gemm);
+    lt_matmul_end(lt_matmul_begin(mm), 0);
+    cublas_gemm_end(outer, 0);
+
+    lockstep_mark("phase");
+  });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
+  auto reader = trace::TraceReader::open(files[0].string());
+  EXPECT_EQ(reader->header()["rank"], 0);
+
+  std::vector<trace::Record> records;
+  reader->for_each_record([&](const trace::Record& r) {
+    records.push_back(r);
+    return true;
+  });
+  std::map<trace::RecordKind, int> kinds;
+  for (const auto& r : records) ++kinds[r.kind];
+  EXPECT_EQ(kinds[trace::RecordKind::Collective], 1);
+  EXPECT_EQ(kinds[trace::RecordKind::Metric], 2);
+  EXPECT_EQ(kinds[trace::RecordKind::StepMarker], 3);  // metric, "step", lockstep_mark
+  EXPECT_EQ(kinds[trace::RecordKind::Gemm], 2);
+
+  for (const auto& r : records) {
+    const std::string name(reader->string(r.name));
+    if (r.kind == trace::RecordKind::Collective) {
+      using F = trace::fields::Collective;
+      EXPECT_EQ(name, "ncclAllGather");
+      EXPECT_EQ(r.fields[F::comm_id], 1u);
+      EXPECT_EQ(r.fields[F::comm_seq], 1u);
+      EXPECT_EQ(r.fields[F::nranks], 4u);
+      EXPECT_EQ(r.fields[F::comm_rank], 1u);
+      const auto* send = find_buffer(*reader, r, "send");
+      const auto* recv = find_buffer(*reader, r, "recv");
+      ASSERT_TRUE(send && recv);
+      EXPECT_EQ(send->bytes, 32u);
+      EXPECT_EQ(recv->bytes, 128u);
+      EXPECT_EQ(send->alloc_ordinal, 1u);
+      EXPECT_EQ(send->alloc_offset, 4096u);
+      EXPECT_EQ(recv->role, trace::Role::Out);
+      // No GPU here: both were planned and could not be taken.
+      EXPECT_TRUE(send->flags & trace::kFingerprintDropped);
+      EXPECT_TRUE(recv->flags & trace::kFingerprintDropped);
+      EXPECT_FALSE(recv->flags & trace::kFingerprintValid);
+    } else if (r.kind == trace::RecordKind::Metric) {
+      ASSERT_EQ(r.payload.size(), 4u);
+      float value = 0;
+      std::memcpy(&value, r.payload.data(), 4);
+      EXPECT_EQ(value, 1.5f);
+    } else if (r.kind == trace::RecordKind::Gemm && name == "cublasLtMatmul") {
+      using F = trace::fields::Gemm;
+      EXPECT_EQ(r.fields[F::m], 256u);
+      EXPECT_EQ(r.fields[F::n], 384u);
+      EXPECT_EQ(r.fields[F::k], 512u);
+      EXPECT_EQ(r.fields[F::algo], UINT64_MAX);
+      EXPECT_EQ(r.fields[F::workspace_bytes], 1u << 20);
+      EXPECT_EQ(r.fields[F::scale_mode_a], CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+      EXPECT_EQ(find_buffer(*reader, r, "A")->bytes, 512u * 256);
+      EXPECT_EQ(find_buffer(*reader, r, "D")->bytes, 2u * 256 * 384);
+      EXPECT_EQ(find_buffer(*reader, r, "A_scale")->bytes, 4u * 256 * 4);   // M x ceil(K/128)
+      EXPECT_EQ(find_buffer(*reader, r, "B_scale")->bytes, 4u * (4 * 2 + 4));  // 3 x 4 blocks
+      EXPECT_EQ(find_buffer(*reader, r, "D_amax")->bytes, 4u);
+      EXPECT_EQ(find_buffer(*reader, r, "D_amax")->role, trace::Role::Out);
+      EXPECT_EQ(find_buffer(*reader, r, "C"), nullptr);
+    } else if (r.kind == trace::RecordKind::Gemm) {
+      EXPECT_EQ(name, "cublasGemmEx");
+      EXPECT_EQ(find_buffer(*reader, r, "D")->bytes, 4u * 16 * 8);
+    }
+  }
+  // Steps 0, 1 (ended by the metric and the marker) and 2 (by lockstep_mark) were summarized.
+  auto summaries = reader->step_summaries();
+  ASSERT_GE(summaries.size(), 3u);
+  EXPECT_EQ(summaries[0].step, 0u);
+  EXPECT_EQ(summaries[2].step, 2u);
+}
+
+TEST_F(RuntimeTest, BadSettingGivesOneLineAndNoTrace) {
+  ChildResult child = run_child(env("fast"), [] {
+    on_alloc(0x1000, 64);
+    EXPECT_FALSE(active());
+  });
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0);
+  EXPECT_EQ(child.stderr_text,
+            "lockstep: LOCKSTEP_LEVEL=fast is not one of off|metrics|broad|full; running untraced\n");
+  EXPECT_TRUE(traces().empty());
+}
+
+TEST_F(RuntimeTest, FailHardStopsTheJob) {
+  auto vars = env("fast");
+  vars["LOCKSTEP_FAIL_HARD"] = "1";
+  ChildResult child = run_child(vars, [] {});
+  EXPECT_FALSE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0);
+  EXPECT_NE(child.stderr_text.find("LOCKSTEP_LEVEL=fast"), std::string::npos);
+}
+
+TEST_F(RuntimeTest, AProcessThatNeverTouchesCudaWritesNothing) {
+  ChildResult child = run_child(env("broad"), [] {
+    marker_range_push("step");
+    lockstep_step();
+  });
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0);
+  EXPECT_TRUE(traces().empty());
+}
+
+TEST_F(RuntimeTest, LevelOffRecordsNothing) {
+  ChildResult child = run_child(env("off"), [] {
+    on_alloc(0x1000, 64);
+    EXPECT_FALSE(active());
+  });
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0);
+  EXPECT_TRUE(traces().empty());
+}
+
+TEST_F(RuntimeTest, MetricsLevelKeepsOnlyMetricsAndSteps) {
+  static double grad_norm = 0.25;
+  ChildResult child = run_child(env("metrics"), [] {
+    on_alloc(0x100000, 4096);
+    MemoryOp copy;
+    copy.api = "cudaMemcpyAsync";
+    copy.src = reinterpret_cast<void*>(0x100010);
+    copy.direction = 4;  // cudaMemcpyDefault: inferred from the allocation map
+    copy.dst = &grad_norm;
+    copy.bytes = 8;
+    memory_op_end(memory_op_begin(copy), 0);
+    MemoryOp big = copy;
+    big.bytes = 4096;  // larger than LOCKSTEP_METRIC_BYTES: not a metric, and not recorded here
+    big.dst = std::malloc(4096);
+    memory_op_end(memory_op_begin(big), 0);
+    NcclCall call;
+    call.api = "ncclAllReduce";
+    call.comm = reinterpret_cast<ncclComm_t>(0x5);
+    EXPECT_EQ(nccl_begin(call), 0u);
+  });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<trace::RecordKind> kinds;
+  reader->for_each_record([&](const trace::Record& r) {
+    kinds.push_back(r.kind);
+    if (r.kind == trace::RecordKind::Metric) {
+      double value = 0;
+      EXPECT_EQ(r.payload.size(), 8u);
+      std::memcpy(&value, r.payload.data(), 8);
+      EXPECT_EQ(value, 0.25);
+    }
+    return true;
+  });
+  EXPECT_EQ(kinds, (std::vector<trace::RecordKind>{trace::RecordKind::Metric,
+                                                   trace::RecordKind::StepMarker}));
+}
+
+TEST_F(RuntimeTest, ForkedChildNeverWritesTheParentsTrace) {
+  ChildResult child = run_child(env("broad"), [] {
+    on_alloc(0x1000, 64);
+    marker_step("before fork");
+    pid_t grandchild = fork();
+    if (grandchild == 0) {
+      // Tracing is off here; events are ignored and exit writes nothing.
+      EXPECT_FALSE(active());
+      marker_step("in child");
+      on_alloc(0x2000, 64);
+      std::exit(0);
+    }
+    int status = 0;
+    waitpid(grandchild, &status, 0);
+    marker_step("after fork");
+  });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  reader->verify_all();
+  std::vector<std::string> markers;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::StepMarker) markers.emplace_back(reader->string(r.name));
+    return true;
+  });
+  EXPECT_EQ(markers, (std::vector<std::string>{"before fork", "after fork"}));
+}
+
+
+struct KernelArgs {
+  float* p;
+  int n;
+  float s;
+};
+void launch(KernelArgs args, bool extra_form, LaunchApi api = LaunchApi::DriverLaunch) {
+  KernelLaunch l;
+  l.api = api;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(0x1234);
+  l.grid[0] = 7;
+  void* params[] = {&args.p, &args.n, &args.s};
+  uint8_t buffer[16];
+  std::memcpy(buffer, &args.p, 8);
+  std::memcpy(buffer + 8, &args.n, 4);
+  std::memcpy(buffer + 12, &args.s, 4);
+  size_t size = sizeof(buffer);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  if (extra_form) l.extra = extra;
+  else l.kernel_params = params;
+  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
+TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
+  auto vars = env("full");
+  vars["LOCKSTEP_MAX_REGION"] = "4K";
+  ChildResult child = run_child(vars, [] {
+    const CUdeviceptr base = 0x7f0000000000;
+    on_alloc(base, 1 << 20);
+    auto* p = reinterpret_cast<float*>(base + 64);
+    launch({p, 5, 2.f}, false);                                         // 1
+    launch({reinterpret_cast<float*>(base + 128), 5, 2.f}, false);      // 2: same scalars
+    launch({p, 6, 2.f}, false);                                         // 3: other n
+    launch({p, 5, 2.f}, true);                                          // 4: extra form
+    // A runtime launch that reaches the driver: one record (5).
+    KernelLaunch outer;
+    outer.api = LaunchApi::RuntimeLaunch;
+    outer.handle_kind = FunctionHandle::DriverFunction;
+    outer.handle = reinterpret_cast<const void*>(0x1234);
+    uint64_t token = kernel_launch_begin(outer);
+    launch({p, 5, 2.f}, false);
+    kernel_launch_end(token, CUDA_SUCCESS);
+    // A kernel inside a cuBLAS call: attributed to the GEMM, no Kernel record.
+    CublasGemm gemm;
+    gemm.api = "cublasSgemm_v2";
+    gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
+    uint64_t g = cublas_gemm_begin(gemm);
+    launch({p, 5, 2.f}, false);
+    cublas_gemm_end(g, 0);
+  }, &fake_resolver_with_driver);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<trace::Record> kernels;
+  uint64_t nested = 0;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
+    if (r.kind == trace::RecordKind::Warning && r.fields[trace::fields::Warning::code] == 5)
+      nested = r.fields[trace::fields::Warning::count];
+    return true;
+  });
+  std::sort(kernels.begin(), kernels.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+  ASSERT_EQ(kernels.size(), 5u);
+  EXPECT_EQ(nested, 1u);
+  using F = trace::fields::Kernel;
+  EXPECT_EQ(reader->string(kernels[0].name), "kernel(float*, int, float)");
+  EXPECT_EQ(kernels[0].fields[F::grid_x], 7u);
+  EXPECT_EQ(kernels[0].fields[F::args_digest], kernels[1].fields[F::args_digest])
+      << "addresses must not enter the digest";
+  EXPECT_NE(kernels[0].fields[F::args_digest], kernels[2].fields[F::args_digest]);
+  EXPECT_EQ(kernels[0].fields[F::args_digest], kernels[3].fields[F::args_digest])
+      << "both launch forms decode alike";
+  EXPECT_EQ(kernels[4].fields[F::launch_api], static_cast<uint64_t>(LaunchApi::RuntimeLaunch));
+  // arg0 before (In) and after (Out): allocation 1, offset 64, cut at LOCKSTEP_MAX_REGION.
+  ASSERT_EQ(kernels[0].buffers.size(), 2u);
+  for (const auto& b : kernels[0].buffers) {
+    EXPECT_EQ(reader->string(b.label), "arg0");
+    EXPECT_EQ(b.alloc_ordinal, 1u);
+    EXPECT_EQ(b.alloc_offset, 64u);
+    EXPECT_EQ(b.bytes, 4096u);
+    EXPECT_TRUE(b.flags & trace::kExtentClamped);
+    EXPECT_TRUE(b.flags & trace::kFingerprintDropped);  // no GPU, no engine
+  }
+  EXPECT_EQ(kernels[0].buffers[0].role, trace::Role::In);
+  EXPECT_EQ(kernels[0].buffers[1].role, trace::Role::Out);
+  EXPECT_EQ(kernels[1].buffers[0].alloc_offset, 128u);
+}
+
+TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
+  auto vars = env("full");
+  vars["LOCKSTEP_KERNELS"] = "^gemm";
+  ChildResult child = run_child(vars, [] {
+    on_alloc(0x7f0000000000, 4096);
+    launch({reinterpret_cast<float*>(0x7f0000000000), 1, 1.f}, false);
+  }, &fake_resolver_with_driver);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+  auto reader = trace::TraceReader::open(traces().at(0).string());
+  int kernels = 0;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    ++kernels;
+    EXPECT_EQ(r.buffers.size(), 1u);  // the pointer by position, not fingerprinted
+    EXPECT_FALSE(r.buffers.at(0).flags & (trace::kFingerprintDropped | trace::kFingerprintValid));
+    return true;
+  });
+  EXPECT_EQ(kernels, 1);
+}
+
+}  // namespace
+}  // namespace lockstep::collectors

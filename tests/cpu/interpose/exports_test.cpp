@@ -1,0 +1,103 @@
+// The shim exports exactly the hooked symbols plus its C API, and needs nothing but the C
+// library at run time. Read with nm -D / readelf -d, as a user would check it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+namespace {
+
+const std::set<std::string> kHooked = {
+#define LOCKSTEP_HOOK(library, name, signature) #name,
+#include "interpose/hooked_symbols.def"
+#undef LOCKSTEP_HOOK
+    "dlsym", "dlvsym", "dlmopen",
+};
+
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+// name -> nm type letter, for defined dynamic symbols.
+std::set<std::pair<std::string, char>> exports(const std::string& library) {
+  std::set<std::pair<std::string, char>> out;
+  const std::string text = run("nm -D --defined-only --format=posix '" + library + "'");
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    const size_t space = line.find(' ');
+    if (space != std::string::npos && space + 1 < line.size()) {
+      out.emplace(line.substr(0, space), line[space + 1]);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+void check_exports(const std::string& library, bool (*is_c_api)(const std::string&)) {
+  const auto symbols = exports(library);
+  ASSERT_FALSE(symbols.empty()) << "nm found nothing in " << library;
+  std::set<std::string> names;
+  for (const auto& [name, type] : symbols) {
+    names.insert(name);
+    if (kHooked.count(name) != 0) {
+      EXPECT_EQ(type, 'T') << name << " should be a plain (non-weak) function";
+    } else {
+      EXPECT_TRUE(is_c_api(name)) << library << " exports " << name
+                                  << ", neither a hook nor the documented C API";
+    }
+  }
+  for (const std::string& hook : kHooked) {
+    EXPECT_EQ(names.count(hook), 1u) << library << " does not export hook " << hook;
+  }
+}
+
+void check_needed(const std::string& library) {
+  const std::string dynamic = run("readelf -d '" + library + "'");
+  ASSERT_FALSE(dynamic.empty());
+  size_t pos = 0;
+  int needed = 0;
+  while ((pos = dynamic.find("Shared library: [", pos)) != std::string::npos) {
+    pos += 17;
+    const std::string name = dynamic.substr(pos, dynamic.find(']', pos) - pos);
+    ++needed;
+    const bool allowed = name.rfind("libc.so", 0) == 0 || name.rfind("libdl.so", 0) == 0 ||
+                         name.rfind("libpthread.so", 0) == 0 || name.rfind("libm.so", 0) == 0 ||
+                         name.rfind("ld-linux", 0) == 0 || name.rfind("librt.so", 0) == 0;
+    EXPECT_TRUE(allowed) << library << " needs " << name;
+  }
+  EXPECT_GT(needed, 0);
+  EXPECT_EQ(dynamic.find("VERDEF"), std::string::npos) << "the shim must not version its symbols";
+}
+
+TEST(ShimExports, TestShimExportsHooksAndTestApiOnly) {
+  check_exports(TESTSHIM_PATH, [](const std::string& name) {
+    return name == "lockstep_fake_log" || name == "lockstep_fake_clear" ||
+           name == "lockstep_fake_resolve";
+  });
+  check_needed(TESTSHIM_PATH);
+}
+
+TEST(ShimExports, RealShimExportsHooksAndCApiOnly) {
+#ifdef SHIM_PATH
+  // The collectors' documented C API: lockstep_* functions and the NVTX injection entry.
+  check_exports(SHIM_PATH, [](const std::string& name) {
+    return name.rfind("lockstep_", 0) == 0 || name.rfind("InitializeInjectionNvtx", 0) == 0;
+  });
+  check_needed(SHIM_PATH);
+#else
+  GTEST_SKIP() << "liblockstep.so is not built (no lockstep_collectors target)";
+#endif
+}
+
+}  // namespace

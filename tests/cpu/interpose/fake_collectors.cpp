@@ -1,0 +1,159 @@
+// A stand-in for collectors/: implements every events.h function by appending one line per
+// event to an in-memory log that the tests read back (lockstep_fake_log / lockstep_fake_clear,
+// found with dlsym(RTLD_DEFAULT, ...)). LOCKSTEP_FAKE_INACTIVE=1 makes active() false.
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "collectors/events.h"
+
+namespace {
+
+std::mutex& log_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string& log_text() {
+  static std::string* text = new std::string;
+  return *text;
+}
+std::atomic<uint64_t> next_token{1};
+thread_local int shim_depth = 0;
+
+void add(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void add(const char* format, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  std::lock_guard<std::mutex> lock(log_mutex());
+  log_text() += line;
+  log_text() += '\n';
+}
+
+std::atomic<lockstep::collectors::SymbolResolver> resolver{nullptr};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) char* lockstep_fake_log() {
+  std::lock_guard<std::mutex> lock(log_mutex());
+  return strdup(log_text().c_str());
+}
+extern "C" __attribute__((visibility("default"))) void lockstep_fake_clear() {
+  std::lock_guard<std::mutex> lock(log_mutex());
+  log_text().clear();
+}
+// The resolver interpose registered, so tests can exercise it.
+extern "C" __attribute__((visibility("default"))) void* lockstep_fake_resolve(const char* name) {
+  auto r = resolver.load();
+  return r != nullptr ? r(name) : nullptr;
+}
+
+namespace lockstep::collectors {
+
+bool active() {
+  const char* v = std::getenv("LOCKSTEP_FAKE_INACTIVE");
+  return shim_depth == 0 && !(v != nullptr && std::strcmp(v, "1") == 0);
+}
+ShimCallGuard::ShimCallGuard() { ++shim_depth; }
+ShimCallGuard::~ShimCallGuard() { --shim_depth; }
+bool inside_shim_call() { return shim_depth > 0; }
+void set_symbol_resolver(SymbolResolver r) {
+  resolver.store(r);
+  add("resolver registered");
+}
+
+uint64_t kernel_launch_begin(const KernelLaunch& l) {
+  const uint64_t token = next_token++;
+  add("launch_begin token=%llu api=%d ptsz=%d kind=%d handle=%p grid=%u,%u,%u block=%u,%u,%u "
+      "cluster=%u,%u,%u smem=%zu stream=%p params=%p extra=%p",
+      (unsigned long long)token, int(l.api), int(l.per_thread_stream), int(l.handle_kind),
+      l.handle, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+      l.cluster[0], l.cluster[1], l.cluster[2], l.smem_bytes, (void*)l.stream,
+      (void*)l.kernel_params, (void*)l.extra);
+  return token;
+}
+void kernel_launch_end(uint64_t token, int result) {
+  add("launch_end token=%llu result=%d", (unsigned long long)token, result);
+}
+void remember_kernel_handle(const void* handle) { add("kernel_handle %p", handle); }
+
+void graph_instantiated(const void* graph, const void* exec) {
+  add("graph_instantiated graph=%p exec=%p", graph, exec);
+}
+void graph_launch(const void* exec, CUstream stream, int result) {
+  add("graph_launch exec=%p stream=%p result=%d", exec, (void*)stream, result);
+}
+
+void on_alloc(CUdeviceptr p, size_t bytes) { add("alloc %#llx %zu", (unsigned long long)p, bytes); }
+void on_free(CUdeviceptr p) { add("free %#llx", (unsigned long long)p); }
+void on_va_reserve(CUdeviceptr p, size_t bytes) {
+  add("va_reserve %#llx %zu", (unsigned long long)p, bytes);
+}
+void on_va_free(CUdeviceptr p, size_t bytes) {
+  add("va_free %#llx %zu", (unsigned long long)p, bytes);
+}
+void on_map(CUdeviceptr p, size_t bytes) { add("map %#llx %zu", (unsigned long long)p, bytes); }
+void on_unmap(CUdeviceptr p, size_t bytes) { add("unmap %#llx %zu", (unsigned long long)p, bytes); }
+
+uint64_t memory_op_begin(const MemoryOp& op) {
+  const uint64_t token = next_token++;
+  add("memop_begin token=%llu api=%s set=%d async=%d dir=%d dst=%p src=%p bytes=%zu value=%u "
+      "elem=%u stream=%p ptsz=%d",
+      (unsigned long long)token, op.api, int(op.is_set), int(op.is_async), op.direction, op.dst,
+      op.src, op.bytes, op.set_value, op.set_element_bytes, (void*)op.stream,
+      int(op.per_thread_stream));
+  return token;
+}
+void memory_op_end(uint64_t token, int result) {
+  add("memop_end token=%llu result=%d", (unsigned long long)token, result);
+}
+
+uint64_t cublas_gemm_begin(const CublasGemm& g) {
+  const uint64_t token = next_token++;
+  add("gemm_begin token=%llu api=%s m=%lld n=%lld k=%lld batch=%lld ptrarrays=%d",
+      (unsigned long long)token, g.api, (long long)g.m, (long long)g.n, (long long)g.k,
+      (long long)g.batch, int(g.pointer_arrays));
+  return token;
+}
+void cublas_gemm_end(uint64_t token, int status) {
+  add("gemm_end token=%llu status=%d", (unsigned long long)token, status);
+}
+uint64_t lt_matmul_begin(const LtMatmul& m) {
+  const uint64_t token = next_token++;
+  add("lt_begin token=%llu D=%p ws=%zu stream=%p", (unsigned long long)token, m.D,
+      m.workspace_bytes, (void*)m.stream);
+  return token;
+}
+void lt_matmul_end(uint64_t token, int status) {
+  add("lt_end token=%llu status=%d", (unsigned long long)token, status);
+}
+
+uint64_t nccl_begin(const NcclCall& c) {
+  const uint64_t token = next_token++;
+  add("nccl_begin token=%llu op=%d api=%s count=%zu root_or_peer=%d comm=%p stream=%p",
+      (unsigned long long)token, int(c.op), c.api, c.count, c.root_or_peer, (void*)c.comm,
+      (void*)c.stream);
+  return token;
+}
+void nccl_end(uint64_t token, ncclResult_t result) {
+  add("nccl_end token=%llu result=%d", (unsigned long long)token, int(result));
+}
+void nccl_group_start() { add("nccl_group_start"); }
+void nccl_group_end(ncclResult_t result) { add("nccl_group_end result=%d", int(result)); }
+void nccl_comm_created(const NcclCommCreated& c) {
+  add("comm_created api=%s comm=%p parent=%p color=%d key=%d nranks=%d rank=%d", c.api,
+      (void*)c.comm, (void*)c.parent, c.color, c.key, c.nranks, c.rank);
+}
+void nccl_comm_destroyed(ncclComm_t comm) { add("comm_destroyed %p", (void*)comm); }
+
+void marker_range_push(const char* message) { add("range_push %s", message); }
+void marker_range_pop() { add("range_pop"); }
+void marker_step(const char* name) { add("step %s", name != nullptr ? name : ""); }
+
+}  // namespace lockstep::collectors

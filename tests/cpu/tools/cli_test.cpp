@@ -1,0 +1,413 @@
+// The built `lockstep` binary on synthetic trace directories written with TraceWriter:
+// exit codes, the JSON schema, bad input, and the run/check/hunt mechanics with a fake job.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/synth/synthetic_trace.h"
+
+namespace fs = std::filesystem;
+namespace synth = lockstep::tools::synth;
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  json parsed() const { return json::parse(out); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/lockstep-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    tmp_ = pattern;
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(tmp_);
+  }
+
+  fs::path path(const std::string& name) const { return tmp_ / name; }
+
+  std::string write(const std::string& name, const synth::Spec& spec) {
+    std::string dir = path(name);
+    std::string error = synth::write_run(dir, spec, name);
+    EXPECT_EQ(error, "");
+    return dir;
+  }
+
+  // Runs the binary with a shell command line (arguments already quoted where needed).
+  Result lockstep(const std::string& args, const std::string& env = "") {
+    Result r;
+    fs::path out = tmp_ / "stdout.txt", err = tmp_ / "stderr.txt";
+    std::string command = env + " " + LOCKSTEP_CLI + " " + args + " > " + out.string() + " 2> " +
+                          err.string();
+    int status = std::system(command.c_str());
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  std::string pair(const std::string& a, const std::string& b) { return a + " " + b; }
+
+  fs::path tmp_;
+};
+
+synth::Spec small(int world = 2) {
+  synth::Spec spec;
+  spec.world_size = world;
+  spec.steps = 6;
+  spec.ops_per_step = 8;
+  return spec;
+}
+
+int line_count(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST_F(Cli, IdenticalRunsExitZero) {
+  std::string a = write("a", small()), b = write("b", small());
+  Result text = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(text.code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("IDENTICAL"), std::string::npos);
+  EXPECT_EQ(text.out.find("\033["), std::string::npos) << "no colour when not on a terminal";
+  Result r = lockstep("diff --json " + pair(a, b));
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = r.parsed();
+  EXPECT_EQ(j["schema"], "lockstep-diff");
+  EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["verdict"], "identical");
+  EXPECT_TRUE(j["culprit_rank"].is_null());
+  EXPECT_TRUE(j["first_divergence"].is_null());
+  EXPECT_EQ(j["stats"]["steps_skipped"], 12);  // 6 steps x 2 ranks, all through summaries
+  EXPECT_EQ(j["stats"]["records_compared"], 0);
+}
+
+TEST_F(Cli, OutputOnlyDivergenceIsTheOrigin) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Output, 0, 2, 1});
+  std::string a = write("a", small()), b = write("b", planted);
+  Result r = lockstep("diff --json " + pair(a, b));
+  ASSERT_EQ(r.code, 1) << r.err;
+  json j = r.parsed();
+  EXPECT_EQ(j["verdict"], "divergent");
+  EXPECT_EQ(j["culprit_rank"], 0);
+  const json& first = j["first_divergence"];
+  EXPECT_EQ(first["rank"], 0);
+  EXPECT_EQ(first["step"], 2);
+  EXPECT_EQ(first["kind"], "kernel");
+  EXPECT_EQ(first["classification"], "origin");
+  EXPECT_EQ(first["name"], "void layer1_forward<__nv_bfloat16, 128>(Params)");
+  EXPECT_EQ(first["occurrence"], 1);
+  EXPECT_EQ(first["stream"], 2);
+  EXPECT_TRUE(first["seq"]["a"].is_number());
+  EXPECT_TRUE(first["seq"]["b"].is_number());
+  const json& buffer = first["buffer"];
+  EXPECT_EQ(buffer["role"], "out");
+  EXPECT_EQ(buffer["label"], "arg1");
+  EXPECT_EQ(buffer["dtype"], "bf16");
+  EXPECT_EQ(buffer["bytes"], 1 << 21);
+  EXPECT_NE(buffer["fingerprint_a"], buffer["fingerprint_b"]);
+  EXPECT_EQ(buffer["fingerprint_a"].get<std::string>().size(), 18u);
+  EXPECT_EQ(j["stats"]["steps_skipped"].get<int>(), 4);  // steps 0-1 of both ranks
+  Result text = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find("culprit  rank 0, step 2"), std::string::npos) << text.out;
+}
+
+TEST_F(Cli, AllReduceCarryingRank1sDifferenceBlamesRank1) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Output, 1, 3, 5});
+  std::string a = write("a", small()), b = write("b", planted);
+  Result r = lockstep("diff --json " + pair(a, b));
+  ASSERT_EQ(r.code, 1) << r.err;
+  json j = r.parsed();
+  EXPECT_EQ(j["culprit_rank"], 1);
+  EXPECT_EQ(j["culprit"]["classification"], "origin");
+  EXPECT_EQ(j["culprit"]["step"], 3);
+  ASSERT_EQ(j["per_rank"].size(), 2u);
+  EXPECT_EQ(j["per_rank"][0]["rank"], 1);
+  const json& rank0 = j["per_rank"][1];
+  EXPECT_EQ(rank0["rank"], 0);
+  EXPECT_EQ(rank0["kind"], "collective");
+  EXPECT_EQ(rank0["classification"], "receiver");
+  EXPECT_EQ(rank0["received_from"], 1);
+  EXPECT_EQ(rank0["collective"]["comm_seq"], 3);
+  EXPECT_EQ(rank0["buffer"]["label"], "recv");
+}
+
+TEST_F(Cli, StructuralInsertAndDelete) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Insert, 0, 1, 2});
+  std::string a = write("a", small()), b = write("b", planted);
+  Result r = lockstep("diff --json --context 2 " + pair(a, b));
+  ASSERT_EQ(r.code, 1) << r.err;
+  json j = r.parsed();
+  EXPECT_EQ(j["first_divergence"]["classification"], "structural");
+  EXPECT_EQ(j["first_divergence"]["structural_kind"], "inserted");
+  EXPECT_EQ(j["first_divergence"]["name"], "planted_extra_kernel");
+  EXPECT_TRUE(j["first_divergence"]["seq"]["a"].is_null());
+  ASSERT_GE(j["structural"].size(), 1u);
+  EXPECT_EQ(j["structural_total"], 1);
+  const json& context = j["structural"][0]["context"];
+  EXPECT_FALSE(context["a"].empty());
+  EXPECT_FALSE(context["b"].empty());
+  Result text = lockstep("diff " + pair(a, b));
+  EXPECT_NE(text.out.find("inserted kernel planted_extra_kernel"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("| "), std::string::npos) << "side by side";
+
+  Result reversed = lockstep("diff --json " + pair(b, a));
+  ASSERT_EQ(reversed.code, 1);
+  EXPECT_EQ(reversed.parsed()["first_divergence"]["structural_kind"], "deleted");
+
+  synth::Spec deleted = small();
+  deleted.plants.push_back({synth::Plant::Delete, 1, 4, 3});
+  std::string c = write("c", deleted);
+  Result gone = lockstep("diff --json " + pair(a, c));
+  ASSERT_EQ(gone.code, 1);
+  json g = gone.parsed();
+  EXPECT_EQ(g["culprit_rank"], 1);
+  EXPECT_EQ(g["culprit"]["structural_kind"], "deleted");
+  EXPECT_EQ(g["culprit"]["kind"], "gemm");
+}
+
+TEST_F(Cli, MetricDivergenceIsDecoded) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Metric, 0, 4, 0});
+  std::string a = write("a", small()), b = write("b", planted);
+  Result r = lockstep("diff --json " + pair(a, b));
+  ASSERT_EQ(r.code, 1) << r.err;
+  json j = r.parsed();
+  const json& m = j["metric_divergence"];
+  ASSERT_FALSE(m.is_null());
+  EXPECT_EQ(m["step"], 4);
+  EXPECT_EQ(m["rank"], 0);
+  EXPECT_EQ(m["a"]["decoded"].get<std::string>().rfind("f32 ", 0), 0u);
+  EXPECT_NE(m["a"]["decoded"], m["b"]["decoded"]);
+  EXPECT_EQ(m["a"]["bytes_hex"].get<std::string>().size(), 8u);
+  EXPECT_TRUE(j["culprit_rank"].is_null()) << "a metric alone names no culprit";
+  Result text = lockstep("diff " + pair(a, b));
+  EXPECT_NE(text.out.find("first differs at step 4, rank 0"), std::string::npos) << text.out;
+}
+
+TEST_F(Cli, MissingRankFileIsInvalidInput) {
+  std::string a = write("a", small(3)), b = write("b", small(3));
+  fs::remove(fs::path(b) / "rank-00002.lstrace");
+  Result r = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(b), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 2"), std::string::npos) << r.err;
+  EXPECT_EQ(lockstep("diff --rank 0 " + pair(a, b)).code, 0) << "other ranks still compare";
+  EXPECT_EQ(lockstep("verify " + b).code, 2);
+}
+
+TEST_F(Cli, CutOffFileUsesItsValidPrefix) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Output, 0, 5, 0});  // in the part that gets cut off
+  std::string a = write("a", small()), b = write("b", planted);
+  fs::path victim = fs::path(b) / "rank-00000.lstrace";
+  fs::resize_file(victim, fs::file_size(victim) - 30);
+  Result r = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("cut off"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(victim.string()), std::string::npos) << r.err;
+  Result v = lockstep("verify " + b);
+  EXPECT_EQ(v.code, 2);
+  EXPECT_NE(v.err.find("cut off"), std::string::npos) << v.err;
+
+  synth::Spec early = small();
+  early.plants.push_back({synth::Plant::Output, 0, 1, 0});  // inside the valid prefix
+  std::string c = write("c", early);
+  fs::path cut = fs::path(c) / "rank-00000.lstrace";
+  fs::resize_file(cut, fs::file_size(cut) - 30);
+  EXPECT_EQ(lockstep("diff " + pair(a, c)).code, 1);
+}
+
+TEST_F(Cli, DifferentWorldSizesAreInvalidInput) {
+  std::string a = write("a", small(2)), b = write("b", small(3));
+  Result r = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("world size"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, HeaderWorldSizeDisagreeingWithFilesIsInvalid) {
+  synth::Spec liar = small(2);
+  liar.header_world_size = 4;
+  std::string a = write("a", small(2)), b = write("b", liar);
+  Result r = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+TEST_F(Cli, NewerFormatVersionIsInvalidInput) {
+  std::string a = write("a", small()), b = write("b", small());
+  fs::path file = fs::path(b) / "rank-00001.lstrace";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    uint32_t version = 99;
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+  }
+  Result r = lockstep("diff " + pair(a, b));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("newer"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ForeignFilesAndBadOptionsAreOneLineErrors) {
+  std::string a = write("a", small());
+  fs::create_directories(path("junk"));
+  std::ofstream(path("junk") / "rank-00000.lstrace") << "not a trace at all";
+  for (const std::string& args :
+       {"diff " + a + " " + path("junk").string(), "diff " + a + " " + path("nothing").string(),
+       "diff " + a + " " + a + " --steps 9-3", "diff " + a + " " + a + " --rank 7",
+       "diff " + a, "show " + a + " --grep '('", "stats " + path("junk").string(),
+       std::string("frobnicate"), "diff --bogus-flag " + a + " " + a}) {
+    Result r = lockstep(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(line_count(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("lockstep: ", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Cli, StatsShowVerify) {
+  std::string a = write("a", small());
+  Result stats = lockstep("stats " + a);
+  ASSERT_EQ(stats.code, 0) << stats.err;
+  EXPECT_NE(stats.out.find("ranks: 2 of world size 2"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("steps: 6 (0-5)"), std::string::npos) << stats.out;
+  // 2 ranks x 6 steps x (8 ops + all-reduce + adam + metric)
+  EXPECT_NE(stats.out.find("  collective               12"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("dropped records: 0"), std::string::npos);
+  EXPECT_NE(stats.out.find("cublasLtMatmul"), std::string::npos);
+
+  Result show = lockstep("show " + a + " --rank 1 --step 2 --grep AllReduce");
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(line_count(show.out), 1) << show.out;
+  EXPECT_NE(show.out.find("r1 step 2"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("comm_seq=2"), std::string::npos) << show.out;
+
+  Result verify = lockstep("verify " + a);
+  EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("CERTIFIED COMPLETE"), std::string::npos);
+
+  // A flipped byte in the middle of a file is corruption, found by verify.
+  fs::path file = fs::path(a) / "rank-00000.lstrace";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(fs::file_size(file) / 2));
+    char c;
+    f.read(&c, 1);
+    c ^= 0x40;
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) / 2));
+    f.write(&c, 1);
+  }
+  Result bad = lockstep("verify " + a);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
+TEST_F(Cli, ExportPerfettoMarksDivergentOps) {
+  synth::Spec planted = small();
+  planted.plants.push_back({synth::Plant::Output, 1, 2, 1});
+  std::string a = write("a", small()), b = write("b", planted);
+  Result r = lockstep("export " + a + " --perfetto " + path("out.json").string() + " --against " + b);
+  ASSERT_EQ(r.code, 0) << r.err;
+  json trace = json::parse(slurp(path("out.json")));
+  int processes = 0, origins = 0, receivers = 0, ops = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "X") ++ops;
+    if (!e.contains("cname")) continue;
+    std::string name = e["name"];
+    if (name.rfind("[origin] void layer1_forward", 0) == 0 && e["pid"] == 1) ++origins;
+    if (name.rfind("[receiver] ncclAllReduce", 0) == 0 && e["pid"] == 0) ++receivers;
+  }
+  EXPECT_EQ(processes, 2);
+  EXPECT_EQ(origins, 1);    // rank 1's kernel
+  EXPECT_EQ(receivers, 1);  // rank 0's all-reduce
+  EXPECT_EQ(ops, 2 * 6 * 11);
+}
+
+// ---- run / check / hunt with the fake job -------------------------------------------------
+
+std::string job_env(const std::string& extra = "") {
+  return std::string("LOCKSTEP_LIB=") + DUMMY_SHIM + " FAKE_JOB_EXPECT_PRELOAD=" + DUMMY_SHIM +
+         " " + extra;
+}
+
+TEST_F(Cli, RunSetsTheEnvironmentAndForwardsTheExitCode) {
+  std::string dir = path("run").string();
+  Result r = lockstep("run -o " + dir + " --level full -- " FAKE_JOB, job_env());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "rank-00000.lstrace"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "rank-00001.lstrace"));
+  EXPECT_NE(r.err.find("trace in " + dir + ": 2/2 ranks, 132 records, steps 0-5, 0 dropped"),
+            std::string::npos)
+      << r.err;
+  Result again = lockstep("run -o " + dir + " -- " FAKE_JOB, job_env());
+  EXPECT_EQ(again.code, 2) << "a second run into the same directory is refused";
+  EXPECT_EQ(lockstep("run -o " + dir + " --overwrite -- " FAKE_JOB, job_env()).code, 0);
+
+  EXPECT_EQ(lockstep("run -o " + path("r7").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_EXIT=7")).code, 7);
+  EXPECT_EQ(lockstep("run -o " + path("r15").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_SIGNAL=15")).code,
+            128 + 15);
+  Result missing = lockstep("run -o " + path("rx").string() + " -- /no/such/program", job_env());
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("/no/such/program"), std::string::npos);
+  EXPECT_EQ(lockstep("run -o " + path("ry").string() + " --level loud -- " FAKE_JOB, job_env()).code, 2);
+  Result noshim = lockstep("run -o " + path("rz").string() + " -- " FAKE_JOB,
+                           "LOCKSTEP_LIB=/nonexistent/liblockstep.so");
+  EXPECT_EQ(noshim.code, 2);
+  EXPECT_NE(noshim.err.find("LOCKSTEP_LIB"), std::string::npos);
+}
+
+TEST_F(Cli, CheckIsTheCiGate) {
+  Result same = lockstep("check -o " + path("same").string() + " -- " FAKE_JOB, job_env());
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("DETERMINISTIC"), std::string::npos);
+  std::string toggle = path("toggle").string();
+  Result differ = lockstep("check --runs 3 -o " + path("differ").string() + " -- " FAKE_JOB,
+                           job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
+  EXPECT_EQ(differ.code, 1) << differ.out << differ.err;
+  EXPECT_NE(differ.out.find("DIVERGENT"), std::string::npos);
+  Result failing = lockstep("check -o " + path("fail").string() + " -- " FAKE_JOB,
+                            job_env("FAKE_JOB_EXIT=3"));
+  EXPECT_EQ(failing.code, 2);
+}
+
+TEST_F(Cli, HuntNarrowsFromBroadToTheOriginOp) {
+  std::string toggle = path("toggle").string();
+  // Kernel outputs are fingerprinted only at --level full: stage 1 sees the step, stage 2 the op.
+  Result r = lockstep("hunt -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:3:1"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("stage 1 (broad"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("earliest diverging step 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 2 (full, steps 3-3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("origin rank 1, step 3: kernel void layer1_forward"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(path("hunt") / "full-2" / "rank-00001.lstrace"));
+}
+
+}  // namespace

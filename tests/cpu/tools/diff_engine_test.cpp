@@ -1,0 +1,235 @@
+// The diff engine on in-memory records: alignment, classification, blame order, step skipping.
+#include <gtest/gtest.h>
+
+#include "tests/cpu/tools/synthetic.h"
+#include "tools/diff/engine.h"
+#include "tools/diff/memory_input.h"
+
+namespace lockstep::tools {
+namespace {
+
+using testing::SyntheticRank;
+
+// A small training step: forward kernel, GEMM, all-reduce of the gradient, optimizer, loss.
+void train_step(SyntheticRank& r, uint32_t step, uint64_t base, bool metric = true) {
+  r.kernel(step, 1, "forward", base + 1, base + 2);
+  r.gemm(step, 1, 3, base + 2, base + 3);
+  r.all_reduce(step, 2, step, base + 3, base + 4);
+  r.kernel(step, 1, "adam", base + 4, base + 5);
+  if (metric) r.metric(step, 2.5f - step * 0.1f);
+}
+
+std::unique_ptr<MemoryRankInput> input(const SyntheticRank& r, bool summaries = true) {
+  return std::make_unique<MemoryRankInput>(r.records, r.strings, r.steps(summaries));
+}
+
+RankResult diff_one(const SyntheticRank& a, const SyntheticRank& b, DiffOptions options = {}) {
+  auto ia = input(a), ib = input(b);
+  return diff_rank(0, *ia, *ib, options);
+}
+
+DiffResult diff_world(const std::vector<SyntheticRank>& a, const std::vector<SyntheticRank>& b) {
+  std::vector<RankPair> pairs;
+  for (size_t r = 0; r < a.size(); ++r)
+    pairs.push_back({static_cast<int>(r), [&, r] { return std::unique_ptr<RankInput>(input(a[r])); },
+                     [&, r] { return std::unique_ptr<RankInput>(input(b[r])); }});
+  return diff_ranks(pairs, DiffOptions{});
+}
+
+TEST(DiffEngine, IdenticalRunsSkipEveryStepThroughSummaries) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 10; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  auto ia = input(a), ib = input(b);
+  RankResult r = diff_rank(0, *ia, *ib, {});
+  EXPECT_FALSE(r.first);
+  EXPECT_EQ(r.steps_skipped, 10u);
+  EXPECT_EQ(ia->loads, 0);
+  EXPECT_EQ(ib->loads, 0);
+}
+
+TEST(DiffEngine, IdenticalWithoutSummariesComparesEverything) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  auto ia = input(a, false), ib = input(b, false);
+  RankResult r = diff_rank(0, *ia, *ib, {});
+  EXPECT_FALSE(r.first);
+  EXPECT_EQ(r.records_compared, a.records.size());
+}
+
+TEST(DiffEngine, OutputOnlyDifferenceIsAnOrigin) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 6; ++s) {
+    train_step(a, s, s * 100);
+    // From step 3 on, run B's GEMM writes another D; everything after receives it.
+    train_step(b, s, s * 100);
+    if (s >= 3) {
+      b.records[b.records.size() - 4].buffers[2].fingerprint ^= 0xdead;  // gemm D
+      b.records[b.records.size() - 3].buffers[0].fingerprint ^= 0xdead;  // all-reduce send
+    }
+  }
+  DiffOptions options;
+  options.window_records = 5;  // one step per window
+  RankResult r = diff_one(a, b, options);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  EXPECT_EQ(r.first->step, 3u);
+  EXPECT_EQ(r.first->kind, "gemm");
+  ASSERT_TRUE(r.first->buffer);
+  EXPECT_EQ(r.first->buffer->label, "D");
+  EXPECT_EQ(r.first->buffer->role, "out");
+  EXPECT_EQ(r.first->buffer->fingerprint_b, r.first->buffer->fingerprint_a ^ 0xdead);
+  EXPECT_EQ(r.steps_skipped, 3u);  // steps 0-2 skipped through their summaries
+}
+
+TEST(DiffEngine, InputDifferenceIsAReceiver) {
+  SyntheticRank a, b;
+  train_step(a, 0, 0);
+  train_step(b, 0, 0);
+  b.records[0].buffers[0].fingerprint = 999;  // "forward" read something else
+  b.records[0].buffers[1].fingerprint = 998;
+  RankResult r = diff_one(a, b);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Receiver);
+  EXPECT_EQ(r.first->name, "forward");
+  EXPECT_EQ(r.first->buffer->role, "in");
+}
+
+TEST(DiffEngine, CollectiveCarryingAnotherRanksDifferenceIsBlamedOnThatRank) {
+  // Rank 1's GEMM makes a different D (origin); the all-reduce carries it to rank 0, where the
+  // all-reduce's own input matched but its output differs: a receiver, not the culprit.
+  std::vector<SyntheticRank> a(2), b(2);
+  for (int rank = 0; rank < 2; ++rank)
+    for (uint32_t s = 0; s < 3; ++s) {
+      train_step(a[rank], s, s * 100 + rank * 10);
+      train_step(b[rank], s, s * 100 + rank * 10);
+    }
+  for (int rank = 0; rank < 2; ++rank) {
+    auto& recs = b[rank].records;
+    size_t gemm = 5 * 2 + 1, reduce = 5 * 2 + 2;  // step 2
+    if (rank == 1) {
+      recs[gemm].buffers[2].fingerprint ^= 1;
+      recs[reduce].buffers[0].fingerprint ^= 1;
+    }
+    recs[reduce].buffers[1].fingerprint ^= 2;
+  }
+  DiffResult result = diff_world(a, b);
+  ASSERT_TRUE(result.divergent);
+  ASSERT_EQ(result.first_by_epoch.size(), 2u);
+  EXPECT_EQ(result.first_by_epoch[0].rank, 1);
+  EXPECT_EQ(result.first_by_epoch[0].classification, Classification::Origin);
+  EXPECT_EQ(result.first_by_epoch[1].rank, 0);
+  EXPECT_EQ(result.first_by_epoch[1].classification, Classification::Receiver);
+  EXPECT_EQ(result.first_by_epoch[1].kind, "collective");
+  EXPECT_EQ(result.first_by_epoch[1].received_from, 1);
+  ASSERT_TRUE(result.culprit);
+  EXPECT_EQ(result.culprit->rank, 1);
+  EXPECT_EQ(result.culprit->kind, "gemm");
+}
+
+TEST(DiffEngine, CollectiveWithMatchingInputsEverywhereIsItselfTheOrigin) {
+  std::vector<SyntheticRank> a(2), b(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    train_step(a[rank], 0, 0);
+    train_step(b[rank], 0, 0);
+    b[rank].records[2].buffers[1].fingerprint ^= 4;  // the reduction itself differs
+  }
+  DiffResult result = diff_world(a, b);
+  ASSERT_TRUE(result.culprit);
+  EXPECT_EQ(result.culprit->kind, "collective");
+  EXPECT_EQ(result.culprit->classification, Classification::Origin);
+  EXPECT_EQ(result.culprit->rank, 0);
+}
+
+TEST(DiffEngine, InsertedAndDeletedKernelsAreStructuralWithContext) {
+  SyntheticRank a, b;
+  a.kernel(0, 1, "k1", 1, 2), a.kernel(0, 1, "k2", 2, 3), a.kernel(0, 1, "k3", 3, 4);
+  b.kernel(0, 1, "k1", 1, 2), b.kernel(0, 1, "extra", 2, 9), b.kernel(0, 1, "k2", 2, 3),
+      b.kernel(0, 1, "k3", 3, 4);
+  RankResult inserted = diff_one(a, b);
+  ASSERT_TRUE(inserted.first);
+  EXPECT_EQ(inserted.first->classification, Classification::Structural);
+  EXPECT_EQ(inserted.first->structural, StructuralKind::Inserted);
+  EXPECT_EQ(inserted.first->name, "extra");
+  EXPECT_EQ(inserted.first->seq_a, 0u);
+  EXPECT_EQ(inserted.structural_total, 1u);
+  ASSERT_FALSE(inserted.first->context_b.empty());
+  bool marked = false;
+  for (const ContextLine& line : inserted.first->context_b)
+    if (line.marked) marked = line.text.find("extra") != std::string::npos;
+  EXPECT_TRUE(marked);
+
+  RankResult deleted = diff_one(b, a);
+  ASSERT_TRUE(deleted.first);
+  EXPECT_EQ(deleted.first->structural, StructuralKind::Deleted);
+  EXPECT_EQ(deleted.first->name, "extra");
+  EXPECT_EQ(deleted.records_compared, 3u);  // k1, k2, k3 still paired by identity
+}
+
+TEST(DiffEngine, DifferentGemmAlgorithmIsStructural) {
+  SyntheticRank a, b;
+  a.gemm(0, 1, 3, 1, 2);
+  b.gemm(0, 1, 5, 1, 9);
+  RankResult r = diff_one(a, b);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->structural, StructuralKind::Fields);
+  EXPECT_NE(r.first->detail.find("algo 3 vs 5"), std::string::npos) << r.first->detail;
+}
+
+TEST(DiffEngine, ReorderedOpsOnAStreamAreStructural) {
+  SyntheticRank a, b;
+  a.kernel(0, 1, "x", 1, 2), a.kernel(0, 1, "y", 3, 4);
+  b.kernel(0, 1, "y", 3, 4), b.kernel(0, 1, "x", 1, 2);
+  // An order-independent step digest cannot see this; compare without summaries.
+  auto ia = input(a, false), ib = input(b, false);
+  RankResult r = diff_rank(0, *ia, *ib, {});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->structural, StructuralKind::Reordered);
+}
+
+TEST(DiffEngine, ThreadInterleavingAcrossStreamsDoesNotMatter) {
+  SyntheticRank a, b;
+  a.kernel(0, 1, "s1", 1, 2), a.kernel(0, 2, "s2", 3, 4);
+  b.kernel(0, 2, "s2", 3, 4), b.kernel(0, 1, "s1", 1, 2);  // other seq order across streams
+  auto ia = input(a, false), ib = input(b, false);
+  RankResult r = diff_rank(0, *ia, *ib, {});
+  EXPECT_FALSE(r.first);
+  EXPECT_EQ(r.records_compared, 2u);
+}
+
+TEST(DiffEngine, MetricDivergenceIsDecoded) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) {
+    train_step(a, s, s * 100);
+    train_step(b, s, s * 100);
+  }
+  float other = 1.75f;
+  std::memcpy(b.records.back().payload.data(), &other, 4);  // the loss of step 3
+  RankResult r = diff_one(a, b);
+  ASSERT_TRUE(r.metric);
+  EXPECT_EQ(r.metric->step, 3u);
+  EXPECT_EQ(format_metric_value(r.metric->b, r.metric->dtype_hint), "f32 1.75 (0x3fe00000)");
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Metric);
+}
+
+TEST(DiffEngine, MetricValuesDecodeByByteCountWithoutHint) {
+  EXPECT_EQ(format_metric_value({0x80, 0x3f}, 0), "bf16 1 (0x3f80)");
+  double d = -2.0;
+  std::vector<uint8_t> bytes(8);
+  std::memcpy(bytes.data(), &d, 8);
+  EXPECT_EQ(format_metric_value(bytes, 0), "f64 -2 (0xc000000000000000)");
+}
+
+TEST(DiffEngine, StepRangeLimitsTheComparison) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 5; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[1].buffers[2].fingerprint ^= 1;  // step 0 gemm
+  DiffOptions options;
+  options.first_step = 1;
+  EXPECT_FALSE(diff_one(a, b, options).first);
+  options.first_step = 0;
+  EXPECT_TRUE(diff_one(a, b, options).first);
+}
+
+}  // namespace
+}  // namespace lockstep::tools

@@ -1,0 +1,1 @@
+void lockstep_dummy_shim(void) {}

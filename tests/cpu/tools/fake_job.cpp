@@ -1,0 +1,72 @@
+// A stand-in for a traced training job, for the tests of `lockstep run/check/hunt`: like a
+// launcher it starts FAKE_JOB_WORLD rank processes (RANK/WORLD_SIZE set), and each writes its
+// trace the way the shim would (LOCKSTEP_DIR, LOCKSTEP_RUN_ID, LOCKSTEP_LEVEL, LOCKSTEP_STEPS).
+//   FAKE_JOB_PLANT=kind:rank:step:index  plant a divergence (kind: output|insert|delete|metric)
+//   FAKE_JOB_TOGGLE=path                 plant it only every other run (the file flips)
+//   FAKE_JOB_EXPECT_PRELOAD=text         exit 3 unless LD_PRELOAD contains text
+//   FAKE_JOB_EXIT=n                      exit code;  FAKE_JOB_SIGNAL=n: kill itself with n
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tools/launch.h"
+#include "tools/synth/synthetic_trace.h"
+
+namespace synth = lockstep::tools::synth;
+
+static std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+int main() {
+  std::string expect = env_or("FAKE_JOB_EXPECT_PRELOAD", "");
+  if (!expect.empty() && env_or("LD_PRELOAD", "").find(expect) == std::string::npos) return 3;
+  int exit_code = std::atoi(env_or("FAKE_JOB_EXIT", "0").c_str());
+  if (int sig = std::atoi(env_or("FAKE_JOB_SIGNAL", "0").c_str())) raise(sig);
+  std::string dir = env_or("LOCKSTEP_DIR", "");
+  if (dir.empty()) return exit_code;
+
+  synth::Spec spec;
+  spec.world_size = std::atoi(env_or("FAKE_JOB_WORLD", "2").c_str());
+  spec.steps = std::atoi(env_or("FAKE_JOB_STEPS", "6").c_str());
+  spec.level = env_or("LOCKSTEP_LEVEL", "full");
+  if (std::string steps = env_or("LOCKSTEP_STEPS", ""); !steps.empty())
+    lockstep::tools::parse_step_range(steps, "LOCKSTEP_STEPS", spec.fp_first_step, spec.fp_last_step);
+  bool plant = true;
+  if (std::string toggle = env_or("FAKE_JOB_TOGGLE", ""); !toggle.empty()) {
+    plant = std::filesystem::exists(toggle);
+    if (plant) std::filesystem::remove(toggle);
+    else std::fclose(std::fopen(toggle.c_str(), "w"));
+  }
+  if (std::string p = env_or("FAKE_JOB_PLANT", ""); plant && !p.empty()) {
+    char kind[32];
+    synth::Plant plant_spec;
+    if (std::sscanf(p.c_str(), "%31[a-z]:%d:%u:%u", kind, &plant_spec.rank, &plant_spec.step,
+                    &plant_spec.index) != 4)
+      return 4;
+    std::string k = kind;
+    plant_spec.kind = k == "insert" ? synth::Plant::Insert
+                      : k == "delete" ? synth::Plant::Delete
+                      : k == "metric" ? synth::Plant::Metric
+                                      : synth::Plant::Output;
+    spec.plants.push_back(plant_spec);
+  }
+  std::string run_id = env_or("LOCKSTEP_RUN_ID", "fake");
+  for (int rank = 0; rank < spec.world_size; ++rank) {
+    if (fork() == 0) {
+      spec.only_rank = rank;
+      std::string error = synth::write_run(dir, spec, run_id);
+      if (!error.empty()) std::fprintf(stderr, "fake_job rank %d: %s\n", rank, error.c_str());
+      _exit(error.empty() ? 0 : 5);
+    }
+  }
+  int status, failed = 0;
+  while (wait(&status) > 0) failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return failed ? 6 : exit_code;
+}

@@ -1,0 +1,169 @@
+"""CPU tests of the GPU end-to-end machinery: check_diff.py, losses.py, and tests/gpu/run.sh
+itself, driven against stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest,
+nvidia-smi, compute-sanitizer and python-with-torch. They show that the script reports PASS
+when every expectation holds and FAIL when a deterministic job is not deterministic.
+
+  python3 -m unittest -v test_e2e_helpers      (from tests/gpu/e2e)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+FAKE = os.path.join(HERE, "fake")
+
+sys.path.insert(0, HERE)
+import check_diff  # noqa: E402
+import losses  # noqa: E402
+
+ORIGIN = {"rank": 1, "step": 3, "kind": "kernel", "classification": "origin",
+          "name": "planted_atomic_sum_squares(float const*, int, float*)",
+          "buffer": {"role": "out", "label": "arg2", "bytes": 4}}
+RECEIVER = {"rank": 0, "step": 3, "kind": "collective", "name": "ncclAllReduce",
+            "classification": "receiver", "buffer": {"role": "out", "label": "recv"}}
+SCALE = {"rank": 0, "step": 3, "kind": "gemm", "name": "cublasLtMatmul",
+         "classification": "receiver", "buffer": {"role": "in", "label": "A_scale"}}
+
+
+class CheckDiffTest(unittest.TestCase):
+    def run_check(self, doc, *args, text_before=""):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(text_before + (json.dumps(doc, indent=1) if doc is not None else "garbage"))
+        try:
+            return check_diff.main([f.name] + list(args))
+        finally:
+            os.unlink(f.name)
+
+    def divergent(self, *extra):
+        return {"schema": "lockstep-diff", "verdict": "divergent", "first_divergence": ORIGIN,
+                "culprit_rank": 1, "per_rank": [ORIGIN, RECEIVER] + list(extra)}
+
+    def test_identical(self):
+        self.assertEqual(self.run_check({"verdict": "identical"}, "--expect", "identical"), 0)
+        self.assertEqual(self.run_check(self.divergent(), "--expect", "identical"), 1)
+
+    def test_origin_expectations(self):
+        ok = ["--expect", "divergent", "--step", "3", "--name", "planted_atomic",
+              "--classification", "origin", "--rank", "1", "--culprit-rank", "1",
+              "--receiver-rank", "0"]
+        self.assertEqual(self.run_check(self.divergent(), *ok), 0)
+        for wrong in (["--step", "4"], ["--name", "gemm"], ["--classification", "receiver"],
+                      ["--rank", "0"], ["--culprit-rank", "0"], ["--receiver-rank", "1"]):
+            args = ["--expect", "divergent"] + wrong
+            self.assertEqual(self.run_check(self.divergent(), *args), 1, wrong)
+        self.assertEqual(self.run_check({"verdict": "identical"}, "--expect", "divergent"), 1)
+
+    def test_buffer_label_on_a_listed_receiver(self):
+        args = ["--expect", "divergent", "--step", "3", "--buffer-label", "A_scale",
+                "--buffer-op", "cublasLt"]
+        self.assertEqual(self.run_check(self.divergent(SCALE), *args), 0)
+        self.assertEqual(self.run_check(self.divergent(), *args), 1)
+
+    def test_hunt_output_with_braces_before_the_json(self):
+        stages = "stage 2 (full): 1.0 s: origin rank 1: void f<{lambda()#1}>\n\n"
+        self.assertEqual(self.run_check(self.divergent(), "--expect", "divergent", "--step", "3",
+                                        text_before=stages), 0)
+
+    def test_unreadable_report(self):
+        self.assertEqual(self.run_check(None, "--expect", "identical"), 2)
+
+
+class LossesTest(unittest.TestCase):
+    def write(self, lines):
+        f = tempfile.NamedTemporaryFile("w", suffix=".out", delete=False)
+        f.write("header line\n" + "".join(line + "\n" for line in lines))
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_same_and_differ(self):
+        a = self.write(["step 1 loss 1.0 loss_hex 3f800000", "step 2 loss 2.0 loss_hex 40000000"])
+        b = self.write(["step 1 loss 1.0 loss_hex 3f800000", "step 2 loss 2.0 loss_hex 40000001"])
+        self.assertEqual(losses.main([a, a]), 0)
+        self.assertEqual(losses.main([a, b]), 1)
+        self.assertEqual(losses.main([a, b, "--expect", "differ", "--differ-from-step", "2"]), 0)
+        self.assertEqual(losses.main([a, b, "--expect", "differ", "--differ-from-step", "3"]), 1)
+        self.assertEqual(losses.main([a, self.write(["nothing"])]), 2)
+
+    def test_ranks_are_separate(self):
+        a = self.write(["rank 0 step 1 loss 1 loss_hex 01", "rank 1 step 1 loss 1 loss_hex 02"])
+        b = self.write(["rank 0 step 1 loss 1 loss_hex 01", "rank 1 step 1 loss 1 loss_hex 03"])
+        self.assertEqual(losses.main([a, b]), 1)
+
+
+class RunShTest(unittest.TestCase):
+    """tests/gpu/run.sh against the stand-ins in fake/."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="lockstep-e2e-test-")
+        build = os.path.join(cls.tmp, "build")
+        layout = {"tools/lockstep": "lockstep",
+                  "examples/cuda/lockstep_example_cuda": "lockstep_example_cuda",
+                  "tests/gpu/hashing/gtest_gpu_hashing": "gtest_gpu_hashing",
+                  "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
+        for dest, src in layout.items():
+            path = os.path.join(build, dest)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copy2(os.path.join(FAKE, src), path)
+        os.makedirs(os.path.join(build, "interpose"))
+        open(os.path.join(build, "interpose", "liblockstep.so"), "w").close()
+        cls.build = build
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_script(self, checks, **env):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        full_env = dict(os.environ, BUILD=self.build, OUT=out, CHECKS=checks, BUDGET_S="600",
+                        PYTHON=os.path.join(FAKE, "python"), OVERHEAD_ROUNDS="1",
+                        PATH=os.path.join(self.build, "bin") + os.pathsep + os.environ["PATH"],
+                        **env)
+        proc = subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "run.sh")],
+                              env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300)
+        with open(os.path.join(out, "table.txt")) as f:
+            rows = {}
+            for line in f.read().splitlines()[3:]:
+                # "check words... RESULT figure": the result is the first PASS/FAIL/SKIP word.
+                words = line.split()
+                for i, w in enumerate(words):
+                    if w in ("PASS", "FAIL", "SKIP"):
+                        rows[" ".join(words[:i])] = w
+                        break
+        return proc, rows, out
+
+    def test_everything_passes_with_deterministic_stand_ins(self):
+        proc, rows, out = self.run_script("abdefg")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        for check in ("gpu", "gtest gtest_gpu_hashing", "sanitizer memcheck",
+                      "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
+                      "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
+                      "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
+                      "gpt compile full", "gpt cuda-graph full", "overhead broad",
+                      "ddp det broad", "ddp culprit rank", "ddp overhead broad"):
+            self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
+        self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
+        self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
+
+    def test_a_nondeterministic_job_fails(self):
+        proc, rows, _ = self.run_script("d", FAKE_NONDETERMINISTIC="1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        for check in ("cuda det broad", "cuda det full", "cuda det off"):
+            self.assertEqual(rows.get(check), "FAIL", rows)
+
+    def test_missing_binaries_are_skipped(self):
+        proc, rows, _ = self.run_script("c")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("hash_bench"), "SKIP", rows)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,544 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: lockstep's end-to-end checks on a GPU machine. One script; a table last.
+#
+#   tests/gpu/run.sh                      # from anywhere; uses <repo>/build
+#   BUILD=build-x OUT=/tmp/o CHECKS=ag tests/gpu/run.sh
+#
+# Environment:
+#   BUILD     build folder, relative to the repository root or absolute (default: build)
+#   OUT       where run.log (everything), table.txt, overhead*.json and sample-traces.tar.gz
+#             go (default: /tmp/lockstep-gpu); traces themselves go to a scratch folder
+#   CHECKS    letters of the check groups to run (default: abcdefg)
+#               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
+#               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
+#   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
+#   PYTHON    python with torch (default: python3)
+#   KEEP=1    keep the scratch folder of traces
+# Every row of the table is PASS, FAIL or SKIP with one key figure. Exit status: 1 if any row
+# is FAIL, else 0.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 2
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+OUTDIR=${OUT:-/tmp/lockstep-gpu}
+CHECKS=${CHECKS:-abcdefg}
+BUDGET_S=${BUDGET_S:-540}
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-gpu-work.XXXXXX")
+LOG=$OUTDIR/run.log
+TABLE=$OUTDIR/table.txt
+: >"$LOG"
+START=$SECONDS
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+# The examples mark steps with lockstep_step(); count only those, so that trace step N is the
+# example's step N.
+export LOCKSTEP_STEP_ON=${LOCKSTEP_STEP_ON:-api}
+
+LOCKSTEP=$BUILD/tools/lockstep
+CUDA_EX=$BUILD/examples/cuda/lockstep_example_cuda
+E2E=$ROOT/tests/gpu/e2e
+GPT=$ROOT/examples/pytorch/train_gpt.py
+DDP=$ROOT/examples/pytorch/train_ddp.py
+
+ROWS=()
+FAILED=0
+
+say() { echo "$*" | tee -a "$LOG"; }
+elapsed() { echo $((SECONDS - START)); }
+remaining() { echo $((BUDGET_S - (SECONDS - START))); }
+want() { [[ $CHECKS == *"$1"* ]]; }
+
+# row CHECK RESULT FIGURE
+row() {
+  ROWS+=("$1|$2|$3")
+  [[ $2 == FAIL ]] && FAILED=1
+  say "[$(elapsed)s] $2  $1  ($3)"
+}
+
+# fits SECONDS: true when the budget still has that much room.
+fits() { (($(remaining) >= $1)); }
+
+# runlog NAME TIMEOUT CMD...: stdout -> $WORK/NAME.out, stderr -> $WORK/NAME.err, both into
+# the log. Returns the command's exit status (124 on timeout).
+runlog() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS rc left
+  # Never run far past the budget: the device machine stops commands at 10 minutes.
+  left=$(($(remaining) + 30))
+  ((left < limit)) && limit=$left
+  ((limit < 10)) && limit=10
+  timeout -k 10 "$limit" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  rc=$?
+  {
+    echo "=== $name: rc=$rc $((SECONDS - t0))s: $*"
+    tail -n 60 "$WORK/$name.out"
+    echo "--- stderr"
+    tail -n 40 "$WORK/$name.err"
+  } >>"$LOG"
+  return $rc
+}
+
+# first_line PATTERN FILE: the first line matching, trimmed to 80 characters.
+first_line() { grep -m1 -E "$1" "$2" 2>/dev/null | cut -c1-80; }
+
+# check_diff REPORT ARGS...: runs tests/gpu/e2e/check_diff.py, echoes its line.
+check_diff() { "$PY" "$E2E/check_diff.py" "$@" 2>&1 | tail -n 1; }
+same_losses() { "$PY" "$E2E/losses.py" "$@" 2>&1 | tail -n 1; }
+
+# Libraries a binary cannot find (the GPU machine may keep NCCL or cuBLAS only in pip wheels):
+# add the folders that hold them to EXTRA_LIBS.
+EXTRA_LIBS=""
+find_missing_libs() {
+  local bin=$1 lib dir found
+  for lib in $(ldd "$bin" 2>/dev/null | awk '/not found/ {print $1}'); do
+    found=""
+    for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/*/lib \
+      $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+      found=$(find "$dir" -name "$lib" -print -quit 2>/dev/null)
+      [[ -n $found ]] && break
+    done
+    if [[ -n $found ]]; then
+      EXTRA_LIBS="$(dirname "$found")${EXTRA_LIBS:+:$EXTRA_LIBS}"
+      say "note: $bin: $lib from $found"
+    else
+      say "note: $bin: $lib not found anywhere"
+    fi
+  done
+}
+
+# with_libs CMD...: CMD with EXTRA_LIBS in front of LD_LIBRARY_PATH (no empty entries).
+with_libs() {
+  local path
+  path=$(printf '%s' "$EXTRA_LIBS:${LD_LIBRARY_PATH:-}" | tr -s ':' | sed 's/^://; s/:$//')
+  if [[ -n $path ]]; then LD_LIBRARY_PATH=$path "$@"; else "$@"; fi
+}
+# traced NAME LEVEL TIMEOUT CMD...: `lockstep run -o $WORK/NAME --level LEVEL -- CMD`.
+traced() {
+  local name=$1 level=$2 limit=$3
+  shift 3
+  with_libs runlog "$name" "$limit" "$LOCKSTEP" run -o "$WORK/$name" --level "$level" -- "$@"
+}
+untraced() {
+  local name=$1 limit=$2
+  shift 2
+  with_libs runlog "$name" "$limit" "$@"
+}
+# diff_runs NAME A B: `lockstep diff --json`; the report is $WORK/NAME.out. Returns diff's code.
+diff_runs() { runlog "$1" 120 "$LOCKSTEP" diff "$WORK/$2" "$WORK/$3" --json; }
+
+have_lockstep() { [[ -x $LOCKSTEP ]]; }
+TORCH_OK=""
+have_torch() { # asked once: importing torch takes seconds
+  if [[ -z $TORCH_OK ]]; then
+    TORCH_OK=no
+    "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+      >/dev/null 2>&1 && TORCH_OK=yes
+  fi
+  [[ $TORCH_OK == yes ]]
+}
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+
+say "lockstep GPU run: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), root $ROOT, build $BUILD, work $WORK"
+for bin in "$LOCKSTEP" "$BUILD/interpose/liblockstep.so" "$CUDA_EX"; do
+  [[ -e $bin ]] && find_missing_libs "$bin"
+done
+
+# ---- (a) the GPU ---------------------------------------------------------------------------
+if want a; then
+  if command -v nvidia-smi >/dev/null; then
+    gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+      head -n 1)
+    say "nvidia-smi: $gpu ($(gpu_count) GPUs)"
+    if [[ $(gpu_count) -ge 1 ]]; then row "gpu" PASS "$(gpu_count)x $gpu"; else row "gpu" FAIL "$gpu"; fi
+  else
+    row "gpu" FAIL "nvidia-smi not found"
+  fi
+fi
+
+# ---- (b) GPU gtests, compute-sanitizer on the hashing test ----------------------------------
+if want b; then
+  mapfile -t gtests < <(find "$BUILD/tests/gpu" -type f -perm -u+x ! -name '*.so*' \
+    ! -path '*/CMakeFiles/*' 2>/dev/null | sort)
+  if [[ ${#gtests[@]} -eq 0 ]]; then
+    row "gtest (gpu)" SKIP "no binaries under $BUILD/tests/gpu"
+  fi
+  for bin in "${gtests[@]}"; do
+    name=$(basename "$bin")
+    if ! fits 30; then row "gtest $name" SKIP "time budget"; continue; fi
+    untraced "gtest-$name" 180 "$bin" --gtest_color=no
+    rc=$?
+    out=$WORK/gtest-$name.out
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+    failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+    figure="${passed:-0} passed, ${skipped:-0} skipped, ${failed:-0} failed"
+    [[ $rc -eq 124 ]] && figure="timeout; $figure"
+    if [[ $rc -eq 0 && -n $passed ]]; then row "gtest $name" PASS "$figure"
+    else row "gtest $name" FAIL "rc $rc; $figure"; fi
+  done
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  hash_test=$(printf '%s\n' "${gtests[@]}" | grep -i hash | head -n 1)
+  if [[ -z $hash_test ]]; then
+    row "sanitizer hashing" SKIP "no hashing GPU test binary"
+  elif [[ ! -x $sanitizer ]]; then
+    row "sanitizer hashing" SKIP "compute-sanitizer not found"
+  else
+    for tool in memcheck racecheck; do
+      if ! fits 60; then row "sanitizer $tool" SKIP "time budget"; continue; fi
+      untraced "sanitizer-$tool" 240 "$sanitizer" --tool "$tool" --error-exitcode 99 \
+        "$hash_test" --gtest_color=no
+      rc=$?
+      summary=$(first_line 'ERROR SUMMARY|RACECHECK SUMMARY|HAZARD' "$WORK/sanitizer-$tool.out" |
+        sed 's/^=* *//')
+      [[ -z $summary ]] && summary=$(first_line 'SUMMARY' "$WORK/sanitizer-$tool.err")
+      if [[ $rc -eq 0 ]]; then row "sanitizer $tool" PASS "${summary:-clean}"
+      else row "sanitizer $tool" FAIL "rc $rc; ${summary:-see run.log}"; fi
+    done
+  fi
+fi
+
+# ---- (c) hashing benchmarks ----------------------------------------------------------------
+if want c; then
+  bench=$BUILD/bench/hashing/hash_bench
+  if [[ ! -x $bench ]]; then
+    row "hash_bench" SKIP "no $bench"
+  elif ! fits 60; then
+    row "hash_bench" SKIP "time budget"
+  else
+    untraced hash-bench 120 "$bench"
+    rc=$?
+    figure=$(grep -E '[GT]B/s' "$WORK/hash-bench.out" | tail -n 1 | tr -s ' ' | cut -c1-80)
+    if [[ $rc -eq 0 ]]; then row "hash_bench" PASS "${figure:-ran}"; else row "hash_bench" FAIL "rc $rc"; fi
+  fi
+  shopt -s nullglob
+  scripts=("$ROOT"/bench/hashing/*.py)
+  shopt -u nullglob
+  if [[ ${#scripts[@]} -eq 0 ]]; then row "hash vs torch" SKIP "no bench/hashing/*.py"; fi
+  for script in "${scripts[@]}"; do
+    name=$(basename "$script" .py)
+    if ! have_torch; then row "$name" SKIP "no torch with CUDA"; continue; fi
+    if ! fits 60; then row "$name" SKIP "time budget"; continue; fi
+    LOCKSTEP_BUILD=$BUILD untraced "py-$name" 120 "$PY" "$script"
+    rc=$?
+    figure=$(tail -n 1 "$WORK/py-$name.out" | tr -s ' ' | cut -c1-80)
+    if [[ $rc -eq 0 ]]; then row "$name" PASS "${figure:-ran}"; else row "$name" FAIL "rc $rc"; fi
+  done
+fi
+
+# ---- (d) examples/cuda ---------------------------------------------------------------------
+if want d; then
+  CUDA_STEPS=6
+  CUDA_PLANT_STEP=3
+  cuda_args=(--steps "$CUDA_STEPS" --block-scaled)
+  if [[ ! -x $CUDA_EX ]]; then
+    row "cuda example" SKIP "no $CUDA_EX"
+  elif ! have_lockstep; then
+    row "cuda example" SKIP "no $LOCKSTEP"
+  else
+    untraced cuda-untraced 60 "$CUDA_EX" "${cuda_args[@]}"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      row "cuda untraced" FAIL "rc $rc: $(tail -n 1 "$WORK/cuda-untraced.err" | cut -c1-70)"
+    else
+      row "cuda untraced" PASS "$(grep -c '^step' "$WORK/cuda-untraced.out") steps; \
+$(grep -o 'block-scaled FP8 GEMM[^(]*' "$WORK/cuda-untraced.err" | head -n 1)"
+      untraced cuda-probe 60 "$CUDA_EX" --probe-atomic 16
+      probe=$(first_line '^probe-atomic' "$WORK/cuda-probe.out")
+      if [[ $probe =~ ^probe-atomic:\ ([0-9]+)\ distinct ]] && ((BASH_REMATCH[1] > 1)); then
+        row "cuda plant varies" PASS "${probe#probe-atomic: }"
+      else
+        row "cuda plant varies" FAIL "${probe:-probe failed}"
+      fi
+    fi
+    # Deterministic job twice at every level: diff exits 0, numbers identical to untraced.
+    for level in off metrics broad full; do
+      if ! fits 30; then row "cuda det $level" SKIP "time budget"; continue; fi
+      traced "cuda-det-$level-1" "$level" 120 "$CUDA_EX" "${cuda_args[@]}"
+      rc1=$?
+      traced "cuda-det-$level-2" "$level" 120 "$CUDA_EX" "${cuda_args[@]}"
+      rc2=$?
+      if [[ $rc1 -ne 0 || $rc2 -ne 0 ]]; then
+        row "cuda det $level" FAIL "job exit $rc1/$rc2: $(tail -n 1 "$WORK/cuda-det-$level-1.err" | cut -c1-60)"
+        continue
+      fi
+      numbers=$(same_losses "$WORK/cuda-untraced.out" "$WORK/cuda-det-$level-1.out")
+      if [[ $level == off && -z $(find "$WORK/cuda-det-off-1" -type f 2>/dev/null) ]]; then
+        # `off` may write no trace at all: then only the numbers can be checked.
+        if [[ $numbers == PASS* ]]; then row "cuda det off" PASS "no trace; vs untraced: ${numbers#PASS: }"
+        else row "cuda det off" FAIL "no trace; vs untraced: $numbers"; fi
+        continue
+      fi
+      diff_runs "cuda-det-$level-diff" "cuda-det-$level-1" "cuda-det-$level-2"
+      drc=$?
+      verdict=$(check_diff "$WORK/cuda-det-$level-diff.out" --expect identical)
+      if [[ $drc -eq 0 && $verdict == PASS* && $numbers == PASS* ]]; then
+        row "cuda det $level" PASS "diff 0; ${verdict#PASS: }; vs untraced: ${numbers#PASS: }"
+      else
+        row "cuda det $level" FAIL "diff $drc; ${verdict}; vs untraced: ${numbers}"
+      fi
+    done
+    # Planted float atomicAdd reduction: two planted runs differ; the origin is that kernel.
+    if fits 30; then
+      plant_args=(--steps "$CUDA_STEPS" --plant atomic --plant-step "$CUDA_PLANT_STEP")
+      traced cuda-atomic-full-1 full 120 "$CUDA_EX" "${plant_args[@]}"
+      traced cuda-atomic-full-2 full 120 "$CUDA_EX" "${plant_args[@]}"
+      diff_runs cuda-atomic-diff cuda-atomic-full-1 cuda-atomic-full-2
+      drc=$?
+      verdict=$(check_diff "$WORK/cuda-atomic-diff.out" --expect divergent \
+        --step "$CUDA_PLANT_STEP" --name planted_atomic_sum_squares --classification origin)
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then row "cuda plant atomic" PASS "${verdict#PASS: }"
+      else row "cuda plant atomic" FAIL "diff $drc; $verdict"; fi
+    else
+      row "cuda plant atomic" SKIP "time budget"
+    fi
+    # Planted FP8 scale: a planted run against a clean one; the FP8 GEMM's A_scale shows up.
+    if fits 20 && [[ -d $WORK/cuda-det-full-1 ]]; then
+      traced cuda-scale-full full 120 "$CUDA_EX" "${cuda_args[@]}" --plant scale \
+        --plant-step "$CUDA_PLANT_STEP"
+      diff_runs cuda-scale-diff cuda-det-full-1 cuda-scale-full
+      drc=$?
+      verdict=$(check_diff "$WORK/cuda-scale-diff.out" --expect divergent \
+        --step "$CUDA_PLANT_STEP" --buffer-label A_scale --buffer-op cublasLtMatmul)
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then row "cuda plant scale" PASS "${verdict#PASS: }"
+      else row "cuda plant scale" FAIL "diff $drc; $verdict"; fi
+    else
+      row "cuda plant scale" SKIP "time budget or no clean full run"
+    fi
+    # hunt, with no hints.
+    if fits 40; then
+      with_libs runlog cuda-hunt 240 "$LOCKSTEP" hunt -o "$WORK/cuda-hunt" --json -- "$CUDA_EX" \
+        --steps "$CUDA_STEPS" --plant atomic --plant-step "$CUDA_PLANT_STEP"
+      hrc=$?
+      verdict=$(check_diff "$WORK/cuda-hunt.out" --expect divergent --step "$CUDA_PLANT_STEP" \
+        --name planted_atomic_sum_squares --classification origin)
+      if [[ $hrc -eq 1 && $verdict == PASS* ]]; then row "cuda hunt" PASS "${verdict#PASS: }"
+      else row "cuda hunt" FAIL "hunt $hrc; $verdict"; fi
+    else
+      row "cuda hunt" SKIP "time budget"
+    fi
+    # Small real traces for examples/ (issue 6): a deterministic pair and a diverging pair.
+    samples=(cuda-det-full-1 cuda-det-full-2 cuda-atomic-full-1 cuda-atomic-full-2)
+    if (cd "$WORK" && ls -d "${samples[@]}" >/dev/null 2>&1); then
+      size=$(cd "$WORK" && du -sbc "${samples[@]}" | tail -n 1 | cut -f1)
+      if ((size < 50 * 1024 * 1024)); then
+        tar -czf "$OUTDIR/sample-traces.tar.gz" -C "$WORK" "${samples[@]}"
+        say "sample traces: $OUTDIR/sample-traces.tar.gz ($size bytes before compression)"
+      fi
+    fi
+  fi
+fi
+
+# ---- (e) examples/pytorch ------------------------------------------------------------------
+if want e; then
+  GPT_STEPS=12
+  GPT_PLANT_STEP=5
+  GPT_PLANT_LAYER=1
+  gpt=("$PY" "$GPT" --steps "$GPT_STEPS")
+  plant=(--plant-step "$GPT_PLANT_STEP" --plant-layer "$GPT_PLANT_LAYER")
+  index_kernel='index(Func|_add|Add)'
+  if ! have_torch; then
+    row "pytorch example" SKIP "no torch with CUDA in $PY"
+  elif ! have_lockstep; then
+    row "pytorch example" SKIP "no $LOCKSTEP"
+  else
+    untraced gpt-untraced 180 "${gpt[@]}"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      row "gpt untraced" FAIL "rc $rc: $(tail -n 1 "$WORK/gpt-untraced.err" | cut -c1-70)"
+    else
+      row "gpt untraced" PASS "$(grep -c '^step' "$WORK/gpt-untraced.out") steps, last \
+$(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
+    fi
+    untraced gpt-probe 120 "$PY" "$GPT" --probe-plant 8
+    probe=$(first_line '^probe-plant' "$WORK/gpt-probe.out")
+    if [[ $probe =~ ^probe-plant:\ ([0-9]+)\ distinct ]] && ((BASH_REMATCH[1] > 1)); then
+      row "gpt plant varies" PASS "${probe#probe-plant: }"
+    else
+      row "gpt plant varies" FAIL "${probe:-probe failed}"
+    fi
+    for level in broad full; do
+      if ! fits 60; then row "gpt det $level" SKIP "time budget"; continue; fi
+      traced "gpt-det-$level-1" "$level" 240 "${gpt[@]}"
+      rc1=$?
+      traced "gpt-det-$level-2" "$level" 240 "${gpt[@]}"
+      rc2=$?
+      if [[ $rc1 -ne 0 || $rc2 -ne 0 ]]; then
+        row "gpt det $level" FAIL "job exit $rc1/$rc2: $(tail -n 1 "$WORK/gpt-det-$level-1.err" | cut -c1-60)"
+        continue
+      fi
+      diff_runs "gpt-det-$level-diff" "gpt-det-$level-1" "gpt-det-$level-2"
+      drc=$?
+      verdict=$(check_diff "$WORK/gpt-det-$level-diff.out" --expect identical)
+      numbers=$(same_losses "$WORK/gpt-untraced.out" "$WORK/gpt-det-$level-1.out")
+      if [[ $drc -eq 0 && $verdict == PASS* && $numbers == PASS* ]]; then
+        row "gpt det $level" PASS "diff 0; ${verdict#PASS: }; losses vs untraced: ${numbers#PASS: }"
+      else
+        row "gpt det $level" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
+      fi
+    done
+    if fits 60; then
+      traced gpt-plant-1 full 240 "${gpt[@]}" "${plant[@]}"
+      traced gpt-plant-2 full 240 "${gpt[@]}" "${plant[@]}"
+      varied=$(same_losses "$WORK/gpt-plant-1.out" "$WORK/gpt-plant-2.out" --expect differ \
+        --differ-from-step "$GPT_PLANT_STEP")
+      diff_runs gpt-plant-diff gpt-plant-1 gpt-plant-2
+      drc=$?
+      verdict=$(check_diff "$WORK/gpt-plant-diff.out" --expect divergent --step "$GPT_PLANT_STEP" \
+        --name "$index_kernel" --classification origin)
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then
+        row "gpt plant" PASS "${verdict#PASS: }; losses: ${varied#*: }"
+      else
+        row "gpt plant" FAIL "diff $drc; $verdict; losses: $varied"
+      fi
+    else
+      row "gpt plant" SKIP "time budget"
+    fi
+    if fits 90; then
+      runlog gpt-hunt 300 "$LOCKSTEP" hunt -o "$WORK/gpt-hunt" --json -- "${gpt[@]}" "${plant[@]}"
+      hrc=$?
+      verdict=$(check_diff "$WORK/gpt-hunt.out" --expect divergent --step "$GPT_PLANT_STEP" \
+        --name "$index_kernel" --classification origin)
+      stages=$(grep -o '^stage [12][^:]*: [0-9.]* s' "$WORK/gpt-hunt.out" | sed 's/ (.*)//' |
+        paste -sd';' -)
+      if [[ $hrc -eq 1 && $verdict == PASS* ]]; then row "gpt hunt" PASS "${verdict#PASS: }; $stages"
+      else row "gpt hunt" FAIL "hunt $hrc; $verdict"; fi
+    else
+      row "gpt hunt" SKIP "time budget"
+    fi
+    # torch.compile (Triton) and CUDA graphs: deterministic twice, same losses as untraced.
+    for variant in compile cuda-graph; do
+      if ! fits 150; then row "gpt $variant" SKIP "time budget"; continue; fi
+      untraced "gpt-$variant-untraced" 240 "${gpt[@]}" "--$variant"
+      traced "gpt-$variant-1" full 240 "${gpt[@]}" "--$variant"
+      rc1=$?
+      traced "gpt-$variant-2" full 240 "${gpt[@]}" "--$variant"
+      rc2=$?
+      if [[ $rc1 -ne 0 || $rc2 -ne 0 ]]; then
+        row "gpt $variant full" FAIL "job exit $rc1/$rc2: $(tail -n 1 "$WORK/gpt-$variant-1.err" | cut -c1-60)"
+        continue
+      fi
+      diff_runs "gpt-$variant-diff" "gpt-$variant-1" "gpt-$variant-2"
+      drc=$?
+      verdict=$(check_diff "$WORK/gpt-$variant-diff.out" --expect identical)
+      numbers=$(same_losses "$WORK/gpt-$variant-untraced.out" "$WORK/gpt-$variant-1.out")
+      if [[ $drc -eq 0 && $verdict == PASS* && $numbers == PASS* ]]; then
+        row "gpt $variant full" PASS "diff 0; losses vs untraced: ${numbers#PASS: }"
+      else
+        row "gpt $variant full" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
+      fi
+    done
+  fi
+fi
+
+# ---- (f) overhead --------------------------------------------------------------------------
+if want f; then
+  if ! have_torch || ! have_lockstep; then
+    row "overhead" SKIP "needs torch with CUDA and $LOCKSTEP"
+  elif ! fits 120; then
+    row "overhead" SKIP "time budget"
+  else
+    rounds=${OVERHEAD_ROUNDS:-2}
+    runlog overhead 400 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+      --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
+      --log "$LOG"
+    rc=$?
+    cat "$WORK/overhead.out"
+    if [[ $rc -ne 0 ]]; then
+      row "overhead" FAIL "rc $rc: $(tail -n 1 "$WORK/overhead.err" | cut -c1-70)"
+    else
+      while read -r mode ms ratio target ok bytes; do
+        [[ $mode == untraced ]] && { row "overhead untraced" PASS "${ms} ms/step"; continue; }
+        figure="x${ratio} (target x${target}), ${ms} ms/step, ${bytes} B/step/rank"
+        if [[ $ok == yes ]]; then row "overhead $mode" PASS "$figure"
+        else row "overhead $mode" FAIL "$figure"; fi
+      done < <(grep -E '^(untraced|off|metrics|broad|full) ' "$WORK/overhead.out")
+    fi
+  fi
+fi
+
+# ---- (g) two GPUs: DDP, culprit rank -------------------------------------------------------
+if want g; then
+  DDP_STEPS=8
+  DDP_PLANT_STEP=4
+  DDP_PLANT_RANK=1
+  ddp=("$PY" -m torch.distributed.run --standalone --nproc-per-node 2 "$DDP" --steps "$DDP_STEPS")
+  if [[ $(gpu_count) -lt 2 ]]; then
+    row "ddp 2 GPUs" SKIP "$(gpu_count) GPU visible"
+  elif ! have_torch || ! have_lockstep; then
+    row "ddp 2 GPUs" SKIP "needs torch with CUDA and $LOCKSTEP"
+  elif ! fits 120; then
+    row "ddp 2 GPUs" SKIP "time budget"
+  else
+    # The deterministic pair also issues grouped NCCL calls (batched send/recv, coalesced).
+    untraced ddp-untraced 240 "${ddp[@]}" --grouped
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      row "ddp untraced" FAIL "rc $rc: $(grep -m1 -i error "$WORK/ddp-untraced.err" | cut -c1-70)"
+    else
+      row "ddp untraced" PASS "$(grep -c 'step' "$WORK/ddp-untraced.out") rank-steps"
+    fi
+    traced ddp-broad-1 broad 240 "${ddp[@]}" --grouped
+    traced ddp-broad-2 broad 240 "${ddp[@]}" --grouped
+    diff_runs ddp-det-diff ddp-broad-1 ddp-broad-2
+    drc=$?
+    verdict=$(check_diff "$WORK/ddp-det-diff.out" --expect identical)
+    numbers=$(same_losses "$WORK/ddp-untraced.out" "$WORK/ddp-broad-1.out")
+    ranks=$(find "$WORK/ddp-broad-1" -type f | wc -l)
+    if [[ $drc -eq 0 && $verdict == PASS* && $numbers == PASS* ]]; then
+      row "ddp det broad" PASS "grouped calls; diff 0; $ranks files; vs untraced: ${numbers#PASS: }"
+    else
+      row "ddp det broad" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
+    fi
+    if fits 60; then
+      traced ddp-clean-full full 240 "${ddp[@]}"
+      traced ddp-plant-full full 240 "${ddp[@]}" --plant-kind grad \
+        --plant-rank "$DDP_PLANT_RANK" --plant-step "$DDP_PLANT_STEP"
+      diff_runs ddp-plant-diff ddp-clean-full ddp-plant-full
+      drc=$?
+      verdict=$(check_diff "$WORK/ddp-plant-diff.out" --expect divergent --step "$DDP_PLANT_STEP" \
+        --rank "$DDP_PLANT_RANK" --culprit-rank "$DDP_PLANT_RANK" --receiver-rank 0)
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then row "ddp culprit rank" PASS "${verdict#PASS: }"
+      else row "ddp culprit rank" FAIL "diff $drc; $verdict"; fi
+    else
+      row "ddp culprit rank" SKIP "time budget"
+    fi
+    if fits 90; then
+      runlog ddp-overhead 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+        --python "$PY" --job ddp --nproc 2 --levels broad --rounds 2 --steps 20 --skip 5 \
+        --json "$OUTDIR/overhead-ddp.json" --log "$LOG"
+      rc=$?
+      cat "$WORK/ddp-overhead.out"
+      line=$(grep -E '^broad ' "$WORK/ddp-overhead.out")
+      if [[ $rc -eq 0 && -n $line ]]; then
+        read -r _ ms ratio target ok bytes <<<"$line"
+        row "ddp overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
+      else
+        row "ddp overhead broad" FAIL "rc $rc"
+      fi
+    else
+      row "ddp overhead broad" SKIP "time budget"
+    fi
+  fi
+fi
+
+# ---- the table -----------------------------------------------------------------------------
+{
+  echo
+  echo "lockstep GPU checks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(elapsed) s"
+  printf '%-24s %-6s %s\n' "check" "result" "key figure"
+  printf '%-24s %-6s %s\n' "------------------------" "------" "----------"
+  for r in "${ROWS[@]}"; do
+    IFS='|' read -r check result figure <<<"$r"
+    printf '%-24s %-6s %s\n' "$check" "$result" "$figure"
+  done
+} >"$TABLE"
+cat "$TABLE" >>"$LOG"
+cat "$TABLE"
+if [[ ${KEEP:-0} == 1 ]]; then echo "traces kept in $WORK"; else rm -rf "$WORK"; fi
+exit "$FAILED"

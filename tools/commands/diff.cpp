@@ -1,0 +1,103 @@
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "tools/commands/commands.h"
+#include "tools/diff/engine.h"
+#include "tools/diff/file_input.h"
+#include "tools/launch.h"
+#include "tools/report.h"
+#include "tools/run_set.h"
+#include "tools/term.h"
+
+namespace lockstep::tools {
+
+void warn(const std::string& message) {
+  std::fprintf(stderr, "lockstep: warning: %s\n", message.c_str());
+}
+
+int run_diff(const DiffRequest& request, DiffResult* result_out) {
+  auto start = std::chrono::steady_clock::now();
+  DiffOptions options;
+  if (!request.steps.empty())
+    parse_step_range(request.steps, "--steps", options.first_step, options.last_step);
+  if (request.context < 0) throw InputError("--context: must be 0 or more");
+  options.compare.context = request.context;
+  options.exhaustive = request.exhaustive;
+  options.threads = request.threads;
+
+  RunSet a = open_run_set(request.a);
+  RunSet b = open_run_set(request.b);
+  for (const RunSet* run : {&a, &b})
+    for (const std::string& w : run->warnings) warn(w);
+  if (a.world_size != b.world_size)
+    throw InputError(fmt::format("{}: world size {}, but {} has world size {}", request.b,
+                                 b.world_size, request.a, a.world_size));
+  std::vector<int> ranks;
+  if (request.rank) {
+    if (*request.rank < 0 || *request.rank >= a.world_size)
+      throw InputError(fmt::format("--rank: {} is not a rank of {} (world size {})", *request.rank,
+                                   request.a, a.world_size));
+    ranks.push_back(*request.rank);
+  } else {
+    a.require_complete();
+    b.require_complete();
+    for (int r = 0; r < a.world_size; ++r) ranks.push_back(r);
+  }
+  std::vector<RankPair> pairs;
+  for (int r : ranks) {
+    const RankFile* fa = a.find(r);
+    const RankFile* fb = b.find(r);
+    if (!fa) throw InputError(fmt::format("{}: rank {} has no trace file", request.a, r));
+    if (!fb) throw InputError(fmt::format("{}: rank {} has no trace file", request.b, r));
+    auto opener = [](std::string path) {
+      return [path] {
+        return std::unique_ptr<RankInput>(
+            std::make_unique<FileRankInput>(trace::TraceReader::open(path)));
+      };
+    };
+    pairs.push_back({r, opener(fa->path), opener(fb->path)});
+  }
+  Progress progress("diff: ranks");
+  options.progress = [&](int done, int total) { progress.update(done, total); };
+  DiffResult result = diff_ranks(pairs, options);
+  progress.clear();
+  for (const std::string& w : result.warnings) warn(w);
+
+  DiffContext context{request.a, request.b, a.world_size, ranks,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  if (request.print) {
+    if (request.json) std::fputs((diff_json(result, context).dump(2) + "\n").c_str(), stdout);
+    else std::fputs(diff_text(result, context, Style(stdout)).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  int code = result.divergent ? kExitDivergent : kExitIdentical;
+  if (result_out) *result_out = std::move(result);
+  return code;
+}
+
+CommandRunner add_diff_command(CLI::App& app) {
+  auto request = std::make_shared<DiffRequest>();
+  CLI::App* sub = app.add_subcommand("diff", "Compare two traced runs; name the first op whose "
+                                             "inputs matched and outputs differed");
+  sub->add_option("A", request->a, "First run: a trace directory (or one .lstrace file)")->required();
+  sub->add_option("B", request->b, "Second run")->required();
+  sub->add_flag("--json", request->json, "Machine-readable report (schema: tools/README.md)");
+  sub->add_option("--rank", request->rank, "Compare only this rank");
+  sub->add_option("--steps", request->steps, "Compare only steps A-B (A, A-, A-B)");
+  sub->add_option("--context", request->context, "Ops shown around a structural divergence")
+      ->capture_default_str();
+  sub->add_flag("--exhaustive", request->exhaustive,
+                "Decode and compare every step, even those whose summaries match");
+  sub->add_option("--threads", request->threads, "Worker threads (default: one per core)");
+  sub->footer(R"(Exit status: 0 identical, 1 divergent, 2 invalid input.
+
+Examples:
+  lockstep diff run-a run-b                 # text report: metric, culprit, per-rank blame
+  lockstep diff run-a run-b --json | jq .culprit_rank
+  lockstep diff run-a run-b --rank 3 --steps 100-120 --context 5)");
+  return [request] { return run_diff(*request); };
+}
+
+}  // namespace lockstep::tools

@@ -1,0 +1,64 @@
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "tools/commands/commands.h"
+#include "tools/facts.h"
+#include "tools/launch.h"
+#include "tools/run_set.h"
+
+namespace lockstep::tools {
+
+std::string trace_summary_line(const std::string& dir) {
+  RunSet run;
+  try {
+    run = open_run_set(dir);
+  } catch (const std::exception& e) {
+    return fmt::format("no trace: {}", e.what());
+  }
+  std::vector<RankFacts> facts = scan_run(run, ScanOptions{});
+  uint64_t records = 0, dropped = 0;
+  uint32_t first_step = UINT32_MAX, last_step = 0;
+  bool any_step = false, truncated = false;
+  for (const RankFacts& f : facts) {
+    records += f.records;
+    dropped += f.dropped_records;
+    truncated = truncated || f.truncated;
+    if (!f.record_steps.empty()) {
+      any_step = true;
+      first_step = std::min(first_step, f.record_steps.front());
+      last_step = std::max(last_step, f.record_steps.back());
+    }
+  }
+  std::string steps = any_step ? fmt::format("steps {}-{}", first_step, last_step) : "no steps";
+  return fmt::format("{}/{} ranks, {} records, {}, {} dropped{}", run.files.size(),
+                     run.world_size, records, steps, dropped, truncated ? ", cut off" : "");
+}
+
+CommandRunner add_run_command(CLI::App& app) {
+  auto request = std::make_shared<TraceRequest>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command with the lockstep shim preloaded");
+  sub->add_option("-o,--output", request->dir, "Trace directory (default ./lockstep-trace-<time>)");
+  sub->add_option("--level", request->level, "What to record: off, metrics, broad, full");
+  sub->add_option("--steps", request->steps, "Fingerprint only steps A-B");
+  sub->add_option("--kernels", request->kernels, "Fingerprint only kernels matching this regex");
+  sub->add_flag("--overwrite", request->overwrite, "Replace another run's traces in the directory");
+  sub->add_option("command", request->command, "The command to run, after --")->required();
+  sub->footer(R"(Every process of the job (torchrun, mpirun, srun...) writes its own file into the
+directory. The exit status is the command's (128+N if signal N ended it); 2 if lockstep itself
+could not start it. liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
+
+Examples:
+  lockstep run -o runs/a -- python train.py --steps 50
+  lockstep run -o runs/b --level full --steps 40-42 -- torchrun --nproc-per-node 8 train.py
+  lockstep run --kernels 'gemm|reduce' -- ./my_cuda_app)");
+  return [request] {
+    if (request->dir.empty()) request->dir = default_trace_dir();
+    LaunchResult result = launch_traced(*request);
+    std::fprintf(stderr, "lockstep: trace in %s: %s\n", request->dir.c_str(),
+                 trace_summary_line(request->dir).c_str());
+    return result.exit_code;
+  };
+}
+
+}  // namespace lockstep::tools

@@ -1,0 +1,634 @@
+#include "tools/diff/compare.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace lockstep::tools {
+
+using trace::RecordKind;
+namespace fields = trace::fields;
+
+const char* classification_name(Classification c) {
+  switch (c) {
+    case Classification::Origin: return "origin";
+    case Classification::Structural: return "structural";
+    case Classification::Receiver: return "receiver";
+    case Classification::Metric: return "metric";
+  }
+  return "?";
+}
+
+const char* structural_kind_name(StructuralKind k) {
+  switch (k) {
+    case StructuralKind::None: return "none";
+    case StructuralKind::Inserted: return "inserted";
+    case StructuralKind::Deleted: return "deleted";
+    case StructuralKind::Reordered: return "reordered";
+    case StructuralKind::Fields: return "fields";
+    case StructuralKind::Buffers: return "buffers";
+  }
+  return "?";
+}
+
+bool blame_before(const Divergence& x, const Divergence& y) {
+  auto key = [](const Divergence& d) {
+    return std::tuple(d.step, d.epoch, static_cast<int>(d.classification), d.anchor_seq,
+                      d.anchor_sub, d.rank);
+  };
+  return key(x) < key(y);
+}
+
+namespace {
+
+bool is_ignored_kind(RecordKind kind) {
+  return kind == RecordKind::Warning || kind == RecordKind::StepSummary;
+}
+
+bool is_collective(RecordKind kind) { return kind == RecordKind::Collective; }
+
+// Fields that may differ between two identical runs.
+bool is_volatile_field(RecordKind kind, int index) {
+  return kind == RecordKind::Kernel && index == fields::Kernel::capture_id;
+}
+
+// Ops of one step and stream, in seq order: index ranges into Grouping's order arrays.
+using Ids = std::span<const uint32_t>;
+struct Group {
+  uint32_t step = 0, stream = 0;
+  Ids a, b;
+};
+
+uint64_t group_key(uint32_t step, uint32_t stream) {
+  return (static_cast<uint64_t>(step) << 32) | stream;
+}
+
+// Reused from window to window (per thread) so that a diff does not page-fault its way
+// through fresh allocations for every window.
+struct Grouping {
+  std::vector<Group> groups;
+  std::unordered_map<uint32_t, std::vector<uint64_t>> collective_seqs_a;  // by step, sorted
+  std::unordered_map<uint64_t, uint32_t> index;
+  std::vector<uint64_t> keys;  // group id -> key
+  std::vector<uint32_t> group_of_a, group_of_b, count_a, count_b, order_a, order_b;
+
+  void build(const OpTable& a, const OpTable& b) {
+    index.clear();
+    keys.clear();
+    for (auto& [step, seqs] : collective_seqs_a) seqs.clear();
+    assign(a, group_of_a, true);
+    assign(b, group_of_b, false);
+    // Groups in (step, stream) order.
+    std::vector<uint32_t> rank(keys.size());
+    for (uint32_t i = 0; i < rank.size(); ++i) rank[i] = i;
+    std::sort(rank.begin(), rank.end(), [&](uint32_t x, uint32_t y) { return keys[x] < keys[y]; });
+    std::vector<uint32_t> position(keys.size());
+    for (uint32_t i = 0; i < rank.size(); ++i) position[rank[i]] = i;
+    for (uint32_t& g : group_of_a) if (g != UINT32_MAX) g = position[g];
+    for (uint32_t& g : group_of_b) if (g != UINT32_MAX) g = position[g];
+    std::vector<uint64_t> sorted_keys(keys.size());
+    for (uint32_t i = 0; i < rank.size(); ++i) sorted_keys[i] = keys[rank[i]];
+    bucket(a, group_of_a, count_a, order_a);
+    bucket(b, group_of_b, count_b, order_b);
+    groups.resize(keys.size());
+    for (uint32_t g = 0; g < keys.size(); ++g) {
+      groups[g].step = static_cast<uint32_t>(sorted_keys[g] >> 32);
+      groups[g].stream = static_cast<uint32_t>(sorted_keys[g]);
+      groups[g].a = Ids(order_a.data() + count_a[g], count_a[g + 1] - count_a[g]);
+      groups[g].b = Ids(order_b.data() + count_b[g], count_b[g + 1] - count_b[g]);
+    }
+    for (auto& [step, seqs] : collective_seqs_a) std::sort(seqs.begin(), seqs.end());
+  }
+
+ private:
+  void assign(const OpTable& table, std::vector<uint32_t>& group_of, bool side_a) {
+    group_of.assign(table.size(), UINT32_MAX);
+    uint64_t last_key = UINT64_MAX;
+    uint32_t last_group = 0;
+    for (uint32_t i = 0; i < table.size(); ++i) {
+      const Op& op = table[i];
+      if (is_ignored_kind(op.kind)) continue;
+      uint64_t key = group_key(op.step, op.stream);
+      if (key != last_key) {
+        auto [it, inserted] = index.try_emplace(key, static_cast<uint32_t>(keys.size()));
+        if (inserted) keys.push_back(key);
+        last_key = key;
+        last_group = it->second;
+      }
+      group_of[i] = last_group;
+      if (side_a && is_collective(op.kind)) collective_seqs_a[op.step].push_back(op.seq);
+    }
+  }
+
+  // Counting sort of op indices by group, then by seq inside each group.
+  void bucket(const OpTable& table, const std::vector<uint32_t>& group_of,
+              std::vector<uint32_t>& start, std::vector<uint32_t>& order) {
+    start.assign(keys.size() + 1, 0);
+    for (uint32_t g : group_of) if (g != UINT32_MAX) ++start[g + 1];
+    for (size_t g = 0; g < keys.size(); ++g) start[g + 1] += start[g];
+    order.resize(start.back());
+    std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+    for (uint32_t i = 0; i < group_of.size(); ++i)
+      if (group_of[i] != UINT32_MAX) order[fill[group_of[i]]++] = i;
+    auto less = [&](uint32_t x, uint32_t y) { return table[x].seq < table[y].seq; };
+    for (size_t g = 0; g < keys.size(); ++g) {
+      auto first = order.begin() + start[g], last = order.begin() + start[g + 1];
+      if (!std::is_sorted(first, last, less)) std::sort(first, last, less);
+    }
+  }
+};
+
+// Identity of an op inside its group (see compare.h).
+struct Identity {
+  RecordKind kind;
+  uint32_t name;
+  uint64_t x, y;  // collective: comm_id, comm_seq; otherwise: occurrence, 0
+  bool operator==(const Identity&) const = default;
+};
+struct IdentityHash {
+  size_t operator()(const Identity& id) const {
+    uint64_t h = (static_cast<uint64_t>(id.kind) << 56) ^ (static_cast<uint64_t>(id.name) << 20);
+    h ^= id.x * 0x9e3779b97f4a7c15ull;
+    h ^= id.y * 0xc2b2ae3d27d4eb4full;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+bool same_identity_head(const OpTable& ta, const Op& a, const OpTable& tb, const Op& b) {
+  if (a.kind != b.kind || a.name != b.name) return false;
+  if (is_collective(a.kind))
+    return ta.field(a, fields::Collective::comm_id) == tb.field(b, fields::Collective::comm_id) &&
+           ta.field(a, fields::Collective::comm_seq) == tb.field(b, fields::Collective::comm_seq);
+  return true;
+}
+
+std::vector<Identity> identities(const OpTable& table, Ids ids) {
+  std::vector<Identity> out;
+  out.reserve(ids.size());
+  std::unordered_map<uint64_t, uint64_t> occurrences;
+  for (uint32_t i : ids) {
+    const Op& op = table[i];
+    if (is_collective(op.kind)) {
+      out.push_back({op.kind, op.name, table.field(op, fields::Collective::comm_id),
+                     table.field(op, fields::Collective::comm_seq)});
+    } else {
+      uint64_t k = (static_cast<uint64_t>(op.kind) << 32) | op.name;
+      out.push_back({op.kind, op.name, ++occurrences[k], 0});
+    }
+  }
+  return out;
+}
+
+// One 64-bit key per op for the sequence alignment: kind and name, and for a collective its
+// communicator and position on it.
+std::vector<uint64_t> identity_keys(const OpTable& table, Ids ids) {
+  std::vector<uint64_t> keys;
+  keys.reserve(ids.size());
+  for (uint32_t i : ids) {
+    const Op& op = table[i];
+    uint64_t key = (static_cast<uint64_t>(op.kind) << 32) | op.name;
+    if (is_collective(op.kind)) {
+      key = key * 0x9e3779b97f4a7c15ull + table.field(op, fields::Collective::comm_id);
+      key = key * 0xc2b2ae3d27d4eb4full + table.field(op, fields::Collective::comm_seq);
+      key |= 1ull << 63;
+    }
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+constexpr int kMaxEdits = 1000;
+
+// Myers' O((N+M)D) shortest edit script. Fills the pairing of the common subsequence; false
+// when more than max_edits insertions and deletions would be needed.
+bool myers_align(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b, int max_edits,
+                 std::vector<int64_t>& match_of_a, std::vector<int64_t>& match_of_b) {
+  const int n = static_cast<int>(a.size()), m = static_cast<int>(b.size());
+  const int max_d = std::min(n + m, max_edits);
+  const int offset = max_d + 1;
+  std::vector<int> v(2 * max_d + 3, 0);
+  std::vector<std::vector<int>> trace;  // trace[d]: v[-d-1 .. d+1] before round d
+  for (int d = 0; d <= max_d; ++d) {
+    trace.emplace_back(v.begin() + offset - d - 1, v.begin() + offset + d + 2);
+    for (int k = -d; k <= d; k += 2) {
+      int x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) ? v[offset + k + 1]
+                                                                            : v[offset + k - 1] + 1;
+      int y = x - k;
+      while (x < n && y < m && a[x] == b[y]) ++x, ++y;
+      v[offset + k] = x;
+      if (x < n || y < m) continue;
+      // Walk back through the rounds, pairing the diagonal (equal) runs.
+      for (int dd = d; dd > 0; --dd) {
+        const std::vector<int>& before = trace[dd];
+        auto at = [&](int kk) { return before[kk + dd + 1]; };
+        int kk = x - y;
+        int prev_k = (kk == -dd || (kk != dd && at(kk - 1) < at(kk + 1))) ? kk + 1 : kk - 1;
+        int prev_x = at(prev_k), prev_y = prev_x - prev_k;
+        int start_x = prev_k == kk + 1 ? prev_x : prev_x + 1;  // after the edit
+        while (x > start_x) --x, --y, match_of_a[x] = y, match_of_b[y] = x;
+        x = prev_x, y = prev_y;
+      }
+      while (x > 0 && y > 0) --x, --y, match_of_a[x] = y, match_of_b[y] = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t occurrence_in_group(const OpTable& table, Ids ids,
+                             size_t position) {
+  const Op& op = table[ids[position]];
+  uint32_t n = 0;
+  for (size_t i = 0; i <= position; ++i) {
+    const Op& other = table[ids[i]];
+    if (other.kind == op.kind && other.name == op.name) ++n;
+  }
+  return n;
+}
+
+std::string short_text(const OpTable& table, const Op& op, const StringPool& pool) {
+  std::string text = fmt::format("{} {}", trace::record_kind_name(op.kind), pool.text(op.name));
+  if (is_collective(op.kind))
+    text += fmt::format(" comm {} #{}", table.field(op, fields::Collective::comm_id),
+                        table.field(op, fields::Collective::comm_seq));
+  if (op.kind == RecordKind::Gemm)
+    text += fmt::format(" algo {}", table.field(op, fields::Gemm::algo));
+  return text;
+}
+
+std::vector<ContextLine> context_lines(const OpTable& table, Ids ids,
+                                       size_t position, bool mark, int context,
+                                       const StringPool& pool) {
+  std::vector<ContextLine> lines;
+  size_t first = position > static_cast<size_t>(context) ? position - context : 0;
+  size_t last = std::min(ids.size(), position + context + (mark ? 1 : 0));
+  for (size_t i = first; i < last; ++i) {
+    const Op& op = table[ids[i]];
+    lines.push_back({op.seq, short_text(table, op, pool), mark && i == position});
+  }
+  return lines;
+}
+
+// What differs between two ops of the same identity.
+struct PairOutcome {
+  enum What { Equal, Fields, Buffers, Value } what = Equal;
+  int in_index = -1, out_index = -1;  // first differing input / output buffer
+  bool payload_differs = false;
+  std::string detail;
+};
+
+PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, const Op& b,
+                         const StringPool& pool) {
+  PairOutcome outcome;
+  auto fa = ta.fields(a), fb = tb.fields(b);
+  bool fields_equal = fa.size() == fb.size();
+  for (size_t i = 0; fields_equal && i < fa.size(); ++i) fields_equal = fa[i] == fb[i];
+  if (!fields_equal) {
+    const auto* info = trace::find_record_kind(static_cast<uint8_t>(a.kind));
+    std::string detail;
+    for (size_t i = 0; i < std::max(fa.size(), fb.size()); ++i) {
+      uint64_t x = i < fa.size() ? fa[i] : 0, y = i < fb.size() ? fb[i] : 0;
+      if (x == y || is_volatile_field(a.kind, static_cast<int>(i))) continue;
+      std::string_view field =
+          info && i < info->field_names.size() ? info->field_names[i] : std::string_view("?");
+      detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field, x, y);
+    }
+    if (!detail.empty()) {
+      outcome.what = PairOutcome::Fields;
+      outcome.detail = std::move(detail);
+      return outcome;
+    }
+  }
+  auto ba = ta.buffers(a), bb = tb.buffers(b);
+  if (ba.size() != bb.size()) {
+    outcome.what = PairOutcome::Buffers;
+    outcome.detail = fmt::format("{} buffers vs {}", ba.size(), bb.size());
+    return outcome;
+  }
+  for (size_t i = 0; i < ba.size(); ++i) {
+    const OpBuffer &x = ba[i], &y = bb[i];
+    if (x.role != y.role || x.label != y.label || x.dtype != y.dtype || x.bytes != y.bytes) {
+      outcome.what = PairOutcome::Buffers;
+      outcome.detail = fmt::format("buffer {}: {} '{}' {} {} bytes vs {} '{}' {} {} bytes", i,
+                                   x.role == trace::Role::In ? "in" : "out", pool.text(x.label),
+                                   trace::dtype_name(x.dtype), x.bytes,
+                                   y.role == trace::Role::In ? "in" : "out", pool.text(y.label),
+                                   trace::dtype_name(y.dtype), y.bytes);
+      return outcome;
+    }
+  }
+  for (size_t i = 0; i < ba.size(); ++i) {
+    const OpBuffer &x = ba[i], &y = bb[i];
+    if (!x.has_value() || !y.has_value() || x.fingerprint == y.fingerprint) continue;
+    int& slot = x.role == trace::Role::In ? outcome.in_index : outcome.out_index;
+    if (slot < 0) slot = static_cast<int>(i);
+  }
+  if (a.payload_bytes | b.payload_bytes) {
+    auto pa = ta.payload(a), pb = tb.payload(b);
+    outcome.payload_differs =
+        pa.size() != pb.size() || !std::equal(pa.begin(), pa.end(), pb.begin());
+  }
+  if (outcome.in_index >= 0 || outcome.out_index >= 0 || outcome.payload_differs)
+    outcome.what = PairOutcome::Value;
+  return outcome;
+}
+
+BufferDiff buffer_diff(const OpBuffer& x, const OpBuffer& y, const StringPool& pool) {
+  return BufferDiff{x.role == trace::Role::In ? "in" : "out", std::string(pool.text(x.label)),
+                    std::string(trace::dtype_name(x.dtype)), x.bytes, x.fingerprint,
+                    y.fingerprint};
+}
+
+class WindowComparer {
+ public:
+  WindowComparer(const OpTable& a, const OpTable& b, const StringPool& pool,
+                 const CompareOptions& options, RankResult& result)
+      : a_(a), b_(b), pool_(pool), options_(options), result_(result) {}
+
+  void run() {
+    thread_local Grouping grouping;
+    grouping.build(a_, b_);
+    collective_seqs_ = &grouping.collective_seqs_a;
+    for (const Group& g : grouping.groups) compare_group(g);
+  }
+
+ private:
+  uint32_t epoch_of(uint32_t step, uint64_t anchor) const {
+    auto it = collective_seqs_->find(step);
+    if (it == collective_seqs_->end()) return 0;
+    return static_cast<uint32_t>(
+        std::lower_bound(it->second.begin(), it->second.end(), anchor) - it->second.begin());
+  }
+
+  Divergence base(const Group& g, const Op& op, const OpTable& table,
+                  Ids ids, size_t position) {
+    Divergence d;
+    d.rank = result_.rank;
+    d.step = g.step;
+    d.stream = g.stream;
+    d.kind = std::string(trace::record_kind_name(op.kind));
+    d.name = std::string(pool_.text(op.name));
+    d.occurrence = occurrence_in_group(table, ids, position);
+    d.is_collective = is_collective(op.kind);
+    if (d.is_collective) {
+      d.comm_id = table.field(op, fields::Collective::comm_id);
+      d.comm_seq = table.field(op, fields::Collective::comm_seq);
+    }
+    return d;
+  }
+
+  bool would_be_first(uint32_t step, uint64_t anchor, uint8_t sub) const {
+    return !result_.first || std::tuple(step, anchor, sub) < std::tuple(result_.first->step,
+                                                                        result_.first->anchor_seq,
+                                                                        result_.first->anchor_sub);
+  }
+
+  // Counted by the caller; kept if it is the rank's first so far or a structural one to list.
+  void note(Divergence d) {
+    d.epoch = epoch_of(d.step, d.anchor_seq);
+    if (would_be_first(d.step, d.anchor_seq, d.anchor_sub)) result_.first = d;
+    if (d.classification == Classification::Structural &&
+        result_.structural.size() < options_.structural_cap)
+      result_.structural.push_back(std::move(d));
+  }
+
+  void structural(const Group& g, StructuralKind kind, size_t pos_a, size_t pos_b, bool in_a,
+                  bool in_b, std::string detail) {
+    ++result_.divergent_records;
+    ++result_.structural_total;
+    uint64_t anchor_seq;
+    uint8_t anchor_sub = 0;
+    if (in_a) {
+      anchor_seq = a_[g.a[pos_a]].seq;
+    } else {
+      // Inserted in B: placed just after the A op that precedes the insertion point.
+      anchor_seq = pos_a > 0 ? a_[g.a[pos_a - 1]].seq : (g.a.empty() ? 0 : a_[g.a[0]].seq - 1);
+      anchor_sub = 1;
+    }
+    if (result_.structural.size() >= options_.structural_cap &&
+        !would_be_first(g.step, anchor_seq, anchor_sub))
+      return;
+    const bool a_side = in_a;
+    const OpTable& table = a_side ? a_ : b_;
+    Ids ids = a_side ? g.a : g.b;
+    size_t position = a_side ? pos_a : pos_b;
+    Divergence d = base(g, table[ids[position]], table, ids, position);
+    d.classification = Classification::Structural;
+    d.structural = kind;
+    d.detail = std::move(detail);
+    if (in_a) d.seq_a = a_[g.a[pos_a]].seq;
+    if (in_b) d.seq_b = b_[g.b[pos_b]].seq;
+    d.anchor_seq = anchor_seq;
+    d.anchor_sub = anchor_sub;
+    if (options_.context >= 0) {
+      d.context_a = context_lines(a_, g.a, pos_a, in_a, options_.context, pool_);
+      d.context_b = context_lines(b_, g.b, pos_b, in_b, options_.context, pool_);
+      d.context_before_a = std::min<size_t>(pos_a, options_.context);
+      d.context_before_b = std::min<size_t>(pos_b, options_.context);
+    }
+    note(std::move(d));
+  }
+
+  void compare_matched(const Group& g, size_t i, size_t j) {
+    const Op& x = a_[g.a[i]];
+    const Op& y = b_[g.b[j]];
+    ++result_.records_compared;
+    PairOutcome outcome = compare_pair(a_, x, b_, y, pool_);
+    if (outcome.what == PairOutcome::Equal) return;
+    if (outcome.what == PairOutcome::Fields) {
+      structural(g, StructuralKind::Fields, i, j, true, true, outcome.detail);
+      return;
+    }
+    if (outcome.what == PairOutcome::Buffers) {
+      structural(g, StructuralKind::Buffers, i, j, true, true, outcome.detail);
+      return;
+    }
+    ++result_.divergent_records;
+    auto ba = a_.buffers(x), bb = b_.buffers(y);
+    if (x.kind == RecordKind::Collective && result_.collectives.size() < options_.collective_cap)
+      result_.collectives.push_back({a_.field(x, fields::Collective::comm_id),
+                                     a_.field(x, fields::Collective::comm_seq),
+                                     outcome.in_index >= 0, outcome.out_index >= 0});
+    if (outcome.payload_differs && x.kind == RecordKind::Metric &&
+        (!result_.metric ||
+         std::tuple(g.step, x.seq) < std::tuple(result_.metric->step, result_.metric->seq_a))) {
+      MetricDivergence m{result_.rank, g.step, g.stream, std::string(pool_.text(x.name)),
+                         occurrence_in_group(a_, g.a, i), x.seq, y.seq,
+                         a_.field(x, fields::Metric::dtype_hint)};
+      auto pa = a_.payload(x), pb = b_.payload(y);
+      m.a.assign(pa.begin(), pa.end());
+      m.b.assign(pb.begin(), pb.end());
+      result_.metric = std::move(m);
+    }
+    if (!would_be_first(g.step, x.seq, 0)) return;
+    Divergence d = base(g, x, a_, g.a, i);
+    d.seq_a = x.seq;
+    d.seq_b = y.seq;
+    d.anchor_seq = x.seq;
+    if (outcome.in_index >= 0) {
+      d.classification = Classification::Receiver;
+      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index], pool_);
+      d.detail = fmt::format("input '{}' already differed", d.buffer->label);
+    } else if (outcome.out_index >= 0) {
+      d.classification = Classification::Origin;
+      d.buffer = buffer_diff(ba[outcome.out_index], bb[outcome.out_index], pool_);
+      size_t inputs = std::count_if(ba.begin(), ba.end(), [](const OpBuffer& b) {
+        return b.role == trace::Role::In && b.has_value();
+      });
+      d.detail = fmt::format("all {} input{} matched, output '{}' differs", inputs,
+                             inputs == 1 ? "" : "s", d.buffer->label);
+    } else {
+      d.classification = Classification::Metric;
+      d.detail = "payload differs";
+    }
+    note(std::move(d));
+  }
+
+  void compare_group(const Group& g) {
+    // Fast path: the same ops in the same order (the common case), paired by position.
+    bool positional = g.a.size() == g.b.size();
+    for (size_t i = 0; positional && i < g.a.size(); ++i)
+      positional = same_identity_head(a_, a_[g.a[i]], b_, b_[g.b[i]]);
+    if (positional) {
+      for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, i);
+      return;
+    }
+    // Slow path: the longest common subsequence of identities (Myers' diff, a bounded number
+    // of edits), so that one inserted or deleted op does not shift the pairing of the ops of
+    // the same name after it. Beyond the bound, ops pair by identity (occurrence count).
+    std::vector<uint64_t> ka = identity_keys(a_, g.a), kb = identity_keys(b_, g.b);
+    std::vector<int64_t> match_of_a(ka.size(), -1), match_of_b(kb.size(), -1);
+    if (!myers_align(ka, kb, kMaxEdits, match_of_a, match_of_b)) {
+      std::fill(match_of_a.begin(), match_of_a.end(), -1);
+      std::fill(match_of_b.begin(), match_of_b.end(), -1);
+      occurrence_align(g, match_of_a, match_of_b);
+    }
+    // An op only in A and one of the same identity only in B: the same op, moved.
+    std::unordered_multimap<uint64_t, size_t> b_only;
+    for (size_t j = 0; j < kb.size(); ++j)
+      if (match_of_b[j] < 0) b_only.emplace(kb[j], j);
+    std::vector<bool> moved_b(kb.size(), false);
+    size_t b_after = 0;  // B position after the B op paired with the last paired A op
+    for (size_t i = 0; i < ka.size(); ++i) {
+      if (match_of_a[i] >= 0) {
+        b_after = static_cast<size_t>(match_of_a[i]) + 1;
+        compare_matched(g, i, static_cast<size_t>(match_of_a[i]));
+        continue;
+      }
+      auto moved = b_only.find(ka[i]);
+      if (moved != b_only.end()) {
+        size_t j = moved->second;
+        b_only.erase(moved);
+        moved_b[j] = true;
+        structural(g, StructuralKind::Reordered, i, j, true, true, "at another place on the stream");
+        continue;
+      }
+      structural(g, StructuralKind::Deleted, i, std::min(b_after, kb.size()), true, false,
+                 "only in run A");
+    }
+    size_t a_after = 0;
+    for (size_t j = 0; j < kb.size(); ++j) {
+      if (match_of_b[j] >= 0) {
+        a_after = static_cast<size_t>(match_of_b[j]) + 1;
+        continue;
+      }
+      if (!moved_b[j]) structural(g, StructuralKind::Inserted, a_after, j, false, true, "only in run B");
+    }
+  }
+
+  void occurrence_align(const Group& g, std::vector<int64_t>& match_of_a,
+                        std::vector<int64_t>& match_of_b) const {
+    std::vector<Identity> ida = identities(a_, g.a), idb = identities(b_, g.b);
+    std::unordered_map<Identity, uint32_t, IdentityHash> b_position;
+    b_position.reserve(idb.size());
+    for (uint32_t j = 0; j < idb.size(); ++j) b_position.emplace(idb[j], j);
+    for (size_t i = 0; i < ida.size(); ++i) {
+      auto it = b_position.find(ida[i]);
+      if (it == b_position.end()) continue;
+      match_of_a[i] = it->second;
+      match_of_b[it->second] = static_cast<int64_t>(i);
+    }
+  }
+
+  const OpTable& a_;
+  const OpTable& b_;
+  const StringPool& pool_;
+  const CompareOptions& options_;
+  RankResult& result_;
+  const std::unordered_map<uint32_t, std::vector<uint64_t>>* collective_seqs_ = nullptr;
+};
+
+template <class T>
+T load_le(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+float f16_to_float(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float value;
+  if (exp == 0) value = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31) value = mant ? NAN : INFINITY;
+  else value = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -value : value;
+}
+
+}  // namespace
+
+void compare_window(const OpTable& a, const OpTable& b, const StringPool& pool,
+                    const CompareOptions& options, RankResult& result) {
+  WindowComparer(a, b, pool, options, result).run();
+}
+
+std::string format_metric_value(const std::vector<uint8_t>& payload, uint64_t dtype_hint) {
+  using trace::DType;
+  DType dtype = static_cast<DType>(dtype_hint);
+  int width = trace::dtype_bits(dtype) / 8;
+  bool known = dtype_hint != 0 && width > 0 && payload.size() % width == 0;
+  if (!known) {
+    if (payload.size() == 2) dtype = DType::BF16;
+    else if (payload.size() == 4) dtype = DType::F32;
+    else if (payload.size() == 8) dtype = DType::F64;
+    else dtype = DType::Bytes;
+    width = std::max(1, trace::dtype_bits(dtype) / 8);
+  }
+  std::string values;
+  size_t count = payload.size() / width;
+  for (size_t i = 0; i < count && i < 4; ++i) {
+    const uint8_t* p = payload.data() + i * width;
+    std::string v;
+    switch (dtype) {
+      case DType::F32: v = fmt::format("{}", load_le<float>(p)); break;
+      case DType::F64: v = fmt::format("{}", load_le<double>(p)); break;
+      case DType::BF16: v = fmt::format("{}", bf16_to_float(load_le<uint16_t>(p))); break;
+      case DType::F16: v = fmt::format("{}", f16_to_float(load_le<uint16_t>(p))); break;
+      case DType::I32: v = fmt::format("{}", load_le<int32_t>(p)); break;
+      case DType::U32: v = fmt::format("{}", load_le<uint32_t>(p)); break;
+      case DType::I64: v = fmt::format("{}", load_le<int64_t>(p)); break;
+      case DType::U64: v = fmt::format("{}", load_le<uint64_t>(p)); break;
+      default: v = fmt::format("{}", static_cast<unsigned>(*p)); break;
+    }
+    values += (i ? ", " : "") + v;
+  }
+  if (count > 4) values += ", ...";
+  std::string hex;
+  for (size_t i = 0; i < payload.size() && i < 32; ++i) {
+    // Most significant byte first for one element, as people read a float's bits.
+    size_t element = i / width, within = i % width;
+    size_t index = element * width + (width - 1 - within);
+    if (index < payload.size()) hex += fmt::format("{:02x}", payload[index]);
+    if (within == static_cast<size_t>(width) - 1 && i + 1 < payload.size()) hex += ' ';
+  }
+  if (payload.size() > 32) hex += "...";
+  return fmt::format("{} {} (0x{})", trace::dtype_name(dtype), values, hex);
+}
+
+}  // namespace lockstep::tools

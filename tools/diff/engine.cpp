@@ -1,0 +1,235 @@
+#include "tools/diff/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace lockstep::tools {
+namespace {
+
+struct StepPair {
+  uint32_t step = 0;
+  std::optional<StepInfo> a, b;
+  bool summaries_match() const {
+    return a && b && a->has_summary && b->has_summary && a->record_count == b->record_count &&
+           a->digest == b->digest;
+  }
+  uint64_t estimate() const {
+    return std::max(a ? a->record_count : 0, b ? b->record_count : 0);
+  }
+};
+
+std::vector<StepPair> merge_steps(const std::vector<StepInfo>& a, const std::vector<StepInfo>& b,
+                                  const DiffOptions& options) {
+  std::vector<StepPair> merged;
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    StepPair p;
+    if (j == b.size() || (i < a.size() && a[i].step < b[j].step)) {
+      p.step = a[i].step, p.a = a[i++];
+    } else if (i == a.size() || b[j].step < a[i].step) {
+      p.step = b[j].step, p.b = b[j++];
+    } else {
+      p.step = a[i].step, p.a = a[i++], p.b = b[j++];
+    }
+    if (p.step >= options.first_step && p.step <= options.last_step) merged.push_back(p);
+  }
+  return merged;
+}
+
+bool has_metrics(const OpTable& table) {
+  for (const Op& op : table.ops())
+    if (op.kind == trace::RecordKind::Metric) return true;
+  return false;
+}
+
+}  // namespace
+
+RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& options) {
+  RankResult result;
+  result.rank = rank;
+  std::vector<StepPair> steps = merge_steps(a.steps(), b.steps(), options);
+  for (RankInput* input : {&a, &b})
+    for (std::string& w : input->warnings()) result.warnings.push_back(std::move(w));
+  std::optional<int64_t> complete;
+  for (RankInput* input : {&a, &b})
+    if (auto through = input->complete_through())
+      complete = complete ? std::min(*complete, *through) : *through;
+  if (complete)
+    std::erase_if(steps, [&](const StepPair& p) { return static_cast<int64_t>(p.step) > *complete; });
+  StringPool pool;
+  thread_local OpTable table_a, table_b;  // reused: no fresh pages for every rank
+  bool metrics_seen = false;
+  size_t i = 0;
+  while (i < steps.size()) {
+    if (!options.exhaustive && steps[i].summaries_match()) {
+      ++result.steps_skipped;
+      ++i;
+      continue;
+    }
+    // A window: consecutive steps that need comparing, up to window_records per run.
+    size_t end = i + 1;
+    uint64_t records = steps[i].estimate();
+    while (end < steps.size() && (options.exhaustive || !steps[end].summaries_match()) &&
+           records + steps[end].estimate() <= options.window_records) {
+      records += steps[end].estimate();
+      ++end;
+    }
+    table_a.clear();
+    table_b.clear();
+    a.load(steps[i].step, steps[end - 1].step, pool, table_a);
+    b.load(steps[i].step, steps[end - 1].step, pool, table_b);
+    metrics_seen = metrics_seen || has_metrics(table_a) || has_metrics(table_b);
+    compare_window(table_a, table_b, pool, options.compare, result);
+    result.steps_compared += end - i;
+    i = end;
+    // The first divergence is final once its window is done; keep going only to find the
+    // first differing metric, if the runs record any.
+    if (!options.exhaustive && result.first && (result.metric || !metrics_seen)) break;
+  }
+  return result;
+}
+
+void combine_ranks(DiffResult& result) {
+  std::vector<Divergence> firsts;
+  for (const RankResult& r : result.ranks)
+    if (r.first) firsts.push_back(*r.first);
+  std::sort(firsts.begin(), firsts.end(), blame_before);
+
+  // A collective whose inputs matched here but whose output differed only carried a difference
+  // if another rank fed it a differing input, or had already diverged before it.
+  for (Divergence& d : firsts) {
+    if (!d.is_collective || d.classification != Classification::Origin) continue;
+    for (const RankResult& other : result.ranks) {
+      if (other.rank == d.rank) continue;
+      bool fed = std::any_of(other.collectives.begin(), other.collectives.end(),
+                             [&](const CollectiveStatus& c) {
+                               return c.comm_id == d.comm_id && c.comm_seq == d.comm_seq &&
+                                      c.in_differs;
+                             });
+      bool earlier = other.first && other.first->classification != Classification::Metric &&
+                     blame_before(*other.first, d);
+      if (fed || earlier) {
+        d.classification = Classification::Receiver;
+        d.received_from = other.rank;
+        d.detail = fed ? "inputs matched here; rank " + std::to_string(other.rank) +
+                             " fed this collective a differing input"
+                       : "inputs matched here; rank " + std::to_string(other.rank) +
+                             " had already diverged";
+        if (fed) break;
+      }
+    }
+  }
+  std::sort(firsts.begin(), firsts.end(), blame_before);
+  for (RankResult& r : result.ranks)
+    for (const Divergence& d : firsts)
+      if (d.rank == r.rank) r.first = d;
+  result.first_by_epoch = firsts;
+  result.culprit.reset();
+  for (const Divergence& d : firsts)
+    if (d.classification == Classification::Origin ||
+        d.classification == Classification::Structural) {
+      result.culprit = d;
+      break;
+    }
+
+  result.metric.reset();
+  result.structural.clear();
+  result.structural_total = 0;
+  result.records_compared = result.steps_compared = result.steps_skipped = 0;
+  for (const RankResult& r : result.ranks) {
+    if (r.metric && (!result.metric || std::tuple(r.metric->step, r.metric->rank) <
+                                           std::tuple(result.metric->step, result.metric->rank)))
+      result.metric = r.metric;
+    result.structural.insert(result.structural.end(), r.structural.begin(), r.structural.end());
+    result.structural_total += r.structural_total;
+    result.records_compared += r.records_compared;
+    result.steps_compared += r.steps_compared;
+    result.steps_skipped += r.steps_skipped;
+    for (const std::string& w : r.warnings) result.warnings.push_back(w);
+  }
+  std::stable_sort(result.structural.begin(), result.structural.end(),
+                   [](const Divergence& x, const Divergence& y) {
+                     return std::tuple(x.step, x.rank, x.anchor_seq, x.anchor_sub) <
+                            std::tuple(y.step, y.rank, y.anchor_seq, y.anchor_sub);
+                   });
+  result.divergent = !firsts.empty() || result.metric.has_value();
+}
+
+namespace {
+
+// Runs fn(i) for every index on `threads` workers; rethrows the first failure by index.
+template <class Fn>
+void parallel_for(size_t count, int threads, const std::atomic<bool>* stop, Fn&& fn) {
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto worker = [&] {
+    for (size_t i = next++; i < count && !failed && !(stop && *stop); i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  threads = std::clamp(threads, 1, std::max<int>(1, static_cast<int>(count)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& options) {
+  DiffResult result;
+  result.ranks.resize(ranks.size());
+  int threads = options.threads > 0 ? options.threads
+                                    : static_cast<int>(std::thread::hardware_concurrency());
+  // Collectives tie the ranks together: when one file is cut off, every rank is compared only
+  // up to the last step complete everywhere.
+  std::vector<std::optional<int64_t>> complete(ranks.size());
+  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+    for (const RankInputFactory* open : {&ranks[i].open_a, &ranks[i].open_b}) {
+      std::unique_ptr<RankInput> input = (*open)();
+      input->steps();
+      if (auto through = input->complete_through())
+        complete[i] = complete[i] ? std::min(*complete[i], *through) : *through;
+    }
+  });
+  DiffOptions effective = options;
+  for (const std::optional<int64_t>& c : complete) {
+    if (!c) continue;
+    int64_t last = std::min<int64_t>(effective.last_step, *c);
+    if (last < static_cast<int64_t>(effective.first_step)) {
+      effective.last_step = 0, effective.first_step = 1;  // nothing to compare
+    } else {
+      effective.last_step = static_cast<uint32_t>(last);
+    }
+  }
+  if (effective.last_step != options.last_step || effective.first_step != options.first_step)
+    result.warnings.push_back(
+        effective.first_step > effective.last_step
+            ? std::string("a file is cut off before its first complete step; nothing compared")
+            : "a file is cut off; all ranks compared up to step " +
+                  std::to_string(effective.last_step) + " only");
+  std::atomic<int> done{0};
+  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+    std::unique_ptr<RankInput> a = ranks[i].open_a();
+    std::unique_ptr<RankInput> b = ranks[i].open_b();
+    result.ranks[i] = diff_rank(ranks[i].rank, *a, *b, effective);
+    if (options.progress) options.progress(++done, static_cast<int>(ranks.size()));
+  });
+  std::vector<std::string> warnings = std::move(result.warnings);
+  combine_ranks(result);
+  result.warnings.insert(result.warnings.begin(), warnings.begin(), warnings.end());
+  return result;
+}
+
+}  // namespace lockstep::tools

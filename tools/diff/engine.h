@@ -1,0 +1,66 @@
+// The diff driver: per rank, skips steps whose summaries match, loads the rest a window of steps
+// at a time, compares them (compare.h), then orders the ranks' first divergences for blame.
+// Ranks run in parallel, one worker per core; each worker holds at most one window per run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/diff/compare.h"
+#include "tools/diff/ops.h"
+#include "tools/diff/result.h"
+
+namespace lockstep::tools {
+
+struct StepInfo {
+  uint32_t step = 0;
+  uint64_t record_count = 0;  // estimate when there is no summary
+  bool has_summary = false;
+  uint64_t digest = 0;
+};
+
+// One run's records of one rank: a trace file, or a table in a test.
+class RankInput {
+ public:
+  virtual ~RankInput() = default;
+  // Every step that has records or a summary, ascending.
+  virtual std::vector<StepInfo> steps() = 0;
+  // Appends the records whose step is in [first, last] to `out`, names translated into `pool`.
+  virtual void load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) = 0;
+  // Problems worth telling the user that do not stop the diff (a cut-off file). After steps().
+  virtual std::vector<std::string> warnings() { return {}; }
+  // For a cut-off file: the last step known complete (-1: none). nullopt: the file is whole.
+  // After steps(). The diff compares only steps complete in both runs.
+  virtual std::optional<int64_t> complete_through() { return std::nullopt; }
+};
+
+using RankInputFactory = std::function<std::unique_ptr<RankInput>()>;
+
+struct RankPair {
+  int rank = 0;
+  RankInputFactory open_a, open_b;
+};
+
+struct DiffOptions {
+  uint32_t first_step = 0, last_step = UINT32_MAX;
+  bool exhaustive = false;           // compare every step, even those whose summaries match
+  size_t window_records = 1u << 16;  // records per run held at once (a step is never split)
+  int threads = 0;                   // 0: one per core
+  CompareOptions compare;
+  std::function<void(int ranks_done, int ranks_total)> progress;  // called from workers
+};
+
+// Throws what the inputs throw (trace::TraceError for a bad file), from the calling thread.
+DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& options);
+
+// The per-rank part, exposed for tests.
+RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& options);
+
+// Cross-rank part: receiver collectives, blame order, culprit, earliest metric.
+void combine_ranks(DiffResult& result);
+
+}  // namespace lockstep::tools

@@ -1,0 +1,42 @@
+// A RankInput over records held in memory: the diff's unit tests use it, no files involved.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/diff/engine.h"
+
+namespace lockstep::tools {
+
+class MemoryRankInput : public RankInput {
+ public:
+  // strings[id] is the text of StringId id (strings[0] should be "").
+  MemoryRankInput(std::vector<trace::Record> records, std::vector<std::string> strings,
+                  std::vector<StepInfo> steps)
+      : records_(std::move(records)), strings_(std::move(strings)), steps_(std::move(steps)) {}
+
+  std::vector<StepInfo> steps() override { return steps_; }
+
+  void load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) override {
+    ++loads;
+    std::vector<uint32_t> labels;
+    for (const trace::Record& r : records_) {
+      if (r.step < first || r.step > last) continue;
+      auto lookup = [&](trace::StringId id) { return std::string_view(strings_.at(id)); };
+      labels.clear();
+      for (const trace::BufferFingerprint& b : r.buffers)
+        labels.push_back(translator_.translate(b.label, pool, lookup));
+      out.add(r, translator_.translate(r.name, pool, lookup), labels);
+    }
+  }
+
+  int loads = 0;  // how many windows were read
+
+ private:
+  std::vector<trace::Record> records_;
+  std::vector<std::string> strings_;
+  std::vector<StepInfo> steps_;
+  StringTranslator translator_;
+};
+
+}  // namespace lockstep::tools

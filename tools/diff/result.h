@@ -1,0 +1,102 @@
+// What a diff finds, in plain values (no pool ids), ready for the text and JSON reports.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::tools {
+
+// origin: every compared input matched and an output differed (this op made the difference).
+// receiver: an input already differed (the op only carried a difference made elsewhere).
+// structural: the two runs did different work here (another op, count, field, buffer layout).
+// metric: only a metric payload differed (no fingerprinted input says where it came from).
+enum class Classification { Origin, Structural, Receiver, Metric };
+const char* classification_name(Classification c);
+
+// Why a structural divergence is structural.
+enum class StructuralKind { None, Inserted, Deleted, Reordered, Fields, Buffers };
+const char* structural_kind_name(StructuralKind k);
+
+struct BufferDiff {
+  std::string role;   // "in" | "out"
+  std::string label;
+  std::string dtype;
+  uint64_t bytes = 0;
+  uint64_t fingerprint_a = 0, fingerprint_b = 0;
+};
+
+// One line of context around a structural divergence.
+struct ContextLine {
+  uint64_t seq = 0;
+  std::string text;  // "kernel name" / "collective ncclAllReduce comm 0 #3"
+  bool marked = false;
+};
+
+struct Divergence {
+  int rank = 0;
+  uint32_t step = 0;
+  uint32_t stream = 0;
+  Classification classification = Classification::Origin;
+  StructuralKind structural = StructuralKind::None;
+  std::string kind;        // record kind CLI name
+  std::string name;
+  uint32_t occurrence = 0; // 1-based occurrence of (kind, name) on this stream in this step
+  uint64_t seq_a = 0, seq_b = 0;  // 0 where the op is absent from that run
+  std::optional<BufferDiff> buffer;
+  std::string detail;      // one line for people
+  bool is_collective = false;
+  uint64_t comm_id = 0, comm_seq = 0;
+  int received_from = -1;  // receiver collective: a rank whose input differed
+  // Ordering inside the rank and across ranks.
+  uint64_t anchor_seq = 0;  // seq in run A (or of the A op just before an inserted op)
+  uint8_t anchor_sub = 0;
+  uint32_t epoch = 0;       // collectives of the step before this op on this rank
+  std::vector<ContextLine> context_a, context_b;  // structural only
+  size_t context_before_a = 0, context_before_b = 0;  // lines before the divergence point
+};
+
+struct MetricDivergence {
+  int rank = 0;
+  uint32_t step = 0;
+  uint32_t stream = 0;
+  std::string name;
+  uint32_t occurrence = 0;
+  uint64_t seq_a = 0, seq_b = 0;
+  uint64_t dtype_hint = 0;
+  std::vector<uint8_t> a, b;
+};
+
+// A collective whose fingerprints differed, to tell receivers from origins across ranks.
+struct CollectiveStatus {
+  uint64_t comm_id = 0, comm_seq = 0;
+  bool in_differs = false, out_differs = false;
+};
+
+struct RankResult {
+  int rank = 0;
+  std::optional<Divergence> first;
+  std::vector<Divergence> structural;  // capped
+  uint64_t structural_total = 0;
+  std::optional<MetricDivergence> metric;
+  std::vector<CollectiveStatus> collectives;  // those that differed, capped
+  uint64_t records_compared = 0;
+  uint64_t divergent_records = 0;
+  uint64_t steps_compared = 0, steps_skipped = 0;
+  std::vector<std::string> warnings;
+};
+
+struct DiffResult {
+  bool divergent = false;
+  std::vector<RankResult> ranks;             // by rank
+  std::vector<Divergence> first_by_epoch;    // each rank's first divergence, in blame order
+  std::optional<Divergence> culprit;         // first origin (or structural) in that order
+  std::optional<MetricDivergence> metric;    // earliest step, then lowest rank
+  std::vector<Divergence> structural;        // all ranks, capped
+  uint64_t structural_total = 0;
+  uint64_t records_compared = 0, steps_compared = 0, steps_skipped = 0;
+  std::vector<std::string> warnings;
+};
+
+}  // namespace lockstep::tools

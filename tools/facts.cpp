@@ -1,0 +1,115 @@
+#include "tools/facts.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "trace/reader.h"
+#include "trace/writer.h"
+
+namespace lockstep::tools {
+namespace {
+
+RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
+  RankFacts facts;
+  facts.rank = file.rank;
+  facts.path = file.path;
+  std::error_code ec;
+  facts.file_bytes = std::filesystem::file_size(file.path, ec);
+  std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(file.path);
+  if (options.verify) {
+    try {
+      reader->verify_all();
+    } catch (const trace::TraceError& e) {
+      facts.corruption = e.what();
+    }
+  }
+  const std::vector<trace::BlockInfo>* blocks = nullptr;
+  try {
+    blocks = &reader->blocks();
+  } catch (const trace::TraceError& e) {
+    if (facts.corruption.empty()) facts.corruption = e.what();
+    return facts;
+  }
+  facts.blocks = blocks->size();
+  facts.truncated = reader->truncated();
+  facts.truncation_offset = reader->truncation_offset();
+  for (const trace::StepSummary& s : reader->step_summaries()) facts.summary_steps.push_back(s.step);
+  std::sort(facts.summary_steps.begin(), facts.summary_steps.end());
+  facts.summary_steps.erase(std::unique(facts.summary_steps.begin(), facts.summary_steps.end()),
+                            facts.summary_steps.end());
+  if (!options.decode) {
+    std::set<uint32_t> steps;
+    for (const trace::BlockInfo& b : *blocks) {
+      if (b.type != trace::BlockType::Records) continue;
+      facts.records += b.record_count;
+      if (b.max_step >= b.min_step && b.max_step - b.min_step < 4096)
+        for (uint64_t s = b.min_step; s <= b.max_step; ++s) steps.insert(static_cast<uint32_t>(s));
+    }
+    facts.record_steps.assign(steps.begin(), steps.end());
+    return facts;
+  }
+  std::set<uint32_t> steps;
+  std::map<trace::StringId, std::string> names;
+  std::map<trace::StringId, uint64_t> kernel_ids;
+  try {
+    reader->for_each_record([&](const trace::Record& r) {
+      ++facts.records;
+      ++facts.by_kind[std::string(trace::record_kind_name(r.kind))];
+      if (r.kind != trace::RecordKind::Warning && r.kind != trace::RecordKind::StepSummary)
+        steps.insert(r.step);
+      if (r.kind == trace::RecordKind::Kernel || r.kind == trace::RecordKind::Gemm)
+        ++kernel_ids[r.name];
+      if (r.kind == trace::RecordKind::Warning) {
+        uint64_t count = r.fields[trace::fields::Warning::count];
+        facts.warnings[std::string(reader->string(r.name))] += count;
+        if (r.fields[trace::fields::Warning::code] == trace::kWarningRecordsDropped)
+          facts.dropped_records += count;
+      }
+      for (const trace::BufferFingerprint& b : r.buffers) {
+        ++facts.buffers;
+        if (b.flags & trace::kFingerprintValid) {
+          ++facts.buffers_fingerprinted;
+          facts.bytes_fingerprinted += b.bytes;
+        }
+      }
+      return true;
+    });
+  } catch (const trace::TraceError& e) {
+    if (facts.corruption.empty()) facts.corruption = e.what();
+  }
+  for (auto& [id, count] : kernel_ids) facts.kernels[std::string(reader->string(id))] += count;
+  facts.record_steps.assign(steps.begin(), steps.end());
+  return facts;
+}
+
+}  // namespace
+
+std::vector<RankFacts> scan_run(const RunSet& run, const ScanOptions& options) {
+  std::vector<RankFacts> facts(run.files.size());
+  if (run.files.empty()) return facts;
+  std::vector<std::exception_ptr> errors(run.files.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < run.files.size(); i = next++) {
+      try {
+        facts[i] = scan_rank(run.files[i], options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, run.files.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return facts;
+}
+
+}  // namespace lockstep::tools

@@ -1,0 +1,40 @@
+// What a run directory holds, rank by rank: counts for `stats`, `verify` and `run`'s summary.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/run_set.h"
+
+namespace lockstep::tools {
+
+struct RankFacts {
+  int rank = 0;
+  std::string path;
+  uint64_t file_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t records = 0;  // decoded (or from block headers when not decoding)
+  bool truncated = false;
+  uint64_t truncation_offset = 0;
+  std::string corruption;  // first checksum / decoding error, when verifying
+  // Filled when decoding:
+  std::map<std::string, uint64_t> by_kind;
+  std::map<std::string, uint64_t> kernels;  // kernel and GEMM names -> launches
+  uint64_t buffers = 0, buffers_fingerprinted = 0, bytes_fingerprinted = 0;
+  uint64_t dropped_records = 0;                 // from Warning records of the writer
+  std::map<std::string, uint64_t> warnings;     // Warning message -> total count
+  std::vector<uint32_t> record_steps;           // steps that have records, ascending
+  std::vector<uint32_t> summary_steps;          // steps that have a summary, ascending
+};
+
+struct ScanOptions {
+  bool decode = true;   // decode every record (else block headers and summaries only)
+  bool verify = false;  // check every block's checksum first (corruption is recorded, not thrown)
+};
+
+// One rank per worker, all cores. Throws TraceError only for files that cannot be opened.
+std::vector<RankFacts> scan_run(const RunSet& run, const ScanOptions& options);
+
+}  // namespace lockstep::tools

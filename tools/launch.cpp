@@ -1,0 +1,165 @@
+#include "tools/launch.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tools/run_set.h"
+#include "trace/env.h"
+#include "trace/run_dir.h"
+
+namespace lockstep::tools {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile sig_atomic_t child_pid = 0;
+
+// Signals sent to this process by kill(2) go to the job; those the terminal sends to the whole
+// foreground group already reached the job and are not sent twice.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  if (child_pid > 0 && (info == nullptr || info->si_code == SI_USER || info->si_code == SI_QUEUE))
+    kill(child_pid, sig);
+}
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+std::string new_run_id() {
+  std::random_device device;
+  uint64_t bits = (static_cast<uint64_t>(device()) << 32) ^ device() ^
+                  static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return fmt::format("lockstep-{:016x}", bits);
+}
+
+}  // namespace
+
+std::string find_shim() {
+  if (const char* lib = std::getenv("LOCKSTEP_LIB"); lib && *lib) {
+    if (!fs::exists(lib)) throw InputError(std::string(lib) + ": LOCKSTEP_LIB names no file");
+    return fs::absolute(lib).string();
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const char* rel : {"../lib/liblockstep.so", "../interpose/liblockstep.so"}) {
+      fs::path candidate = (exe.parent_path() / rel).lexically_normal();
+      if (fs::exists(candidate)) return candidate.string();
+    }
+  }
+  throw InputError(fmt::format("{}: liblockstep.so not found in ../lib or ../interpose next to "
+                               "this binary; set LOCKSTEP_LIB",
+                               ec ? "lockstep" : exe.string()));
+}
+
+std::string default_trace_dir() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "lockstep-trace-%Y%m%d-%H%M%S", &local);
+  return buf;
+}
+
+void parse_step_range(const std::string& text, const std::string& what, uint32_t& first,
+                      uint32_t& last) {
+  auto bad = [&] { return InputError(fmt::format("{}: '{}' is not a step range A-B", what, text)); };
+  auto number = [&](const std::string& s) -> uint32_t {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 9)
+      throw bad();
+    return static_cast<uint32_t>(std::stoul(s));
+  };
+  size_t dash = text.find('-');
+  if (dash == std::string::npos) {
+    first = last = number(text);
+    return;
+  }
+  first = number(text.substr(0, dash));
+  std::string tail = text.substr(dash + 1);
+  last = tail.empty() ? UINT32_MAX : number(tail);
+  if (last < first) throw bad();
+}
+
+LaunchResult launch_traced(const TraceRequest& request) {
+  if (request.command.empty()) throw InputError("lockstep: no command given after --");
+  static const char* kLevels[] = {"off", "metrics", "broad", "full"};
+  if (!request.level.empty() &&
+      std::find(std::begin(kLevels), std::end(kLevels), request.level) == std::end(kLevels))
+    throw InputError(fmt::format("--level: '{}' is not off, metrics, broad or full", request.level));
+  if (!request.steps.empty()) {
+    uint32_t first, last;
+    parse_step_range(request.steps, "--steps", first, last);
+  }
+  std::string shim = find_shim();
+  LaunchResult result;
+  result.run_id = new_run_id();
+  std::string dir = fs::absolute(request.dir).lexically_normal().string();
+  std::string error;
+  if (!trace::prepare_run_dir({dir, result.run_id, request.overwrite}, &error))
+    throw InputError(error.empty() ? dir + ": cannot be used as a trace directory" : error);
+
+  // A pipe closed by exec tells the parent whether exec worked.
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) throw InputError(std::string("pipe: ") + strerror(errno));
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) throw InputError(std::string("fork: ") + strerror(errno));
+  if (pid == 0) {
+    close(status_pipe[0]);
+    std::string preload = shim;
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv(env::kDir, dir.c_str(), 1);
+    setenv(env::kRunId, result.run_id.c_str(), 1);
+    if (!request.level.empty()) setenv(env::kLevel, request.level.c_str(), 1);
+    if (!request.steps.empty()) setenv(env::kSteps, request.steps.c_str(), 1);
+    if (!request.kernels.empty()) setenv(env::kKernels, request.kernels.c_str(), 1);
+    if (request.overwrite) setenv(env::kOverwrite, "1", 1);
+    std::vector<char*> argv;
+    for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    int err = errno;
+    (void)!write(status_pipe[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(status_pipe[1]);
+  child_pid = pid;
+  struct sigaction action {}, previous[std::size(kForwarded)];
+  action.sa_sigaction = forward_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &action, &previous[i]);
+
+  int exec_errno = 0;
+  ssize_t got;
+  do got = read(status_pipe[0], &exec_errno, sizeof(exec_errno));
+  while (got < 0 && errno == EINTR);
+  close(status_pipe[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  child_pid = 0;
+  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &previous[i], nullptr);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (got == sizeof(exec_errno))
+    throw InputError(fmt::format("{}: cannot run: {}", request.command[0], strerror(exec_errno)));
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  return result;
+}
+
+}  // namespace lockstep::tools

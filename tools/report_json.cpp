@@ -1,0 +1,105 @@
+#include <fmt/format.h>
+
+#include "tools/diff/compare.h"
+#include "tools/report.h"
+
+namespace lockstep::tools {
+namespace {
+
+using nlohmann::json;
+
+std::string hex64(uint64_t v) { return fmt::format("{:#018x}", v); }
+
+json seq_pair(uint64_t a, uint64_t b) {
+  return {{"a", a ? json(a) : json(nullptr)}, {"b", b ? json(b) : json(nullptr)}};
+}
+
+json context_json(const std::vector<ContextLine>& lines) {
+  json out = json::array();
+  for (const ContextLine& l : lines) out.push_back({{"seq", l.seq}, {"op", l.text}, {"marked", l.marked}});
+  return out;
+}
+
+json divergence_json(const Divergence& d) {
+  json j = {
+      {"rank", d.rank},
+      {"step", d.step},
+      {"seq", seq_pair(d.seq_a, d.seq_b)},
+      {"stream", d.stream},
+      {"kind", d.kind},
+      {"name", d.name},
+      {"occurrence", d.occurrence},
+      {"epoch", d.epoch},
+      {"classification", classification_name(d.classification)},
+      {"structural_kind", d.structural == StructuralKind::None
+                              ? json(nullptr)
+                              : json(structural_kind_name(d.structural))},
+      {"detail", d.detail},
+      {"collective", d.is_collective ? json{{"comm_id", d.comm_id}, {"comm_seq", d.comm_seq}}
+                                     : json(nullptr)},
+      {"received_from", d.received_from >= 0 ? json(d.received_from) : json(nullptr)},
+      {"buffer", nullptr},
+  };
+  if (d.buffer)
+    j["buffer"] = {{"role", d.buffer->role},
+                   {"label", d.buffer->label},
+                   {"bytes", d.buffer->bytes},
+                   {"dtype", d.buffer->dtype},
+                   {"fingerprint_a", hex64(d.buffer->fingerprint_a)},
+                   {"fingerprint_b", hex64(d.buffer->fingerprint_b)}};
+  if (d.classification == Classification::Structural)
+    j["context"] = {{"a", context_json(d.context_a)}, {"b", context_json(d.context_b)}};
+  return j;
+}
+
+json metric_value(const std::vector<uint8_t>& bytes, uint64_t hint) {
+  std::string hex;
+  for (uint8_t b : bytes) hex += fmt::format("{:02x}", b);
+  return {{"decoded", format_metric_value(bytes, hint)}, {"bytes_hex", hex}};
+}
+
+}  // namespace
+
+nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
+  json j = {
+      {"schema", "lockstep-diff"},
+      {"version", kDiffSchemaVersion},
+      {"verdict", result.divergent ? "divergent" : "identical"},
+      {"a", {{"path", context.a}}},
+      {"b", {{"path", context.b}}},
+      {"world_size", context.world_size},
+      {"ranks_compared", context.ranks},
+      {"stats",
+       {{"records_compared", result.records_compared},
+        {"steps_compared", result.steps_compared},
+        {"steps_skipped", result.steps_skipped},
+        {"seconds", context.seconds}}},
+      {"first_divergence", result.first_by_epoch.empty()
+                               ? json(nullptr)
+                               : divergence_json(result.first_by_epoch.front())},
+      {"culprit_rank", result.culprit ? json(result.culprit->rank) : json(nullptr)},
+      {"culprit", result.culprit ? divergence_json(*result.culprit) : json(nullptr)},
+      {"per_rank", json::array()},
+      {"structural", json::array()},
+      {"structural_total", result.structural_total},
+      {"metric_divergence", nullptr},
+      {"warnings", result.warnings},
+  };
+  for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
+  for (const Divergence& d : result.structural) j["structural"].push_back(divergence_json(d));
+  if (result.metric) {
+    const MetricDivergence& m = *result.metric;
+    j["metric_divergence"] = {{"rank", m.rank},
+                              {"step", m.step},
+                              {"stream", m.stream},
+                              {"name", m.name},
+                              {"occurrence", m.occurrence},
+                              {"seq", seq_pair(m.seq_a, m.seq_b)},
+                              {"dtype_hint", m.dtype_hint},
+                              {"a", metric_value(m.a, m.dtype_hint)},
+                              {"b", metric_value(m.b, m.dtype_hint)}};
+  }
+  return j;
+}
+
+}  // namespace lockstep::tools

@@ -1,0 +1,133 @@
+#include <fmt/format.h>
+
+#include "tools/diff/compare.h"
+#include "tools/report.h"
+
+namespace lockstep::tools {
+namespace {
+
+std::string shorten(std::string_view text, size_t width) {
+  if (text.size() <= width) return std::string(text);
+  return std::string(text.substr(0, width - 3)) + "...";
+}
+
+std::string seqs(const Divergence& d) {
+  auto one = [](uint64_t s) { return s ? std::to_string(s) : std::string("-"); };
+  return "seq " + one(d.seq_a) + "/" + one(d.seq_b);
+}
+
+void side_by_side(std::string& out, const Divergence& d, const Style& style) {
+  constexpr size_t kWidth = 56;
+  auto cell = [&](const ContextLine* line) {
+    return line ? fmt::format("{:>7} {}", line->seq, shorten(line->text, kWidth - 8)) : std::string();
+  };
+  auto row = [&](const ContextLine* left, const ContextLine* right) {
+    bool lm = left && left->marked, rm = right && right->marked;
+    std::string l = fmt::format("{:<{}}", cell(left), kWidth);
+    std::string r = cell(right);
+    out += fmt::format("      {}{} | {}{}\n", lm ? ">" : " ", lm ? style.yellow(l) : l,
+                       rm ? ">" : " ", rm ? style.yellow(r) : r);
+  };
+  // Split each side into: lines before the divergence point, the op there (if this run has
+  // it), lines after; then print the parts against each other.
+  struct Parts {
+    std::vector<const ContextLine*> before, at, after;
+  };
+  auto split = [](const std::vector<ContextLine>& lines, size_t before) {
+    Parts p;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i < before) p.before.push_back(&lines[i]);
+      else if (i == before && lines[i].marked) p.at.push_back(&lines[i]);
+      else p.after.push_back(&lines[i]);
+    }
+    return p;
+  };
+  Parts a = split(d.context_a, d.context_before_a), b = split(d.context_b, d.context_before_b);
+  out += fmt::format("      {:<{}} | {}\n", " run A", kWidth + 1, " run B");
+  size_t pre = std::max(a.before.size(), b.before.size());
+  for (size_t i = 0; i < pre; ++i) {
+    size_t ia = i + a.before.size(), ib = i + b.before.size();  // bottom-aligned
+    row(ia >= pre ? a.before[ia - pre] : nullptr, ib >= pre ? b.before[ib - pre] : nullptr);
+  }
+  if (!a.at.empty() || !b.at.empty())
+    row(a.at.empty() ? nullptr : a.at[0], b.at.empty() ? nullptr : b.at[0]);
+  for (size_t i = 0; i < std::max(a.after.size(), b.after.size()); ++i)
+    row(i < a.after.size() ? a.after[i] : nullptr, i < b.after.size() ? b.after[i] : nullptr);
+}
+
+std::string buffer_line(const BufferDiff& b) {
+  return fmt::format("{} '{}' {} {} bytes: A {:#018x}  B {:#018x}", b.role, b.label, b.dtype,
+                     b.bytes, b.fingerprint_a, b.fingerprint_b);
+}
+
+}  // namespace
+
+std::string op_label(const Divergence& d) {
+  std::string label = d.kind + " " + d.name;
+  if (d.is_collective) label += fmt::format(" comm {} #{}", d.comm_id, d.comm_seq);
+  else label += fmt::format(" #{}", d.occurrence);
+  label += fmt::format(" stream {}", d.stream);
+  return label;
+}
+
+std::string diff_text(const DiffResult& result, const DiffContext& context, const Style& style) {
+  std::string out;
+  out += fmt::format("lockstep diff: {}\n", result.divergent ? style.red(style.bold("DIVERGENT"))
+                                                              : style.green("IDENTICAL"));
+  out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
+  out += fmt::format("  {} rank{} compared; {} records in {} steps compared, {} steps skipped "
+                     "as equal by their summaries\n",
+                     context.ranks.size(), context.ranks.size() == 1 ? "" : "s",
+                     result.records_compared, result.steps_compared, result.steps_skipped);
+  if (!result.divergent) return out;
+
+  if (result.metric) {
+    const MetricDivergence& m = *result.metric;
+    out += fmt::format("\n{}   first differs at step {}, rank {}: {} #{} on stream {} (seq {}/{})\n",
+                       style.bold("metric"), m.step, m.rank, m.name, m.occurrence, m.stream,
+                       m.seq_a, m.seq_b);
+    out += fmt::format("         A {}\n         B {}\n", format_metric_value(m.a, m.dtype_hint),
+                       format_metric_value(m.b, m.dtype_hint));
+  }
+  if (result.culprit) {
+    const Divergence& d = *result.culprit;
+    out += fmt::format("\n{}  rank {}, step {}: {} ({})\n", style.bold("culprit"), d.rank, d.step,
+                       op_label(d), seqs(d));
+    out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
+                       d.detail);
+    if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+  } else if (!result.first_by_epoch.empty()) {
+    out += fmt::format("\n{}  none: no rank has an op whose inputs matched and outputs "
+                       "differed (the difference entered through untraced work)\n",
+                       style.bold("culprit"));
+  }
+  if (!result.first_by_epoch.empty()) {
+    out += "\nfirst divergence per rank, in blame order (step, collective epoch, origins first):\n";
+    out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", "rank", "step", "epoch", "class", "op");
+    for (const Divergence& d : result.first_by_epoch) {
+      std::string what = op_label(d);
+      if (d.buffer) what += fmt::format("  {} '{}'", d.buffer->role, d.buffer->label);
+      if (d.structural != StructuralKind::None)
+        what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
+      if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
+      out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", d.rank, d.step, d.epoch,
+                         classification_name(d.classification), what);
+    }
+  }
+  if (result.structural_total > 0) {
+    out += fmt::format("\nstructural divergences: {}{}\n", result.structural_total,
+                       result.structural.size() < result.structural_total
+                           ? fmt::format(" (first {} shown)", result.structural.size())
+                           : "");
+    size_t shown = 0;
+    for (const Divergence& d : result.structural) {
+      if (++shown > 8) break;
+      out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank, d.step,
+                         d.stream, structural_kind_name(d.structural), d.kind, d.name, d.detail);
+      if (!d.context_a.empty() || !d.context_b.empty()) side_by_side(out, d, style);
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::tools

@@ -1,0 +1,171 @@
+#include "tools/synth/synthetic_trace.h"
+
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "trace/header.h"
+#include "trace/record.h"
+#include "trace/run_dir.h"
+#include "trace/writer.h"
+
+namespace lockstep::tools::synth {
+
+namespace {
+
+using trace::Record;
+using trace::RecordKind;
+namespace fields = trace::fields;
+
+uint64_t mix(uint64_t x, uint64_t y) {
+  uint64_t h = x ^ (y + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2));
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
+const Plant* find_plant(const Spec& spec, Plant::Kind kind, int rank, uint32_t step,
+                        uint32_t index) {
+  for (const Plant& p : spec.plants)
+    if (p.kind == kind && p.rank == rank && p.step == step && p.index == index) return &p;
+  return nullptr;
+}
+
+class RankWriter {
+ public:
+  RankWriter(std::unique_ptr<trace::TraceWriter> writer, const Spec& spec)
+      : writer_(std::move(writer)), spec_(spec) {}
+
+  trace::TraceWriter& writer() { return *writer_; }
+
+  void op(RecordKind kind, uint32_t step, uint32_t stream, const std::string& name,
+          uint64_t in_fp, uint64_t out_fp, bool fingerprinted, uint64_t algo = 3) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = kind;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = stream;
+    r.name = writer_->intern(name);
+    const char* in_label = "arg0";
+    const char* out_label = "arg1";
+    if (kind == RecordKind::Kernel) {
+      r.fields[fields::Kernel::grid_x] = 120;
+      r.fields[fields::Kernel::block_x] = 256;
+      r.fields[fields::Kernel::args_digest] = 0x1234;
+    } else if (kind == RecordKind::Gemm) {
+      r.fields[fields::Gemm::m] = r.fields[fields::Gemm::n] = r.fields[fields::Gemm::k] = 1024;
+      r.fields[fields::Gemm::algo] = algo;
+      in_label = "A", out_label = "D";
+    } else if (kind == RecordKind::Collective) {
+      r.fields[fields::Collective::comm_id] = 0;
+      r.fields[fields::Collective::comm_seq] = step;
+      r.fields[fields::Collective::count] = 1 << 20;
+      r.fields[fields::Collective::nranks] = spec_.world_size;
+      r.fields[fields::Collective::root_or_peer] = UINT64_MAX;
+      in_label = "send", out_label = "recv";
+    }
+    uint8_t flags = fingerprinted ? (trace::kFingerprintValid | trace::kExtentExact) : 0;
+    trace::BufferFingerprint in{trace::Role::In, trace::DType::BF16, flags,
+                                writer_->intern(in_label), 1 << 21, fingerprinted ? in_fp : 0};
+    trace::BufferFingerprint out{trace::Role::Out, trace::DType::BF16, flags,
+                                 writer_->intern(out_label), 1 << 21, fingerprinted ? out_fp : 0};
+    r.buffers.push_back(in);
+    r.buffers.push_back(out);
+    writer_->append(r);
+  }
+
+  void metric(uint32_t step, float value) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = RecordKind::Metric;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = 1;
+    r.name = writer_->intern("cudaMemcpyAsync");
+    r.fields[fields::Metric::bytes] = 4;
+    r.fields[fields::Metric::dtype_hint] = static_cast<uint64_t>(trace::DType::F32);
+    r.payload.resize(4);
+    std::memcpy(r.payload.data(), &value, 4);
+    writer_->append(r);
+  }
+
+ private:
+  std::unique_ptr<trace::TraceWriter> writer_;
+  const Spec& spec_;
+  Record scratch_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::string write_run(const std::string& dir, const Spec& spec, const std::string& run_id) {
+  std::string error;
+  if (!trace::prepare_run_dir({dir, run_id, true}, &error)) return error;
+  std::vector<std::unique_ptr<RankWriter>> writers(spec.world_size);
+  for (int rank = 0; rank < spec.world_size; ++rank) {
+    if (spec.only_rank && *spec.only_rank != rank) continue;
+    nlohmann::json header = trace::build_trace_header(
+        {{"configuration", {{"level", spec.level}, {"synthetic", true}}}});
+    header["rank"] = rank;
+    header["world_size"] = spec.header_world_size.value_or(spec.world_size);
+    trace::WriterOptions options;
+    options.path = dir + "/" + trace::rank_trace_name(rank);
+    options.memory_budget = spec.writer_memory;
+    auto writer = trace::TraceWriter::open(options, header, &error);
+    if (!writer) return error.empty() ? options.path + ": cannot open" : error;
+    writers[rank] = std::make_unique<RankWriter>(std::move(writer), spec);
+  }
+  std::vector<uint64_t> state(spec.world_size);
+  for (int rank = 0; rank < spec.world_size; ++rank) state[rank] = mix(42, rank);
+  for (uint32_t step = 0; step < spec.steps; ++step) {
+    const bool window = step >= spec.fp_first_step && step <= spec.fp_last_step;
+    const bool all = spec.level == "full" && window;
+    const bool broad = (spec.level == "full" || spec.level == "broad") && window;
+    for (int rank = 0; rank < spec.world_size; ++rank) {
+      RankWriter* w = writers[rank].get();
+      uint64_t& s = state[rank];
+      for (uint32_t i = 0; i < spec.ops_per_step; ++i) {
+        uint32_t stream = 1 + i % spec.streams;
+        if (find_plant(spec, Plant::Insert, rank, step, i) && w)
+          w->op(RecordKind::Kernel, step, stream, "planted_extra_kernel", s, s, all);
+        if (find_plant(spec, Plant::Delete, rank, step, i)) continue;
+        bool gemm = i % 4 == 3;
+        uint64_t out = mix(s, step * 1000 + i);
+        uint64_t algo = 3;
+        if (gemm && find_plant(spec, Plant::GemmAlgo, rank, step, i)) algo = 7, out ^= 0x55;
+        if (find_plant(spec, Plant::Output, rank, step, i)) out ^= 1;
+        if (w) {
+          if (gemm) w->op(RecordKind::Gemm, step, stream, "cublasLtMatmul", s, out, broad, algo);
+          else
+            w->op(RecordKind::Kernel, step, stream,
+                  fmt::format("void layer{}_forward<__nv_bfloat16, 128>(Params)", i % 16), s, out, all);
+        }
+        s = out;
+      }
+    }
+    uint64_t reduced = 0;
+    for (int rank = 0; rank < spec.world_size; ++rank) reduced = mix(reduced, state[rank]);
+    for (int rank = 0; rank < spec.world_size; ++rank) {
+      uint64_t before = state[rank];
+      state[rank] = mix(reduced, step);
+      if (RankWriter* w = writers[rank].get()) {
+        w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, reduced, broad);
+        w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", reduced,
+              state[rank], all);
+        if (spec.metrics) {
+          float loss = 4.0f / (1.0f + step) + static_cast<float>(state[rank] % 1000) * 1e-6f;
+          if (find_plant(spec, Plant::Metric, rank, step, 0)) loss += 1e-3f;
+          w->metric(step, loss);
+        }
+        w->writer().end_step(step);
+      }
+    }
+  }
+  for (auto& w : writers)
+    if (w) w->writer().close();
+  return {};
+}
+
+}  // namespace lockstep::tools::synth

@@ -1,0 +1,47 @@
+// Synthetic training runs written through TraceWriter, for the CLI's tests and benchmark (not
+// part of the CLI). A run is `world_size` ranks doing `steps` steps of: kernels spread over the
+// compute streams (with a GEMM every fourth op), an all-reduce of the state on the last stream,
+// an optimizer kernel, and a loss metric. Values flow like data: each op's input fingerprint is
+// the previous op's output, and the all-reduce mixes every rank's state, so a planted change
+// propagates as it would in a real job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::tools::synth {
+
+struct Plant {
+  enum Kind {
+    Output,    // the op's output fingerprint changes (an origin); everything after receives it
+    Insert,    // an extra kernel before the op
+    Delete,    // the op is not launched
+    GemmAlgo,  // the GEMM at this index picks another algorithm (and computes another D)
+    Metric,    // only the loss payload of this step changes
+  } kind = Output;
+  int rank = 0;
+  uint32_t step = 0;
+  uint32_t index = 0;  // op index within the step
+};
+
+struct Spec {
+  int world_size = 2;
+  uint32_t steps = 4;
+  uint32_t ops_per_step = 8;  // compute ops per rank per step
+  uint32_t streams = 2;       // compute streams; the all-reduce uses stream streams + 1
+  bool metrics = true;
+  std::string level = "full";      // broad: only GEMMs and collectives carry fingerprints
+  uint32_t fp_first_step = 0, fp_last_step = UINT32_MAX;  // fingerprint window (LOCKSTEP_STEPS)
+  std::vector<Plant> plants;
+  std::optional<int> only_rank;    // write just this rank's file (one process per rank)
+  std::optional<int> header_world_size;  // lie in the header (tests of bad input)
+  size_t writer_memory = 64u << 20;
+};
+
+// Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error
+// message, empty on success.
+std::string write_run(const std::string& dir, const Spec& spec, const std::string& run_id = "synthetic");
+
+}  // namespace lockstep::tools::synth

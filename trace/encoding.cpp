@@ -1,0 +1,289 @@
+#include "trace/encoding.h"
+
+#include <cstring>
+
+#include "trace/varint.h"
+
+namespace lockstep::trace {
+namespace {
+
+enum TagBits : uint8_t {
+  kKindMask = 0x0f,
+  kKindEscape = 0x0f,
+  kSeqGap = 1 << 4,
+  kContextChanged = 1 << 5,
+  kNameChanged = 1 << 6,
+  kExtension = 1 << 7,
+};
+enum ExtensionBits : uint8_t { kBufferCountChanged = 1, kHasPayload = 2, kExtensionKnownBits = 3 };
+enum ContextBits : uint8_t { kStream = 1, kStep = 2, kThread = 4 };
+enum BufferBits : uint8_t {
+  kRoleFlags = 1 << 0,
+  kDType = 1 << 1,
+  kLabel = 1 << 2,
+  kBytes = 1 << 3,
+  kFingerprint = 1 << 4,
+  kAllocOrdinal = 1 << 5,
+  kAllocOffset = 1 << 6,
+  kBufferKnownBits = 0x7f,
+};
+
+inline uint64_t role_flags(const BufferFingerprint& b) {
+  return (static_cast<uint64_t>(b.flags) << 1) | (static_cast<uint8_t>(b.role) & 1);
+}
+
+// Byte counts are mostly multiples of large powers of two: store mantissa and shift.
+constexpr uint64_t kRawBytes = 63;
+inline uint8_t* put_bytes(uint8_t* out, uint64_t bytes) {
+  if (bytes == 0) return put_varint(out, 0);
+  const int tz = __builtin_ctzll(bytes);
+  const uint64_t mantissa = bytes >> tz;
+  if (mantissa >= (uint64_t{1} << 57)) return put_varint(put_varint(out, kRawBytes), bytes);
+  return put_varint(out, (mantissa << 6) | static_cast<uint64_t>(tz));
+}
+inline bool get_bytes(const uint8_t*& in, const uint8_t* end, uint64_t& bytes) {
+  uint64_t value;
+  if (!get_varint(in, end, value)) return false;
+  if (value == kRawBytes) return get_varint(in, end, bytes);
+  bytes = (value >> 6) << (value & 63);
+  return true;
+}
+
+const BufferFingerprint kZeroBuffer{};
+
+}  // namespace
+
+// ---- shared state ---------------------------------------------------------------------------
+
+void DeltaState::reset() {
+  prev_seq = 0;
+  prev_stream = prev_step = prev_thread = 0;
+  std::memset(prev_name, 0, sizeof(prev_name));
+  std::memset(last_slot_, 0, sizeof(last_slot_));
+  if (++generation_ == 0) {  // wrapped: forget every entry for real
+    for (Entry& entry : cache_) entry.generation = 0;
+    generation_ = 1;
+  }
+}
+
+void DeltaState::remember(const Record& record, int slot) {
+  Entry& entry = cache_[slot];
+  const uint8_t kind = static_cast<uint8_t>(record.kind);
+  entry.generation = generation_;
+  entry.kind = kind;
+  entry.name = record.name;
+  // Fields past the kind's count are never stored: remember what the decoder will see.
+  const int count = fast_field_count(record.kind);
+  std::memcpy(entry.fields, record.fields.data(), count * sizeof(uint64_t));
+  std::memset(entry.fields + count, 0, (kMaxFields - count) * sizeof(uint64_t));
+  entry.buffers.assign(record.buffers.begin(), record.buffers.end());
+  last_slot_[kind & (kKindSlots - 1)] = static_cast<uint8_t>(slot);
+}
+
+// ---- encoder --------------------------------------------------------------------------------
+
+uint8_t* RecordEncoder::encode(const Record& record, uint32_t thread, uint8_t* out) {
+  DeltaState& s = state_;
+  const uint8_t kind = static_cast<uint8_t>(record.kind);
+  const int kind_slot = kind & (kKindSlots - 1);
+  const int slot = DeltaState::slot_for(kind, record.name);
+  const DeltaState::Entry& base = s.base(kind_slot, record.name, slot);
+
+  uint8_t* tag_at = out++;
+  uint8_t tag = kind < kKindEscape ? kind : static_cast<uint8_t>(kKindEscape);
+  if (kind >= kKindEscape) out = put_varint(out, kind);
+
+  uint8_t extension = 0;
+  if (record.buffers.size() != base.buffers.size()) extension |= kBufferCountChanged;
+  if (!record.payload.empty()) extension |= kHasPayload;
+  if (extension) tag |= kExtension, *out++ = extension;
+
+  if (record.seq != s.prev_seq + 1) {
+    tag |= kSeqGap;
+    out = put_varint(out, zigzag(static_cast<int64_t>(record.seq - (s.prev_seq + 1))));
+  }
+  s.prev_seq = record.seq;
+
+  if (record.stream != s.prev_stream || record.step != s.prev_step || thread != s.prev_thread) {
+    tag |= kContextChanged;
+    uint8_t* mask_at = out++;
+    uint8_t mask = 0;
+    if (record.stream != s.prev_stream) mask |= kStream, out = put_varint(out, record.stream);
+    if (record.step != s.prev_step) {
+      mask |= kStep;
+      out = put_varint(out, zigzag(static_cast<int64_t>(record.step) - s.prev_step));
+    }
+    if (thread != s.prev_thread) mask |= kThread, out = put_varint(out, thread);
+    *mask_at = mask;
+    s.prev_stream = record.stream, s.prev_step = record.step, s.prev_thread = thread;
+  }
+
+  if (record.name != s.prev_name[kind_slot]) {
+    tag |= kNameChanged;
+    out = put_varint(out, record.name);
+    s.prev_name[kind_slot] = record.name;
+  }
+  if (extension & kBufferCountChanged) out = put_varint(out, record.buffers.size());
+  *tag_at = tag;
+
+  const int count = fast_field_count(record.kind);
+  uint32_t mask = 0;
+  for (int i = 0; i < count; ++i)
+    if (record.fields[i] != base.fields[i]) mask |= 1u << i;
+  out = put_varint(out, mask);
+  for (int i = 0; i < count; ++i)
+    if (mask & (1u << i)) out = put_varint(out, record.fields[i]);
+
+  for (size_t i = 0; i < record.buffers.size(); ++i) {
+    const BufferFingerprint& b = record.buffers[i];
+    const BufferFingerprint& p = i < base.buffers.size() ? base.buffers[i] : kZeroBuffer;
+    uint8_t* bits_at = out++;
+    uint8_t bits = 0;
+    if (role_flags(b) != role_flags(p)) bits |= kRoleFlags, out = put_varint(out, role_flags(b));
+    if (b.dtype != p.dtype) bits |= kDType, *out++ = static_cast<uint8_t>(b.dtype);
+    if (b.label != p.label) bits |= kLabel, out = put_varint(out, b.label);
+    if (b.bytes != p.bytes) bits |= kBytes, out = put_bytes(out, b.bytes);
+    if (b.fingerprint != p.fingerprint) bits |= kFingerprint, out = put_fixed64(out, b.fingerprint);
+    if (b.alloc_ordinal != p.alloc_ordinal) bits |= kAllocOrdinal, out = put_varint(out, b.alloc_ordinal);
+    if (b.alloc_offset != p.alloc_offset) bits |= kAllocOffset, out = put_varint(out, b.alloc_offset);
+    *bits_at = bits;
+  }
+
+  if (!record.payload.empty()) {
+    out = put_varint(out, record.payload.size());
+    std::memcpy(out, record.payload.data(), record.payload.size());
+    out += record.payload.size();
+  }
+  s.remember(record, slot);
+  return out;
+}
+
+// ---- decoder --------------------------------------------------------------------------------
+
+namespace {
+bool fail(std::string* error, const char* what) {
+  if (error) *error = what;
+  return false;
+}
+bool get_u32(const uint8_t*& in, const uint8_t* end, uint32_t& value) {
+  uint64_t wide;
+  if (!get_varint(in, end, wide) || wide > UINT32_MAX) return false;
+  value = static_cast<uint32_t>(wide);
+  return true;
+}
+}  // namespace
+
+bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
+                           std::string* error) {
+  DeltaState& s = state_;
+  if (in >= end) return fail(error, "record cut off");
+  const uint8_t tag = *in++;
+  uint64_t wide_kind = tag & kKindMask;
+  if (wide_kind == kKindEscape && !get_varint(in, end, wide_kind))
+    return fail(error, "record cut off in kind");
+  if (wide_kind >= kKindSlots || !find_record_kind(static_cast<uint8_t>(wide_kind)))
+    return fail(error, "unknown record kind (written by a newer lockstep?)");
+  const auto kind = static_cast<uint8_t>(wide_kind);
+  out.kind = static_cast<RecordKind>(kind);
+
+  uint8_t extension = 0;
+  if (tag & kExtension) {
+    if (in >= end) return fail(error, "record cut off in extension");
+    extension = *in++;
+    if (extension & ~kExtensionKnownBits) return fail(error, "bad extension bits");
+  }
+
+  uint64_t value;
+  if (tag & kSeqGap) {
+    if (!get_varint(in, end, value)) return fail(error, "record cut off in seq");
+    out.seq = s.prev_seq + 1 + static_cast<uint64_t>(unzigzag(value));
+  } else {
+    out.seq = s.prev_seq + 1;
+  }
+  s.prev_seq = out.seq;
+
+  if (tag & kContextChanged) {
+    if (in >= end) return fail(error, "record cut off in context");
+    const uint8_t bits = *in++;
+    if (bits & ~(kStream | kStep | kThread)) return fail(error, "bad context mask");
+    if ((bits & kStream) && !get_u32(in, end, s.prev_stream)) return fail(error, "bad stream");
+    if (bits & kStep) {
+      if (!get_varint(in, end, value)) return fail(error, "bad step");
+      const int64_t step = static_cast<int64_t>(s.prev_step) + unzigzag(value);
+      if (step < 0 || step > UINT32_MAX) return fail(error, "step out of range");
+      s.prev_step = static_cast<uint32_t>(step);
+    }
+    if ((bits & kThread) && !get_u32(in, end, s.prev_thread)) return fail(error, "bad thread");
+  }
+  out.stream = s.prev_stream, out.step = s.prev_step, out.thread = s.prev_thread;
+
+  if ((tag & kNameChanged) && !get_u32(in, end, s.prev_name[kind])) return fail(error, "bad name id");
+  out.name = s.prev_name[kind];
+  const int slot = DeltaState::slot_for(kind, out.name);
+  const DeltaState::Entry& base = s.base(kind, out.name, slot);
+
+  size_t buffer_count = base.buffers.size();
+  if (extension & kBufferCountChanged) {
+    if (!get_varint(in, end, value)) return fail(error, "record cut off in buffer count");
+    // Every buffer takes at least its mask byte: a count past the input is corruption.
+    if (value > static_cast<uint64_t>(end - in)) return fail(error, "buffer count past the block");
+    buffer_count = value;
+  }
+
+  uint64_t mask;
+  if (!get_varint(in, end, mask)) return fail(error, "record cut off in field mask");
+  const int count = fast_field_count(out.kind);
+  out.fields.fill(0);
+  for (int i = 0; i < count; ++i) out.fields[i] = base.fields[i];
+  for (int bit = 0; bit < 64 && (mask >> bit); ++bit) {
+    if (!(mask & (uint64_t{1} << bit))) continue;
+    if (!get_varint(in, end, value)) return fail(error, "record cut off in fields");
+    if (bit < count) out.fields[bit] = value;  // else a newer trailing field: dropped
+  }
+
+  out.buffers.resize(buffer_count);
+  for (size_t i = 0; i < buffer_count; ++i) {
+    BufferFingerprint b = i < base.buffers.size() ? base.buffers[i] : kZeroBuffer;
+    if (in >= end) return fail(error, "record cut off in buffers");
+    const uint8_t bits = *in++;
+    if (bits & ~kBufferKnownBits) return fail(error, "bad buffer mask");
+    if (bits & kRoleFlags) {
+      if (!get_varint(in, end, value) || value > 0x1ff) return fail(error, "bad buffer flags");
+      b.role = static_cast<Role>(value & 1);
+      b.flags = static_cast<uint8_t>(value >> 1);
+    }
+    if (bits & kDType) {
+      if (in >= end) return fail(error, "record cut off in dtype");
+      b.dtype = static_cast<DType>(*in++);
+    }
+    if ((bits & kLabel) && !get_u32(in, end, b.label)) return fail(error, "bad buffer label");
+    if ((bits & kBytes) && !get_bytes(in, end, b.bytes)) return fail(error, "bad buffer bytes");
+    if ((bits & kFingerprint) && !get_fixed64(in, end, b.fingerprint))
+      return fail(error, "record cut off in fingerprint");
+    if ((bits & kAllocOrdinal) && !get_u32(in, end, b.alloc_ordinal))
+      return fail(error, "bad allocation ordinal");
+    if ((bits & kAllocOffset) && !get_varint(in, end, b.alloc_offset))
+      return fail(error, "bad allocation offset");
+    out.buffers[i] = b;  // base may alias a cache entry: it is only read, never resized here
+  }
+
+  out.payload.clear();
+  if (extension & kHasPayload) {
+    if (!get_varint(in, end, value)) return fail(error, "record cut off in payload length");
+    if (value == 0 || value > static_cast<uint64_t>(end - in))
+      return fail(error, "payload past the block");
+    out.payload.assign(in, in + value);
+    in += value;
+  }
+  s.remember(out, slot);
+  return true;
+}
+
+void encode_string(std::vector<uint8_t>& out, StringId id, std::string_view text) {
+  uint8_t head[2 * kMaxVarintBytes];
+  uint8_t* end = put_varint(put_varint(head, id), text.size());
+  out.insert(out.end(), head, end);
+  out.insert(out.end(), text.begin(), text.end());
+}
+
+}  // namespace lockstep::trace

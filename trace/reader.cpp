@@ -1,0 +1,291 @@
+// TraceReader implementation: pread over the file, one block in memory at a time.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include <xxhash.h>
+
+#include "trace/block_frame.h"
+#include "trace/encoding.h"
+#include "trace/reader.h"
+#include "trace/varint.h"
+
+namespace lockstep::trace {
+namespace {
+
+constexpr uint32_t kMaxJsonBytes = 16u << 20;
+
+std::string first_line(std::string text) {
+  if (size_t end = text.find('\n'); end != std::string::npos) text.resize(end);
+  return text;
+}
+
+class FileReader final : public TraceReader {
+ public:
+  explicit FileReader(std::string path) : path_(std::move(path)) {}
+  ~FileReader() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void open_and_validate() {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) fail("is a directory, not a lockstep trace");
+    size_ = static_cast<uint64_t>(st.st_size);
+    if (size_ == 0) fail("empty file, not a lockstep trace");
+
+    FileHeader file{};
+    const size_t got = read_at(0, &file, std::min<uint64_t>(size_, sizeof(file)));
+    if (got < sizeof(kFileMagic) || std::memcmp(file.magic, kFileMagic, sizeof(kFileMagic)) != 0)
+      fail("not a lockstep trace (no LOCKSTEP magic at offset 0)");
+    if (got < sizeof(file)) fail("trace cut off inside its file header (" + std::to_string(size_) + " bytes)");
+    version_ = file.format_version;
+    if (version_ > kFormatVersion)
+      fail("trace format v" + std::to_string(version_) + " is newer than this lockstep reads (v" +
+           std::to_string(kFormatVersion) + ")");
+    if (version_ == 0) fail("bad trace format version 0 at offset 8");
+    if (file.json_bytes > kMaxJsonBytes) fail("JSON header length out of range at offset 12");
+    if (sizeof(file) + uint64_t{file.json_bytes} > size_)
+      fail("trace cut off inside its JSON header (offset 24)");
+    std::string json(file.json_bytes, '\0');
+    if (read_at(sizeof(file), json.data(), json.size()) != json.size())
+      fail("cannot read the JSON header at offset 24");
+    if (XXH64(json.data(), json.size(), 0) != file.json_checksum)
+      fail("JSON header checksum mismatch at offset 24 (corrupt)");
+    try {
+      header_ = nlohmann::json::parse(json);
+    } catch (const std::exception& error) {
+      fail("bad JSON header at offset 24: " + first_line(error.what()));
+    }
+    if (!header_.is_object()) fail("JSON header at offset 24 is not an object");
+    data_start_ = sizeof(file) + file.json_bytes;
+  }
+
+  const std::string& path() const override { return path_; }
+  uint32_t format_version() const override { return version_; }
+  const nlohmann::json& header() const override { return header_; }
+  bool truncated() const override { return truncated_; }
+  uint64_t truncation_offset() const override { return truncation_offset_; }
+
+  const std::vector<BlockInfo>& blocks() override {
+    if (scanned_) return blocks_;
+    uint64_t offset = data_start_;
+    while (offset < size_) {
+      if (size_ - offset < sizeof(BlockHeader)) {
+        mark_truncated(offset);
+        break;
+      }
+      BlockHeader header{};
+      if (read_at(offset, &header, sizeof(header)) != sizeof(header)) {
+        mark_truncated(offset);
+        break;
+      }
+      if (header.magic != kBlockMagic) fail_at(offset, "corrupt block header (bad magic)");
+      if (stored_header_check(header) != block_header_check(header))
+        fail_at(offset, "corrupt block header (header check mismatch)");
+      if (header.payload_bytes > kMaxBlockPayload) fail_at(offset, "corrupt block header (block too large)");
+      const uint64_t end = offset + sizeof(header) + header.payload_bytes;
+      if (end > size_) {
+        mark_truncated(offset);  // a sound header whose payload was cut off: the tail of a kill
+        break;
+      }
+      if (header.type >= static_cast<uint8_t>(BlockType::Records) &&
+          header.type <= static_cast<uint8_t>(BlockType::Summary)) {
+        BlockInfo info;
+        info.offset = offset;
+        info.type = static_cast<BlockType>(header.type);
+        info.payload_bytes = header.payload_bytes;
+        info.record_count = header.record_count;
+        info.min_step = header.min_step;
+        info.max_step = header.max_step;
+        info.first_seq = header.first_seq;
+        blocks_.push_back(info);
+      }  // else a block type from a newer writer: skipped
+      offset = end;
+    }
+    scanned_ = true;
+    return blocks_;
+  }
+
+  std::vector<StepSummary> step_summaries() override {
+    std::map<uint32_t, StepSummary> merged;
+    for (const BlockInfo& block : blocks()) {
+      if (block.type != BlockType::Summary) continue;
+      decode_block(block, [&](const Record& record) {
+        if (record.kind != RecordKind::StepSummary) fail_at(block.offset, "summary block holds a non-summary record");
+        const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
+        if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
+        const auto step = static_cast<uint32_t>(wide_step);
+        StepSummary& summary = merged[step];  // partial summaries of one step add up
+        summary.step = step;
+        summary.record_count += record.fields[fields::StepSummary::record_count];
+        summary.digest += record.fields[fields::StepSummary::digest];
+        return true;
+      });
+    }
+    std::vector<StepSummary> out;
+    out.reserve(merged.size());
+    for (auto& [step, summary] : merged) out.push_back(summary);
+    return out;
+  }
+
+  void for_each_record(uint32_t first_step, uint32_t last_step,
+                       const std::function<bool(const Record&)>& callback) override {
+    for (const BlockInfo& block : blocks()) {
+      if (block.type != BlockType::Records) continue;
+      if (block.max_step < first_step || block.min_step > last_step) continue;
+      bool more = true;
+      decode_block(block, [&](const Record& record) {
+        if (record.step < first_step || record.step > last_step) return true;
+        more = callback(record);
+        return more;
+      });
+      if (!more) return;
+    }
+  }
+
+  void verify_all() override {
+    for (const BlockInfo& block : blocks()) {
+      if (block.type == BlockType::Strings) {
+        load_strings_block(block);
+      } else {
+        decode_block(block, [&](const Record& record) {
+          if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary))
+            fail_at(block.offset, "record kind does not belong in this block type");
+          return true;
+        });
+      }
+    }
+  }
+
+  std::string_view string(StringId id) override {
+    if (id == 0) return {};
+    if (!strings_loaded_) {
+      for (const BlockInfo& block : blocks())
+        if (block.type == BlockType::Strings) load_strings_block(block);
+      strings_loaded_ = true;
+    }
+    auto it = strings_.find(id);
+    if (it == strings_.end()) fail("string id " + std::to_string(id) + " is not defined");
+    return it->second;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw TraceError(path_ + ": " + what); }
+  [[noreturn]] void fail_at(uint64_t offset, const std::string& what) const {
+    throw TraceError(path_ + ": " + what + " at offset " + std::to_string(offset));
+  }
+
+  void mark_truncated(uint64_t offset) {
+    truncated_ = true;
+    truncation_offset_ = offset;
+  }
+
+  size_t read_at(uint64_t offset, void* out, size_t bytes) const {
+    size_t done = 0;
+    while (done < bytes) {
+      ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, bytes - done,
+                            static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+
+  // Reads a block's payload into `payload` and checks its checksum.
+  void load_payload(const BlockInfo& block, std::vector<uint8_t>& payload) {
+    BlockHeader header{};
+    if (read_at(block.offset, &header, sizeof(header)) != sizeof(header))
+      fail_at(block.offset, "block cannot be read (file shrank?)");
+    payload.resize(header.payload_bytes);
+    if (read_at(block.offset + sizeof(header), payload.data(), payload.size()) != payload.size())
+      fail_at(block.offset, "block cannot be read (file shrank?)");
+    if (block_checksum(header, payload.data(), payload.size()) != header.checksum)
+      fail_at(block.offset, "block checksum mismatch (corrupt data)");
+  }
+
+  // What decoding one block needs. Callbacks may call back into the reader (string(), another
+  // for_each_record), so every block being decoded has its own; spares are kept for reuse.
+  struct DecodeWork {
+    std::vector<uint8_t> payload;
+    RecordDecoder decoder;
+    Record record;
+  };
+
+  template <class Visit>
+  void decode_block(const BlockInfo& block, Visit&& visit) {
+    std::unique_ptr<DecodeWork> work;
+    if (spare_work_.empty()) {
+      work = std::make_unique<DecodeWork>();
+    } else {
+      work = std::move(spare_work_.back());
+      spare_work_.pop_back();
+    }
+    struct GiveBack {
+      FileReader* reader;
+      std::unique_ptr<DecodeWork>& work;
+      ~GiveBack() { reader->spare_work_.push_back(std::move(work)); }
+    } give_back{this, work};
+    load_payload(block, work->payload);
+    const uint8_t* begin = work->payload.data();
+    const uint8_t* in = begin;
+    const uint8_t* end = begin + work->payload.size();
+    work->decoder.reset();
+    std::string error;
+    for (uint32_t i = 0; i < block.record_count; ++i) {
+      const uint8_t* at = in;
+      if (!work->decoder.decode(in, end, work->record, &error))
+        fail_at(block.offset + sizeof(BlockHeader) + (at - begin), "corrupt record: " + error);
+      if (!visit(work->record)) return;
+    }
+    if (in != end) fail_at(block.offset + sizeof(BlockHeader) + (in - begin), "corrupt block: bytes after its last record");
+  }
+
+  void load_strings_block(const BlockInfo& block) {
+    std::vector<uint8_t> payload;
+    load_payload(block, payload);
+    const uint8_t* begin = payload.data();
+    const uint8_t* in = begin;
+    const uint8_t* end = begin + payload.size();
+    for (uint32_t i = 0; i < block.record_count; ++i) {
+      const uint8_t* at = in;
+      uint64_t id, length;
+      if (!get_varint(in, end, id) || !get_varint(in, end, length) || id == 0 || id > UINT32_MAX ||
+          length > static_cast<uint64_t>(end - in))
+        fail_at(block.offset + sizeof(BlockHeader) + (at - begin), "corrupt string definition");
+      strings_.try_emplace(static_cast<StringId>(id), reinterpret_cast<const char*>(in), length);
+      in += length;
+    }
+    if (in != end) fail_at(block.offset + sizeof(BlockHeader) + (in - begin), "corrupt strings block: bytes after its last string");
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  uint32_t version_ = 0;
+  nlohmann::json header_;
+  uint64_t data_start_ = 0;
+  bool scanned_ = false, truncated_ = false, strings_loaded_ = false;
+  uint64_t truncation_offset_ = 0;
+  std::vector<BlockInfo> blocks_;
+  std::unordered_map<StringId, std::string> strings_;
+  std::vector<std::unique_ptr<DecodeWork>> spare_work_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceReader> TraceReader::open(const std::string& path) {
+  auto reader = std::make_unique<FileReader>(path);
+  reader->open_and_validate();
+  return reader;
+}
+
+}  // namespace lockstep::trace

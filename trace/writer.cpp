@@ -1,0 +1,632 @@
+// TraceWriter implementation. See writer.h for the contract.
+//
+// Threads: every appending thread owns a ThreadBuffer (found through a thread_local cache) and
+// encodes into its current Block under a per-thread spinlock that only the background thread
+// (stealing a partial block at flush time) and end_step (collecting step digests) ever contend
+// for. A full block goes to the write queue under a mutex: once per block_bytes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include "trace/block_frame.h"
+#include "trace/digest.h"
+#include "trace/encoding.h"
+#include "trace/format.h"
+#include "trace/string_table.h"
+#include "trace/writer.h"
+
+namespace lockstep::trace {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Block {
+  BlockType type = BlockType::Records;
+  std::unique_ptr<uint8_t[]> data;
+  size_t capacity = 0;
+  size_t used = 0;
+  uint32_t count = 0;
+  uint32_t min_step = 0, max_step = 0;
+  uint64_t first_seq = 0;
+  bool budgeted = false;  // counted against memory_budget (thread blocks), returned on release
+};
+
+struct StepTotal {
+  uint32_t step;
+  uint64_t count;
+  uint64_t digest;
+};
+
+class SpinLock {
+ public:
+  void lock() {
+    while (flag_.exchange(true, std::memory_order_acquire)) {
+      while (flag_.load(std::memory_order_relaxed)) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
+  void unlock() { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+struct ThreadBuffer {
+  SpinLock lock;
+  // Guarded by lock.
+  std::unique_ptr<Block> block;
+  RecordEncoder encoder;
+  std::vector<StepTotal> steps;  // digests of steps not summarized yet; usually one entry
+  // Written by the owner only (relaxed), read by stats().
+  std::atomic<uint64_t> appended{0}, dropped{0};
+  uint32_t ordinal = 0;
+  std::atomic<bool> owner_exited{false};
+  std::atomic<bool> writer_closed{false};
+};
+
+// The calling thread's buffers, one per writer it appended to (a process has one writer; tests
+// have several). The destructor tells the writers that the thread is gone.
+struct ThreadSlots {
+  uint64_t last_uid = 0;
+  ThreadBuffer* last = nullptr;
+  std::vector<std::pair<uint64_t, std::shared_ptr<ThreadBuffer>>> slots;
+  ~ThreadSlots() {
+    for (auto& [uid, buffer] : slots) buffer->owner_exited.store(true, std::memory_order_release);
+  }
+};
+thread_local ThreadSlots tls_slots;
+
+std::atomic<uint64_t> next_writer_uid{1};
+
+void add_step(std::vector<StepTotal>& steps, uint32_t step, uint64_t count, uint64_t digest) {
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (it->step == step) {
+      it->count += count;
+      it->digest += digest;
+      return;
+    }
+  }
+  steps.push_back({step, count, digest});
+}
+
+class Writer final : public TraceWriter {
+ public:
+  Writer(const WriterOptions& options, int fd) : options_(options), fd_(fd) {
+    options_.block_bytes = std::clamp<size_t>(options_.block_bytes, 4096, kMaxBlockPayload);
+    if (options_.flush_interval_ms <= 0) options_.flush_interval_ms = 200;
+  }
+  ~Writer() override {
+    if (abandoned_) {
+      // After fork: the parent's mutexes and thread may be in any state; touch nothing.
+      (void)state_.release();
+      return;
+    }
+    close();
+  }
+
+  bool write_file_header(const nlohmann::json& header, std::string* error) {
+    const std::string json = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    FileHeader file{};
+    std::memcpy(file.magic, kFileMagic, sizeof(kFileMagic));
+    file.format_version = kFormatVersion;
+    file.json_bytes = static_cast<uint32_t>(json.size());
+    file.json_checksum = XXH64(json.data(), json.size(), 0);
+    std::string bytes(reinterpret_cast<const char*>(&file), sizeof(file));
+    bytes += json;
+    if (!write_at(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, 0)) {
+      if (error) *error = options_.path + ": cannot write the trace header: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  void start() {
+    state_->thread = std::thread([this] { background_loop(); });
+  }
+
+  StringId intern(std::string_view text) override { return state_->strings.intern(text); }
+
+  bool append(const Record& record) override {
+    State& s = *state_;
+    const int count = fast_field_count(record.kind);
+    if (count == 0 || record.kind == RecordKind::StepSummary ||
+        !s.accepting.load(std::memory_order_relaxed)) {
+      s.rejected.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    ThreadBuffer* tb = thread_buffer();
+    if (!tb) {
+      s.rejected.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    const uint64_t digest = content_hash(record, s.strings.hash(record.name),
+                                         [&s](StringId id) { return s.strings.hash(id); });
+    const size_t need = RecordEncoder::max_encoded_size(record);
+    tb->lock.lock();
+    if (!s.accepting.load(std::memory_order_relaxed)) {
+      tb->lock.unlock();
+      bump(tb->dropped);
+      return false;
+    }
+    Block* block = tb->block.get();
+    if (!block || block->capacity - block->used < need) {
+      block = refill(*tb, need);
+      if (!block) {
+        tb->lock.unlock();
+        bump(tb->dropped);
+        return false;
+      }
+    }
+    if (block->count == 0) {
+      tb->encoder.reset();
+      block->first_seq = record.seq;
+      block->min_step = block->max_step = record.step;
+    } else {
+      block->first_seq = std::min(block->first_seq, record.seq);
+      block->min_step = std::min(block->min_step, record.step);
+      block->max_step = std::max(block->max_step, record.step);
+    }
+    const uint32_t thread = record.thread ? record.thread : tb->ordinal;
+    block->used = tb->encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
+    ++block->count;
+    if (!tb->steps.empty() && tb->steps.back().step == record.step) {
+      ++tb->steps.back().count;
+      tb->steps.back().digest += digest;
+    } else {
+      add_step(tb->steps, record.step, 1, digest);
+    }
+    tb->lock.unlock();
+    bump(tb->appended);
+    return true;
+  }
+
+  void end_step(uint32_t step) override {
+    if (abandoned_ || closed_.load()) return;
+    std::vector<StepTotal> totals = collect_steps(step, /*all=*/false);
+    add_step(totals, step, 0, 0);  // a step with no records still gets its summary
+    enqueue_summary(std::move(totals));
+    request_flush(std::chrono::milliseconds(1000));
+  }
+
+  void flush() override {
+    if (abandoned_ || closed_.load()) return;
+    request_flush(std::chrono::milliseconds(10000));
+  }
+
+  void close() override {
+    if (abandoned_ || closed_.exchange(true)) return;
+    State& s = *state_;
+    s.accepting.store(false);
+    // Every in-flight append finishes (or sees accepting == false) before this pass.
+    {
+      std::lock_guard registry(s.registry_mutex);
+      for (auto& tb : s.threads) tb->lock.lock(), tb->lock.unlock();
+    }
+    std::vector<StepTotal> totals = collect_steps(0, /*all=*/true);
+    if (!totals.empty()) enqueue_summary(std::move(totals));
+    {
+      std::lock_guard lock(s.queue_mutex);
+      s.stop = true;
+    }
+    s.wake.notify_all();
+    if (s.thread.joinable()) s.thread.join();
+    ::close(fd_);
+    fd_ = -1;
+    std::lock_guard registry(s.registry_mutex);
+    for (auto& tb : s.threads) {
+      tb->lock.lock();
+      tb->block.reset();
+      tb->writer_closed.store(true, std::memory_order_release);
+      tb->lock.unlock();
+    }
+  }
+
+  void abandon_after_fork() override {
+    if (abandoned_) return;
+    abandoned_ = true;
+    State& s = *state_;
+    s.accepting.store(false);
+    // The thread object refers to a thread that does not exist in this process: never join it.
+    new std::thread(std::move(s.thread));
+    if (fd_ >= 0) ::close(fd_);  // our copy of the descriptor only; the parent's file is untouched
+    fd_ = -1;
+  }
+
+  WriterStats stats() const override {
+    const State& s = *state_;
+    WriterStats out;
+    if (abandoned_) return out;  // the parent's locks may be held forever in this process
+    {
+      std::lock_guard registry(s.registry_mutex);
+      for (const auto& tb : s.threads) {
+        out.appended += tb->appended.load(std::memory_order_relaxed);
+        out.dropped += tb->dropped.load(std::memory_order_relaxed);
+      }
+      out.appended += s.retired_appended;
+      out.dropped += s.retired_dropped;
+    }
+    out.dropped += s.rejected.load(std::memory_order_relaxed);
+    out.blocks_written = s.blocks_written.load(std::memory_order_relaxed);
+    out.bytes_written = s.bytes_written.load(std::memory_order_relaxed);
+    out.write_errors = s.write_errors.load(std::memory_order_relaxed);
+    return out;
+  }
+
+ private:
+  struct State {
+    StringTable strings;
+    std::atomic<bool> accepting{true};
+    std::atomic<uint64_t> rejected{0};  // bad kind, or no thread buffer
+
+    mutable std::mutex registry_mutex;
+    std::vector<std::shared_ptr<ThreadBuffer>> threads;
+    uint32_t next_thread_ordinal = 1;
+    uint64_t retired_appended = 0, retired_dropped = 0;
+
+    std::mutex pool_mutex;
+    std::vector<std::unique_ptr<Block>> pool;  // free thread blocks of block_bytes capacity
+    size_t memory_in_use = 0;                   // capacity of all budgeted blocks
+
+    std::mutex queue_mutex;
+    std::condition_variable wake, flushed;
+    std::vector<std::unique_ptr<Block>> queue;  // full blocks and summaries, in handoff order
+    uint64_t flush_requested = 0, flush_done = 0;
+    bool stop = false, stopped = false;
+
+    std::atomic<uint64_t> blocks_written{0}, bytes_written{0}, write_errors{0};
+    uint64_t dropped_reported = 0;  // background thread only
+    std::thread thread;
+  };
+
+  static void bump(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  ThreadBuffer* thread_buffer() {
+    if (tls_slots.last_uid == uid_) return tls_slots.last;
+    return thread_buffer_slow();
+  }
+
+  ThreadBuffer* thread_buffer_slow() {
+    auto& slots = tls_slots.slots;
+    std::erase_if(slots, [](const auto& slot) {
+      return slot.second->writer_closed.load(std::memory_order_acquire);
+    });
+    for (auto& [uid, buffer] : slots) {
+      if (uid == uid_) {
+        tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
+        return buffer.get();
+      }
+    }
+    State& s = *state_;
+    auto buffer = std::make_shared<ThreadBuffer>();
+    {
+      std::lock_guard registry(s.registry_mutex);
+      if (!s.accepting.load()) return nullptr;
+      buffer->ordinal = s.next_thread_ordinal++;
+      buffer->steps.reserve(8);
+      s.threads.push_back(buffer);
+    }
+    slots.emplace_back(uid_, buffer);
+    tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
+    return buffer.get();
+  }
+
+  // Owner holds tb.lock. Hands off the current block and gets one with room for `need` bytes.
+  Block* refill(ThreadBuffer& tb, size_t need) {
+    State& s = *state_;
+    if (tb.block && tb.block->count > 0) {
+      {
+        std::lock_guard lock(s.queue_mutex);
+        s.queue.push_back(std::move(tb.block));
+      }
+      s.wake.notify_one();
+    }
+    if (tb.block) release_block(std::move(tb.block));
+    tb.block = acquire_block(need);
+    return tb.block.get();
+  }
+
+  std::unique_ptr<Block> acquire_block(size_t need) {
+    State& s = *state_;
+    const size_t capacity = std::max(options_.block_bytes, need);
+    if (capacity > kMaxBlockPayload) return nullptr;
+    std::lock_guard lock(s.pool_mutex);
+    if (capacity == options_.block_bytes && !s.pool.empty()) {
+      auto block = std::move(s.pool.back());
+      s.pool.pop_back();
+      return block;
+    }
+    if (s.memory_in_use + capacity > options_.memory_budget) return nullptr;
+    auto block = std::make_unique<Block>();
+    block->data.reset(new (std::nothrow) uint8_t[capacity]);
+    if (!block->data) return nullptr;
+    block->capacity = capacity;
+    block->budgeted = true;
+    s.memory_in_use += capacity;
+    return block;
+  }
+
+  void release_block(std::unique_ptr<Block> block) {
+    if (!block || !block->budgeted) return;
+    State& s = *state_;
+    block->used = 0, block->count = 0;
+    std::lock_guard lock(s.pool_mutex);
+    if (block->capacity == options_.block_bytes && s.pool.size() < kPoolKeep) {
+      s.pool.push_back(std::move(block));
+    } else {
+      s.memory_in_use -= block->capacity;
+    }
+  }
+
+  // Takes the digests of steps <= `step` (all steps when `all`) from every thread, merged.
+  std::vector<StepTotal> collect_steps(uint32_t step, bool all) {
+    State& s = *state_;
+    std::map<uint32_t, StepTotal> merged;
+    std::lock_guard registry(s.registry_mutex);
+    for (auto& tb : s.threads) {
+      tb->lock.lock();
+      auto keep = tb->steps.begin();
+      for (auto it = tb->steps.begin(); it != tb->steps.end(); ++it) {
+        if (all || it->step <= step) {
+          auto [slot, fresh] = merged.try_emplace(it->step, StepTotal{it->step, 0, 0});
+          slot->second.count += it->count;
+          slot->second.digest += it->digest;
+        } else {
+          *keep++ = *it;
+        }
+      }
+      tb->steps.erase(keep, tb->steps.end());
+      tb->lock.unlock();
+    }
+    std::vector<StepTotal> out;
+    for (auto& [key, total] : merged) out.push_back(total);
+    return out;
+  }
+
+  void enqueue_summary(std::vector<StepTotal> totals) {
+    std::sort(totals.begin(), totals.end(), [](auto& a, auto& b) { return a.step < b.step; });
+    auto block = std::make_unique<Block>();
+    block->type = BlockType::Summary;
+    Record record;
+    record.kind = RecordKind::StepSummary;
+    block->capacity = totals.size() * RecordEncoder::max_encoded_size(record);
+    block->data.reset(new uint8_t[block->capacity]);
+    auto encoder = std::make_unique<RecordEncoder>();  // 40 KiB of delta state: not on the stack
+    uint8_t* out = block->data.get();
+    for (const StepTotal& total : totals) {
+      record.step = total.step;
+      record.fields[fields::StepSummary::summarized_step] = total.step;
+      record.fields[fields::StepSummary::record_count] = total.count;
+      record.fields[fields::StepSummary::digest] = total.digest;
+      out = encoder->encode(record, 0, out);
+    }
+    block->used = out - block->data.get();
+    block->count = static_cast<uint32_t>(totals.size());
+    block->min_step = totals.front().step;
+    block->max_step = totals.back().step;
+    State& s = *state_;
+    {
+      std::lock_guard lock(s.queue_mutex);
+      s.queue.push_back(std::move(block));
+    }
+    s.wake.notify_one();
+  }
+
+  // Asks the background thread for a write cycle that takes every thread's partial block, and
+  // waits for it at most `limit`: the job is never held up long by a slow disk.
+  void request_flush(std::chrono::milliseconds limit) {
+    State& s = *state_;
+    std::unique_lock lock(s.queue_mutex);
+    if (s.stopped) return;
+    const uint64_t ticket = ++s.flush_requested;
+    s.wake.notify_one();
+    s.flushed.wait_for(lock, limit, [&] { return s.flush_done >= ticket || s.stopped; });
+  }
+
+  void background_loop() {
+    State& s = *state_;
+    const auto interval = std::chrono::milliseconds(options_.flush_interval_ms);
+    auto next_flush = Clock::now() + interval;
+    for (;;) {
+      bool flush = false, stop = false;
+      uint64_t ticket = 0;
+      {
+        std::unique_lock lock(s.queue_mutex);
+        s.wake.wait_until(lock, next_flush, [&] {
+          return s.stop || s.flush_requested > s.flush_done || !s.queue.empty();
+        });
+        stop = s.stop;
+        ticket = s.flush_requested;
+        flush = stop || ticket > s.flush_done || Clock::now() >= next_flush;
+      }
+      // Stolen partial blocks join the queue behind their threads' full blocks, so each
+      // thread's blocks reach the file in order.
+      if (flush) {
+        steal_partial_blocks();
+        next_flush = Clock::now() + interval;
+      }
+      std::vector<std::unique_ptr<Block>> blocks;
+      {
+        std::lock_guard lock(s.queue_mutex);
+        blocks.swap(s.queue);
+      }
+      if (flush) report_drops(blocks);
+      write_cycle(blocks);
+      if (flush) {
+        std::lock_guard lock(s.queue_mutex);
+        s.flush_done = std::max(s.flush_done, ticket);
+        if (stop && s.queue.empty()) s.stopped = true;
+      }
+      s.flushed.notify_all();
+      if (stop && s.stopped) return;
+    }
+  }
+
+  void steal_partial_blocks() {
+    State& s = *state_;
+    std::lock_guard registry(s.registry_mutex);
+    for (auto it = s.threads.begin(); it != s.threads.end();) {
+      ThreadBuffer& tb = **it;
+      tb.lock.lock();
+      if (tb.block && tb.block->count > 0) {
+        std::lock_guard lock(s.queue_mutex);  // tb.lock, then queue_mutex: as in refill()
+        s.queue.push_back(std::move(tb.block));
+      }
+      const bool gone = tb.owner_exited.load(std::memory_order_acquire) && tb.steps.empty();
+      if (gone) release_block(std::move(tb.block));
+      tb.lock.unlock();
+      if (gone) {
+        s.retired_appended += tb.appended.load(std::memory_order_relaxed);
+        s.retired_dropped += tb.dropped.load(std::memory_order_relaxed);
+        tb.writer_closed.store(true, std::memory_order_release);
+        it = s.threads.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Dropped records are never silent: a Warning record (code kWarningRecordsDropped, count)
+  // in a block of its own, written by this thread so that it cannot be dropped in turn.
+  void report_drops(std::vector<std::unique_ptr<Block>>& blocks) {
+    State& s = *state_;
+    const uint64_t dropped = stats().dropped;
+    if (dropped <= s.dropped_reported) return;
+    Record warning;
+    warning.kind = RecordKind::Warning;
+    warning.name = s.strings.intern(
+        "lockstep: trace records dropped (writer memory budget full or disk too slow)");
+    warning.fields[fields::Warning::code] = kWarningRecordsDropped;
+    warning.fields[fields::Warning::count] = dropped - s.dropped_reported;
+    s.dropped_reported = dropped;
+    auto block = std::make_unique<Block>();
+    block->capacity = RecordEncoder::max_encoded_size(warning);
+    block->data.reset(new uint8_t[block->capacity]);
+    auto encoder = std::make_unique<RecordEncoder>();
+    block->used = encoder->encode(warning, 0, block->data.get()) - block->data.get();
+    block->count = 1;
+    blocks.push_back(std::move(block));
+  }
+
+  // Strings first: every id used by the blocks taken above was interned before they were taken,
+  // so its definition is in this strings block or an earlier one.
+  void write_cycle(std::vector<std::unique_ptr<Block>>& blocks) {
+    State& s = *state_;
+    auto pending = s.strings.take_pending();
+    size_t at = 0;
+    while (at < pending.size()) {
+      std::vector<uint8_t> payload;
+      uint32_t count = 0;
+      for (; at < pending.size() && payload.size() < (4u << 20); ++at, ++count)
+        encode_string(payload, pending[at].first, pending[at].second);
+      BlockHeader header{};
+      header.type = static_cast<uint8_t>(BlockType::Strings);
+      header.record_count = count;
+      write_block(header, payload.data(), payload.size());
+    }
+    for (auto& block : blocks) {
+      BlockHeader header{};
+      header.type = static_cast<uint8_t>(block->type);
+      header.record_count = block->count;
+      header.min_step = block->min_step;
+      header.max_step = block->max_step;
+      header.first_seq = block->type == BlockType::Records ? block->first_seq : 0;
+      write_block(header, block->data.get(), block->used);
+      release_block(std::move(block));
+    }
+    blocks.clear();
+  }
+
+  void write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
+    header.payload_bytes = static_cast<uint32_t>(bytes);
+    seal_block_header(header, payload, bytes);
+    State& s = *state_;
+    if (write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
+      s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Appends at the end of the file; a failed or short write is cut off again so that the file
+  // stays a valid trace, and is counted.
+  bool write_at(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes) {
+    State& s = *state_;
+    iovec parts[2] = {{const_cast<uint8_t*>(a), a_bytes}, {const_cast<uint8_t*>(b), b_bytes}};
+    int part_count = b_bytes ? 2 : 1;
+    size_t total = a_bytes + b_bytes, done = 0;
+    while (done < total) {
+      // Skip what was written already.
+      size_t skip = done;
+      iovec rest[2];
+      int n = 0;
+      for (int i = 0; i < part_count; ++i) {
+        if (skip >= parts[i].iov_len) {
+          skip -= parts[i].iov_len;
+          continue;
+        }
+        rest[n++] = {static_cast<uint8_t*>(parts[i].iov_base) + skip, parts[i].iov_len - skip};
+        skip = 0;
+      }
+      ssize_t written = ::pwritev(fd_, rest, n, static_cast<off_t>(file_offset_ + done));
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        s.write_errors.fetch_add(1, std::memory_order_relaxed);
+        if (::ftruncate(fd_, static_cast<off_t>(file_offset_)) != 0) { /* counted above */ }
+        return false;
+      }
+      done += static_cast<size_t>(written);
+    }
+    file_offset_ += total;
+    s.bytes_written.fetch_add(total, std::memory_order_relaxed);
+    return true;
+  }
+
+  static constexpr size_t kPoolKeep = 16;
+
+  WriterOptions options_;
+  int fd_;
+  uint64_t file_offset_ = 0;  // background thread (and open) only
+  const uint64_t uid_ = next_writer_uid.fetch_add(1);
+  std::unique_ptr<State> state_ = std::make_unique<State>();
+  std::atomic<bool> closed_{false};
+  bool abandoned_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceWriter> TraceWriter::open(const WriterOptions& options,
+                                               const nlohmann::json& header, std::string* error) {
+  const int fd = ::open(options.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (error) *error = options.path + ": cannot create trace file: " + std::strerror(errno);
+    return nullptr;
+  }
+  auto writer = std::make_unique<Writer>(options, fd);
+  if (!writer->write_file_header(header, error)) {
+    writer->close();
+    ::unlink(options.path.c_str());
+    return nullptr;
+  }
+  writer->start();
+  return writer;
+}
+
+}  // namespace lockstep::trace
