@@ -25,6 +25,7 @@ struct CallState {
   bool per_thread_stream = false;
   // Memory / metric
   void* dst = nullptr;
+  const void* src = nullptr;
   uint64_t bytes = 0;
   bool is_async = false;
   // NCCL

@@ -34,7 +34,11 @@ const Driver& driver() {
     ShimCallGuard guard;
     d.getProcAddress = reinterpret_cast<decltype(d.getProcAddress)>(resolve("cuGetProcAddress_v2"));
     if (d.getProcAddress == nullptr) return;
-    constexpr int v = 13000;
+    // The ABI version of every entry point below must match the type it is stored in. 12040:
+    // the param-info APIs exist (12.4), cuStreamGetCaptureInfo is the v3 form the header
+    // declares, and cuCtxGetDevice is still the one-argument form (13000 returns
+    // cuCtxGetDevice_v2(device, ctx): calling that through the old type crashed the job).
+    constexpr int v = 12040;
     load(d, "cuCtxGetCurrent", v, &d.ctxGetCurrent);
     load(d, "cuCtxGetDevice", v, &d.ctxGetDevice);
     load(d, "cuDeviceGetName", v, &d.deviceGetName);

@@ -42,7 +42,17 @@ bool gather_param_bytes(const std::vector<ParamInfo>& layout, void** kernel_para
 DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
                         const PointerLookup& lookup) {
   DecodedArgs decoded;
-  std::vector<uint8_t> scalars(bytes);
+  // Only the parameters' own bytes are digested: padding between parameters is whatever the
+  // caller's stack held, and a 1-byte parameter is most often an empty functor (every
+  // PyTorch `[]` lambda) whose byte is indeterminate. Both differ between identical runs.
+  // The cost: a change of a lone bool/char argument is not seen in args_digest (the kernel's
+  // output fingerprints at level full still see its effect).
+  std::vector<uint8_t> scalars(bytes.size(), 0);
+  for (const ParamInfo& p : layout) {
+    if (p.size <= 1 || p.offset >= bytes.size()) continue;
+    const uint64_t end = std::min<uint64_t>(uint64_t{p.offset} + p.size, bytes.size());
+    std::memcpy(scalars.data() + p.offset, bytes.data() + p.offset, end - p.offset);
+  }
   for (uint32_t param = 0; param < layout.size(); ++param) {
     const ParamInfo& p = layout[param];
     const uint64_t end = std::min<uint64_t>(uint64_t{p.offset} + p.size, bytes.size());

@@ -5,6 +5,7 @@
 #include "collectors/call_stack.h"
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
+#include "collectors/metric_snapshots.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -50,6 +51,7 @@ uint64_t memory_op_begin(const MemoryOp& op) {
   call.stream = op.stream;
   call.per_thread_stream = op.per_thread_stream;
   call.dst = op.dst;
+  call.src = op.src;
   call.bytes = op.bytes;
   call.is_async = op.is_async;
   trace::Record& r = call.record;
@@ -109,12 +111,17 @@ void memory_op_end(uint64_t token, int result) {
       r.payload.assign(bytes, bytes + call->bytes);
       tracer->append(r);
     } else if (!tracer->capturing(call->stream, call->per_thread_stream, &capture_id)) {
-      // Async into pinned memory: read once the copy completed, from the collector thread.
-      const auto* bytes = static_cast<const uint8_t*>(call->dst);
+      // Async into pinned memory: the job may overwrite its buffer before we read it, so
+      // read our own stream-ordered snapshot of the same device bytes once the stream passed
+      // it (the job's buffer only when no snapshot slot could be had).
       const uint64_t size = call->bytes;
+      const uint8_t* snapshot = snapshot_metric(
+          call->stream, call->per_thread_stream, reinterpret_cast<CUdeviceptr>(call->src), size);
+      const auto* bytes = snapshot != nullptr ? snapshot : static_cast<const uint8_t*>(call->dst);
       tracer->when_stream_done(call->stream, call->per_thread_stream, r.step,
-                               [tracer, record = r, bytes, size]() mutable {
+                               [tracer, record = r, bytes, size, snapshot]() mutable {
                                  record.payload.assign(bytes, bytes + size);
+                                 release_metric_snapshot(snapshot);
                                  tracer->append(record);
                                });
     } else {

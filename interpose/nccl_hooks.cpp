@@ -179,11 +179,20 @@ LOCKSTEP_NCCL_GROUP_END(pncclGroupEnd)
 #undef LOCKSTEP_NCCL_GROUP_END
 
 // ---- communicators ----
+// NCCL's own setup work inside communicator creation (copies of its device-side pointers,
+// internal allocations and kernels) is not the job's and differs between runs: it runs as if
+// inside the shim, so it is neither traced nor fingerprinted.
+template <typename Forward>
+ncclResult_t internal_work(Forward&& forward) {
+  collectors::ShimCallGuard internal;
+  return forward();
+}
+
 #define LOCKSTEP_NCCL_INIT_RANK(name)                                                          \
   LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId,    \
                                          int rank) {                                           \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, comm, nranks, commId, rank);                 \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank); });                 \
     if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                          \
       created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);                 \
     return r;                                                                                  \
@@ -196,7 +205,7 @@ LOCKSTEP_NCCL_INIT_RANK(pncclCommInitRank)
   LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId,    \
                                          int rank, ncclConfig_t* config) {                     \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, comm, nranks, commId, rank, config);         \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank, config); });         \
     if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                          \
       created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);                 \
     return r;                                                                                  \
@@ -208,7 +217,7 @@ LOCKSTEP_NCCL_INIT_RANK_CONFIG(pncclCommInitRankConfig)
 #define LOCKSTEP_NCCL_INIT_ALL(name)                                                           \
   LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comms, int ndev, const int* devlist) {    \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, comms, ndev, devlist);                       \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comms, ndev, devlist); });                       \
     if (r == ncclSuccess && comms != nullptr) {                                                \
       for (int i = 0; i < ndev; ++i)                                                           \
         created(nesting.outermost(), #name, comms[i], nullptr, 0, 0, ndev, i);                 \
@@ -223,7 +232,7 @@ LOCKSTEP_NCCL_INIT_ALL(pncclCommInitAll)
   LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* newcomm, int nranks, int myrank, int nId, \
                                          ncclUniqueId* commIds, ncclConfig_t* config) {        \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, newcomm, nranks, myrank, nId, commIds, config); \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, newcomm, nranks, myrank, nId, commIds, config); }); \
     if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
       created(nesting.outermost(), #name, *newcomm, nullptr, 0, 0, nranks, myrank);            \
     return r;                                                                                  \
@@ -238,7 +247,7 @@ LOCKSTEP_NCCL_INIT_SCALABLE(pncclCommInitRankScalable)
   LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm, int color, int key,                  \
                                          ncclComm_t* newcomm, ncclConfig_t* config) {          \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, comm, color, key, newcomm, config);          \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, color, key, newcomm, config); });          \
     if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
       created(nesting.outermost(), #name, *newcomm, comm, color, key, 0, 0);                   \
     return r;                                                                                  \
@@ -252,8 +261,8 @@ LOCKSTEP_NCCL_SPLIT(pncclCommSplit)
                                          int excludeRanksCount, ncclComm_t* newcomm,           \
                                          ncclConfig_t* config, int shrinkFlags) {              \
     Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name, comm, excludeRanksList, excludeRanksCount,   \
-                                            newcomm, config, shrinkFlags);                     \
+    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, excludeRanksList, excludeRanksCount,   \
+                                            newcomm, config, shrinkFlags); });                     \
     if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
       created(nesting.outermost(), #name, *newcomm, comm, 0, 0, 0, 0);                         \
     return r;                                                                                  \

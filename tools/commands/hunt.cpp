@@ -19,6 +19,7 @@ struct HuntRequest {
   bool overwrite = false;
   bool json = false;
   int margin = 0;
+  int attempts = 3;
   std::vector<std::string> command;
 };
 
@@ -27,12 +28,13 @@ double since(std::chrono::steady_clock::time_point start) {
 }
 
 // Two traced runs of the command at one level; returns the diff's exit code.
-int traced_pair(const HuntRequest& request, const std::string& level, const std::string& steps,
-                DiffResult& result) {
+// Run directories are <dir>/<tag>-1 and <dir>/<tag>-2.
+int traced_pair(const HuntRequest& request, const std::string& level, const std::string& tag,
+                const std::string& steps, DiffResult& result) {
   std::string dirs[2];
   for (int i = 0; i < 2; ++i) {
     TraceRequest trace;
-    trace.dir = (std::filesystem::path(request.dir) / fmt::format("{}-{}", level, i + 1)).string();
+    trace.dir = (std::filesystem::path(request.dir) / fmt::format("{}-{}", tag, i + 1)).string();
     trace.level = level;
     trace.steps = steps;
     trace.overwrite = request.overwrite;
@@ -62,11 +64,16 @@ CommandRunner add_hunt_command(CLI::App& app) {
   sub->add_option("--margin", request->margin,
                   "Extra steps before the diverging step in the full-level window")
       ->capture_default_str();
+  sub->add_option("--attempts", request->attempts,
+                  "Pairs of full-level runs to try when the nondeterminism does not recur")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   sub->add_flag("--json", request->json, "Print the final diff as JSON");
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad find the earliest diverging step and its rank.
 Stage 2: two runs at --level full, fingerprinting only that step, find the op whose inputs
-matched and whose outputs differed. Each stage prints how long it took.
+matched and whose outputs differed; nondeterminism need not recur in every pair of runs, so
+stage 2 tries up to --attempts pairs. Each stage prints how long it took.
 Exit status: 0 no divergence, 1 divergence found, 2 invalid (command failed, unreadable trace).
 
 Examples:
@@ -77,7 +84,7 @@ Examples:
     Style style(stdout);
     auto start = std::chrono::steady_clock::now();
     DiffResult broad;
-    int code = traced_pair(*request, "broad", "", broad);
+    int code = traced_pair(*request, "broad", "broad", "", broad);
     std::printf("stage 1 (broad, 2 runs + diff): %.2f s: ", since(start));
     if (code == kExitIdentical) {
       std::printf("%s\n", style.green("no divergence").c_str());
@@ -92,13 +99,30 @@ Examples:
 
     uint32_t first = step > static_cast<uint32_t>(request->margin) ? step - request->margin : 0;
     std::string window = fmt::format("{}-{}", first, step);
-    start = std::chrono::steady_clock::now();
     DiffResult full;
-    code = traced_pair(*request, "full", window, full);
-    std::printf("stage 2 (full, steps %s, 2 runs + diff): %.2f s: ", window.c_str(), since(start));
+    std::string full_tag;
+    for (int attempt = 1; attempt <= request->attempts; ++attempt) {
+      start = std::chrono::steady_clock::now();
+      full = DiffResult{};
+      full_tag = attempt == 1 ? "full" : fmt::format("full-attempt{}", attempt);
+      code = traced_pair(*request, "full", full_tag, window, full);
+      std::printf("stage 2 (full, steps %s, 2 runs + diff, attempt %d of %d): %.2f s: ",
+                  window.c_str(), attempt, request->attempts, since(start));
+      if (code != kExitIdentical) break;
+      std::printf("%s\n", style.yellow("no divergence in the window this time").c_str());
+      std::fflush(stdout);
+    }
     if (code == kExitIdentical) {
-      std::printf("%s\n", style.yellow("no divergence in the window this time (the "
-                                       "nondeterminism did not recur)").c_str());
+      std::printf("the nondeterminism did not recur in %d pair%s of full-level runs; the broad "
+                  "diff above is all there is\n",
+                  request->attempts, request->attempts == 1 ? "" : "s");
+      if (request->json) {
+        DiffContext context{(std::filesystem::path(request->dir) / "broad-1").string(),
+                            (std::filesystem::path(request->dir) / "broad-2").string(), 0, {}, 0};
+        for (const RankResult& r : broad.ranks) context.ranks.push_back(r.rank);
+        context.world_size = static_cast<int>(context.ranks.size());
+        std::printf("%s\n", diff_json(broad, context).dump(2).c_str());
+      }
       return kExitDivergent;
     }
     if (full.culprit)
@@ -106,8 +130,9 @@ Examples:
                   full.culprit->step, op_label(*full.culprit).c_str());
     else
       std::printf("no op with matching inputs and differing outputs in the window\n");
-    DiffContext context{(std::filesystem::path(request->dir) / "full-1").string(),
-                        (std::filesystem::path(request->dir) / "full-2").string(), 0, {}, 0};
+    DiffContext context{(std::filesystem::path(request->dir) / (full_tag + "-1")).string(),
+                        (std::filesystem::path(request->dir) / (full_tag + "-2")).string(), 0, {},
+                        0};
     for (const RankResult& r : full.ranks) context.ranks.push_back(r.rank);
     context.world_size = static_cast<int>(context.ranks.size());
     std::printf("\n%s", request->json ? (diff_json(full, context).dump(2) + "\n").c_str()

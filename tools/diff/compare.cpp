@@ -52,9 +52,14 @@ bool is_ignored_kind(RecordKind kind) {
 
 bool is_collective(RecordKind kind) { return kind == RecordKind::Collective; }
 
-// Fields that may differ between two identical runs.
+// Fields that may differ between two identical runs, so they never make a divergence alone.
+// args_digest covers the raw bytes of by-value kernel parameters, and parameter structs carry
+// padding that holds whatever the caller's stack held (seen on the H200: PyTorch's
+// LoadWithCast<1> is a 1-byte dtype plus padding). A real change of a scalar argument shows in
+// the kernel's output fingerprints; the differing digest is then mentioned in the detail.
 bool is_volatile_field(RecordKind kind, int index) {
-  return kind == RecordKind::Kernel && index == fields::Kernel::capture_id;
+  return kind == RecordKind::Kernel &&
+         (index == fields::Kernel::capture_id || index == fields::Kernel::args_digest);
 }
 
 // Ops of one step and stream, in seq order: index ranges into Grouping's order arrays.
@@ -333,8 +338,12 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     outcome.payload_differs =
         pa.size() != pb.size() || !std::equal(pa.begin(), pa.end(), pb.begin());
   }
-  if (outcome.in_index >= 0 || outcome.out_index >= 0 || outcome.payload_differs)
+  if (outcome.in_index >= 0 || outcome.out_index >= 0 || outcome.payload_differs) {
     outcome.what = PairOutcome::Value;
+    const size_t args = fields::Kernel::args_digest;
+    if (a.kind == RecordKind::Kernel && args < fa.size() && args < fb.size() && fa[args] != fb[args])
+      outcome.detail = "scalar argument bytes differ too";
+  }
   return outcome;
 }
 
@@ -486,6 +495,7 @@ class WindowComparer {
       d.classification = Classification::Metric;
       d.detail = "payload differs";
     }
+    if (!outcome.detail.empty()) d.detail += "; " + outcome.detail;
     note(std::move(d));
   }
 

@@ -233,3 +233,37 @@ TEST(DiffEngine, StepRangeLimitsTheComparison) {
 
 }  // namespace
 }  // namespace lockstep::tools
+
+namespace lockstep::tools {
+namespace {
+
+// A kernel's args_digest covers by-value parameter structs with padding bytes, which differ
+// between identical runs (seen on the H200 with PyTorch's LoadWithCast<1>): alone it is no
+// divergence; with a differing output it is mentioned in the origin's detail.
+TEST(DiffEngine, ArgsDigestAloneIsNoDivergence) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[0].fields[trace::fields::Kernel::args_digest] ^= 0x5a5a;  // step 0 "forward"
+  DiffOptions options;
+  options.window_records = 5;
+  RankResult r = diff_one(a, b, options);
+  EXPECT_FALSE(r.first) << r.first->detail;
+}
+
+TEST(DiffEngine, ArgsDigestWithDifferingOutputIsNamedInTheOrigin) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[5].fields[trace::fields::Kernel::args_digest] ^= 0x5a5a;  // step 1 "forward"
+  b.records[5].buffers[1].fingerprint ^= 0xbeef;                       // its output
+  DiffOptions options;
+  options.window_records = 5;
+  RankResult r = diff_one(a, b, options);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  EXPECT_EQ(r.first->step, 1u);
+  EXPECT_NE(r.first->detail.find("scalar argument bytes differ too"), std::string::npos)
+      << r.first->detail;
+}
+
+}  // namespace
+}  // namespace lockstep::tools

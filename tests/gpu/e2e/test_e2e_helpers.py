@@ -162,7 +162,7 @@ class RunShTest(unittest.TestCase):
     def test_missing_binaries_are_skipped(self):
         proc, rows, _ = self.run_script("c")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        self.assertEqual(rows.get("hash_bench"), "SKIP", rows)
+        self.assertEqual(rows.get("hash bench"), "SKIP", rows)
 
 
 if __name__ == "__main__":
