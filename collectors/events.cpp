@@ -51,6 +51,19 @@ void set_symbol_resolver(SymbolResolver resolver) {
   (void)Tracer::configuration();  // validate the environment at load: one line per problem
 }
 
+void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs) {
+  if (inputs.empty() && call.outputs.empty()) return;
+  Tracer* tracer = call.tracer;
+  call.pending = tracer->hold(std::move(call.record));
+  if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
+    for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
+    call.outputs.clear();
+    return;
+  }
+  tracer->fingerprint(call.pending, call.stream, call.per_thread_stream, inputs.data(),
+                      inputs.size());
+}
+
 CallState& push_call(CallKind kind, uint64_t* token) {
   CallStack& stack = call_stack();
   if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());

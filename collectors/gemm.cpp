@@ -37,18 +37,6 @@ CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint
   return call;
 }
 
-void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs) {
-  if (inputs.empty() && call.outputs.empty()) return;
-  Tracer* tracer = call.tracer;
-  call.pending = tracer->hold(std::move(call.record));
-  if (call.pending == nullptr) {
-    for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
-    call.outputs.clear();
-    return;
-  }
-  tracer->fingerprint(call.pending, call.stream, false, inputs.data(), inputs.size());
-}
-
 void end_gemm(uint64_t token, int status) {
   CallState* call = top_call(token);
   if (call == nullptr) return;

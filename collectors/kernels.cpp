@@ -207,16 +207,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
         tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
                            bytes_to_end, false, hash, tracer->config().max_region);
     }
-    if (!inputs.empty() || !call.outputs.empty()) {
-      call.pending = tracer->hold(std::move(r));
-      if (call.pending == nullptr) {
-        for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
-        call.outputs.clear();
-      } else {
-        tracer->fingerprint(call.pending, launch.stream, launch.per_thread_stream, inputs.data(),
-                            inputs.size());
-      }
-    }
+    start_fingerprints(call, inputs);
   }
   return token;
 }

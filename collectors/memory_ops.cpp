@@ -84,16 +84,7 @@ uint64_t memory_op_begin(const MemoryOp& op) {
                          op.bytes, true, hash);
     }
   }
-  if (!inputs.empty() || !call.outputs.empty()) {
-    call.pending = tracer->hold(std::move(r));
-    if (call.pending == nullptr) {
-      for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
-      call.outputs.clear();
-    } else {
-      tracer->fingerprint(call.pending, op.stream, op.per_thread_stream, inputs.data(),
-                          inputs.size());
-    }
-  }
+  start_fingerprints(call, inputs);
   return token;
 }
 

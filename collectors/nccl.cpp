@@ -108,16 +108,8 @@ uint64_t nccl_begin(const NcclCall& c) {
   tracer->add_buffer(&r, &inputs, "send", trace::Role::In, dtype, send, e.send_bytes, true, hash);
   tracer->add_buffer(&r, &call.outputs, "recv", trace::Role::Out, dtype, c.recv, e.recv_bytes,
                      true, hash);
-  if (!inputs.empty() || !call.outputs.empty()) {
-    call.pending = tracer->hold(std::move(r));
-    if (call.pending == nullptr) {
-      for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
-      call.outputs.clear();
-    } else {
-      // Inside a group nothing is on the stream yet, so this still precedes the collective.
-      tracer->fingerprint(call.pending, c.stream, false, inputs.data(), inputs.size());
-    }
-  }
+  // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
+  start_fingerprints(call, inputs);
   return token;
 }
 
