@@ -90,6 +90,12 @@ first_line() { grep -m1 -E "$1" "$2" 2>/dev/null | cut -c1-80; }
 # check_diff REPORT ARGS...: runs tests/gpu/e2e/check_diff.py, echoes its line.
 check_diff() { "$PY" "$E2E/check_diff.py" "$@" 2>&1 | tail -n 1; }
 same_losses() { "$PY" "$E2E/losses.py" "$@" 2>&1 | tail -n 1; }
+# metrics_row CHECK RUN: the losses RUN printed are Metric records of its trace (issue 5).
+metrics_row() {
+  local line
+  line=$("$PY" "$E2E/metrics_match.py" "$LOCKSTEP" "$WORK/$2" "$WORK/$2.out" 2>&1 | tail -n 1)
+  if [[ $line == PASS* ]]; then row "$1" PASS "${line#PASS: }"; else row "$1" FAIL "$line"; fi
+}
 
 # Libraries a binary cannot find (the GPU machine may keep NCCL or cuBLAS only in pip wheels):
 # add the folders that hold them to EXTRA_LIBS.
@@ -276,6 +282,7 @@ $(grep -o 'block-scaled FP8 GEMM[^(]*' "$WORK/cuda-untraced.err" | head -n 1)"
       else
         row "cuda det $level" FAIL "diff $drc; ${verdict}; vs untraced: ${numbers}"
       fi
+      [[ $level == metrics ]] && metrics_row "cuda metrics = printed" "cuda-det-metrics-1"
     done
     # Planted float atomicAdd reduction: two planted runs differ; the origin is that kernel.
     if fits 30; then
@@ -375,6 +382,7 @@ $(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
       else
         row "gpt det $level" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
       fi
+      [[ $level == broad ]] && metrics_row "gpt loss.item() = trace" "gpt-det-broad-1"
     done
     if fits 60; then
       traced gpt-plant-1 full 240 "${gpt[@]}" "${plant[@]}"

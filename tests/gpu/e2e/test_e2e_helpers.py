@@ -21,6 +21,7 @@ FAKE = os.path.join(HERE, "fake")
 sys.path.insert(0, HERE)
 import check_diff  # noqa: E402
 import losses  # noqa: E402
+import metrics_match  # noqa: E402
 
 ORIGIN = {"rank": 1, "step": 3, "kind": "kernel", "classification": "origin",
           "name": "planted_atomic_sum_squares(float const*, int, float*)",
@@ -30,6 +31,30 @@ RECEIVER = {"rank": 0, "step": 3, "kind": "collective", "name": "ncclAllReduce",
 SCALE = {"rank": 0, "step": 3, "kind": "gemm", "name": "cublasLtMatmul",
          "classification": "receiver", "buffer": {"role": "in", "label": "A_scale"}}
 
+
+
+class MetricsMatchTest(unittest.TestCase):
+    SHOW = """r0 step 1 seq 23 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 36 (0x24 8b c5 39)
+r1 step 1 seq 20 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 1 (0x00 00 00 00)
+r0 step 1 seq 30 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload bytes 5 (0x05 00 00 00 00 00)
+r0 step 2 seq 42 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 56 (0x38 fc 17 3a)
+r0 step 2 seq 43 stream 2 thread 1 kernel foo grid=1"""
+    OUT = "step 1 loss 0.000377 loss_hex 39c58b24\nstep 2 loss 0.00058 loss_hex 3a17fc38\n"
+
+    def test_losses_found_in_order(self):
+        traced = metrics_match.traced_metrics(self.SHOW)
+        self.assertEqual(traced, ["39c58b24", "00000005", "3a17fc38"])
+        line = metrics_match.check(metrics_match.printed_losses(self.OUT), traced)
+        self.assertTrue(line.startswith("PASS"), line)
+
+    def test_a_wrong_or_missing_loss_fails(self):
+        traced = metrics_match.traced_metrics(self.SHOW)
+        wrong = self.OUT.replace("3a17fc38", "3a17fc39")
+        self.assertIn("step 2", metrics_match.check(metrics_match.printed_losses(wrong), traced))
+        swapped = "step 1 loss 0 loss_hex 3a17fc38\nstep 2 loss 0 loss_hex 39c58b24\n"
+        self.assertTrue(metrics_match.check(metrics_match.printed_losses(swapped), traced)
+                        .startswith("FAIL"))
+        self.assertTrue(metrics_match.check([], traced).startswith("FAIL"))
 
 class CheckDiffTest(unittest.TestCase):
     def run_check(self, doc, *args, text_before=""):

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Checks that the losses a job printed appear in its trace as Metric records (issue 5).
+
+    metrics_match.py LOCKSTEP TRACE_DIR JOB_STDOUT
+
+The job prints "step N loss L loss_hex H" (H: float32 bytes, big-endian hex). lockstep records
+the small device-to-host copy behind loss.item() as a Metric record whose payload starts with
+those 4 bytes (little-endian). Every printed loss must appear among the rank's metric payloads,
+in step order. Prints one PASS/FAIL line; exit 0/1 (2 for unreadable input).
+"""
+import re
+import subprocess
+import sys
+
+STEP_LINE = re.compile(r"^step (\d+) loss \S+ loss_hex ([0-9a-f]{8})\b")
+METRIC_LINE = re.compile(r"^r(\d+) step (\d+) seq (\d+) .* metric .*\(0x([0-9a-f ]+)\)\s*$")
+
+
+def printed_losses(text):
+    """[(step, big-endian hex)] from the job's output."""
+    return [(int(m.group(1)), m.group(2)) for m in map(STEP_LINE.match, text.splitlines()) if m]
+
+
+def traced_metrics(text, rank=0):
+    """Big-endian hex of the first 4 payload bytes of each metric record of `rank`, seq order."""
+    rows = []
+    for m in map(METRIC_LINE.match, text.splitlines()):
+        if not m or int(m.group(1)) != rank:
+            continue
+        payload = m.group(4).split()
+        if len(payload) >= 4:
+            rows.append((int(m.group(3)), "".join(reversed(payload[:4]))))
+    return [h for _, h in sorted(rows)]
+
+
+def check(printed, traced):
+    """One line: PASS if every printed loss appears in `traced` in order."""
+    if not printed:
+        return "FAIL: no step lines in the job's output"
+    at = 0
+    for step, want in printed:
+        while at < len(traced) and traced[at] != want:
+            at += 1
+        if at == len(traced):
+            return f"FAIL: step {step} loss {want} is not among the trace's metric records"
+        at += 1
+    return f"PASS: {len(printed)} losses found in order among {len(traced)} metric records"
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    lockstep, trace_dir, stdout_path = argv[1:]
+    try:
+        with open(stdout_path) as f:
+            printed = printed_losses(f.read())
+        shown = subprocess.run([lockstep, "show", trace_dir, "--rank", "0"], check=True,
+                               stdout=subprocess.PIPE, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"FAIL: {e}")
+        return 2
+    line = check(printed, traced_metrics(shown))
+    print(line)
+    return 0 if line.startswith("PASS") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
