@@ -1,5 +1,7 @@
 #include "trace/encoding.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "trace/varint.h"
@@ -51,6 +53,31 @@ inline bool get_bytes(const uint8_t*& in, const uint8_t* end, uint64_t& bytes) {
 
 const BufferFingerprint kZeroBuffer{};
 
+// Records hold a handful of buffers: copy them inline rather than through a libc call.
+inline void copy_buffers(const BufferFingerprint* from, size_t count, BufferFingerprint* to) {
+  if (count > 4) {
+    std::copy_n(from, count, to);
+    return;
+  }
+  switch (count) {
+    case 4: to[3] = from[3]; [[fallthrough]];
+    case 3: to[2] = from[2]; [[fallthrough]];
+    case 2: to[1] = from[1]; [[fallthrough]];
+    case 1: to[0] = from[0]; [[fallthrough]];
+    default: break;
+  }
+}
+
+// Wire ids the decoder knows, as a table: find_record_kind is a linear search.
+constexpr auto kKnownKinds = [] {
+  std::array<bool, kKindSlots> known{};
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
+  if ((id) < kKindSlots) known[id] = true;
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+  return known;
+}();
+
 }  // namespace
 
 // ---- shared state ---------------------------------------------------------------------------
@@ -77,6 +104,20 @@ void DeltaState::remember(const Record& record, int slot) {
   std::memcpy(entry.fields, record.fields.data(), count * sizeof(uint64_t));
   std::memset(entry.fields + count, 0, (kMaxFields - count) * sizeof(uint64_t));
   entry.buffers.assign(record.buffers.begin(), record.buffers.end());
+  last_slot_[kind & (kKindSlots - 1)] = static_cast<uint8_t>(slot);
+}
+
+void DeltaState::remember_decoded(const Record& record, int slot) {
+  Entry& entry = cache_[slot];
+  const uint8_t kind = static_cast<uint8_t>(record.kind);
+  entry.generation = generation_;
+  entry.kind = kind;
+  entry.name = record.name;
+  // A decoded record's fields past its kind's count are zero already: one fixed-size copy.
+  std::memcpy(entry.fields, record.fields.data(), sizeof(entry.fields));
+  const size_t count = record.buffers.size();
+  if (entry.buffers.size() != count) entry.buffers.resize(count);
+  copy_buffers(record.buffers.data(), count, entry.buffers.data());
   last_slot_[kind & (kKindSlots - 1)] = static_cast<uint8_t>(slot);
 }
 
@@ -181,7 +222,7 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
   uint64_t wide_kind = tag & kKindMask;
   if (wide_kind == kKindEscape && !get_varint(in, end, wide_kind))
     return fail(error, "record cut off in kind");
-  if (wide_kind >= kKindSlots || !find_record_kind(static_cast<uint8_t>(wide_kind)))
+  if (wide_kind >= kKindSlots || !kKnownKinds[wide_kind])
     return fail(error, "unknown record kind (written by a newer lockstep?)");
   const auto kind = static_cast<uint8_t>(wide_kind);
   out.kind = static_cast<RecordKind>(kind);
@@ -233,19 +274,30 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
   uint64_t mask;
   if (!get_varint(in, end, mask)) return fail(error, "record cut off in field mask");
   const int count = fast_field_count(out.kind);
-  out.fields.fill(0);
-  for (int i = 0; i < count; ++i) out.fields[i] = base.fields[i];
-  for (int bit = 0; bit < 64 && (mask >> bit); ++bit) {
-    if (!(mask & (uint64_t{1} << bit))) continue;
+  // One fixed-size copy. An entry of this kind holds zeros past count (it was a decoded record);
+  // the base may be the entry the last record of the kind left, taken since by another kind
+  // (the format compares fields below count only): then the tail is cleared.
+  static_assert(sizeof(base.fields) == sizeof(out.fields));
+  std::memcpy(out.fields.data(), base.fields, sizeof(base.fields));
+  if (base.kind != kind)
+    for (int i = count; i < kMaxFields; ++i) out.fields[i] = 0;
+  for (uint64_t rest = mask; rest; rest &= rest - 1) {
+    const int bit = __builtin_ctzll(rest);
     if (!get_varint(in, end, value)) return fail(error, "record cut off in fields");
     if (bit < count) out.fields[bit] = value;  // else a newer trailing field: dropped
   }
 
+  // Decoded in place: out's buffers keep their capacity from record to record.
+  const size_t base_count = std::min(buffer_count, base.buffers.size());
   out.buffers.resize(buffer_count);
+  BufferFingerprint* buffers = out.buffers.data();
+  copy_buffers(base.buffers.data(), base_count, buffers);
+  for (size_t i = base_count; i < buffer_count; ++i) buffers[i] = kZeroBuffer;
   for (size_t i = 0; i < buffer_count; ++i) {
-    BufferFingerprint b = i < base.buffers.size() ? base.buffers[i] : kZeroBuffer;
+    BufferFingerprint& b = buffers[i];
     if (in >= end) return fail(error, "record cut off in buffers");
     const uint8_t bits = *in++;
+    if (!bits) continue;
     if (bits & ~kBufferKnownBits) return fail(error, "bad buffer mask");
     if (bits & kRoleFlags) {
       if (!get_varint(in, end, value) || value > 0x1ff) return fail(error, "bad buffer flags");
@@ -264,7 +316,6 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
       return fail(error, "bad allocation ordinal");
     if ((bits & kAllocOffset) && !get_varint(in, end, b.alloc_offset))
       return fail(error, "bad allocation offset");
-    out.buffers[i] = b;  // base may alias a cache entry: it is only read, never resized here
   }
 
   out.payload.clear();
@@ -275,7 +326,7 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
     out.payload.assign(in, in + value);
     in += value;
   }
-  s.remember(out, slot);
+  s.remember_decoded(out, slot);
   return true;
 }
 

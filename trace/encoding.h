@@ -65,6 +65,8 @@ class DeltaState {
   }
   // Remembers a record as the base of its (kind, name) and of its kind.
   void remember(const Record& record, int slot);
+  // The same for a record the decoder produced (its fields past the kind's count are zero).
+  void remember_decoded(const Record& record, int slot);
 
   uint64_t prev_seq = 0;
   uint32_t prev_stream = 0, prev_step = 0, prev_thread = 0;

@@ -24,6 +24,10 @@ inline uint8_t* put_varint(uint8_t* out, uint64_t value) {
 
 // Returns false when the input ends before the varint does.
 inline bool get_varint(const uint8_t*& in, const uint8_t* end, uint64_t& value) {
+  if (in < end && *in < 0x80) [[likely]] {  // one byte: most values
+    value = *in++;
+    return true;
+  }
   uint64_t result = 0;
   for (int i = 0; i < 8; ++i) {
     if (in >= end) return false;

@@ -69,10 +69,8 @@ void FileRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTabl
   auto lookup = [this](trace::StringId id) { return reader_->string(id); };
   reader_->for_each_record(first, last, [&](const trace::Record& record) {
     if (record.step < first || record.step > last) return true;
-    labels_.clear();
-    for (const trace::BufferFingerprint& b : record.buffers)
-      labels_.push_back(translator_.translate(b.label, pool, lookup));
-    out.add(record, translator_.translate(record.name, pool, lookup), labels_);
+    out.add_with(record, translator_.translate(record.name, pool, lookup),
+                 [&](size_t, trace::StringId label) { return translator_.translate(label, pool, lookup); });
     return true;
   });
 }

@@ -21,7 +21,6 @@ class FileRankInput : public RankInput {
  private:
   std::unique_ptr<trace::TraceReader> reader_;
   StringTranslator translator_;  // into the one pool this input is used with
-  std::vector<uint32_t> labels_;
 };
 
 }  // namespace lockstep::tools

@@ -5,7 +5,9 @@
 // by both runs of a rank, so names compare as integers across the two files.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <span>
 #include <string>
@@ -77,15 +79,60 @@ class OpTable {
 
   // `name` and `labels` are StringPool ids already translated by the caller.
   void add(const trace::Record& record, uint32_t name, std::span<const uint32_t> labels);
+  // The same, translating each buffer's label with label_of(buffer index, trace::StringId) ->
+  // uint32_t: the hot path of a diff (no label vector, no call through a pointer).
+  template <class LabelOf>
+  void add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of);
 
   size_t memory_bytes() const;
 
  private:
   std::vector<Op> ops_;
-  std::vector<uint64_t> fields_;
+  // Room for n more elements at the end of an arena whose used part is `used`: the vectors only
+  // grow (geometrically) and are never shrunk or value-initialized record by record.
+  template <class T>
+  static T* extend(std::vector<T>& arena, size_t& used, size_t n) {
+    if (used + n > arena.size()) arena.resize(std::max<size_t>(used + n, 2 * arena.size()));
+    T* at = arena.data() + used;
+    used += n;
+    return at;
+  }
+
+  std::vector<uint64_t> fields_;  // arenas: used up to fields_used_, buffers_used_
   std::vector<OpBuffer> buffers_;
+  size_t fields_used_ = 0, buffers_used_ = 0;
   std::vector<uint8_t> payload_;
 };
+
+template <class LabelOf>
+void OpTable::add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of) {
+  Op& op = ops_.emplace_back();
+  op.seq = record.seq;
+  op.stream = record.stream;
+  op.step = record.step;
+  op.name = name;
+  op.kind = record.kind;
+  const int count = trace::fast_field_count(record.kind);  // 0 for an unknown kind
+  op.field_count = static_cast<uint8_t>(count);
+  op.field_offset = static_cast<uint32_t>(fields_used_);
+  // One fixed-size copy of all the record's fields (no loop, no libc call); only `count` of
+  // them are kept: the next op's fields start right after.
+  uint64_t* fields = extend(fields_, fields_used_, trace::kMaxFields);
+  std::memcpy(fields, record.fields.data(), sizeof(record.fields));
+  fields_used_ -= trace::kMaxFields - count;
+  const size_t buffer_count = record.buffers.size();
+  op.buffer_offset = static_cast<uint32_t>(buffers_used_);
+  op.buffer_count = static_cast<uint16_t>(buffer_count);
+  OpBuffer* out = extend(buffers_, buffers_used_, buffer_count);
+  for (size_t i = 0; i < buffer_count; ++i) {
+    const trace::BufferFingerprint& in = record.buffers[i];
+    out[i] = OpBuffer{in.bytes, in.fingerprint, label_of(i, in.label), in.role, in.dtype, in.flags};
+  }
+  op.payload_offset = static_cast<uint32_t>(payload_.size());
+  op.payload_bytes = static_cast<uint32_t>(record.payload.size());
+  if (!record.payload.empty())
+    payload_.insert(payload_.end(), record.payload.begin(), record.payload.end());
+}
 
 // Translates one file's string ids into a StringPool, asking the file only once per id.
 class StringTranslator {
