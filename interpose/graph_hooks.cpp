@@ -24,7 +24,9 @@ Result launch_graph(Forward&& forward, const void* exec, CUstream stream) {
   // Same scope as kernel launches: a graph launch is never nested in a kernel launch, and a
   // runtime graph launch reaching our driver wrapper must be one event.
   Nesting nesting(Scope::Launch);
-  const Result r = forward();
+  const Result r = nesting.outermost() && validation::enabled()
+                       ? validation::bracketed(coverage::PushScope::Graph, trace_operations(), forward)
+                       : forward();
   if (nesting.outermost() && trace_operations()) {
     try {
       collectors::graph_launch(exec, stream, static_cast<int>(r));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cupti_validation.h"
 #include "interception.h"
 #include "scope.h"
 
@@ -22,19 +23,35 @@ inline cublasStatus_t missing_result<cublasStatus_t>() { return CUBLAS_STATUS_NO
 template <>
 inline ncclResult_t missing_result<ncclResult_t>() { return ncclSystemError; }
 
-// forward() inside a `scope` nesting level; when this is the outermost call of that scope and
+// The CUPTI validation scope of a nesting scope (scopes that cannot launch kernels: None).
+inline coverage::PushScope validation_scope(Scope scope) {
+  switch (scope) {
+    case Scope::Launch: return coverage::PushScope::Launch;
+    case Scope::Blas: return coverage::PushScope::Blas;
+    case Scope::Nccl: return coverage::PushScope::Nccl;
+    default: return coverage::PushScope::None;
+  }
+}
+
+// forward() inside a `scope` nesting level; when validating (cupti_validation.h), inside an
+// external correlation id too; when this is the outermost call of that scope and
 // operations are traced, brackets it with begin() -> token and end(token, result).
 template <typename Forward, typename Begin, typename End>
 auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   Nesting nesting(scope);
-  if (!nesting.outermost() || !trace_operations()) return forward();
+  if (!nesting.outermost()) return forward();
+  if (!trace_operations()) {
+    if (validation::enabled()) return validation::bracketed(validation_scope(scope), false, forward);
+    return forward();
+  }
   uint64_t token = 0;
   try {
     token = begin();
   } catch (...) {
     token = 0;
   }
-  auto result = forward();
+  auto result = validation::enabled() ? validation::bracketed(validation_scope(scope), true, forward)
+                                      : forward();
   try {
     end(token, result);
   } catch (...) {

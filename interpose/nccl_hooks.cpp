@@ -168,7 +168,11 @@ LOCKSTEP_NCCL_GROUP_START(pncclGroupStart)
 #define LOCKSTEP_NCCL_GROUP_END(name)                                          \
   LOCKSTEP_INTERCEPTOR ncclResult_t name() {                                   \
     Nesting nesting(Scope::Nccl);                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name);                             \
+    /* grouped collectives launch here */                                      \
+    const ncclResult_t r = nesting.outermost() && validation::enabled()        \
+        ? validation::bracketed(coverage::PushScope::Nccl, trace_operations(), \
+                                [&] { return LOCKSTEP_FORWARD(name); })        \
+        : LOCKSTEP_FORWARD(name);                                              \
     if (nesting.outermost() && trace_operations()) {                           \
       try { collectors::nccl_group_end(r); } catch (...) {}                    \
     }                                                                          \

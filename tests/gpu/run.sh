@@ -11,6 +11,7 @@
 #   CHECKS    letters of the check groups to run (default: abcdefg)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
 #               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
+#               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1; not in the default yet)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   PYTHON    python with torch (default: python3)
 #   KEEP=1    keep the scratch folder of traces
@@ -434,6 +435,24 @@ $(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
       else
         row "gpt $variant full" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
       fi
+    done
+  fi
+fi
+
+# ---- (v) CUPTI coverage validation (issue 4; not in the default CHECKS until it has run on a GPU)
+if want v; then
+  if ! have_lockstep || ! have_torch; then
+    row "coverage" SKIP "needs lockstep and torch with CUDA"
+  else
+    for mode in compile cuda-graph; do
+      if ! fits 90; then row "coverage $mode" SKIP "time budget"; continue; fi
+      LOCKSTEP_VALIDATE=1 traced "validate-$mode" broad 300 "$PY" "$GPT" --steps 4 "--$mode"
+      out=$("$PY" "$E2E/coverage.py" "$WORK/validate-$mode" 2>&1)
+      rc=$?
+      echo "$out" >>"$LOG"
+      line=$(tail -n 1 <<<"$out")
+      if [[ $rc -eq 0 ]]; then row "coverage $mode" PASS "${line#PASS: }"
+      else row "coverage $mode" FAIL "${line#FAIL: }"; fi
     done
   fi
 fi
