@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 #include <shared_mutex>
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -195,9 +196,12 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
                       tracer->fingerprint_step(r.step);
     std::vector<PlannedRegion> inputs;
-    std::unordered_set<uintptr_t> seen;
-    for (const PointerArg& arg : args.pointers) {
-      if (!seen.insert(arg.value).second) continue;
+    for (size_t i = 0; i < args.pointers.size(); ++i) {
+      const PointerArg& arg = args.pointers[i];
+      // A pointer passed twice is one region (kernels take a handful of pointers: no set).
+      if (std::any_of(args.pointers.begin(), args.pointers.begin() + i,
+                      [&](const PointerArg& earlier) { return earlier.value == arg.value; }))
+        continue;
       const std::string label = arg_label(arg, info.layout);
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;

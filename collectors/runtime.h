@@ -72,7 +72,9 @@ class Tracer {
   uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
   uint32_t stream_ordinal(CUstream stream, bool per_thread_default);
   uint32_t thread_ordinal();
-  trace::StringId intern(std::string_view text) { return writer_->intern(text); }
+  // Kernel names and buffer labels are interned on every record; the writer's table takes a
+  // process-wide mutex, so each thread keeps its own cache in front of it.
+  trace::StringId intern(std::string_view text);
   // seq, stream, step, thread, kind, name.
   void stamp(trace::Record* record, trace::RecordKind kind, std::string_view name, CUstream stream,
              bool per_thread_default);

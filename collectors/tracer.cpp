@@ -193,6 +193,28 @@ uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   return ordinal;
 }
 
+namespace {
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+}  // namespace
+
+trace::StringId Tracer::intern(std::string_view text) {
+  // Heap, never freed: records are still made during exit, after thread_local destructors.
+  thread_local auto* cache =
+      new std::unordered_map<std::string, trace::StringId, TextHash, std::equal_to<>>;
+  thread_local const trace::TraceWriter* cached_for = nullptr;
+  if (cached_for != writer_.get()) {  // ids are per file: a forked child's tracer starts afresh
+    cache->clear();
+    cached_for = writer_.get();
+  }
+  if (auto it = cache->find(text); it != cache->end()) return it->second;
+  const trace::StringId id = writer_->intern(text);
+  if (cache->size() < 4096) cache->emplace(std::string(text), id);
+  return id;
+}
+
 uint32_t Tracer::thread_ordinal() {
   thread_local uint32_t ordinal = 0;
   if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
