@@ -122,7 +122,26 @@ struct CublasGemm {
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // strided batched, in elements
   bool pointer_arrays = false; // GemmBatchedEx: A/B/C are device arrays of pointers
+  const void* beta = nullptr;  // host or device, per cublasGetPointerMode
+  cudaDataType scale_type = CUDA_R_32F;  // type of alpha and beta
 };
+// The type of alpha/beta of a cublas*Ex call: from the compute type, complex when C is.
+inline cudaDataType cublas_scale_type(cublasComputeType_t compute_type, cudaDataType c_type) {
+  const bool complex = c_type == CUDA_C_16F || c_type == CUDA_C_16BF || c_type == CUDA_C_32F ||
+                       c_type == CUDA_C_64F || c_type == CUDA_C_8I || c_type == CUDA_C_32I;
+  switch (compute_type) {
+    case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC:
+      return complex ? CUDA_C_16F : CUDA_R_16F;
+    case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+      return complex ? CUDA_C_64F : CUDA_R_64F;
+    case CUBLAS_COMPUTE_32I: case CUBLAS_COMPUTE_32I_PEDANTIC:
+      return complex ? CUDA_C_32I : CUDA_R_32I;
+    default:  // the 32F compute types, TF32/BF16/FP16-accelerated ones included
+      return complex ? CUDA_C_32F : CUDA_R_32F;
+  }
+}
+
 uint64_t cublas_gemm_begin(const CublasGemm& gemm);
 void cublas_gemm_end(uint64_t token, int status);
 

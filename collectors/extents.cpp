@@ -1,6 +1,7 @@
 #include "collectors/extents.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace lockstep::collectors {
 
@@ -71,6 +72,30 @@ trace::DType cuda_dtype(cudaDataType type) {
     case CUDA_C_32F: return DType::C32;
     case CUDA_C_64F: return DType::C64;
     default: return DType::Bytes;
+  }
+}
+
+bool host_scalar_is_zero(const void* value, cudaDataType type) {
+  if (value == nullptr) return false;
+  auto bits_zero = [&](auto unsigned_value, auto magnitude_mask, int parts) {
+    using U = decltype(unsigned_value);
+    for (int i = 0; i < parts; ++i) {
+      U v;
+      std::memcpy(&v, static_cast<const char*>(value) + i * sizeof(U), sizeof(U));
+      if ((v & magnitude_mask) != 0) return false;  // the sign bit alone is -0
+    }
+    return true;
+  };
+  switch (type) {
+    case CUDA_R_16F: case CUDA_R_16BF: return bits_zero(uint16_t{}, uint16_t{0x7fff}, 1);
+    case CUDA_R_32F: return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 1);
+    case CUDA_R_64F: return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 1);
+    case CUDA_C_16F: case CUDA_C_16BF: return bits_zero(uint16_t{}, uint16_t{0x7fff}, 2);
+    case CUDA_C_32F: return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 2);
+    case CUDA_C_64F: return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 2);
+    case CUDA_R_32I: return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 1);
+    case CUDA_C_32I: return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 2);
+    default: return false;
   }
 }
 

@@ -56,6 +56,11 @@ struct GemmOperandExtents {
 // A stored lda x (trans_a == N ? k : m); B ldb x (trans_b == N ? n : k); C ldc x n.
 GemmOperandExtents cublas_gemm_extents(const CublasGemm& gemm);
 
+// True when a host-side alpha/beta of `type` is zero (either sign): with beta == 0 cuBLAS does
+// not read C, so C is no input (its bytes may be whatever the allocator left there). False for
+// a null pointer or a type it does not know.
+bool host_scalar_is_zero(const void* value, cudaDataType type);
+
 // ---- cuBLASLt matrix layouts ------------------------------------------------------------------
 struct LtLayout {
   cudaDataType type = CUDA_R_32F;

@@ -65,6 +65,18 @@ CUstream cublas_stream(cublasHandle_t handle) {
   return reinterpret_cast<CUstream>(stream);
 }
 
+// cuBLAS reads alpha/beta through host pointers unless the handle says device.
+bool cublas_host_pointer_mode(cublasHandle_t handle) {
+  using Fn = cublasStatus_t (*)(cublasHandle_t, cublasPointerMode_t*);
+  static auto get_mode = reinterpret_cast<Fn>(resolve("cublasGetPointerMode_v2"));
+  cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
+  if (get_mode != nullptr) {
+    ShimCallGuard guard;
+    if (get_mode(handle, &mode) != CUBLAS_STATUS_SUCCESS) return false;
+  }
+  return mode == CUBLAS_POINTER_MODE_HOST;
+}
+
 // ---- cuBLASLt descriptor reading ---------------------------------------------------------------
 using DescGet = cublasStatus_t (*)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, void*,
                                    size_t, size_t*);
@@ -158,7 +170,11 @@ uint64_t cublas_gemm_begin(const CublasGemm& g) {
   } else {
     tracer->add_buffer(&r, &inputs, "A", trace::Role::In, cuda_dtype(g.type_a), g.A, e.a_bytes, true, hash);
     tracer->add_buffer(&r, &inputs, "B", trace::Role::In, cuda_dtype(g.type_b), g.B, e.b_bytes, true, hash);
-    tracer->add_buffer(&r, &inputs, "C", trace::Role::In, cuda_dtype(g.type_c), g.C, e.c_bytes, true, hash);
+    // With beta == 0 C is not read: recorded by shape, not fingerprinted.
+    const bool reads_c =
+        !(cublas_host_pointer_mode(g.handle) && host_scalar_is_zero(g.beta, g.scale_type));
+    tracer->add_buffer(&r, reads_c ? &inputs : nullptr, "C", trace::Role::In, cuda_dtype(g.type_c),
+                       g.C, e.c_bytes, true, hash && reads_c);
     // D is C's buffer after the call.
     tracer->add_buffer(&r, &call.outputs, "D", trace::Role::Out, cuda_dtype(g.type_c), g.C,
                        e.c_bytes, true, hash);
@@ -226,11 +242,16 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
                          false);
       return;
     }
-    tracer->add_buffer(&r, plan, label, role, cuda_dtype(l.type), ptr, lt_layout_bytes(l), true, hash);
+    tracer->add_buffer(&r, plan, label, role, cuda_dtype(l.type), ptr, lt_layout_bytes(l), true,
+                       hash && plan != nullptr);
   };
   operand("A", Role::In, mm.A, a, &inputs);
   operand("B", Role::In, mm.B, b, &inputs);
-  if (mm.C != nullptr) operand("C", Role::In, mm.C, c, &inputs);
+  // With beta == 0 C is not read (C == D is common): recorded by shape, not fingerprinted.
+  const bool reads_c =
+      !(pointer_mode == CUBLASLT_POINTER_MODE_HOST &&
+        host_scalar_is_zero(mm.beta, static_cast<cudaDataType>(scale_type)));
+  if (mm.C != nullptr) operand("C", Role::In, mm.C, c, reads_c ? &inputs : nullptr);
   operand("D", Role::Out, mm.D, d, &outputs);
 
   // Scales: `outer` x `inner` as in extents.h (A: M x K, B: N x K, C/D: N x M column-major).

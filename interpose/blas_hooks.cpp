@@ -24,7 +24,7 @@ template <typename I>
 CublasGemm gemm(const char* api, cublasHandle_t handle, cublasOperation_t ta,
                 cublasOperation_t tb, I m, I n, I k, const void* A, cudaDataType type_a, I lda,
                 const void* B, cudaDataType type_b, I ldb, void* C, cudaDataType type_c, I ldc,
-                int compute_type) {
+                int compute_type, const void* beta, cudaDataType scale_type) {
   CublasGemm g;
   g.api = api;
   g.handle = handle;
@@ -35,6 +35,8 @@ CublasGemm gemm(const char* api, cublasHandle_t handle, cublasOperation_t ta,
   g.B = B; g.ldb = ldb; g.type_b = type_b;
   g.C = C; g.ldc = ldc; g.type_c = type_c;
   g.compute_type = compute_type;
+  g.beta = beta;
+  g.scale_type = scale_type;
   return g;
 }
 
@@ -54,7 +56,8 @@ CublasGemm gemm(const char* api, cublasHandle_t handle, cublasOperation_t ta,
         },                                                                                       \
         [&] {                                                                                    \
           CublasGemm g = gemm<I>(#name, handle, transa, transb, m, n, k, A, Atype, lda, B,       \
-                                 Btype, ldb, C, Ctype, ldc, computeType);                        \
+                                 Btype, ldb, C, Ctype, ldc, computeType, beta,         \
+                                 collectors::cublas_scale_type(computeType, Ctype));                        \
           g.algo = algo;                                                                         \
           return g;                                                                              \
         });                                                                                      \
@@ -75,7 +78,7 @@ LOCKSTEP_GEMM_EX(cublasGemmEx_64, int64_t)
         },                                                                                       \
         [&] {                                                                                    \
           return gemm<I>(#name, handle, transa, transb, m, n, k, A, cuda_type, lda, B,           \
-                         cuda_type, ldb, C, cuda_type, ldc, cuda_type);                          \
+                         cuda_type, ldb, C, cuda_type, ldc, cuda_type, beta, cuda_type);                          \
         });                                                                                      \
   }
 LOCKSTEP_TYPED_GEMM(cublasSgemm_v2, float, int, CUDA_R_32F)
@@ -98,7 +101,7 @@ LOCKSTEP_TYPED_GEMM(cublasHgemm_64, __half, int64_t, CUDA_R_16F)
         },                                                                                       \
         [&] {                                                                                    \
           CublasGemm g = gemm<I>(#name, handle, transa, transb, m, n, k, A, cuda_type, lda, B,   \
-                                 cuda_type, ldb, C, cuda_type, ldc, cuda_type);                  \
+                                 cuda_type, ldb, C, cuda_type, ldc, cuda_type, beta, cuda_type);                  \
           g.batch = batchCount;                                                                  \
           g.stride_a = strideA; g.stride_b = strideB; g.stride_c = strideC;                      \
           return g;                                                                              \
@@ -126,7 +129,8 @@ LOCKSTEP_TYPED_STRIDED_GEMM(cublasHgemmStridedBatched_64, __half, int64_t, CUDA_
         },                                                                                       \
         [&] {                                                                                    \
           CublasGemm g = gemm<I>(#name, handle, transa, transb, m, n, k, A, Atype, lda, B,       \
-                                 Btype, ldb, C, Ctype, ldc, computeType);                        \
+                                 Btype, ldb, C, Ctype, ldc, computeType, beta,         \
+                                 collectors::cublas_scale_type(computeType, Ctype));                        \
           g.algo = algo;                                                                         \
           g.batch = batchCount;                                                                  \
           g.stride_a = strideA; g.stride_b = strideB; g.stride_c = strideC;                      \
@@ -153,7 +157,8 @@ LOCKSTEP_STRIDED_BATCHED_EX(cublasGemmStridedBatchedEx_64, int64_t)
         [&] {                                                                                    \
           CublasGemm g = gemm<I>(#name, handle, transa, transb, m, n, k, Aarray, Atype, lda,     \
                                  Barray, Btype, ldb, const_cast<void**>(Carray), Ctype, ldc,     \
-                                 computeType);                                                   \
+                                 computeType, beta,                                              \
+                                 collectors::cublas_scale_type(computeType, Ctype));                                                   \
           g.algo = algo;                                                                         \
           g.batch = batchCount;                                                                  \
           g.pointer_arrays = true;                                                               \

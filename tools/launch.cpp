@@ -92,6 +92,29 @@ void parse_step_range(const std::string& text, const std::string& what, uint32_t
   if (last < first) throw bad();
 }
 
+EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
+                              const char* user_alloc_conf) {
+  EnvChange change;
+  const bool user_set = user_alloc_conf != nullptr && *user_alloc_conf != '\0';
+  std::string chosen = mode;
+  if (mode == "auto") chosen = level == "full" && !user_set ? "async" : "keep";
+  if (chosen == "keep") return change;
+  if (chosen == "none") {
+    change.set.emplace_back("PYTORCH_NO_CUDA_MEMORY_CACHING", "1");
+    change.note = "PyTorch allocator: no caching (PYTORCH_NO_CUDA_MEMORY_CACHING=1)";
+    return change;
+  }
+  if (chosen != "async")
+    throw InputError(fmt::format("--torch-alloc: '{}' is not auto, async, none or keep", mode));
+  std::string conf = user_set ? std::string(user_alloc_conf) : std::string();
+  if (conf.find("backend:") != std::string::npos) return change;  // the user chose a backend
+  conf += std::string(conf.empty() ? "" : ",") + "backend:cudaMallocAsync";
+  change.set.emplace_back("PYTORCH_CUDA_ALLOC_CONF", conf);
+  change.note = "PyTorch allocator: cudaMallocAsync, so that kernel regions are exact tensors "
+                "(--torch-alloc keep to leave it)";
+  return change;
+}
+
 LaunchResult launch_traced(const TraceRequest& request) {
   if (request.command.empty()) throw InputError("lockstep: no command given after --");
   static const char* kLevels[] = {"off", "metrics", "broad", "full"};
@@ -102,6 +125,13 @@ LaunchResult launch_traced(const TraceRequest& request) {
     uint32_t first, last;
     parse_step_range(request.steps, "--steps", first, last);
   }
+  std::string level = request.level;
+  if (level.empty()) {
+    const char* from_env = std::getenv(env::kLevel);
+    level = from_env != nullptr && *from_env ? from_env : "broad";
+  }
+  const EnvChange allocator =
+      torch_allocator_env(request.torch_alloc, level, std::getenv("PYTORCH_CUDA_ALLOC_CONF"));
   std::string shim = find_shim();
   LaunchResult result;
   result.run_id = new_run_id();
@@ -127,6 +157,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!request.steps.empty()) setenv(env::kSteps, request.steps.c_str(), 1);
     if (!request.kernels.empty()) setenv(env::kKernels, request.kernels.c_str(), 1);
     if (request.overwrite) setenv(env::kOverwrite, "1", 1);
+    for (const auto& [name, value] : allocator.set) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -136,6 +167,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     _exit(127);
   }
   close(status_pipe[1]);
+  if (!allocator.note.empty()) std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
   child_pid = pid;
   struct sigaction action {}, previous[std::size(kForwarded)];
   action.sa_sigaction = forward_signal;

@@ -71,6 +71,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"ranks_compared", context.ranks},
       {"stats",
        {{"records_compared", result.records_compared},
+        {"divergent_records", result.divergent_records},
+        {"unexplained_records", result.unexplained},
         {"steps_compared", result.steps_compared},
         {"steps_skipped", result.steps_skipped},
         {"seconds", context.seconds}}},

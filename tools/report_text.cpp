@@ -79,6 +79,10 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                      "as equal by their summaries\n",
                      context.ranks.size(), context.ranks.size() == 1 ? "" : "s",
                      result.records_compared, result.steps_compared, result.steps_skipped);
+  if (result.unexplained > 0)
+    out += fmt::format("  {} kernel record{} read differing bytes that no traced op wrote "
+                       "(scratch or uninitialised memory): not counted as divergences\n",
+                       result.unexplained, result.unexplained == 1 ? "" : "s");
   if (!result.divergent) return out;
 
   if (result.metric) {

@@ -25,6 +25,15 @@ import time
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.02, "full": 1.5}  # ratio to untraced
 LEVELS = ("off", "metrics", "broad", "full")
+# Extra modes: full level with another PyTorch allocator choice (`lockstep run --torch-alloc`;
+# plain `full` is the default, auto = cudaMallocAsync), and the untraced job on cudaMallocAsync,
+# to separate the allocator's own cost from lockstep's. Name -> (level, --torch-alloc, env).
+EXTRA_MODES = {
+    "full-caching": ("full", "keep", {}),
+    "full-nocache": ("full", "none", {}),
+    "untraced-async": (None, None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
+}
+TARGETS.update({"full-caching": 1.5, "full-nocache": 1.5})
 
 
 def parse_args(argv=None):
@@ -36,7 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--job", choices=["gpt", "ddp"], default="gpt")
     p.add_argument("--nproc", type=int, default=2, help="processes for --job ddp")
     p.add_argument("--levels", default=",".join(LEVELS),
-                   help="comma-separated lockstep levels to measure (untraced always runs)")
+                   help="comma-separated modes to measure: lockstep levels, or full-caching, "
+                        "full-nocache, untraced-async (untraced always runs)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--skip", type=int, default=5, help="steps dropped at the start of each run")
@@ -50,8 +60,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.levels = [lv for lv in args.levels.split(",") if lv]
     for lv in args.levels:
-        if lv not in LEVELS:
-            p.error(f"unknown level {lv!r} (one of {', '.join(LEVELS)})")
+        if lv not in LEVELS and lv not in EXTRA_MODES:
+            p.error(f"unknown mode {lv!r} (one of {', '.join(LEVELS + tuple(EXTRA_MODES))})")
     if args.skip >= args.steps:
         p.error("--skip must be smaller than --steps")
     return args
@@ -84,14 +94,19 @@ def run_once(args, mode, round_index, work, log):
     out_json = os.path.join(work, f"{tag}.json" if args.job == "gpt" else f"{tag}.{{rank}}.json")
     cmd = job_command(args, out_json)
     trace_dir = None
-    if mode != "untraced":
+    level, torch_alloc, extra_env = EXTRA_MODES.get(mode, (mode, None, {}))
+    if mode == "untraced":
+        level = None
+    if level is not None:
         trace_dir = os.path.join(work, f"trace-{tag}")
         shutil.rmtree(trace_dir, ignore_errors=True)
-        cmd = [args.lockstep, "run", "-o", trace_dir, "--level", mode, "--"] + cmd
+        alloc = ["--torch-alloc", torch_alloc] if torch_alloc else []
+        cmd = [args.lockstep, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=args.timeout, errors="replace")
+                              timeout=args.timeout, errors="replace",
+                              env=dict(os.environ, **extra_env))
         output, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
         output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
@@ -167,11 +182,11 @@ def main(argv=None):
 
     print(f"overhead: job {args.job}, {args.rounds} rounds x {args.steps} steps "
           f"(first {args.skip} dropped), interleaved")
-    print(f"{'mode':<9} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
+    print(f"{'mode':<14} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
           f"{'trace B/step/rank':>18}")
     for row in rows:
         ok = {True: "yes", False: "NO", None: "-"}[row["within_target"]]
-        print(f"{row['mode']:<9} {fmt(row['median_step_ms'], '14.3f')} "
+        print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
               f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}")
     if args.json:

@@ -205,7 +205,10 @@ def main(argv=None):
         line = f"rank {rank} step {step} loss {value:.6f} loss_hex {float_hex(value)}"
         if extra_value is not None:
             line += f" grouped {extra_value:.6f} grouped_hex {float_hex(extra_value)}"
-        print(line, flush=True)
+        # One write(2) per line: both ranks share torchrun's stdout, and a line split over two
+        # writes can interleave with the other rank's.
+        sys.stdout.flush()
+        os.write(sys.stdout.fileno(), (line + "\n").encode())
 
     if args.out:
         path = args.out.replace("{rank}", str(rank)) if "{rank}" in args.out \

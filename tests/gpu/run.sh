@@ -14,7 +14,8 @@
 #               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1; not in the default yet)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   PYTHON    python with torch (default: python3)
-#   KEEP=1    keep the scratch folder of traces
+#   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
+#   SAVE      globs of trace folders to archive into OUT/traces.tar.gz (e.g. 'gpt-det-*')
 # Every row of the table is PASS, FAIL or SKIP with one key figure. Exit status: 1 if any row
 # is FAIL, else 0.
 set -uo pipefail
@@ -464,21 +465,23 @@ if want f; then
   elif ! fits 120; then
     row "overhead" SKIP "time budget"
   else
-    rounds=${OVERHEAD_ROUNDS:-2}
-    runlog overhead 400 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+    rounds=${OVERHEAD_ROUNDS:-3}
+    # full = cudaMallocAsync (the default of `lockstep run --level full`); full-caching and
+    # full-nocache: the same level on PyTorch's caching allocator and with caching off.
+    runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
       --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
-      --log "$LOG"
+      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching,full-nocache}" --log "$LOG"
     rc=$?
     cat "$WORK/overhead.out"
     if [[ $rc -ne 0 ]]; then
       row "overhead" FAIL "rc $rc: $(tail -n 1 "$WORK/overhead.err" | cut -c1-70)"
     else
       while read -r mode ms ratio target ok bytes; do
-        [[ $mode == untraced ]] && { row "overhead untraced" PASS "${ms} ms/step"; continue; }
+        [[ $mode == untraced* ]] && { row "overhead $mode" PASS "${ms} ms/step"; continue; }
         figure="x${ratio} (target x${target}), ${ms} ms/step, ${bytes} B/step/rank"
         if [[ $ok == yes ]]; then row "overhead $mode" PASS "$figure"
         else row "overhead $mode" FAIL "$figure"; fi
-      done < <(grep -E '^(untraced|off|metrics|broad|full) ' "$WORK/overhead.out")
+      done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/overhead.out")
     fi
   fi
 fi
@@ -516,8 +519,39 @@ if want g; then
     else
       row "ddp det broad" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
     fi
+    # At full, `lockstep run` puts PyTorch on cudaMallocAsync (--torch-alloc auto): every
+    # tensor its own allocation, so kernel regions are exact. Two clean runs must agree.
     if fits 60; then
       traced ddp-clean-full full 240 "${ddp[@]}"
+      traced ddp-clean-full-2 full 240 "${ddp[@]}"
+      diff_runs ddp-det-full-diff ddp-clean-full ddp-clean-full-2
+      drc=$?
+      verdict=$(check_diff "$WORK/ddp-det-full-diff.out" --expect identical)
+      if [[ $drc -eq 0 && $verdict == PASS* ]]; then
+        row "ddp det full" PASS "cudaMallocAsync: diff 0; ${verdict#PASS: }"
+      else
+        row "ddp det full" FAIL "cudaMallocAsync: diff $drc; $verdict"
+      fi
+    fi
+    # The same pair on PyTorch's caching allocator: regions run to the end of shared segments
+    # and cover bytes no kernel wrote; how many records differ between two clean runs.
+    if fits 60; then
+      with_libs runlog ddp-caching-1 240 "$LOCKSTEP" run -o "$WORK/ddp-caching-1" --level full \
+        --torch-alloc keep -- "${ddp[@]}"
+      with_libs runlog ddp-caching-2 240 "$LOCKSTEP" run -o "$WORK/ddp-caching-2" --level full \
+        --torch-alloc keep -- "${ddp[@]}"
+      diff_runs ddp-caching-diff ddp-caching-1 ddp-caching-2
+      drc=$?
+      figure=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))
+st = d.get("stats", {}); first = d.get("first_divergence") or {}
+print("%d of %d records differ; first: %s" % (st.get("divergent_records", 0),
+      st.get("records_compared", 0), first.get("classification", "none")))' \
+        "$WORK/ddp-caching-diff.out" 2>&1 | tail -n 1)
+      if [[ $drc -le 1 ]]; then row "ddp full caching alloc" PASS "diff $drc; $figure"
+      else row "ddp full caching alloc" FAIL "diff $drc; $figure"; fi
+    fi
+    if fits 60; then
+      [[ -d $WORK/ddp-clean-full ]] || traced ddp-clean-full full 240 "${ddp[@]}"
       traced ddp-plant-full full 240 "${ddp[@]}" --plant-kind grad \
         --plant-rank "$DDP_PLANT_RANK" --plant-step "$DDP_PLANT_STEP"
       diff_runs ddp-plant-diff ddp-clean-full ddp-plant-full
@@ -561,5 +595,13 @@ fi
 } >"$TABLE"
 cat "$TABLE" >>"$LOG"
 cat "$TABLE"
+# Every step's stdout/stderr (small text files only) in one archive next to the table (the
+# device tool brings back at most 8 files), and the trace folders that SAVE names.
+(cd "$WORK" && find . -maxdepth 1 -type f \( -name '*.out' -o -name '*.err' \) -size -2M -print0 |
+  tar -czf "$OUTDIR/logs.tar.gz" --null -T -)
+if [[ -n ${SAVE:-} ]]; then
+  # shellcheck disable=SC2086  # SAVE is a list of globs
+  (cd "$WORK" && tar -czf "$OUTDIR/traces.tar.gz" $SAVE 2>/dev/null)
+fi
 if [[ ${KEEP:-0} == 1 ]]; then echo "traces kept in $WORK"; else rm -rf "$WORK"; fi
 exit "$FAILED"

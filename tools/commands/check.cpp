@@ -27,6 +27,8 @@ CommandRunner add_check_command(CLI::App& app) {
   sub->add_option("-o,--output", request->trace.dir,
                   "Directory for the runs (run-1, run-2, ...; default ./lockstep-trace-<time>)");
   sub->add_flag("--overwrite", request->trace.overwrite, "Reuse run directories");
+  sub->add_option("--torch-alloc", request->trace.torch_alloc, kTorchAllocHelp)
+      ->capture_default_str();
   sub->add_flag("--json", request->json, "Print each diff as JSON");
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
   sub->footer(R"(Exit status: 0 all runs identical, 1 divergent, 2 invalid (the command failed, or a

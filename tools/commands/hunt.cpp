@@ -20,6 +20,7 @@ struct HuntRequest {
   bool json = false;
   int margin = 0;
   int attempts = 3;
+  std::string torch_alloc = "auto";
   std::vector<std::string> command;
 };
 
@@ -38,6 +39,7 @@ int traced_pair(const HuntRequest& request, const std::string& level, const std:
     trace.level = level;
     trace.steps = steps;
     trace.overwrite = request.overwrite;
+    trace.torch_alloc = request.torch_alloc;
     trace.command = request.command;
     LaunchResult launched = launch_traced(trace);
     if (launched.exit_code != 0)
@@ -69,6 +71,7 @@ CommandRunner add_hunt_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   sub->add_flag("--json", request->json, "Print the final diff as JSON");
+  sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad find the earliest diverging step and its rank.
 Stage 2: two runs at --level full, fingerprinting only that step, find the op whose inputs

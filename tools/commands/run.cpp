@@ -43,10 +43,16 @@ CommandRunner add_run_command(CLI::App& app) {
   sub->add_option("--steps", request->steps, "Fingerprint only steps A-B");
   sub->add_option("--kernels", request->kernels, "Fingerprint only kernels matching this regex");
   sub->add_flag("--overwrite", request->overwrite, "Replace another run's traces in the directory");
+  sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Every process of the job (torchrun, mpirun, srun...) writes its own file into the
 directory. The exit status is the command's (128+N if signal N ended it); 2 if lockstep itself
 could not start it. liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
+At --level full a kernel's pointer arguments are fingerprinted from the pointer to the end of
+their allocation; PyTorch's caching allocator packs many tensors into one allocation, so by
+default (--torch-alloc auto) a full-level run of a PyTorch job uses its cudaMallocAsync backend,
+one allocation per tensor. The job's numbers do not change; a PYTORCH_CUDA_ALLOC_CONF you set
+yourself is kept.
 
 Examples:
   lockstep run -o runs/a -- python train.py --steps 50

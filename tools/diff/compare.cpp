@@ -282,7 +282,8 @@ std::vector<ContextLine> context_lines(const OpTable& table, Ids ids,
 // What differs between two ops of the same identity.
 struct PairOutcome {
   enum What { Equal, Fields, Buffers, Value } what = Equal;
-  int in_index = -1, out_index = -1;  // first differing input / output buffer
+  int in_index = -1, out_index = -1;  // first differing input / output buffer (in A)
+  int in_index_b = -1, out_index_b = -1;  // the same buffers in B
   bool payload_differs = false;
   std::string detail;
 };
@@ -310,29 +311,77 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     }
   }
   auto ba = ta.buffers(a), bb = tb.buffers(b);
-  if (ba.size() != bb.size()) {
-    outcome.what = PairOutcome::Buffers;
-    outcome.detail = fmt::format("{} buffers vs {}", ba.size(), bb.size());
-    return outcome;
-  }
-  for (size_t i = 0; i < ba.size(); ++i) {
-    const OpBuffer &x = ba[i], &y = bb[i];
-    if (x.role != y.role || x.label != y.label || x.dtype != y.dtype || x.bytes != y.bytes) {
+  // Buffers with API extents (GEMM, collective, copy) must agree in number and shape: a
+  // difference is structural. Kernel pointer regions are guesses that run to the end of an
+  // allocation, so their size follows where the caching allocator placed the tensor: they pair
+  // by role and label, and a pair of different sizes cannot be compared (not a divergence).
+  thread_local std::vector<std::pair<int, int>> pairs;
+  pairs.clear();
+  size_t incomparable = 0;
+  const bool guessed = a.kind == RecordKind::Kernel;
+  if (!guessed) {
+    if (ba.size() != bb.size()) {
       outcome.what = PairOutcome::Buffers;
-      outcome.detail = fmt::format("buffer {}: {} '{}' {} {} bytes vs {} '{}' {} {} bytes", i,
-                                   x.role == trace::Role::In ? "in" : "out", pool.text(x.label),
-                                   trace::dtype_name(x.dtype), x.bytes,
-                                   y.role == trace::Role::In ? "in" : "out", pool.text(y.label),
-                                   trace::dtype_name(y.dtype), y.bytes);
+      outcome.detail = fmt::format("{} buffers vs {}", ba.size(), bb.size());
       return outcome;
     }
+    for (size_t i = 0; i < ba.size(); ++i) {
+      const OpBuffer &x = ba[i], &y = bb[i];
+      if (x.role != y.role || x.label != y.label || x.dtype != y.dtype || x.bytes != y.bytes) {
+        outcome.what = PairOutcome::Buffers;
+        outcome.detail = fmt::format("buffer {}: {} '{}' {} {} bytes vs {} '{}' {} {} bytes", i,
+                                     x.role == trace::Role::In ? "in" : "out", pool.text(x.label),
+                                     trace::dtype_name(x.dtype), x.bytes,
+                                     y.role == trace::Role::In ? "in" : "out", pool.text(y.label),
+                                     trace::dtype_name(y.dtype), y.bytes);
+        return outcome;
+      }
+      pairs.emplace_back(static_cast<int>(i), static_cast<int>(i));
+    }
+  } else {
+    for (size_t i = 0; i < ba.size(); ++i) {
+      const OpBuffer& x = ba[i];
+      // Same position first (the common case), else the first of the same role and label.
+      int j = -1;
+      if (i < bb.size() && bb[i].role == x.role && bb[i].label == x.label) {
+        j = static_cast<int>(i);
+      } else {
+        for (size_t k = 0; k < bb.size(); ++k)
+          if (bb[k].role == x.role && bb[k].label == x.label) {
+            j = static_cast<int>(k);
+            break;
+          }
+      }
+      if (j < 0) continue;  // a pointer that only one run passed twice or outside any allocation
+      if (x.bytes != bb[j].bytes) {
+        ++incomparable;
+        continue;
+      }
+      pairs.emplace_back(static_cast<int>(i), j);
+    }
   }
-  for (size_t i = 0; i < ba.size(); ++i) {
-    const OpBuffer &x = ba[i], &y = bb[i];
+  for (auto [i, j] : pairs) {
+    const OpBuffer &x = ba[i], &y = bb[j];
     if (!x.has_value() || !y.has_value() || x.fingerprint == y.fingerprint) continue;
     int& slot = x.role == trace::Role::In ? outcome.in_index : outcome.out_index;
-    if (slot < 0) slot = static_cast<int>(i);
+    if (slot < 0) {
+      slot = i;
+      (x.role == trace::Role::In ? outcome.in_index_b : outcome.out_index_b) = j;
+    }
   }
+  // A kernel whose differing input regions all came out equal overwrote the difference (an
+  // output-only tensor holding whatever the allocator left there before the kernel wrote it,
+  // or a difference that did not reach its results): nothing to report.
+  if (guessed && outcome.in_index >= 0 && outcome.out_index < 0) {
+    const bool outputs_compared = std::any_of(pairs.begin(), pairs.end(), [&](auto p) {
+      return ba[p.first].role == trace::Role::Out && ba[p.first].has_value() &&
+             bb[p.second].has_value();
+    });
+    if (outputs_compared) outcome.in_index = outcome.in_index_b = -1;
+  }
+  if (incomparable > 0)
+    outcome.detail = fmt::format("{} region{} of another size (allocator placement), not compared",
+                                 incomparable, incomparable == 1 ? "" : "s");
   if (a.payload_bytes | b.payload_bytes) {
     auto pa = ta.payload(a), pb = tb.payload(b);
     outcome.payload_differs =
@@ -342,7 +391,8 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     outcome.what = PairOutcome::Value;
     const size_t args = fields::Kernel::args_digest;
     if (a.kind == RecordKind::Kernel && args < fa.size() && args < fb.size() && fa[args] != fb[args])
-      outcome.detail = "scalar argument bytes differ too";
+      outcome.detail += std::string(outcome.detail.empty() ? "" : "; ") +
+                        "scalar argument bytes differ too";
   }
   return outcome;
 }
@@ -511,17 +561,38 @@ class WindowComparer {
       result_.metric = std::move(m);
     }
     if (!would_be_first(g.step, x.seq, 0)) return;
+    if (x.kind == RecordKind::Kernel && outcome.in_index >= 0) {
+      // A kernel receiver that would be the rank's first divergence: no traced op before it
+      // diverged, so the differing input bytes were written by none (see RankResult).
+      ++result_.unexplained;
+      if (result_.first_unexplained &&
+          std::tuple(result_.first_unexplained->step, result_.first_unexplained->anchor_seq) <
+              std::tuple(g.step, x.seq))
+        return;
+      Divergence d = base(g, x, a_, g.a, i);
+      d.seq_a = x.seq;
+      d.seq_b = y.seq;
+      d.anchor_seq = x.seq;
+      d.epoch = epoch_of(d.step, d.anchor_seq);
+      d.classification = Classification::Receiver;
+      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
+      d.detail = fmt::format("input '{}' differed, but no traced op before it did: bytes no "
+                             "traced op wrote (scratch or uninitialised memory)",
+                             d.buffer->label);
+      result_.first_unexplained = std::move(d);
+      return;
+    }
     Divergence d = base(g, x, a_, g.a, i);
     d.seq_a = x.seq;
     d.seq_b = y.seq;
     d.anchor_seq = x.seq;
     if (outcome.in_index >= 0) {
       d.classification = Classification::Receiver;
-      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index], pool_);
+      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
       d.detail = fmt::format("input '{}' already differed", d.buffer->label);
     } else if (outcome.out_index >= 0) {
       d.classification = Classification::Origin;
-      d.buffer = buffer_diff(ba[outcome.out_index], bb[outcome.out_index], pool_);
+      d.buffer = buffer_diff(ba[outcome.out_index], bb[outcome.out_index_b], pool_);
       size_t inputs = std::count_if(ba.begin(), ba.end(), [](const OpBuffer& b) {
         return b.role == trace::Role::In && b.has_value();
       });

@@ -94,8 +94,15 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
 
 void combine_ranks(DiffResult& result) {
   std::vector<Divergence> firsts;
-  for (const RankResult& r : result.ranks)
+  for (RankResult& r : result.ranks) {
+    // Nothing traced explains this rank's differing metric: show the unexplained kernel.
+    if (r.metric && r.first_unexplained &&
+        (!r.first || (r.first->classification == Classification::Metric &&
+                      std::tuple(r.first_unexplained->step, r.first_unexplained->anchor_seq) <
+                          std::tuple(r.first->step, r.first->anchor_seq))))
+      r.first = r.first_unexplained;
     if (r.first) firsts.push_back(*r.first);
+  }
   std::sort(firsts.begin(), firsts.end(), blame_before);
 
   // A collective whose inputs matched here but whose output differed only carried a difference
@@ -139,6 +146,8 @@ void combine_ranks(DiffResult& result) {
   result.structural.clear();
   result.structural_total = 0;
   result.records_compared = result.steps_compared = result.steps_skipped = 0;
+  result.divergent_records = 0;
+  result.unexplained = 0;
   for (const RankResult& r : result.ranks) {
     if (r.metric && (!result.metric || std::tuple(r.metric->step, r.metric->rank) <
                                            std::tuple(result.metric->step, result.metric->rank)))
@@ -146,6 +155,8 @@ void combine_ranks(DiffResult& result) {
     result.structural.insert(result.structural.end(), r.structural.begin(), r.structural.end());
     result.structural_total += r.structural_total;
     result.records_compared += r.records_compared;
+    result.divergent_records += r.divergent_records;
+    result.unexplained += r.unexplained;
     result.steps_compared += r.steps_compared;
     result.steps_skipped += r.steps_skipped;
     for (const std::string& w : r.warnings) result.warnings.push_back(w);

@@ -84,6 +84,12 @@ struct RankResult {
   uint64_t records_compared = 0;
   uint64_t divergent_records = 0;
   uint64_t steps_compared = 0, steps_skipped = 0;
+  // Kernels whose guessed input region differed before any traced op of this rank had
+  // diverged: the differing bytes were written by no traced op (a scratch buffer's leftovers,
+  // memory the allocator handed out uninitialised). Not divergences; the first is shown only
+  // when the rank's metrics differ and nothing else explains it.
+  uint64_t unexplained = 0;
+  std::optional<Divergence> first_unexplained;
   std::vector<std::string> warnings;
 };
 
@@ -96,6 +102,8 @@ struct DiffResult {
   std::vector<Divergence> structural;        // all ranks, capped
   uint64_t structural_total = 0;
   uint64_t records_compared = 0, steps_compared = 0, steps_skipped = 0;
+  uint64_t divergent_records = 0;  // counted where steps were decoded (not in skipped steps)
+  uint64_t unexplained = 0;        // RankResult::unexplained, all ranks
   std::vector<std::string> warnings;
 };
 

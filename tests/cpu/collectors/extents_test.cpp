@@ -2,6 +2,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <cstdint>
+
 #include <gtest/gtest.h>
 
 #include "collectors/extents.h"
@@ -229,6 +231,40 @@ TEST(LtExtents, Epilogues) {
   EXPECT_TRUE(b.bias && b.bias_is_output && !b.bias_along_columns && !b.aux);
   b = epilogue_buffers(CUBLASLT_EPILOGUE_BGRADB);
   EXPECT_TRUE(b.bias && b.bias_is_output && b.bias_along_columns && !b.aux);
+}
+
+// beta == 0 means cuBLAS does not read C: C is then no input of the GEMM.
+TEST(GemmScalars, HostScalarIsZeroForEveryScaleType) {
+  const float f0 = 0.0f, fneg0 = -0.0f, f1 = 1.0f, ftiny = 1e-45f;
+  EXPECT_TRUE(host_scalar_is_zero(&f0, CUDA_R_32F));
+  EXPECT_TRUE(host_scalar_is_zero(&fneg0, CUDA_R_32F));
+  EXPECT_FALSE(host_scalar_is_zero(&f1, CUDA_R_32F));
+  EXPECT_FALSE(host_scalar_is_zero(&ftiny, CUDA_R_32F));  // a denormal is not zero
+  const double d0 = -0.0, d1 = 0.5;
+  EXPECT_TRUE(host_scalar_is_zero(&d0, CUDA_R_64F));
+  EXPECT_FALSE(host_scalar_is_zero(&d1, CUDA_R_64F));
+  const uint16_t h0 = 0x8000, h1 = 0x3c00;  // -0 and 1.0 in fp16 (bf16 -0 has the same bits)
+  EXPECT_TRUE(host_scalar_is_zero(&h0, CUDA_R_16F));
+  EXPECT_TRUE(host_scalar_is_zero(&h0, CUDA_R_16BF));
+  EXPECT_FALSE(host_scalar_is_zero(&h1, CUDA_R_16F));
+  const float c_real_zero[2] = {0.0f, 2.0f}, c_zero[2] = {0.0f, -0.0f};
+  EXPECT_FALSE(host_scalar_is_zero(c_real_zero, CUDA_C_32F));  // imaginary part matters
+  EXPECT_TRUE(host_scalar_is_zero(c_zero, CUDA_C_32F));
+  const int32_t i0 = 0, i_min = INT32_MIN;
+  EXPECT_TRUE(host_scalar_is_zero(&i0, CUDA_R_32I));
+  EXPECT_FALSE(host_scalar_is_zero(&i_min, CUDA_R_32I));  // no sign-bit rule for integers
+  EXPECT_FALSE(host_scalar_is_zero(nullptr, CUDA_R_32F));
+  EXPECT_FALSE(host_scalar_is_zero(&f0, CUDA_R_8F_E4M3));  // not a scale type: unknown
+}
+
+TEST(GemmScalars, ScaleTypeFollowsTheComputeType) {
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_32F, CUDA_R_16BF), CUDA_R_32F);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F), CUDA_R_32F);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_16F, CUDA_R_16F), CUDA_R_16F);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_64F, CUDA_R_64F), CUDA_R_64F);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_32I, CUDA_R_32I), CUDA_R_32I);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_32F, CUDA_C_32F), CUDA_C_32F);
+  EXPECT_EQ(cublas_scale_type(CUBLAS_COMPUTE_64F_PEDANTIC, CUDA_C_64F), CUDA_C_64F);
 }
 
 }  // namespace

@@ -85,13 +85,14 @@ TEST(DiffEngine, InputDifferenceIsAReceiver) {
   SyntheticRank a, b;
   train_step(a, 0, 0);
   train_step(b, 0, 0);
-  b.records[0].buffers[0].fingerprint = 999;  // "forward" read something else
-  b.records[0].buffers[1].fingerprint = 998;
+  b.records[1].buffers[0].fingerprint = 999;  // the GEMM read another A
+  b.records[1].buffers[2].fingerprint = 998;
   RankResult r = diff_one(a, b);
   ASSERT_TRUE(r.first);
   EXPECT_EQ(r.first->classification, Classification::Receiver);
-  EXPECT_EQ(r.first->name, "forward");
+  EXPECT_EQ(r.first->name, "cublasLtMatmul");
   EXPECT_EQ(r.first->buffer->role, "in");
+  EXPECT_EQ(r.first->buffer->label, "A");
 }
 
 TEST(DiffEngine, CollectiveCarryingAnotherRanksDifferenceIsBlamedOnThatRank) {
@@ -263,6 +264,112 @@ TEST(DiffEngine, ArgsDigestWithDifferingOutputIsNamedInTheOrigin) {
   EXPECT_EQ(r.first->step, 1u);
   EXPECT_NE(r.first->detail.find("scalar argument bytes differ too"), std::string::npos)
       << r.first->detail;
+}
+
+// A kernel's pointer region runs to the end of its allocation, so its size follows where the
+// caching allocator put the tensor (seen on the H200: PyTorch jobs, identical losses). Regions
+// of another size cannot be compared and are no divergence; regions of equal size still are.
+TEST(DiffEngine, KernelRegionOfAnotherSizeIsNotCompared) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[0].buffers[1].bytes += 512;  // step 0 "forward" output: another placement...
+  b.records[0].buffers[1].fingerprint ^= 0x77;  // ...so another fingerprint
+  DiffOptions options;
+  options.window_records = 5;
+  RankResult r = diff_one(a, b, options);
+  EXPECT_FALSE(r.first) << r.first->detail;
+  b.records[5].buffers[1].fingerprint ^= 0xbeef;  // step 1 "forward": same size, other value
+  r = diff_one(a, b, options);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  EXPECT_EQ(r.first->step, 1u);
+}
+
+TEST(DiffEngine, KernelRegionsPairByLabelWhenOneRunHasFewer) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  // Run B passed the input pointer twice (one region): only the output is left to pair.
+  b.records[0].buffers.erase(b.records[0].buffers.begin());
+  DiffOptions options;
+  RankResult r = diff_one(a, b, options);
+  EXPECT_FALSE(r.first) << r.first->detail;
+  b.records[0].buffers[0].fingerprint ^= 1;  // the output, now at index 0 in B
+  r = diff_one(a, b, options);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  ASSERT_TRUE(r.first->buffer);
+  EXPECT_EQ(r.first->buffer->label, "arg1");
+}
+
+// A kernel that writes a fresh tensor: its "input" fingerprint is whatever the allocator left
+// there, which may differ between runs; its output matches. Not a divergence.
+TEST(DiffEngine, KernelThatOverwroteADifferingRegionIsNoDivergence) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  for (SyntheticRank* r : {&a, &b}) {
+    r->records[0].buffers.push_back(r->buffer(trace::Role::In, "arg1", 0));  // arg1 before...
+    std::swap(r->records[0].buffers[1], r->records[0].buffers[2]);         // ...in, in, out
+  }
+  b.records[0].buffers[1].fingerprint = 0xdead;  // arg1 before the kernel: other garbage
+  RankResult r = diff_one(a, b, DiffOptions{});
+  EXPECT_FALSE(r.first) << r.first->detail;
+  EXPECT_EQ(r.unexplained, 0u);
+  b.records[0].buffers[2].fingerprint ^= 1;  // and now its output differs too, but nothing
+  r = diff_one(a, b, DiffOptions{});          // before it did: unexplained bytes
+  EXPECT_FALSE(r.first);
+  EXPECT_EQ(r.unexplained, 1u);
+}
+
+// A kernel whose input region differs although no traced op before it diverged read bytes
+// that no traced op wrote (seen on the H200: reduce_kernel's scratch buffers on
+// cudaMallocAsync memory). Not a divergence; shown only when the rank's metric differs too.
+TEST(DiffEngine, KernelReceiverWithNothingBeforeItIsUnexplained) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[5].buffers[0].fingerprint ^= 3;  // step 1 "forward": input differs...
+  b.records[5].buffers[1].fingerprint ^= 3;  // ...and its region after the kernel too
+  RankResult r = diff_one(a, b, DiffOptions{});
+  EXPECT_FALSE(r.first) << r.first->detail;
+  EXPECT_EQ(r.unexplained, 1u);
+  ASSERT_TRUE(r.first_unexplained);
+  EXPECT_EQ(r.first_unexplained->step, 1u);
+
+  // Later, a real origin (step 2 "adam": inputs matched, output differs) is the first.
+  b.records[13].buffers[1].fingerprint ^= 0x40;
+  r = diff_one(a, b, DiffOptions{});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  EXPECT_EQ(r.first->step, 2u);
+
+  // Only the metric differs (no origin): the unexplained kernel is shown as the rank's first.
+  SyntheticRank c = a;
+  c.records[5].buffers[0].fingerprint ^= 3;
+  c.records[5].buffers[1].fingerprint ^= 3;
+  float changed = 9.5f;
+  std::memcpy(c.records[14].payload.data(), &changed, 4);  // step 2 metric
+  DiffResult all = diff_world({a}, {c});
+  ASSERT_EQ(all.first_by_epoch.size(), 1u);
+  EXPECT_EQ(all.first_by_epoch[0].step, 1u);
+  EXPECT_NE(all.first_by_epoch[0].detail.find("no traced op"), std::string::npos);
+  EXPECT_TRUE(all.divergent);
+  // Without the metric difference the runs are identical.
+  SyntheticRank d = a;
+  d.records[5].buffers[0].fingerprint ^= 3;
+  d.records[5].buffers[1].fingerprint ^= 3;
+  DiffResult quiet = diff_world({a}, {d});
+  EXPECT_FALSE(quiet.divergent);
+  EXPECT_EQ(quiet.unexplained, 1u);
+}
+
+// API extents (GEMM, collectives) are exact: another size is another op.
+TEST(DiffEngine, GemmBufferOfAnotherSizeIsStructural) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[1].buffers[0].bytes *= 2;  // step 0 gemm A
+  RankResult r = diff_one(a, b, DiffOptions{});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Structural);
+  EXPECT_EQ(r.first->structural, StructuralKind::Buffers);
 }
 
 }  // namespace

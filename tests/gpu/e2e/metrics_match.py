@@ -3,9 +3,10 @@
 
     metrics_match.py LOCKSTEP TRACE_DIR JOB_STDOUT
 
-The job prints "step N loss L loss_hex H" (H: float32 bytes, big-endian hex). lockstep records
-the small device-to-host copy behind loss.item() as a Metric record whose payload starts with
-those 4 bytes (little-endian). Every printed loss must appear among the rank's metric payloads,
+The job prints "step N loss L loss_hex H" (H: float32 bits, big-endian hex). lockstep records
+the small device-to-host copy behind loss.item() as a Metric record; `lockstep show` prints a
+4-byte payload as one value with its bits ("f32 6.985 (0x40df8632)") and longer ones as bytes in
+memory order ("(0x24 8b c5 39 ...)"), whose first 4 are the loss. Every printed loss must appear among the rank's metric payloads,
 in step order. Prints one PASS/FAIL line; exit 0/1 (2 for unreadable input).
 """
 import re
@@ -28,8 +29,11 @@ def traced_metrics(text, rank=0):
         if not m or int(m.group(1)) != rank:
             continue
         payload = m.group(4).split()
-        if len(payload) >= 4:
+        if len(payload) >= 4:  # raw bytes in memory order: "(0x24 8b c5 39 ...)"
             rows.append((int(m.group(3)), "".join(reversed(payload[:4]))))
+        elif len(payload) == 1 and len(payload[0]) == 8:
+            # One decoded 4-byte value, its bits big-endian: "f32 6.985 (0x40df8632)"
+            rows.append((int(m.group(3)), payload[0]))
     return [h for _, h in sorted(rows)]
 
 

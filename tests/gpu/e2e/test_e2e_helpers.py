@@ -38,12 +38,14 @@ class MetricsMatchTest(unittest.TestCase):
 r1 step 1 seq 20 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 1 (0x00 00 00 00)
 r0 step 1 seq 30 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload bytes 5 (0x05 00 00 00 00 00)
 r0 step 2 seq 42 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 56 (0x38 fc 17 3a)
-r0 step 2 seq 43 stream 2 thread 1 kernel foo grid=1"""
-    OUT = "step 1 loss 0.000377 loss_hex 39c58b24\nstep 2 loss 0.00058 loss_hex 3a17fc38\n"
+r0 step 2 seq 43 stream 2 thread 1 kernel foo grid=1
+r0 step 3 seq 50 stream 1 thread 1 metric cudaMemcpyAsync bytes=4 | payload f32 6.9851313 (0x40df8632)"""
+    OUT = ("step 1 loss 0.000377 loss_hex 39c58b24\nstep 2 loss 0.00058 loss_hex 3a17fc38\n"
+           "step 3 loss 6.985131 loss_hex 40df8632\n")
 
     def test_losses_found_in_order(self):
         traced = metrics_match.traced_metrics(self.SHOW)
-        self.assertEqual(traced, ["39c58b24", "00000005", "3a17fc38"])
+        self.assertEqual(traced, ["39c58b24", "00000005", "3a17fc38", "40df8632"])
         line = metrics_match.check(metrics_match.printed_losses(self.OUT), traced)
         self.assertTrue(line.startswith("PASS"), line)
 
@@ -173,7 +175,8 @@ class RunShTest(unittest.TestCase):
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
                       "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
                       "gpt compile full", "gpt cuda-graph full", "overhead broad",
-                      "ddp det broad", "ddp culprit rank", "ddp overhead broad"):
+                      "ddp det broad", "ddp det full", "ddp full caching alloc",
+                      "ddp culprit rank", "ddp overhead broad"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
         self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
