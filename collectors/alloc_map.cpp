@@ -11,11 +11,11 @@ void AllocationMap::widen(uintptr_t base, uint64_t bytes) {
     highest_.store(base + bytes, std::memory_order_relaxed);
 }
 
-void AllocationMap::add(uintptr_t base, uint64_t bytes) {
+void AllocationMap::add(uintptr_t base, uint64_t bytes, bool graph_owned) {
   if (bytes == 0) return;
   std::unique_lock lock(mutex_);
   widen(base, bytes);
-  entries_[base] = Entry{bytes, next_ordinal_++, false};
+  entries_[base] = Entry{bytes, next_ordinal_++, false, graph_owned};
 }
 
 void AllocationMap::remove(uintptr_t base) {
@@ -81,7 +81,7 @@ std::optional<AllocationHit> AllocationMap::find(uintptr_t ptr) const {
   std::shared_lock lock(mutex_);
   auto it = containing(ptr);
   if (it == entries_.end()) return std::nullopt;
-  AllocationHit hit{it->second.ordinal, ptr - it->first, it->first, 0};
+  AllocationHit hit{it->second.ordinal, ptr - it->first, it->first, 0, it->second.graph_owned};
   if (!it->second.reservation) {
     hit.readable = it->second.bytes - hit.offset;
     return hit;

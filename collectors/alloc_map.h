@@ -21,11 +21,15 @@ struct AllocationHit {
   uint64_t offset = 0;       // pointer - allocation (or reservation) base
   uintptr_t base = 0;
   uint64_t readable = 0;     // bytes from the pointer to the end of its mapped run; 0 if unmapped
+  bool graph_owned = false;  // a stream-ordered allocation made into a capturing stream
 };
 
 class AllocationMap {
  public:
-  void add(uintptr_t base, uint64_t bytes);            // cuMemAlloc*, cudaMalloc*, pools
+  // cuMemAlloc*, cudaMalloc*, pools. graph_owned: cudaMallocAsync & co. into a capturing
+  // stream, which make a graph memory node: mapped only while the graph runs, so never read
+  // from outside it.
+  void add(uintptr_t base, uint64_t bytes, bool graph_owned = false);
   void remove(uintptr_t base);                         // frees of any allocation at base
   void reserve(uintptr_t base, uint64_t bytes);        // cuMemAddressReserve
   void release_reservation(uintptr_t base, uint64_t bytes);  // cuMemAddressFree
@@ -41,6 +45,7 @@ class AllocationMap {
     uint64_t bytes = 0;
     uint32_t ordinal = 0;
     bool reservation = false;
+    bool graph_owned = false;
   };
   // Entry containing ptr, or end().
   std::map<uintptr_t, Entry>::const_iterator containing(uintptr_t ptr) const;

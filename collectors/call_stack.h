@@ -30,6 +30,8 @@ struct CallState {
   bool is_async = false;
   // NCCL
   ncclComm_t comm = nullptr;
+  // Graph launch: the exec being launched
+  const void* graph_exec = nullptr;
   // Which OpenApi counters this call raised (undone at end).
   bool raised_depth = false, raised_gemm = false, raised_launch = false;
 

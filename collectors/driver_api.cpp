@@ -55,6 +55,10 @@ const Driver& driver() {
     load(d, "cuEventQuery", v, &d.eventQuery);
     load(d, "cuEventDestroy", v, &d.eventDestroy);
     load(d, "cuPointerGetAttribute", v, &d.pointerGetAttribute);
+    load(d, "cuGraphGetNodes", v, &d.graphGetNodes);
+    load(d, "cuGraphNodeGetType", v, &d.graphNodeGetType);
+    load(d, "cuGraphKernelNodeGetParams", v, &d.graphKernelNodeGetParams);
+    load(d, "cuGraphChildGraphNodeGetGraph", v, &d.graphChildGraphNodeGetGraph);
     d.loaded = d.ctxGetCurrent != nullptr;
   });
   return d;

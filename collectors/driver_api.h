@@ -28,6 +28,11 @@ struct Driver {
   decltype(&::cuEventQuery) eventQuery = nullptr;
   decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
   decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
+  // Graph walking (graphs.cpp). cuGraphKernelNodeGetParams is the _v2 form (12.0+).
+  decltype(&::cuGraphGetNodes) graphGetNodes = nullptr;
+  decltype(&::cuGraphNodeGetType) graphNodeGetType = nullptr;
+  decltype(&::cuGraphKernelNodeGetParams) graphKernelNodeGetParams = nullptr;
+  decltype(&::cuGraphChildGraphNodeGetGraph) graphChildGraphNodeGetGraph = nullptr;
   bool loaded = false;
 };
 

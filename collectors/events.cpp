@@ -79,6 +79,7 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   state.bytes = 0;
   state.is_async = false;
   state.comm = nullptr;
+  state.graph_exec = nullptr;
   state.raised_depth = state.raised_gemm = state.raised_launch = false;
   *token = kTokenTag | stack.depth;
   return state;
@@ -112,6 +113,13 @@ Tracer* tracer_for_allocations() {
 
 void on_alloc(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) t->allocations().add(ptr, bytes);
+}
+void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default) {
+  Tracer* t = tracer_for_allocations();
+  if (t == nullptr) return;
+  uint64_t capture_id = 0;
+  const bool capturing = t->capturing(stream, per_thread_default, &capture_id);
+  t->allocations().add(ptr, bytes, capturing);
 }
 void on_free(CUdeviceptr ptr) {
   if (Tracer* t = tracer_for_allocations()) t->allocations().remove(ptr);

@@ -50,6 +50,7 @@ enum class LaunchApi : uint8_t {
   DriverLaunch,          // cuLaunchKernel(_ptsz)
   DriverLaunchEx,        // cuLaunchKernelEx(_ptsz)
   DriverCooperative,     // cuLaunchCooperativeKernel(_ptsz)
+  GraphNode,             // a kernel node of a CUDA graph, recorded at each cudaGraphLaunch
 };
 
 enum class FunctionHandle : uint8_t {
@@ -81,10 +82,16 @@ void remember_kernel_handle(const void* handle);
 
 // ---- CUDA graphs ---------------------------------------------------------------------------
 void graph_instantiated(const void* graph, const void* graph_exec);
-void graph_launch(const void* graph_exec, CUstream stream, int result);
+// Around cudaGraphLaunch / cuGraphLaunch: begin before the launch (inputs fingerprinted at
+// full), end after it returned (outputs, then one record per kernel node, in node order).
+uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_thread_default);
+void graph_launch_end(uint64_t token, int result);
 
 // ---- allocations (feeds the allocation interval map) ---------------------------------------
 void on_alloc(CUdeviceptr ptr, size_t bytes);          // cuMemAlloc*, cudaMalloc*, async/pool
+// cudaMallocAsync / cuMemAlloc(FromPool)Async: as on_alloc, and remembers whether `stream`
+// was capturing (the allocation is then a graph memory node's).
+void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default);
 void on_free(CUdeviceptr ptr);
 void on_va_reserve(CUdeviceptr ptr, size_t bytes);     // cuMemAddressReserve
 void on_va_free(CUdeviceptr ptr, size_t bytes);        // cuMemAddressFree

@@ -1,4 +1,4 @@
-// Kernel launches and CUDA graphs.
+// Kernel launches: identity, arguments, pointer regions (graphs.cpp: CUDA graphs).
 #include <cxxabi.h>
 
 #include <cstdlib>
@@ -13,19 +13,11 @@
 #include "collectors/call_stack.h"
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
+#include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
 
 namespace lockstep::collectors {
 namespace {
-
-struct KernelInfo {
-  std::string name;            // demangled
-  trace::StringId name_id = 0;
-  std::vector<ParamInfo> layout;
-  bool layout_known = false;
-  bool selected = true;        // LOCKSTEP_KERNELS
-  bool is_nccl = false;
-};
 
 std::shared_mutex g_kernels_mutex;
 std::unordered_map<const void*, std::unique_ptr<KernelInfo>> g_kernels;
@@ -95,6 +87,8 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   return info;
 }
 
+}  // namespace
+
 const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
   thread_local auto* cache = new std::unordered_map<const void*, const KernelInfo*>;
   if (auto it = cache->find(handle); it != cache->end()) return *it->second;
@@ -112,25 +106,12 @@ const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* h
   return *found;
 }
 
-// ---- graphs ---------------------------------------------------------------------------------
-std::mutex g_graph_mutex;
-std::unordered_map<uint64_t, uint64_t> g_capture_kernels;       // capture id -> kernels seen
-std::unordered_map<const void*, uint64_t> g_graph_capture;      // graph -> capture id
-struct ExecInfo {
-  uint64_t graph_id = 0;
-  uint64_t node_count = 0;
-  uint64_t launches = 0;
-};
-std::unordered_map<const void*, ExecInfo> g_execs;
-uint64_t g_uncaptured_graphs = 0;
-
 std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout) {
   const uint32_t inside = arg.byte_offset - layout[arg.param].offset;
   if (inside == 0) return fmt::format("arg{}", arg.param);
   return fmt::format("arg{}+{}", arg.param, inside);
 }
 
-}  // namespace
 
 void remember_kernel_handle(const void* handle) {
   std::unique_lock lock(g_kernels_mutex);
@@ -177,11 +158,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   const bool capturing =
       tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
   r.fields[F::capture_id] = capture_id;
-  if (capture_id != 0) {
-    std::lock_guard lock(g_graph_mutex);
-    ++g_capture_kernels[capture_id];
-    if (graph != nullptr) g_graph_capture.try_emplace(graph, capture_id);
-  }
+  if (capture_id != 0) note_captured_kernel(capture_id, graph);
 
   // Arguments: scalars digested, pointers recorded as allocation ordinal + offset.
   thread_local auto* bytes_buffer = new std::vector<uint8_t>;
@@ -231,41 +208,6 @@ void kernel_launch_end(uint64_t token, int result) {
     }
   }
   finish_call(call);
-}
-
-void graph_instantiated(const void* graph, const void* graph_exec) {
-  if (!active()) return;
-  std::lock_guard lock(g_graph_mutex);
-  ExecInfo& exec = g_execs[graph_exec];
-  exec = ExecInfo{};
-  if (auto it = g_graph_capture.find(graph); it != g_graph_capture.end()) {
-    exec.graph_id = it->second;
-    exec.node_count = g_capture_kernels[it->second];
-  } else {
-    // Not seen captured (built node by node): numbered by instantiation order.
-    exec.graph_id = (1ull << 62) + ++g_uncaptured_graphs;
-  }
-}
-
-void graph_launch(const void* graph_exec, CUstream stream, int result) {
-  if (!active() || result != CUDA_SUCCESS) return;
-  Tracer* tracer = Tracer::get();
-  if (tracer == nullptr || tracer->level() < Level::Broad) return;
-  ExecInfo exec;
-  {
-    std::lock_guard lock(g_graph_mutex);
-    auto it = g_execs.find(graph_exec);
-    if (it != g_execs.end()) {
-      ++it->second.launches;
-      exec = it->second;
-    }
-  }
-  trace::Record r;
-  tracer->stamp(&r, trace::RecordKind::GraphLaunch, "graph", stream, false);
-  r.fields[trace::fields::GraphLaunch::graph_id] = exec.graph_id;
-  r.fields[trace::fields::GraphLaunch::node_count] = exec.node_count;
-  r.fields[trace::fields::GraphLaunch::replay_index] = exec.launches;
-  tracer->append(r);
 }
 
 }  // namespace lockstep::collectors

@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -346,13 +347,10 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
     return;  // entries stay without kFingerprintValid
   }
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
-  std::vector<hashing::Region> batch(n);
-  for (size_t i = 0; i < n; ++i) batch[i] = {regions[i].ptr, regions[i].bytes};
   ShimCallGuard guard;
   std::lock_guard lock(pending_mutex_);
   hashing::HashEngine* engine = engine_for_current_context();
-  uint64_t first = 0;
-  if (engine == nullptr || !engine->enqueue(stream, batch.data(), static_cast<uint32_t>(n), &first)) {
+  if (engine == nullptr) {
     for (size_t i = 0; i < n; ++i)
       pending->record.buffers[regions[i].buffer_index].flags |= trace::kFingerprintDropped;
     fingerprints_dropped.fetch_add(n, std::memory_order_relaxed);
@@ -362,8 +360,24 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
   driver().ctxGetCurrent(&ctx);
   auto& slots = engines_[ctx].slots;
   const uint64_t ring = hashing::EngineOptions{}.ring_slots;
-  for (size_t i = 0; i < n; ++i) slots[(first + i) % ring] = {pending, regions[i].buffer_index};
-  pending->outstanding += static_cast<uint32_t>(n);
+  // One launch per kMaxRegionsPerEnqueue regions (a graph replay can reach thousands).
+  std::vector<hashing::Region> batch;
+  for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
+    const size_t count = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
+    batch.resize(count);
+    for (size_t i = 0; i < count; ++i)
+      batch[i] = {regions[start + i].ptr, regions[start + i].bytes};
+    uint64_t first = 0;
+    if (!engine->enqueue(stream, batch.data(), static_cast<uint32_t>(count), &first)) {
+      for (size_t i = start; i < start + count; ++i)
+        pending->record.buffers[regions[i].buffer_index].flags |= trace::kFingerprintDropped;
+      fingerprints_dropped.fetch_add(count, std::memory_order_relaxed);
+      continue;
+    }
+    for (size_t i = 0; i < count; ++i)
+      slots[(first + i) % ring] = {pending, regions[start + i].buffer_index};
+    pending->outstanding += static_cast<uint32_t>(count);
+  }
   collector_wake_.notify_one();
 }
 

@@ -23,6 +23,22 @@ Result allocation(Forward&& forward, Result success, const CUdeviceptr* ptr, Byt
   return r;
 }
 
+// A stream-ordered allocation: reported with its stream (capturing streams make graph memory).
+template <typename Result, typename Forward, typename Bytes>
+Result stream_allocation(Forward&& forward, Result success, const CUdeviceptr* ptr, Bytes&& bytes,
+                         const void* stream, bool per_thread_default) {
+  Nesting nesting(Scope::Allocation);
+  const Result r = forward();
+  if (r == success && ptr != nullptr) {
+    report_state(nesting.outermost(), [&] {
+      collectors::on_stream_alloc(*ptr, bytes(),
+                                  reinterpret_cast<CUstream>(const_cast<void*>(stream)),
+                                  per_thread_default);
+    });
+  }
+  return r;
+}
+
 template <typename Forward, typename Report>
 auto release(Forward&& forward, Report&& report) {
   Nesting nesting(Scope::Allocation);
@@ -44,35 +60,35 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaMalloc(void** devPtr, size_t size) {
       cudaSuccess, &p, [&] { return size; });
 }
 
-#define LOCKSTEP_RUNTIME_MALLOC_ASYNC(name)                                              \
+#define LOCKSTEP_RUNTIME_MALLOC_ASYNC(name, per_thread)                                  \
   LOCKSTEP_INTERCEPTOR cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) { \
     CUdeviceptr p = 0;                                                                   \
-    return allocation(                                                                   \
+    return stream_allocation(                                                            \
         [&] {                                                                            \
           const cudaError_t r = LOCKSTEP_FORWARD(name, devPtr, size, stream);            \
           if (devPtr != nullptr) p = as_device(*devPtr);                                 \
           return r;                                                                      \
         },                                                                               \
-        cudaSuccess, &p, [&] { return size; });                                          \
+        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                      \
   }
-LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync)
-LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz)
+LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync, false)
+LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz, true)
 #undef LOCKSTEP_RUNTIME_MALLOC_ASYNC
 
-#define LOCKSTEP_RUNTIME_MALLOC_POOL(name)                                                 \
+#define LOCKSTEP_RUNTIME_MALLOC_POOL(name, per_thread)                                     \
   LOCKSTEP_INTERCEPTOR cudaError_t name(void** ptr, size_t size, cudaMemPool_t memPool,    \
                                         cudaStream_t stream) {                             \
     CUdeviceptr p = 0;                                                                     \
-    return allocation(                                                                     \
+    return stream_allocation(                                                              \
         [&] {                                                                              \
           const cudaError_t r = LOCKSTEP_FORWARD(name, ptr, size, memPool, stream);        \
           if (ptr != nullptr) p = as_device(*ptr);                                         \
           return r;                                                                        \
         },                                                                                 \
-        cudaSuccess, &p, [&] { return size; });                                            \
+        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                        \
   }
-LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync)
-LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync_ptsz)
+LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync, false)
+LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync_ptsz, true)
 #undef LOCKSTEP_RUNTIME_MALLOC_POOL
 
 LOCKSTEP_INTERCEPTOR cudaError_t cudaFree(void* devPtr) {
@@ -108,23 +124,25 @@ LOCKSTEP_INTERCEPTOR CUresult cuMemFree_v2(CUdeviceptr dptr) {
                  [&] { if (dptr != 0) collectors::on_free(dptr); });
 }
 
-#define LOCKSTEP_DRIVER_ALLOC_ASYNC(name)                                                    \
+#define LOCKSTEP_DRIVER_ALLOC_ASYNC(name, per_thread)                                        \
   LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) { \
-    return allocation([&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, hStream); },       \
-                      CUDA_SUCCESS, dptr, [&] { return bytesize; });                         \
+    return stream_allocation(                                                                \
+        [&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, hStream); }, CUDA_SUCCESS, dptr,  \
+        [&] { return bytesize; }, hStream, per_thread);                                      \
   }
-LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
-LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync, false)
+LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 #undef LOCKSTEP_DRIVER_ALLOC_ASYNC
 
-#define LOCKSTEP_DRIVER_ALLOC_POOL(name)                                                    \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, \
-                                     CUstream hStream) {                                    \
-    return allocation([&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, pool, hStream); }, \
-                      CUDA_SUCCESS, dptr, [&] { return bytesize; });                        \
+#define LOCKSTEP_DRIVER_ALLOC_POOL(name, per_thread)                                         \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,  \
+                                     CUstream hStream) {                                     \
+    return stream_allocation(                                                                \
+        [&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, pool, hStream); }, CUDA_SUCCESS,  \
+        dptr, [&] { return bytesize; }, hStream, per_thread);                                \
   }
-LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync)
-LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz)
+LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync, false)
+LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 #undef LOCKSTEP_DRIVER_ALLOC_POOL
 
 LOCKSTEP_INTERCEPTOR CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {

@@ -1,6 +1,7 @@
-// CUDA graphs: instantiation maps graph -> exec (collectors::graph_instantiated); each launch
-// is reported after it returned (collectors::graph_launch). The kernels inside were seen one by
-// one when the graph was captured.
+// CUDA graphs: instantiation maps graph -> exec (collectors::graph_instantiated, which walks
+// the graph's kernel nodes); each launch is bracketed by collectors::graph_launch_begin/end,
+// which fingerprint the regions the nodes reach before and after the replay (level full) and
+// record the nodes in node order.
 #include "collectors/events.h"
 #include "hook_support.h"
 
@@ -20,16 +21,25 @@ Result instantiate(Forward&& forward, Result success, const void* graph, Exec* e
 }
 
 template <typename Result, typename Forward>
-Result launch_graph(Forward&& forward, const void* exec, CUstream stream) {
+Result launch_graph(Forward&& forward, const void* exec, const void* stream, bool per_thread) {
   // Same scope as kernel launches: a graph launch is never nested in a kernel launch, and a
   // runtime graph launch reaching our driver wrapper must be one event.
   Nesting nesting(Scope::Launch);
+  const bool report = nesting.outermost() && trace_operations();
+  uint64_t token = 0;
+  if (report) {
+    try {
+      token = collectors::graph_launch_begin(
+          exec, reinterpret_cast<CUstream>(const_cast<void*>(stream)), per_thread);
+    } catch (...) {
+    }
+  }
   const Result r = nesting.outermost() && validation::enabled()
                        ? validation::bracketed(coverage::PushScope::Graph, trace_operations(), forward)
                        : forward();
-  if (nesting.outermost() && trace_operations()) {
+  if (report) {
     try {
-      collectors::graph_launch(exec, stream, static_cast<int>(r));
+      collectors::graph_launch_end(token, static_cast<int>(r));
     } catch (...) {
     }
   }
@@ -68,13 +78,14 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphInstantiateWithParams_ptsz(
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return launch_graph<cudaError_t>(
-      [&] { return LOCKSTEP_FORWARD(cudaGraphLaunch, graphExec, stream); }, graphExec, stream);
+      [&] { return LOCKSTEP_FORWARD(cudaGraphLaunch, graphExec, stream); }, graphExec, stream,
+      false);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec,
                                                       cudaStream_t stream) {
   return launch_graph<cudaError_t>(
       [&] { return LOCKSTEP_FORWARD(cudaGraphLaunch_ptsz, graphExec, stream); }, graphExec,
-      stream);
+      stream, true);
 }
 
 LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
@@ -99,10 +110,11 @@ LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithParams_ptsz(
 }
 LOCKSTEP_INTERCEPTOR CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   return launch_graph<CUresult>(
-      [&] { return LOCKSTEP_FORWARD(cuGraphLaunch, hGraphExec, hStream); }, hGraphExec, hStream);
+      [&] { return LOCKSTEP_FORWARD(cuGraphLaunch, hGraphExec, hStream); }, hGraphExec, hStream,
+      false);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   return launch_graph<CUresult>(
       [&] { return LOCKSTEP_FORWARD(cuGraphLaunch_ptsz, hGraphExec, hStream); }, hGraphExec,
-      hStream);
+      hStream, true);
 }

@@ -42,7 +42,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3,
                    help="eager steps before capture with --cuda-graph (they count as steps)")
     p.add_argument("--plant-step", type=int, default=0,
-                   help="1-based step at which a nondeterministic op runs (0: never)")
+                   help="1-based step at which a nondeterministic op runs (0: never); with "
+                        "--cuda-graph, the step whose capture takes it in (replayed from then on)")
     p.add_argument("--plant-layer", type=int, default=0, help="layer of the planted op")
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api",
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
@@ -59,8 +60,9 @@ def parse_args(argv=None):
         p.error(f"--plant-step {args.plant_step} is outside steps 1..{args.steps}")
     if not 0 <= args.plant_layer < args.layers:
         p.error(f"--plant-layer {args.plant_layer} is outside layers 0..{args.layers - 1}")
-    if args.cuda_graph and args.plant_step:
-        p.error("--plant-step cannot be combined with --cuda-graph (the graph replays one step)")
+    if args.cuda_graph and args.plant_step and args.plant_step <= args.warmup:
+        p.error(f"--plant-step with --cuda-graph must come after --warmup ({args.warmup}): the "
+                "plant is captured into the graph, which then replays it at every later step")
     if args.cuda_graph and args.warmup >= args.steps:
         p.error(f"--cuda-graph needs --steps > --warmup ({args.warmup})")
     return args
@@ -149,7 +151,10 @@ def main(argv=None):
             torch.cuda.current_stream().wait_stream(side)
             finish_step(step, loss, started)
         else:
-            if graph is None:
+            if plant is not None:
+                # Captured into the graph at --plant-step; replayed at every step after.
+                plant.active = step == args.plant_step
+            if graph is None or (plant is not None and step == args.plant_step):
                 static_x, static_y = x.clone(), y.clone()
                 optimizer.zero_grad(set_to_none=True)
                 graph = torch.cuda.CUDAGraph()

@@ -415,6 +415,20 @@ $(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
     else
       row "gpt hunt" SKIP "time budget"
     fi
+    # A nondeterministic op captured into the CUDA graph at step S and replayed: the graph's
+    # replay at step S is the origin (fingerprints run around every replay).
+    if fits 90; then
+      traced gpt-graph-plant-1 full 240 "${gpt[@]}" --cuda-graph --plant-step "$GPT_PLANT_STEP"
+      traced gpt-graph-plant-2 full 240 "${gpt[@]}" --cuda-graph --plant-step "$GPT_PLANT_STEP"
+      diff_runs gpt-graph-plant-diff gpt-graph-plant-1 gpt-graph-plant-2
+      drc=$?
+      verdict=$(check_diff "$WORK/gpt-graph-plant-diff.out" --expect divergent \
+        --step "$GPT_PLANT_STEP" --name '^graph$' --classification origin)
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then row "gpt cuda-graph plant" PASS "${verdict#PASS: }"
+      else row "gpt cuda-graph plant" FAIL "diff $drc; $verdict"; fi
+    else
+      row "gpt cuda-graph plant" SKIP "time budget"
+    fi
     # torch.compile (Triton) and CUDA graphs: deterministic twice, same losses as untraced.
     for variant in compile cuda-graph; do
       if ! fits 150; then row "gpt $variant" SKIP "time budget"; continue; fi

@@ -62,6 +62,12 @@ bool is_volatile_field(RecordKind kind, int index) {
          (index == fields::Kernel::capture_id || index == fields::Kernel::args_digest);
 }
 
+// Kernel launches and graph replays fingerprint regions that run from a pointer to the end
+// of its allocation: guesses, unlike the API extents of GEMMs, collectives and copies.
+bool has_guessed_regions(RecordKind kind) {
+  return kind == RecordKind::Kernel || kind == RecordKind::GraphLaunch;
+}
+
 // Ops of one step and stream, in seq order: index ranges into Grouping's order arrays.
 using Ids = std::span<const uint32_t>;
 struct Group {
@@ -318,7 +324,7 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
   thread_local std::vector<std::pair<int, int>> pairs;
   pairs.clear();
   size_t incomparable = 0;
-  const bool guessed = a.kind == RecordKind::Kernel;
+  const bool guessed = has_guessed_regions(a.kind);
   if (!guessed) {
     if (ba.size() != bb.size()) {
       outcome.what = PairOutcome::Buffers;
@@ -561,7 +567,7 @@ class WindowComparer {
       result_.metric = std::move(m);
     }
     if (!would_be_first(g.step, x.seq, 0)) return;
-    if (x.kind == RecordKind::Kernel && outcome.in_index >= 0) {
+    if (has_guessed_regions(x.kind) && outcome.in_index >= 0) {
       // A kernel receiver that would be the rank's first divergence: no traced op before it
       // diverged, so the differing input bytes were written by none (see RankResult).
       ++result_.unexplained;

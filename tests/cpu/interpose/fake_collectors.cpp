@@ -86,11 +86,18 @@ void remember_kernel_handle(const void* handle) { add("kernel_handle %p", handle
 void graph_instantiated(const void* graph, const void* exec) {
   add("graph_instantiated graph=%p exec=%p", graph, exec);
 }
-void graph_launch(const void* exec, CUstream stream, int result) {
-  add("graph_launch exec=%p stream=%p result=%d", exec, (void*)stream, result);
+uint64_t graph_launch_begin(const void* exec, CUstream stream, bool per_thread) {
+  add("graph_launch exec=%p stream=%p per_thread=%d", exec, (void*)stream, per_thread ? 1 : 0);
+  return 7;
+}
+void graph_launch_end(uint64_t token, int result) {
+  add("graph_launch_end token=%llu result=%d", (unsigned long long)token, result);
 }
 
 void on_alloc(CUdeviceptr p, size_t bytes) { add("alloc %#llx %zu", (unsigned long long)p, bytes); }
+void on_stream_alloc(CUdeviceptr p, size_t bytes, CUstream, bool) {
+  add("alloc %#llx %zu", (unsigned long long)p, bytes);
+}
 void on_free(CUdeviceptr p) { add("free %#llx", (unsigned long long)p); }
 void on_va_reserve(CUdeviceptr p, size_t bytes) {
   add("va_reserve %#llx %zu", (unsigned long long)p, bytes);

@@ -216,6 +216,44 @@ void nccl_allreduce(Expectations& ex) {
   ncclCommDestroy(comm);
 }
 
+// A captured SGEMM (beta = 1, so C changes at every replay), replayed twice: each replay's
+// GraphLaunch record must fingerprint C before and after, as the host sees it.
+json graph_replays(cublasHandle_t handle) {
+  const int n = 64;
+  auto* a = device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 7) - 3; }));
+  auto* b = device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 5) * 0.5f; }));
+  auto* c = device_fill<float>(n * n, std::vector<float>(n * n, 0.0f));
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  CHECK_OK(cublasSetStream(handle, stream));
+  const float alpha = 1.0f, beta = 1.0f;
+  // Once outside capture: cuBLAS sets itself up (workspace) before the capture.
+  CHECK_OK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, n, b, n, &beta, c, n));
+  cudaStreamSynchronize(stream);
+  cudaGraph_t graph = nullptr;
+  CHECK_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CHECK_OK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, n, b, n, &beta, c, n));
+  CHECK_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CHECK_OK(cudaGraphInstantiate(&exec, graph, 0));
+  json replays = json::array();
+  for (int replay = 0; replay < 2; ++replay) {
+    json one = {{"c_bytes", n * n * 4}};
+    std::vector<uint8_t> host(n * n * 4);
+    cudaMemcpy(host.data(), c, host.size(), cudaMemcpyDeviceToHost);
+    one["before"] = lockstep::hashing::fingerprint(host.data(), host.size());
+    CHECK_OK(cudaGraphLaunch(exec, stream));
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(host.data(), c, host.size(), cudaMemcpyDeviceToHost);
+    one["after"] = lockstep::hashing::fingerprint(host.data(), host.size());
+    replays.push_back(one);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  CHECK_OK(cublasSetStream(handle, nullptr));
+  return replays;
+}
+
 int child_main(const char* out_path) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return 77;
@@ -234,8 +272,10 @@ int child_main(const char* out_path) {
   auto* device_loss = device_fill<float>(1, {2.75f});
   cudaMemcpy(&loss, device_loss, 4, cudaMemcpyDeviceToHost);
   ex.metrics.push_back(loss);
+  json graphs = graph_replays(handle);  // last: its GEMM records come after the others
   cudaDeviceSynchronize();
-  std::ofstream(out_path) << json{{"calls", ex.calls}, {"metrics", ex.metrics}}.dump(1);
+  std::ofstream(out_path) << json{{"calls", ex.calls}, {"metrics", ex.metrics}, {"graphs", graphs}}
+                                 .dump(1);
   return 0;
 }
 
@@ -323,6 +363,33 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   ASSERT_EQ(metrics.back().payload.size(), 4u);
   std::memcpy(&value, metrics.back().payload.data(), 4);
   EXPECT_EQ(value, expected["metrics"][0].get<float>());
+  // Graph replays: C before and after each replay among the GraphLaunch record's regions, and
+  // the replay's kernel nodes recorded after it.
+  auto& launches = by_kind[lockstep::trace::RecordKind::GraphLaunch];
+  ASSERT_EQ(launches.size(), expected["graphs"].size());
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const json& want = expected["graphs"][i];
+    auto has = [&](lockstep::trace::Role role, uint64_t fingerprint) {
+      for (const auto& b : launches[i].buffers)
+        if (b.role == role && (b.flags & lockstep::trace::kFingerprintValid) &&
+            b.bytes == want["c_bytes"].get<uint64_t>() && b.fingerprint == fingerprint)
+          return true;
+      return false;
+    };
+    EXPECT_TRUE(has(lockstep::trace::Role::In, want["before"].get<uint64_t>())) << "replay " << i;
+    EXPECT_TRUE(has(lockstep::trace::Role::Out, want["after"].get<uint64_t>())) << "replay " << i;
+    EXPECT_EQ(launches[i].fields[lockstep::trace::fields::GraphLaunch::replay_index], i + 1);
+    const uint64_t nodes = launches[i].fields[lockstep::trace::fields::GraphLaunch::node_count];
+    EXPECT_GE(nodes, 1u);
+    size_t node_records = 0;
+    for (const auto& k : by_kind[lockstep::trace::RecordKind::Kernel])
+      if (k.seq > launches[i].seq &&
+          (i + 1 == launches.size() || k.seq < launches[i + 1].seq) &&
+          k.fields[lockstep::trace::fields::Kernel::launch_api] == 8 /* LaunchApi::GraphNode */)
+        ++node_records;
+    EXPECT_EQ(node_records, nodes) << "replay " << i;
+    compared += 2;
+  }
   std::printf("compared %d fingerprints\n", compared);
   fs::remove_all(dir);
 }

@@ -174,7 +174,8 @@ class RunShTest(unittest.TestCase):
                       "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
                       "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
-                      "gpt compile full", "gpt cuda-graph full", "overhead broad",
+                      "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
+                      "overhead broad",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp overhead broad"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")

@@ -149,7 +149,8 @@ TEST_F(RealCuda, GraphCaptureAndReplay) {
   const std::string log = fake_log();
   EXPECT_EQ(lines_starting(log, "launch_begin").size(), 1u) << log;  // at capture time
   EXPECT_EQ(lines_starting(log, "graph_instantiated").size(), 1u) << log;
-  EXPECT_EQ(lines_starting(log, "graph_launch").size(), 3u) << log;
+  EXPECT_EQ(lines_starting(log, "graph_launch exec").size(), 3u) << log;
+  EXPECT_EQ(lines_starting(log, "graph_launch_end").size(), 3u) << log;
   for (int v : read_back()) ASSERT_EQ(v, 3);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -1,0 +1,35 @@
+// What lockstep knows about a kernel function (demangled name, parameter layout), shared by
+// launches (kernels.cpp) and the kernel nodes of CUDA graphs (graphs.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+#include "collectors/events.h"
+#include "collectors/kernel_params.h"
+#include "collectors/runtime.h"
+
+namespace lockstep::collectors {
+
+struct KernelInfo {
+  std::string name;            // demangled
+  trace::StringId name_id = 0;
+  std::vector<ParamInfo> layout;
+  bool layout_known = false;
+  bool selected = true;        // LOCKSTEP_KERNELS
+  bool is_nccl = false;
+};
+
+// Described once per handle (driver queries under a ShimCallGuard), then cached.
+const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle);
+
+// "arg3", or "arg3+8" for a pointer inside a by-value struct parameter.
+std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout);
+
+// graphs.cpp: a kernel launched into capture `capture_id` of `graph` (numbers the graph).
+void note_captured_kernel(uint64_t capture_id, CUgraph graph);
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tests/gpu/run_parallel.sh: every check of tests/gpu/run.sh on a two-GPU machine in about half
+# the time, in three lanes, then one table.
+#
+#   lane A (GPU 0):        e (PyTorch examples), v (CUPTI coverage)
+#   lane B (GPU 1):        b (GPU gtests, compute-sanitizer), d (CUDA example); then, once lane C
+#                          is done with GPU 1: c (hash benchmark), f (overhead)
+#   lane C (GPUs 0 and 1): g (DDP on two GPUs, with its overhead at broad)
+#
+# The benchmarks (c, f) wait for lane C so that no other job shares their GPU; lane A still
+# runs on the other GPU meanwhile (the host has CPUs to spare). Environment as for run.sh
+# (BUILD, OUT, PYTHON, KEEP, SAVE); BUDGET_S applies to each lane (default 520).
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUTDIR=${OUT:-/tmp/lockstep-gpu}
+export BUDGET_S=${BUDGET_S:-520}
+mkdir -p "$OUTDIR"/{a,b,c}
+if [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -lt 2 ]]; then
+  echo "run_parallel.sh: needs two GPUs; use tests/gpu/run.sh" >&2
+  exit 2
+fi
+START=$SECONDS
+(CUDA_VISIBLE_DEVICES=0 OUT=$OUTDIR/a CHECKS=aev "$ROOT/tests/gpu/run.sh" >"$OUTDIR/a/stdout.txt" 2>&1) &
+lane_a=$!
+(OUT=$OUTDIR/c CHECKS=g "$ROOT/tests/gpu/run.sh" >"$OUTDIR/c/stdout.txt" 2>&1) &
+lane_c=$!
+(
+  CUDA_VISIBLE_DEVICES=1 OUT=$OUTDIR/b CHECKS=bd "$ROOT/tests/gpu/run.sh" >"$OUTDIR/b/stdout.txt" 2>&1
+  rc=$?
+  while kill -0 "$lane_c" 2>/dev/null; do sleep 2; done
+  export BUDGET_S=$((BUDGET_S - (SECONDS - START)))
+  mkdir -p "$OUTDIR/b2"
+  CUDA_VISIBLE_DEVICES=1 OUT=$OUTDIR/b2 CHECKS=cf "$ROOT/tests/gpu/run.sh" >"$OUTDIR/b2/stdout.txt" 2>&1
+  exit $((rc | $?))
+) &
+lane_b=$!
+failed=0
+for lane in "$lane_a" "$lane_b" "$lane_c"; do wait "$lane" || failed=1; done
+{
+  echo
+  echo "lockstep GPU checks (three lanes), $(date -u '+%Y-%m-%d %H:%M UTC'), $((SECONDS - START)) s"
+  printf '%-24s %-6s %s\n' "check" "result" "key figure"
+  printf '%-24s %-6s %s\n' "------------------------" "------" "----------"
+  for lane in a b c b2; do
+    [[ -f $OUTDIR/$lane/table.txt ]] && tail -n +5 "$OUTDIR/$lane/table.txt"
+  done
+} >"$OUTDIR/table.txt"
+cat "$OUTDIR/table.txt"
+exit "$failed"
