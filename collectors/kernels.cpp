@@ -160,18 +160,21 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   r.fields[F::capture_id] = capture_id;
   if (capture_id != 0) note_captured_kernel(capture_id, graph);
 
-  // Arguments: scalars digested, pointers recorded as allocation ordinal + offset.
+  // Arguments, only where they are fingerprinted (level full, inside the step window, kernel
+  // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +
+  // offset. Elsewhere a launch is its identity alone, which keeps broad cheap: decoding is
+  // most of a launch's cost, and unfingerprinted regions tell a diff nothing.
   thread_local auto* bytes_buffer = new std::vector<uint8_t>;
   std::vector<uint8_t>& bytes = *bytes_buffer;
-  if (info.layout_known &&
+  const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
+                    tracer->fingerprint_step(r.step);
+  if (hash && info.layout_known &&
       gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
     AllocationMap& allocations = tracer->allocations();
     DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
       return allocations.find(p);
     });
     r.fields[F::args_digest] = args.scalar_digest;
-    const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
-                      tracer->fingerprint_step(r.step);
     std::vector<PlannedRegion> inputs;
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
@@ -183,10 +186,9 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
-                         bytes_to_end, false, hash, tracer->config().max_region);
-      if (hash)
-        tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
-                           bytes_to_end, false, hash, tracer->config().max_region);
+                         bytes_to_end, false, true, tracer->config().max_region);
+      tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
+                         bytes_to_end, false, true, tracer->config().max_region);
     }
     start_fingerprints(call, inputs);
   }

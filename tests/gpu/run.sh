@@ -8,9 +8,10 @@
 #   BUILD     build folder, relative to the repository root or absolute (default: build)
 #   OUT       where run.log (everything), table.txt, overhead*.json and sample-traces.tar.gz
 #             go (default: /tmp/lockstep-gpu); traces themselves go to a scratch folder
-#   CHECKS    letters of the check groups to run (default: abcdefg)
+#   CHECKS    letters of the check groups to run (default: abcdefgo)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
 #               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
+#               o overhead on two GPUs (DDP at broad)
 #               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1; not in the default yet)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   PYTHON    python with torch (default: python3)
@@ -25,7 +26,7 @@ cd "$ROOT" || exit 2
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 OUTDIR=${OUT:-/tmp/lockstep-gpu}
-CHECKS=${CHECKS:-abcdefg}
+CHECKS=${CHECKS:-abcdefgo}
 BUDGET_S=${BUDGET_S:-540}
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR"
@@ -577,10 +578,20 @@ print("%d of %d records differ; first: %s" % (st.get("divergent_records", 0),
     else
       row "ddp culprit rank" SKIP "time budget"
     fi
+  fi
+fi
+
+# ---- (o) overhead on two GPUs: the DDP job at broad -------------------------------------------
+if want o; then
+  if [[ $(gpu_count) -lt 2 ]]; then
+    row "ddp overhead broad" SKIP "$(gpu_count) GPU visible"
+  elif ! have_torch || ! have_lockstep; then
+    row "ddp overhead broad" SKIP "needs torch with CUDA and $LOCKSTEP"
+  else
     if fits 90; then
       runlog ddp-overhead 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-        --python "$PY" --job ddp --nproc 2 --levels broad --rounds 2 --steps 20 --skip 5 \
-        --json "$OUTDIR/overhead-ddp.json" --log "$LOG"
+        --python "$PY" --job ddp --nproc 2 --levels broad --rounds "${DDP_OVERHEAD_ROUNDS:-3}" \
+        --steps 20 --skip 5 --json "$OUTDIR/overhead-ddp.json" --log "$LOG"
       rc=$?
       cat "$WORK/ddp-overhead.out"
       line=$(grep -E '^broad ' "$WORK/ddp-overhead.out")

@@ -449,6 +449,32 @@ void launch(KernelArgs args, bool extra_form, LaunchApi api = LaunchApi::DriverL
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
 }
 
+// At broad a launch is recorded by identity: no argument decoding, no regions.
+TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
+  ChildResult child = run_child(env("broad"), [] {
+    const CUdeviceptr base = 0x7f0000000000;
+    on_alloc(base, 1 << 20);
+    launch({reinterpret_cast<float*>(base + 64), 5, 2.f}, false);
+    launch({reinterpret_cast<float*>(base + 64), 6, 2.f}, false);
+  }, &fake_resolver_with_driver);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<trace::Record> kernels;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
+    return true;
+  });
+  ASSERT_EQ(kernels.size(), 2u);
+  for (const auto& k : kernels) {
+    EXPECT_TRUE(k.buffers.empty());
+    EXPECT_EQ(k.fields[trace::fields::Kernel::args_digest], 0u);
+    EXPECT_EQ(reader->string(k.name), "kernel(float*, int, float)");
+  }
+}
+
 TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   auto vars = env("full");
   vars["LOCKSTEP_MAX_REGION"] = "4K";
@@ -529,8 +555,8 @@ TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
   reader->for_each_record([&](const trace::Record& r) {
     if (r.kind != trace::RecordKind::Kernel) return true;
     ++kernels;
-    EXPECT_EQ(r.buffers.size(), 1u);  // the pointer by position, not fingerprinted
-    EXPECT_FALSE(r.buffers.at(0).flags & (trace::kFingerprintDropped | trace::kFingerprintValid));
+    EXPECT_TRUE(r.buffers.empty());  // not selected: its identity, no arguments
+    EXPECT_EQ(r.fields[trace::fields::Kernel::args_digest], 0u);
     return true;
   });
   EXPECT_EQ(kernels, 1);

@@ -168,7 +168,7 @@ class RunShTest(unittest.TestCase):
         return proc, rows, out
 
     def test_everything_passes_with_deterministic_stand_ins(self):
-        proc, rows, out = self.run_script("abdefg")
+        proc, rows, out = self.run_script("abdefgo")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         for check in ("gpu", "gtest gtest_gpu_hashing", "sanitizer memcheck",
                       "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
