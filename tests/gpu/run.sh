@@ -8,11 +8,11 @@
 #   BUILD     build folder, relative to the repository root or absolute (default: build)
 #   OUT       where run.log (everything), table.txt, overhead*.json and sample-traces.tar.gz
 #             go (default: /tmp/lockstep-gpu); traces themselves go to a scratch folder
-#   CHECKS    letters of the check groups to run (default: abcdefgo)
+#   CHECKS    letters of the check groups to run (default: abcdefgov)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
 #               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
 #               o overhead on two GPUs (DDP at broad)
-#               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1; not in the default yet)
+#               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   PYTHON    python with torch (default: python3)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
@@ -26,7 +26,7 @@ cd "$ROOT" || exit 2
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 OUTDIR=${OUT:-/tmp/lockstep-gpu}
-CHECKS=${CHECKS:-abcdefgo}
+CHECKS=${CHECKS:-abcdefgov}
 BUDGET_S=${BUDGET_S:-540}
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR"
@@ -455,7 +455,7 @@ $(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
   fi
 fi
 
-# ---- (v) CUPTI coverage validation (issue 4; not in the default CHECKS until it has run on a GPU)
+# ---- (v) CUPTI coverage validation (issue 4): every kernel the GPU ran was traced
 if want v; then
   if ! have_lockstep || ! have_torch; then
     row "coverage" SKIP "needs lockstep and torch with CUDA"
