@@ -37,6 +37,8 @@ def parse_args(argv=None):
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Triton)")
+    p.add_argument("--compile-mode", default=None,
+                   help="torch.compile mode, e.g. reduce-overhead (CUDA graphs inside compile)")
     p.add_argument("--cuda-graph", action="store_true",
                    help="capture the whole training step with torch.cuda.graph after warm-up")
     p.add_argument("--warmup", type=int, default=3,
@@ -107,7 +109,7 @@ def main(argv=None):
                                              args.seed + 1, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1,
                                   capturable=args.cuda_graph)
-    forward = torch.compile(model) if args.compile else model
+    forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
     markers = StepMarkers(args.markers)
     print(f"train_gpt.py: {torch.cuda.get_device_name(device)}, torch {torch.__version__}, "
           f"{sum(p.numel() for p in model.parameters())} parameters, steps {args.steps}, "

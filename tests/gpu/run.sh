@@ -460,9 +460,19 @@ if want v; then
   if ! have_lockstep || ! have_torch; then
     row "coverage" SKIP "needs lockstep and torch with CUDA"
   else
-    for mode in compile cuda-graph; do
+    # Triton (torch.compile), a CUDA graph, torch.compile's own CUDA graphs (reduce-overhead),
+    # and with two GPUs the DDP job (NCCL): every source of kernels in one table each.
+    modes=(compile cuda-graph reduce-overhead)
+    [[ $(gpu_count) -ge 2 ]] && modes+=(ddp)
+    for mode in "${modes[@]}"; do
       if ! fits 90; then row "coverage $mode" SKIP "time budget"; continue; fi
-      LOCKSTEP_VALIDATE=1 traced "validate-$mode" broad 300 "$PY" "$GPT" --steps 4 "--$mode"
+      case $mode in
+        reduce-overhead) job=("$PY" "$GPT" --steps 6 --compile --compile-mode reduce-overhead) ;;
+        ddp) job=("$PY" -m torch.distributed.run --standalone --nproc-per-node 2 "$DDP" --steps 4
+                  --grouped) ;;
+        *) job=("$PY" "$GPT" --steps 4 "--$mode") ;;
+      esac
+      LOCKSTEP_VALIDATE=1 traced "validate-$mode" broad 300 "${job[@]}"
       out=$("$PY" "$E2E/coverage.py" "$WORK/validate-$mode" 2>&1)
       rc=$?
       echo "$out" >>"$LOG"
