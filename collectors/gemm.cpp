@@ -46,7 +46,7 @@ void end_gemm(uint64_t token, int status) {
       if (status == 0)
         tracer->fingerprint(call->pending, call->stream, false, call->outputs.data(),
                             call->outputs.size());
-      tracer->release(call->pending);
+      tracer->release(call->pending, status == 0);
     } else if (status == 0) {
       tracer->append(call->record);
     }

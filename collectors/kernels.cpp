@@ -204,7 +204,7 @@ void kernel_launch_end(uint64_t token, int result) {
       if (result == CUDA_SUCCESS)
         tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
                             call->outputs.data(), call->outputs.size());
-      tracer->release(call->pending);
+      tracer->release(call->pending, result == CUDA_SUCCESS);
     } else if (result == CUDA_SUCCESS) {
       tracer->append(call->record);
     }

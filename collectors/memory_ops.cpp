@@ -126,7 +126,7 @@ void memory_op_end(uint64_t token, int result) {
       if (result == 0)
         tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
                             call->outputs.data(), call->outputs.size());
-      tracer->release(call->pending);
+      tracer->release(call->pending, result == 0);
     } else if (result == 0) {
       tracer->append(call->record);
     }

@@ -51,6 +51,7 @@ struct PlannedRegion {
 struct PendingRecord {
   trace::Record record;
   uint32_t outstanding = 1;
+  bool discard = false;  // the call failed: nothing ran, so nothing is appended
 };
 
 class Tracer {
@@ -98,8 +99,9 @@ class Tracer {
   // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
   void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
                    const PlannedRegion* regions, size_t n);
-  // The call returned: drop the open-call reference; appended once all digests arrived.
-  void release(PendingRecord* pending);
+  // The call returned: drop the open-call reference; appended once all digests arrived, unless
+  // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
+  void release(PendingRecord* pending, bool keep = true);
   // Is `stream` capturing (or in an invalid capture state)? Capture id in *capture_id.
   bool capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
                  CUgraph* graph = nullptr);

@@ -389,7 +389,7 @@ void Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t dig
     entry.flags |= trace::kFingerprintValid;
   }
   if (--pending->outstanding > 0) return;
-  append(pending->record);
+  if (!pending->discard) append(pending->record);
   --pending_records_;
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
@@ -397,9 +397,10 @@ void Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t dig
   finish_steps_locked();
 }
 
-void Tracer::release(PendingRecord* pending) {
+void Tracer::release(PendingRecord* pending, bool keep) {
   if (pending == nullptr) return;
   std::lock_guard lock(pending_mutex_);
+  if (!keep) pending->discard = true;
   deliver(pending, UINT32_MAX, 0, false);
 }
 

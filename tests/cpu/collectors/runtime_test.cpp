@@ -88,10 +88,58 @@ CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size
   *size = sizes[index];
   return CUDA_SUCCESS;
 }
-CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
+// Stream kCapturingStream is capturing (capture 42); every other stream is not.
+const CUstream kCapturingStream = reinterpret_cast<CUstream>(0xcafe);
+CUresult fake_capture_info(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
                            const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  *id = 0;
+  const bool capturing = stream == kCapturingStream;
+  *status = capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  *id = capturing ? 42 : 0;
+  return CUDA_SUCCESS;
+}
+
+// A graph (kGraph) of four nodes: kernel 1, a memset, a child graph holding kernel 4, kernel 5.
+// Kernel 1 and 5 write the same pointer (one region); kernel 4 writes graph-owned memory.
+const CUgraph kGraph = reinterpret_cast<CUgraph>(0x6000);
+const CUgraph kChildGraph = reinterpret_cast<CUgraph>(0x7000);
+constexpr CUdeviceptr kGraphBase = 0x7e0000000000, kGraphOwned = 0x7d0000000000;
+struct NodeArgs {
+  float* p;
+  int n;
+  float s;
+};
+NodeArgs g_node_args[6];
+void* g_node_params[6][3];
+CUresult fake_graph_get_nodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  static const uintptr_t top[] = {1, 2, 3, 5}, child[] = {4};
+  const uintptr_t* list = graph == kGraph ? top : graph == kChildGraph ? child : nullptr;
+  const size_t n = graph == kGraph ? 4 : graph == kChildGraph ? 1 : 0;
+  if (list == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (nodes != nullptr)
+    for (size_t i = 0; i < std::min(n, *count); ++i) nodes[i] = reinterpret_cast<CUgraphNode>(list[i]);
+  *count = n;
+  return CUDA_SUCCESS;
+}
+CUresult fake_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
+  const auto id = reinterpret_cast<uintptr_t>(node);
+  *type = id == 2 ? CU_GRAPH_NODE_TYPE_MEMSET : id == 3 ? CU_GRAPH_NODE_TYPE_GRAPH
+                                                        : CU_GRAPH_NODE_TYPE_KERNEL;
+  return CUDA_SUCCESS;
+}
+CUresult fake_child_graph(CUgraphNode, CUgraph* graph) {
+  *graph = kChildGraph;
+  return CUDA_SUCCESS;
+}
+CUresult fake_kernel_node_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
+  const auto id = reinterpret_cast<uintptr_t>(node);
+  *p = CUDA_KERNEL_NODE_PARAMS{};
+  p->func = reinterpret_cast<CUfunction>(0x1234);
+  p->gridDimX = static_cast<unsigned>(10 + id), p->gridDimY = p->gridDimZ = 1;
+  p->blockDimX = 128, p->blockDimY = p->blockDimZ = 1;
+  NodeArgs& args = g_node_args[id];
+  args = {reinterpret_cast<float*>(id == 4 ? kGraphOwned : kGraphBase + 256), int(id), 1.f};
+  g_node_params[id][0] = &args.p, g_node_params[id][1] = &args.n, g_node_params[id][2] = &args.s;
+  p->kernelParams = g_node_params[id];
   return CUDA_SUCCESS;
 }
 CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
@@ -102,6 +150,10 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
   if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
   if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
   if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
+  if (s == "cuGraphGetNodes") *pfn = reinterpret_cast<void*>(&fake_graph_get_nodes);
+  if (s == "cuGraphNodeGetType") *pfn = reinterpret_cast<void*>(&fake_node_get_type);
+  if (s == "cuGraphChildGraphNodeGetGraph") *pfn = reinterpret_cast<void*>(&fake_child_graph);
+  if (s == "cuGraphKernelNodeGetParams") *pfn = reinterpret_cast<void*>(&fake_kernel_node_params);
   *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
@@ -447,6 +499,63 @@ void launch(KernelArgs args, bool extra_form, LaunchApi api = LaunchApi::DriverL
   if (extra_form) l.extra = extra;
   else l.kernel_params = params;
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
+// A graph: kernel nodes walked once at instantiation (child graphs included, memsets skipped),
+// then every replay is a GraphLaunch with the nodes' regions (each once, graph-owned memory
+// never) and one Kernel record per kernel node, in node order.
+TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
+  ChildResult child = run_child(env("full"), [] {
+    on_alloc(kGraphBase, 1 << 20);
+    on_stream_alloc(kGraphOwned, 4096, kCapturingStream, false);  // a graph memory node's
+    const void* exec = reinterpret_cast<const void*>(0x8000);
+    graph_instantiated(kGraph, exec);
+    const CUstream stream = reinterpret_cast<CUstream>(0x10);
+    for (int replay = 0; replay < 2; ++replay)
+      graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
+    graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_ERROR_LAUNCH_FAILED);
+  }, &fake_resolver_with_driver);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<trace::Record> records;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::GraphLaunch || r.kind == trace::RecordKind::Kernel)
+      records.push_back(r);
+    return true;
+  });
+  std::sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+  // Two successful replays (the failed launch records nothing): graph, then its 3 kernel nodes.
+  ASSERT_EQ(records.size(), 8u);
+  using G = trace::fields::GraphLaunch;
+  using K = trace::fields::Kernel;
+  for (int replay = 0; replay < 2; ++replay) {
+    const trace::Record& g = records[replay * 4];
+    ASSERT_EQ(g.kind, trace::RecordKind::GraphLaunch);
+    EXPECT_EQ(g.fields[G::node_count], 3u);
+    EXPECT_EQ(g.fields[G::replay_index], static_cast<uint64_t>(replay + 1));
+    // One region (kernels 1 and 5 share it; kernel 4's memory belongs to the graph), before
+    // and after: dropped here (no GPU, no hash engine), so planned but without a value.
+    ASSERT_EQ(g.buffers.size(), 2u);
+    for (const auto& b : g.buffers) {
+      EXPECT_EQ(reader->string(b.label), "n0.arg0");
+      EXPECT_EQ(b.bytes, (1u << 20) - 256u);
+      EXPECT_TRUE(b.flags & trace::kFingerprintDropped);
+    }
+    EXPECT_EQ(g.buffers[0].role, trace::Role::In);
+    EXPECT_EQ(g.buffers[1].role, trace::Role::Out);
+    const uint64_t grids[] = {11, 14, 15};  // node order: 1, then the child's 4, then 5
+    for (int n = 0; n < 3; ++n) {
+      const trace::Record& k = records[replay * 4 + 1 + n];
+      ASSERT_EQ(k.kind, trace::RecordKind::Kernel);
+      EXPECT_EQ(reader->string(k.name), "kernel(float*, int, float)");
+      EXPECT_EQ(k.fields[K::grid_x], grids[n]);
+      EXPECT_EQ(k.fields[K::launch_api], static_cast<uint64_t>(LaunchApi::GraphNode));
+      EXPECT_TRUE(k.buffers.empty());
+    }
+  }
 }
 
 // At broad a launch is recorded by identity: no argument decoding, no regions.
