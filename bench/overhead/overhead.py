@@ -42,8 +42,8 @@ def parse_args(argv=None):
     p.add_argument("--lockstep", default=os.path.join(REPO, "build", "tools", "lockstep"),
                    help="the lockstep CLI (default: build/tools/lockstep)")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--job", choices=["gpt", "ddp"], default="gpt")
-    p.add_argument("--nproc", type=int, default=2, help="processes for --job ddp")
+    p.add_argument("--job", choices=["gpt", "ddp", "tpdp"], default="gpt")
+    p.add_argument("--nproc", type=int, default=2, help="processes for --job ddp or tpdp")
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated modes to measure: lockstep levels, or full-caching, "
                         "full-nocache, untraced-async (untraced always runs)")
@@ -72,9 +72,10 @@ def job_command(args, out_json):
     common = ["--steps", str(args.steps), "--out", out_json] + extra
     if args.job == "gpt":
         return [args.python, os.path.join(REPO, "examples", "pytorch", "train_gpt.py")] + common
+    script = "train_ddp.py" if args.job == "ddp" else "train_tp_dp.py"
     return [args.python, "-m", "torch.distributed.run", "--standalone",
             f"--nproc-per-node={args.nproc}",
-            os.path.join(REPO, "examples", "pytorch", "train_ddp.py")] + common
+            os.path.join(REPO, "examples", "pytorch", script)] + common
 
 
 def dir_bytes(path):

@@ -8,10 +8,11 @@
 #   BUILD     build folder, relative to the repository root or absolute (default: build)
 #   OUT       where run.log (everything), table.txt, overhead*.json and sample-traces.tar.gz
 #             go (default: /tmp/lockstep-gpu); traces themselves go to a scratch folder
-#   CHECKS    letters of the check groups to run (default: abcdefgov)
+#   CHECKS    letters of the check groups to run (default: abcdefgovx)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
 #               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
 #               o overhead on two GPUs (DDP at broad)
+#               x tensor x data parallel (TP=2 over every visible GPU; issue 9 on 8 GPUs)
 #               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   PYTHON    python with torch (default: python3)
@@ -26,7 +27,7 @@ cd "$ROOT" || exit 2
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 OUTDIR=${OUT:-/tmp/lockstep-gpu}
-CHECKS=${CHECKS:-abcdefgov}
+CHECKS=${CHECKS:-abcdefgovx}
 BUDGET_S=${BUDGET_S:-540}
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR"
@@ -47,6 +48,7 @@ CUDA_EX=$BUILD/examples/cuda/lockstep_example_cuda
 E2E=$ROOT/tests/gpu/e2e
 GPT=$ROOT/examples/pytorch/train_gpt.py
 DDP=$ROOT/examples/pytorch/train_ddp.py
+TPDP=$ROOT/examples/pytorch/train_tp_dp.py
 
 ROWS=()
 FAILED=0
@@ -587,6 +589,82 @@ print("%d of %d records differ; first: %s" % (st.get("divergent_records", 0),
       else row "ddp culprit rank" FAIL "diff $drc; $verdict"; fi
     else
       row "ddp culprit rank" SKIP "time budget"
+    fi
+  fi
+fi
+
+# ---- (x) tensor x data parallel: TP=2 over every visible GPU (8 on nvidia-h200-x8) ----------
+if want x; then
+  n=$(gpu_count)
+  ((n > 8)) && n=8
+  ((n % 2)) && n=$((n - 1))
+  TPDP_STEPS=6
+  TPDP_PLANT_STEP=3
+  TPDP_PLANT_RANK=$((n - 1))  # TP index 1 of the last TP group; its TP partner is n - 2
+  tpdp=("$PY" -m torch.distributed.run --standalone --nproc-per-node "$n" "$TPDP" --tp 2
+        --steps "$TPDP_STEPS")
+  if ((n < 2)); then
+    row "tpdp" SKIP "$(gpu_count) GPU visible"
+  elif ! have_torch || ! have_lockstep; then
+    row "tpdp" SKIP "needs torch with CUDA and $LOCKSTEP"
+  elif ! fits 150; then
+    row "tpdp" SKIP "time budget"
+  else
+    untraced tpdp-untraced 240 "${tpdp[@]}"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then
+      row "tpdp untraced" FAIL "rc $rc: $(grep -m1 -i error "$WORK/tpdp-untraced.err" | cut -c1-70)"
+    else
+      row "tpdp untraced" PASS "TP 2 x DP $((n / 2)); $(grep -c 'step' "$WORK/tpdp-untraced.out") rank-steps"
+    fi
+    traced tpdp-broad-1 broad 240 "${tpdp[@]}"
+    traced tpdp-broad-2 broad 240 "${tpdp[@]}"
+    diff_runs tpdp-det-diff tpdp-broad-1 tpdp-broad-2
+    drc=$?
+    verdict=$(check_diff "$WORK/tpdp-det-diff.out" --expect identical)
+    numbers=$(same_losses "$WORK/tpdp-untraced.out" "$WORK/tpdp-broad-1.out")
+    if [[ $drc -eq 0 && $verdict == PASS* && $numbers == PASS* ]]; then
+      row "tpdp det broad" PASS "diff 0; ${verdict#PASS: }; vs untraced: ${numbers#PASS: }"
+    else
+      row "tpdp det broad" FAIL "diff $drc; $verdict; losses vs untraced: $numbers"
+    fi
+    if fits 90; then
+      traced tpdp-clean-full full 240 "${tpdp[@]}"
+      traced tpdp-plant-full full 240 "${tpdp[@]}" --plant-rank "$TPDP_PLANT_RANK" \
+        --plant-step "$TPDP_PLANT_STEP"
+      # The diff's own cost on these ranks: wall time and peak memory.
+      runlog tpdp-plant-diff 120 python3 -c 'import resource, subprocess, sys, time
+t = time.monotonic(); rc = subprocess.call(sys.argv[1:])
+print("diff-cost %.2f s, peak %d MiB" % (time.monotonic() - t,
+      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024), file=sys.stderr)
+sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" --json
+      drc=$?
+      cost=$(grep -o 'diff-cost.*' "$WORK/tpdp-plant-diff.err" | sed 's/diff-cost //')
+      verdict=$(check_diff "$WORK/tpdp-plant-diff.out" --expect divergent \
+        --step "$TPDP_PLANT_STEP" --rank "$TPDP_PLANT_RANK" --classification origin \
+        --culprit-rank "$TPDP_PLANT_RANK" --receiver-rank $((TPDP_PLANT_RANK - 1)))
+      if [[ $drc -eq 1 && $verdict == PASS* ]]; then
+        row "tpdp culprit rank" PASS "${verdict#PASS: }; diff ${cost:-?}"
+      else
+        row "tpdp culprit rank" FAIL "diff $drc; $verdict"
+      fi
+    else
+      row "tpdp culprit rank" SKIP "time budget"
+    fi
+    if fits 90; then
+      runlog tpdp-overhead 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+        --python "$PY" --job tpdp --nproc "$n" --levels broad --rounds 2 --steps 20 --skip 5 \
+        --json "$OUTDIR/overhead-tpdp.json" --log "$LOG"
+      rc=$?
+      line=$(grep -E '^broad ' "$WORK/tpdp-overhead.out")
+      if [[ $rc -eq 0 && -n $line ]]; then
+        read -r _ ms ratio target ok bytes <<<"$line"
+        row "tpdp overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
+      else
+        row "tpdp overhead broad" FAIL "rc $rc"
+      fi
+    else
+      row "tpdp overhead broad" SKIP "time budget"
     fi
   fi
 fi

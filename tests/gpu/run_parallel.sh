@@ -6,11 +6,12 @@
 #   lane B (GPU 1):        b (GPU gtests, compute-sanitizer), d (CUDA example); then, once lane C
 #                          is done with GPU 1: c (hash benchmark), f (overhead); then, once lane
 #                          A is done with GPU 0: o (DDP overhead on both GPUs)
-#   lane C (GPUs 0 and 1): g (DDP on two GPUs, with its overhead at broad)
+#   lane C (GPUs 0 and 1): g (DDP on two GPUs)
 #
 # The benchmarks (c, f, o) wait for the lanes that use their GPUs so that no other job shares their GPU; lane A still
 # runs on the other GPU meanwhile (the host has CPUs to spare). Environment as for run.sh
-# (BUILD, OUT, PYTHON, KEEP, SAVE); BUDGET_S applies to each lane (default 520).
+# (BUILD, OUT, PYTHON, KEEP, SAVE); BUDGET_S applies to each lane (default 520). Group x (TP x
+# DP over every GPU) is not in a lane: run it on its own, e.g. CHECKS=ax tests/gpu/run.sh.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUTDIR=${OUT:-/tmp/lockstep-gpu}

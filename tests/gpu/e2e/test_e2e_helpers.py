@@ -168,7 +168,7 @@ class RunShTest(unittest.TestCase):
         return proc, rows, out
 
     def test_everything_passes_with_deterministic_stand_ins(self):
-        proc, rows, out = self.run_script("abdefgo")
+        proc, rows, out = self.run_script("abdefgox")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         for check in ("gpu", "gtest gtest_gpu_hashing", "sanitizer memcheck",
                       "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
@@ -177,7 +177,8 @@ class RunShTest(unittest.TestCase):
                       "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
                       "overhead broad",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
-                      "ddp culprit rank", "ddp overhead broad"):
+                      "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
+                      "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
         self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
