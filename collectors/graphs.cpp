@@ -192,7 +192,12 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
   if (!hash) return token;  // the regions are only worth their bytes with fingerprints
   std::vector<PlannedRegion> inputs;
   const uint64_t cap = tracer->config().max_region;
+  AllocationMap& allocations = tracer->allocations();
   for (const GraphRegion& region : exec->regions) {
+    // Looked up again: since instantiation the memory may have been freed, or handed to a
+    // graph memory node of another graph (mapped only while that graph runs).
+    const auto now = allocations.find(static_cast<uintptr_t>(region.ptr));
+    if (!now || now->graph_owned) continue;
     const void* ptr = reinterpret_cast<const void*>(region.ptr);
     tracer->add_buffer(&r, &inputs, region.label, trace::Role::In, trace::DType::Bytes, ptr,
                        region.bytes, false, true, cap);

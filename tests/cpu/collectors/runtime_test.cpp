@@ -514,6 +514,8 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
     for (int replay = 0; replay < 2; ++replay)
       graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
     graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_ERROR_LAUNCH_FAILED);
+    on_free(kGraphBase);  // freed since instantiation: never read again
+    graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
   }, &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
@@ -527,8 +529,11 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
     return true;
   });
   std::sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
-  // Two successful replays (the failed launch records nothing): graph, then its 3 kernel nodes.
-  ASSERT_EQ(records.size(), 8u);
+  // Three successful replays (the failed launch records nothing): graph, then its 3 nodes.
+  ASSERT_EQ(records.size(), 12u);
+  EXPECT_EQ(records[8].kind, trace::RecordKind::GraphLaunch);
+  EXPECT_EQ(records[8].fields[trace::fields::GraphLaunch::replay_index], 4u);
+  EXPECT_TRUE(records[8].buffers.empty()) << "a freed region was planned";
   using G = trace::fields::GraphLaunch;
   using K = trace::fields::Kernel;
   for (int replay = 0; replay < 2; ++replay) {
