@@ -1,0 +1,126 @@
+// What one kernel launch costs the launching thread in collectors/, per level, on the CPU.
+//
+//   build/bench/collectors/launch_cost_bench [launches]
+//
+// Each level runs in a forked child (the Tracer is one per process) with a fake driver behind
+// the symbol resolver: a kernel with a PyTorch-like by-value parameter struct (an int, three
+// pointers into one allocation, and 32 bytes of sizes and strides). kernel_launch_begin/end
+// are called back to back and timed; the real launch (a few µs in the driver) is not included.
+// At full there is no GPU, so the planned fingerprints are flagged dropped: the figure covers
+// argument decoding, region planning and holding the record, not the hash kernels' launches.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "collectors/events.h"
+
+namespace {
+using namespace lockstep::collectors;
+
+CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCCESS; }
+CUresult fake_func_get_name(const char** name, CUfunction) {
+  *name = "_Z6kernelPfif";
+  return CUDA_SUCCESS;
+}
+// One 4-byte int, then a 56-byte struct: three pointers and 32 bytes of sizes/strides.
+CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
+  static const size_t offsets[] = {0, 8}, sizes[] = {4, 56};
+  if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
+  *offset = offsets[index];
+  *size = sizes[index];
+  return CUDA_SUCCESS;
+}
+CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
+                           const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  *id = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult* status) {
+  const std::string s = symbol;
+  *pfn = nullptr;
+  if (s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
+  if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
+  if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
+  if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
+  *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+void* fake_resolver(const char* name) {
+  if (std::string(name) == "cuGetProcAddress_v2") return reinterpret_cast<void*>(&fake_get_proc_address);
+  return nullptr;
+}
+
+struct Params {
+  int n;
+  struct {
+    uint64_t pointers[3];
+    int64_t sizes[4];
+  } tensors;
+};
+
+double ns_per_launch(long launches) {
+  const CUdeviceptr base = 0x7f0000000000;
+  on_alloc(base, 64 << 20);
+  Params p{};
+  p.n = 1 << 20;
+  for (int i = 0; i < 3; ++i) p.tensors.pointers[i] = base + (i + 1) * (1 << 20);
+  for (int i = 0; i < 4; ++i) p.tensors.sizes[i] = 4096 >> i;
+  void* params[] = {&p.n, &p.tensors};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(0x1234);
+  l.grid[0] = 1024;
+  l.block[0] = 256;
+  l.kernel_params = params;
+  for (int i = 0; i < 1000; ++i) kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);  // warm
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < launches; ++i) kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s * 1e9 / static_cast<double>(launches);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long launches = argc > 1 ? std::atol(argv[1]) : 1000000;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("lockstep-launch-bench-" + std::to_string(getpid()));
+  std::printf("collectors: CPU time per kernel launch (begin + end), %ld launches per level\n",
+              launches);
+  std::printf("%-8s %10s\n", "level", "ns/launch");
+  for (const char* level : {"off", "metrics", "broad", "full"}) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return 2;
+    std::fflush(stdout);  // or the child's exit prints the parent's buffered lines again
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipe_fds[0]);
+      std::filesystem::remove_all(dir);
+      setenv("LOCKSTEP_DIR", dir.c_str(), 1);
+      setenv("LOCKSTEP_LEVEL", level, 1);
+      setenv("LOCKSTEP_RUN_ID", "bench", 1);
+      set_symbol_resolver(&fake_resolver);
+      const double ns = ns_per_launch(launches);
+      (void)!write(pipe_fds[1], &ns, sizeof(ns));
+      std::exit(0);
+    }
+    close(pipe_fds[1]);
+    double ns = -1;
+    (void)!read(pipe_fds[0], &ns, sizeof(ns));
+    close(pipe_fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::printf("%-8s %10.0f\n", level, ns);
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
