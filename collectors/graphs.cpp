@@ -42,15 +42,12 @@ struct GraphRegion {
 
 struct ExecInfo {
   uint64_t graph_id = 0;
-  uint64_t node_count = 0;  // kernel nodes
   uint64_t launches = 0;
-  std::vector<NodeKernel> nodes;
+  std::vector<NodeKernel> nodes;  // kernel nodes, in node order
   std::vector<GraphRegion> regions;
-  uint64_t regions_not_read = 0;  // graph-owned or unmapped pointers
 };
 
 std::mutex g_graph_mutex;
-std::unordered_map<uint64_t, uint64_t> g_capture_kernels;   // capture id -> kernels seen
 std::unordered_map<const void*, uint64_t> g_graph_capture;  // graph -> capture id
 std::unordered_map<const void*, std::shared_ptr<ExecInfo>> g_execs;
 uint64_t g_uncaptured_graphs = 0;
@@ -106,11 +103,8 @@ class NodeWalker {
       k.args_digest = args.scalar_digest;
       if (info.selected) {
         for (const PointerArg& arg : args.pointers) {
-          if (arg.hit.graph_owned || arg.hit.readable == 0) {
-            ++exec_->regions_not_read;
-            continue;
-          }
-          if (exec_->regions.size() >= kMaxGraphRegions || !seen_.insert(arg.value).second)
+          if (arg.hit.graph_owned || arg.hit.readable == 0 ||
+              exec_->regions.size() >= kMaxGraphRegions || !seen_.insert(arg.value).second)
             continue;
           const uint64_t bytes = std::min(arg.hit.readable, tracer_->config().max_region);
           exec_->regions.push_back({static_cast<CUdeviceptr>(arg.value), bytes,
@@ -131,9 +125,9 @@ class NodeWalker {
 }  // namespace
 
 void note_captured_kernel(uint64_t capture_id, CUgraph graph) {
+  if (graph == nullptr) return;
   std::lock_guard lock(g_graph_mutex);
-  ++g_capture_kernels[capture_id];
-  if (graph != nullptr) g_graph_capture.try_emplace(graph, capture_id);
+  g_graph_capture.try_emplace(graph, capture_id);
 }
 
 void graph_instantiated(const void* graph, const void* graph_exec) {
@@ -154,7 +148,6 @@ void graph_instantiated(const void* graph, const void* graph_exec) {
     NodeWalker(tracer, exec.get())
         .walk(reinterpret_cast<CUgraph>(const_cast<void*>(graph)), 0);
   }
-  exec->node_count = exec->nodes.size();
   std::lock_guard lock(g_graph_mutex);
   g_execs[graph_exec] = std::move(exec);
 }
@@ -182,7 +175,7 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
   tracer->stamp(&r, trace::RecordKind::GraphLaunch, "graph", stream, per_thread_default);
   using F = trace::fields::GraphLaunch;
   r.fields[F::graph_id] = exec ? exec->graph_id : 0;
-  r.fields[F::node_count] = exec ? exec->node_count : 0;
+  r.fields[F::node_count] = exec ? exec->nodes.size() : 0;
   r.fields[F::replay_index] = replay;
   call.graph_exec = graph_exec;
   if (exec == nullptr || exec->regions.empty()) return token;

@@ -164,12 +164,12 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +
   // offset. Elsewhere a launch is its identity alone, which keeps broad cheap: decoding is
   // most of a launch's cost, and unfingerprinted regions tell a diff nothing.
-  thread_local auto* bytes_buffer = new std::vector<uint8_t>;
-  std::vector<uint8_t>& bytes = *bytes_buffer;
   const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
                     tracer->fingerprint_step(r.step);
-  if (hash && info.layout_known &&
-      gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
+  if (!hash || !info.layout_known) return token;
+  thread_local auto* bytes_buffer = new std::vector<uint8_t>;
+  std::vector<uint8_t>& bytes = *bytes_buffer;
+  if (gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
     AllocationMap& allocations = tracer->allocations();
     DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
       return allocations.find(p);

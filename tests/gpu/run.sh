@@ -142,6 +142,24 @@ untraced() {
 }
 # diff_runs NAME A B: `lockstep diff --json`; the report is $WORK/NAME.out. Returns diff's code.
 diff_runs() { runlog "$1" 120 "$LOCKSTEP" diff "$WORK/$2" "$WORK/$3" --json; }
+# broad_overhead_row JOB NPROC ROUNDS: bench/overhead/overhead.py for a multi-process job
+# (ddp, tpdp) untraced and at broad; row "JOB overhead broad" with the ratio.
+broad_overhead_row() {
+  local job=$1 nproc=$2 rounds=$3 rc line ms ratio target ok bytes
+  if ! fits 90; then row "$job overhead broad" SKIP "time budget"; return; fi
+  runlog "$job-overhead" 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+    --python "$PY" --job "$job" --nproc "$nproc" --levels broad --rounds "$rounds" --steps 20 \
+    --skip 5 --json "$OUTDIR/overhead-$job.json" --log "$LOG"
+  rc=$?
+  cat "$WORK/$job-overhead.out"
+  line=$(grep -E '^broad ' "$WORK/$job-overhead.out")
+  if [[ $rc -eq 0 && -n $line ]]; then
+    read -r _ ms ratio target ok bytes <<<"$line"
+    row "$job overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
+  else
+    row "$job overhead broad" FAIL "rc $rc"
+  fi
+}
 
 have_lockstep() { [[ -x $LOCKSTEP ]]; }
 TORCH_OK=""
@@ -651,21 +669,7 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     else
       row "tpdp culprit rank" SKIP "time budget"
     fi
-    if fits 90; then
-      runlog tpdp-overhead 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-        --python "$PY" --job tpdp --nproc "$n" --levels broad --rounds 2 --steps 20 --skip 5 \
-        --json "$OUTDIR/overhead-tpdp.json" --log "$LOG"
-      rc=$?
-      line=$(grep -E '^broad ' "$WORK/tpdp-overhead.out")
-      if [[ $rc -eq 0 && -n $line ]]; then
-        read -r _ ms ratio target ok bytes <<<"$line"
-        row "tpdp overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
-      else
-        row "tpdp overhead broad" FAIL "rc $rc"
-      fi
-    else
-      row "tpdp overhead broad" SKIP "time budget"
-    fi
+    broad_overhead_row tpdp "$n" 2
   fi
 fi
 
@@ -676,22 +680,7 @@ if want o; then
   elif ! have_torch || ! have_lockstep; then
     row "ddp overhead broad" SKIP "needs torch with CUDA and $LOCKSTEP"
   else
-    if fits 90; then
-      runlog ddp-overhead 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-        --python "$PY" --job ddp --nproc 2 --levels broad --rounds "${DDP_OVERHEAD_ROUNDS:-3}" \
-        --steps 20 --skip 5 --json "$OUTDIR/overhead-ddp.json" --log "$LOG"
-      rc=$?
-      cat "$WORK/ddp-overhead.out"
-      line=$(grep -E '^broad ' "$WORK/ddp-overhead.out")
-      if [[ $rc -eq 0 && -n $line ]]; then
-        read -r _ ms ratio target ok bytes <<<"$line"
-        row "ddp overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
-      else
-        row "ddp overhead broad" FAIL "rc $rc"
-      fi
-    else
-      row "ddp overhead broad" SKIP "time budget"
-    fi
+    broad_overhead_row ddp 2 "${DDP_OVERHEAD_ROUNDS:-3}"
   fi
 fi
 

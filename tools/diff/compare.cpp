@@ -567,26 +567,16 @@ class WindowComparer {
       result_.metric = std::move(m);
     }
     if (!would_be_first(g.step, x.seq, 0)) return;
-    if (has_guessed_regions(x.kind) && outcome.in_index >= 0) {
-      // A kernel receiver that would be the rank's first divergence: no traced op before it
-      // diverged, so the differing input bytes were written by none (see RankResult).
+    // A kernel receiver that would be the rank's first divergence: no traced op before it
+    // diverged, so the differing input bytes were written by none (see RankResult). Counted;
+    // only the earliest is kept (checked before building it: noisy traces have many).
+    const bool unexplained = outcome.in_index >= 0 && has_guessed_regions(x.kind);
+    if (unexplained) {
       ++result_.unexplained;
       if (result_.first_unexplained &&
           std::tuple(result_.first_unexplained->step, result_.first_unexplained->anchor_seq) <
               std::tuple(g.step, x.seq))
         return;
-      Divergence d = base(g, x, a_, g.a, i);
-      d.seq_a = x.seq;
-      d.seq_b = y.seq;
-      d.anchor_seq = x.seq;
-      d.epoch = epoch_of(d.step, d.anchor_seq);
-      d.classification = Classification::Receiver;
-      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
-      d.detail = fmt::format("input '{}' differed, but no traced op before it did: bytes no "
-                             "traced op wrote (scratch or uninitialised memory)",
-                             d.buffer->label);
-      result_.first_unexplained = std::move(d);
-      return;
     }
     Divergence d = base(g, x, a_, g.a, i);
     d.seq_a = x.seq;
@@ -595,6 +585,14 @@ class WindowComparer {
     if (outcome.in_index >= 0) {
       d.classification = Classification::Receiver;
       d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
+      if (unexplained) {
+        d.epoch = epoch_of(d.step, d.anchor_seq);
+        d.detail = fmt::format("input '{}' differed, but no traced op before it did: bytes no "
+                               "traced op wrote (scratch or uninitialised memory)",
+                               d.buffer->label);
+        result_.first_unexplained = std::move(d);
+        return;
+      }
       d.detail = fmt::format("input '{}' already differed", d.buffer->label);
     } else if (outcome.out_index >= 0) {
       d.classification = Classification::Origin;
