@@ -42,7 +42,8 @@ CallState& push_call(CallKind kind, uint64_t* token);
 // Holds call.record until its digests arrive and enqueues the fingerprints of `inputs` on the
 // call's stream now, before the call; call.outputs are enqueued when it returns. When the
 // pending ring is full the buffers are flagged dropped and nothing is hashed.
-void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs);
+void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
+                        bool not_capturing = false);
 // The state for `token`, popped by finish_call. Null for token 0 or a token that does not pair.
 CallState* top_call(uint64_t token);
 void finish_call(CallState* state);  // undoes OpenApi counters and pops

@@ -146,6 +146,11 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "and counted)"},
       {env::kHashMemory, "16M", "device scratch memory of the hash engine, per device"},
       {env::kValidate, "0", "1: CUPTI coverage check (interpose; slow, validation runs only)"},
+      {env::kMergeHashes, "1",
+       "level full: a kernel's output fingerprints are launched together with the next "
+       "kernel's input fingerprints on the same stream (one hash launch per kernel instead of "
+       "two; any event record, synchronize or other traced call flushes them first); 0: "
+       "hash every kernel's outputs right after it"},
   };
   return table;
 }
@@ -244,6 +249,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   bool_var(env::kOverwrite, &config.overwrite);
   bool_var(env::kFailHard, &config.fail_hard);
   bool_var(env::kValidate, &config.validate);
+  bool_var(env::kMergeHashes, &config.merge_hashes);
 
   if (auto value = get(env::kRunId)) {
     if (!valid_run_id(*value))

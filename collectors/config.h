@@ -40,6 +40,7 @@ struct Config {
   uint64_t memory = 64ull << 20;      // trace writer budget
   uint64_t hash_memory = 16ull << 20; // hash engine device scratch
   bool validate = false;
+  bool merge_hashes = true;           // a kernel's output hashes ride on the next launch's
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
 };

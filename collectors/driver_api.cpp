@@ -55,6 +55,8 @@ const Driver& driver() {
     load(d, "cuEventQuery", v, &d.eventQuery);
     load(d, "cuEventDestroy", v, &d.eventDestroy);
     load(d, "cuPointerGetAttribute", v, &d.pointerGetAttribute);
+    load(d, "cuCtxPushCurrent", v, &d.ctxPushCurrent);
+    load(d, "cuCtxPopCurrent", v, &d.ctxPopCurrent);
     load(d, "cuGraphGetNodes", v, &d.graphGetNodes);
     load(d, "cuGraphNodeGetType", v, &d.graphNodeGetType);
     load(d, "cuGraphKernelNodeGetParams", v, &d.graphKernelNodeGetParams);

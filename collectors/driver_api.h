@@ -28,6 +28,8 @@ struct Driver {
   decltype(&::cuEventQuery) eventQuery = nullptr;
   decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
   decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
+  decltype(&::cuCtxPushCurrent_v2) ctxPushCurrent = nullptr;  // deferred hashes of another context
+  decltype(&::cuCtxPopCurrent_v2) ctxPopCurrent = nullptr;
   // Graph walking (graphs.cpp). cuGraphKernelNodeGetParams is the _v2 form (12.0+).
   decltype(&::cuGraphGetNodes) graphGetNodes = nullptr;
   decltype(&::cuGraphNodeGetType) graphNodeGetType = nullptr;

@@ -51,7 +51,7 @@ void set_symbol_resolver(SymbolResolver resolver) {
   (void)Tracer::configuration();  // validate the environment at load: one line per problem
 }
 
-void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs) {
+void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
   if (inputs.empty() && call.outputs.empty()) return;
   Tracer* tracer = call.tracer;
   call.pending = tracer->hold(std::move(call.record));
@@ -61,10 +61,14 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs) {
     return;
   }
   tracer->fingerprint(call.pending, call.stream, call.per_thread_stream, inputs.data(),
-                      inputs.size());
+                      inputs.size(), not_capturing);
 }
 
 CallState& push_call(CallKind kind, uint64_t* token) {
+  // Any traced call other than a kernel launch (which merges or flushes itself) may order work
+  // after the stream of a deferred kernel: its output hashes go first.
+  if (kind != CallKind::Kernel)
+    if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred();
   CallStack& stack = call_stack();
   if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());
   CallState& state = *stack.states[stack.depth++];
@@ -122,19 +126,33 @@ void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_th
   t->allocations().add(ptr, bytes, capturing);
 }
 void on_free(CUdeviceptr ptr) {
-  if (Tracer* t = tracer_for_allocations()) t->allocations().remove(ptr);
+  if (Tracer* t = tracer_for_allocations()) {
+    t->flush_deferred();  // before the memory goes: deferred hashes may read it
+    t->allocations().remove(ptr);
+  }
 }
 void on_va_reserve(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) t->allocations().reserve(ptr, bytes);
 }
 void on_va_free(CUdeviceptr ptr, size_t bytes) {
-  if (Tracer* t = tracer_for_allocations()) t->allocations().release_reservation(ptr, bytes);
+  if (Tracer* t = tracer_for_allocations()) {
+    t->flush_deferred();
+    t->allocations().release_reservation(ptr, bytes);
+  }
 }
 void on_map(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) t->allocations().map(ptr, bytes);
 }
 void on_unmap(CUdeviceptr ptr, size_t bytes) {
-  if (Tracer* t = tracer_for_allocations()) t->allocations().unmap(ptr, bytes);
+  if (Tracer* t = tracer_for_allocations()) {
+    t->flush_deferred();
+    t->allocations().unmap(ptr, bytes);
+  }
+}
+
+void stream_order_point() {
+  if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
+  if (Tracer* t = Tracer::existing()) t->flush_deferred();
 }
 
 }  // namespace lockstep::collectors

@@ -199,6 +199,15 @@ struct NcclCommCreated {
 void nccl_comm_created(const NcclCommCreated& created);
 void nccl_comm_destroyed(ncclComm_t comm);
 
+// ---- stream order points ----------------------------------------------------------------------
+// The job is about to make later work, or the host, wait for what a stream has queued so far:
+// cuEventRecord(WithFlags), cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize,
+// cuStreamBeginCapture(ToGraph), cuLaunchHostFunc, cuStreamAddCallback (every variant). Called
+// before the real call. Fingerprints the shim has deferred (the outputs of a stream's last
+// kernel, merged into the next kernel's launch on that stream) are enqueued first, so that
+// whatever the job orders after this point is ordered after them too. Cheap when nothing waits.
+void stream_order_point();
+
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
 void marker_range_push(const char* message);  // NVTX range push / start
 void marker_range_pop();

@@ -112,6 +112,19 @@ std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layou
   return fmt::format("arg{}+{}", arg.param, inside);
 }
 
+// The interned label of a pointer argument: the same few "argN" / "argN+M" recur on every
+// launch, so they are formatted and interned once per thread.
+trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
+                             const std::vector<ParamInfo>& layout) {
+  const uint64_t key =
+      (uint64_t{arg.param} << 32) | (arg.byte_offset - layout[arg.param].offset);
+  thread_local auto* cache = new std::unordered_map<uint64_t, trace::StringId>;  // never freed
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  const trace::StringId id = tracer->intern(arg_label(arg, layout));
+  if (cache->size() < 4096) cache->emplace(key, id);
+  return id;
+}
+
 
 void remember_kernel_handle(const void* handle) {
   std::unique_lock lock(g_kernels_mutex);
@@ -166,10 +179,17 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // most of a launch's cost, and unfingerprinted regions tell a diff nothing.
   const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
                     tracer->fingerprint_step(r.step);
-  if (!hash || !info.layout_known) return token;
+  if (!hash || !info.layout_known) {
+    tracer->flush_deferred();  // the previous kernel's output hashes cannot ride on this one
+    return token;
+  }
   thread_local auto* bytes_buffer = new std::vector<uint8_t>;
   std::vector<uint8_t>& bytes = *bytes_buffer;
-  if (gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
+  if (!gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
+    tracer->flush_deferred();
+    return token;
+  }
+  {
     AllocationMap& allocations = tracer->allocations();
     DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
       return allocations.find(p);
@@ -182,7 +202,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       if (std::any_of(args.pointers.begin(), args.pointers.begin() + i,
                       [&](const PointerArg& earlier) { return earlier.value == arg.value; }))
         continue;
-      const std::string label = arg_label(arg, info.layout);
+      const trace::StringId label = arg_label_id(tracer, arg, info.layout);
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
@@ -190,7 +210,20 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, tracer->config().max_region);
     }
-    start_fingerprints(call, inputs);
+    if (inputs.empty() && call.outputs.empty()) {
+      tracer->flush_deferred();
+      return token;
+    }
+    call.pending = tracer->hold(std::move(r));
+    if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
+      for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
+      call.outputs.clear();
+      tracer->flush_deferred();
+      return token;
+    }
+    // With the previous kernel's deferred output hashes when it ran on this stream.
+    tracer->fingerprint_inputs(call.pending, call.stream, call.per_thread_stream, inputs.data(),
+                               inputs.size());
   }
   return token;
 }
@@ -201,9 +234,11 @@ void kernel_launch_end(uint64_t token, int result) {
   if (call->kind == CallKind::Kernel && call->tracer != nullptr) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
+      // The outputs wait for the next kernel on this stream (one hash launch for both), or
+      // for whatever comes first that could order other work after this stream.
       if (result == CUDA_SUCCESS)
-        tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
-                            call->outputs.data(), call->outputs.size());
+        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream,
+                              call->outputs);
       tracer->release(call->pending, result == CUDA_SUCCESS);
     } else if (result == CUDA_SUCCESS) {
       tracer->append(call->record);

@@ -85,6 +85,12 @@ class Tracer {
   // extent is exact (the API itself reads those bytes).
   void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, std::string_view label,
                   trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
+                  bool exact, bool hash, uint64_t cap = UINT64_MAX) {
+    add_buffer(record, plan, intern(label), role, dtype, ptr, bytes, exact, hash, cap);
+  }
+  // The same with the label already interned (the kernel path caches its "argN" labels).
+  void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, trace::StringId label,
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
                   bool exact, bool hash, uint64_t cap = UINT64_MAX);
 
   // ---- appending --------------------------------------------------------------------------
@@ -97,8 +103,28 @@ class Tracer {
   PendingRecord* hold(trace::Record&& record);
   // Enqueues fingerprints of `regions` on `stream`, filling `pending` when they arrive. Regions
   // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
+  // `not_capturing`: the caller has just seen that `stream` is not capturing (skips the check).
   void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                   const PlannedRegion* regions, size_t n);
+                   const PlannedRegion* regions, size_t n, bool not_capturing = false);
+
+  // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
+  // A kernel's outputs need hashing after it and the next kernel's inputs before that one; on
+  // one stream nothing runs between the two, so one hash launch serves both. defer_outputs()
+  // keeps the outputs of a kernel that just launched (at most one deferred set, process-wide);
+  // fingerprint_inputs() launches them together with the next kernel's inputs when that kernel
+  // is on the same stream and context, else flushes them first. flush_deferred() enqueues them
+  // now: called before anything that could order other work or the host after the stream
+  // (every other traced call, frees, event records, synchronizations, capture begins: see
+  // stream_order_point in events.h). Without merging, both enqueue at once.
+  void defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                     std::vector<PlannedRegion>& regions);
+  void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                          const PlannedRegion* regions, size_t n);
+  void flush_deferred() {
+    if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow();
+  }
+  std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
+  std::atomic<uint64_t> deferred_flushes{0};  // deferred outputs enqueued on their own
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
   void release(PendingRecord* pending, bool keep = true);
@@ -136,9 +162,32 @@ class Tracer {
   hashing::HashEngine* engine_for_current_context();
   void collector_loop();
   void wake_collector();
-  bool poll_once();  // true while work is pending
+  // Collects finished digests into their records; records now complete go to *complete (to be
+  // appended outside the lock, then retired). True while work is pending.
+  bool poll_once(std::vector<PendingRecord*>* complete);
   void finish_steps_locked();
-  void deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);
+  struct HashGroup {
+    PendingRecord* pending;
+    const PlannedRegion* regions;
+    size_t n;
+  };
+  // One engine launch (per kMaxRegionsPerEnqueue regions) for every group's regions.
+  void enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
+                      size_t count, bool not_capturing);
+  struct Deferred {
+    PendingRecord* pending = nullptr;
+    CUstream stream = nullptr;
+    bool per_thread_default = false;
+    CUcontext context = nullptr;
+    std::vector<PlannedRegion> regions;
+  };
+  bool take_deferred(Deferred* out);
+  void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference
+  void flush_deferred_slow();
+  // Fills one digest; true when that was the record's last outstanding one.
+  bool deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);
+  // A complete record (already appended unless discarded): counters, step ends, freed.
+  void retire_locked(PendingRecord* pending);
 
   Config config_;
   std::unique_ptr<trace::TraceWriter> writer_;
@@ -158,7 +207,7 @@ class Tracer {
   };
   struct EngineState {
     std::unique_ptr<hashing::HashEngine> engine;
-    std::unordered_map<uint64_t, SlotTarget> slots;
+    std::vector<SlotTarget> slots;  // by slot id % ring size; pending == nullptr: free
   };
   std::map<CUcontext, EngineState> engines_;
   bool engine_failed_ = false;
@@ -171,7 +220,11 @@ class Tracer {
     std::function<void()> done;
   };
   std::vector<StreamDone> stream_done_;
+  std::mutex deferred_mutex_;
+  Deferred deferred_;  // under deferred_mutex_
+  std::atomic<bool> has_deferred_{false};
   std::condition_variable collector_wake_;
+  bool collector_idle_ = false;  // in its long wait: new digests must wake it (else it polls)
   std::thread collector_;
   bool collector_running_ = false;
   bool closing_ = false;

@@ -51,7 +51,8 @@ nlohmann::json config_json(const Config& c) {
           {"step_source", static_cast<int>(c.step_source)},
           {"step_pattern", c.step_pattern},
           {"memory", c.memory},
-          {"hash_memory", c.hash_memory}};
+          {"hash_memory", c.hash_memory},
+          {"merge_hashes", c.merge_hashes}};
 }
 
 }  // namespace
@@ -233,13 +234,13 @@ void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_vi
 }
 
 void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
-                        std::string_view label, trace::Role role, trace::DType dtype,
+                        trace::StringId label, trace::Role role, trace::DType dtype,
                         const void* ptr, uint64_t bytes, bool exact, bool hash, uint64_t cap) {
   if (ptr == nullptr || bytes == 0) return;
   trace::BufferFingerprint entry;
   entry.role = role;
   entry.dtype = dtype;
-  entry.label = intern(label);
+  entry.label = label;
   entry.bytes = bytes;
   if (exact) entry.flags |= trace::kExtentExact;
   const auto address = reinterpret_cast<uintptr_t>(ptr);
@@ -333,16 +334,36 @@ hashing::HashEngine* Tracer::engine_for_current_context() {
     std::fprintf(stderr, "lockstep: no fingerprints (hash engine: %s)\n", error.c_str());
     return nullptr;
   }
+  state.slots.assign(options.ring_slots, SlotTarget{nullptr, 0});
   // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
   std::atexit(close_at_exit);
   return state.engine.get();
 }
 
 void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                         const PlannedRegion* regions, size_t n) {
+                         const PlannedRegion* regions, size_t n, bool not_capturing) {
   if (pending == nullptr || n == 0) return;
+  const HashGroup group{pending, regions, n};
+  enqueue_groups(stream, per_thread_default, &group, 1, not_capturing);
+}
+
+void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
+                            size_t count, bool not_capturing) {
+  size_t n = 0;
+  for (size_t g = 0; g < count; ++g) n += groups[g].n;
+  if (n == 0) return;
+  auto flag_dropped = [&](size_t from, size_t to) {  // regions [from, to) of the concatenation
+    size_t at = 0;
+    for (size_t g = 0; g < count; ++g) {
+      for (size_t i = 0; i < groups[g].n; ++i, ++at)
+        if (at >= from && at < to)
+          groups[g].pending->record.buffers[groups[g].regions[i].buffer_index].flags |=
+              trace::kFingerprintDropped;
+    }
+    fingerprints_dropped.fetch_add(to - from, std::memory_order_relaxed);
+  };
   uint64_t capture_id = 0;
-  if (capturing(stream, per_thread_default, &capture_id)) {
+  if (!not_capturing && capturing(stream, per_thread_default, &capture_id)) {
     capture_skipped.fetch_add(n, std::memory_order_relaxed);
     return;  // entries stay without kFingerprintValid
   }
@@ -351,45 +372,160 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
   std::lock_guard lock(pending_mutex_);
   hashing::HashEngine* engine = engine_for_current_context();
   if (engine == nullptr) {
-    for (size_t i = 0; i < n; ++i)
-      pending->record.buffers[regions[i].buffer_index].flags |= trace::kFingerprintDropped;
-    fingerprints_dropped.fetch_add(n, std::memory_order_relaxed);
+    flag_dropped(0, n);
     return;
   }
   CUcontext ctx = nullptr;
   driver().ctxGetCurrent(&ctx);
   auto& slots = engines_[ctx].slots;
-  const uint64_t ring = hashing::EngineOptions{}.ring_slots;
+  const uint64_t ring = slots.size();
+  // The regions of every group, in order, with their owners.
+  thread_local auto* batch_buffer = new std::vector<hashing::Region>;  // never freed (exit)
+  thread_local auto* owners_buffer = new std::vector<SlotTarget>;
+  std::vector<hashing::Region>& all = *batch_buffer;
+  std::vector<SlotTarget>& owners = *owners_buffer;
+  all.clear();
+  owners.clear();
+  for (size_t g = 0; g < count; ++g) {
+    for (size_t i = 0; i < groups[g].n; ++i) {
+      all.push_back({groups[g].regions[i].ptr, groups[g].regions[i].bytes});
+      owners.push_back({groups[g].pending, groups[g].regions[i].buffer_index});
+    }
+  }
   // One launch per kMaxRegionsPerEnqueue regions (a graph replay can reach thousands).
-  std::vector<hashing::Region> batch;
   for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
-    const size_t count = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
-    batch.resize(count);
-    for (size_t i = 0; i < count; ++i)
-      batch[i] = {regions[start + i].ptr, regions[start + i].bytes};
+    const size_t chunk = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
     uint64_t first = 0;
-    if (!engine->enqueue(stream, batch.data(), static_cast<uint32_t>(count), &first)) {
-      for (size_t i = start; i < start + count; ++i)
-        pending->record.buffers[regions[i].buffer_index].flags |= trace::kFingerprintDropped;
-      fingerprints_dropped.fetch_add(count, std::memory_order_relaxed);
+    if (!engine->enqueue(stream, all.data() + start, static_cast<uint32_t>(chunk), &first)) {
+      flag_dropped(start, start + chunk);
       continue;
     }
-    for (size_t i = 0; i < count; ++i)
-      slots[(first + i) % ring] = {pending, regions[start + i].buffer_index};
-    pending->outstanding += static_cast<uint32_t>(count);
+    for (size_t i = 0; i < chunk; ++i) {
+      slots[(first + i) % ring] = owners[start + i];
+      ++owners[start + i].pending->outstanding;
+    }
   }
-  collector_wake_.notify_one();
+  // A busy collector polls every millisecond: waking it per call would cost a futex call and a
+  // context switch per kernel launch.
+  if (collector_idle_) collector_wake_.notify_one();
 }
 
-void Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
+// ---- merged hash launches ------------------------------------------------------------------------
+void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                           std::vector<PlannedRegion>& regions) {
+  if (pending == nullptr || regions.empty()) return;
+  if (!config_.merge_hashes) {
+    fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(), true);
+    return;
+  }
+  CUcontext ctx = nullptr;
+  driver().ctxGetCurrent(&ctx);
+  {
+    std::lock_guard lock(pending_mutex_);
+    ++pending->outstanding;  // the deferred hashes' reference, dropped when they are enqueued
+  }
+  // Vectors are copied, not moved, so that every one keeps its capacity (no allocation here).
+  thread_local auto* previous_buffer = new Deferred;  // never freed (exit)
+  Deferred& previous = *previous_buffer;
+  previous.pending = nullptr;
+  {
+    std::lock_guard lock(deferred_mutex_);
+    if (deferred_.pending != nullptr) {  // another thread's, not yet flushed
+      previous.pending = deferred_.pending;
+      previous.stream = deferred_.stream;
+      previous.per_thread_default = deferred_.per_thread_default;
+      previous.context = deferred_.context;
+      previous.regions.assign(deferred_.regions.begin(), deferred_.regions.end());
+    }
+    deferred_.pending = pending;
+    deferred_.stream = stream;
+    deferred_.per_thread_default = per_thread_default;
+    deferred_.context = ctx;
+    deferred_.regions.assign(regions.begin(), regions.end());
+    has_deferred_.store(true, std::memory_order_release);
+  }
+  if (previous.pending != nullptr) issue_deferred(previous);
+}
+
+bool Tracer::take_deferred(Deferred* out) {
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_.pending == nullptr) return false;
+  out->pending = deferred_.pending;
+  out->stream = deferred_.stream;
+  out->per_thread_default = deferred_.per_thread_default;
+  out->context = deferred_.context;
+  out->regions.assign(deferred_.regions.begin(), deferred_.regions.end());
+  deferred_.pending = nullptr;
+  deferred_.regions.clear();
+  has_deferred_.store(false, std::memory_order_release);
+  return true;
+}
+
+void Tracer::issue_deferred(Deferred& deferred) {
+  deferred_flushes.fetch_add(1, std::memory_order_relaxed);
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  d.ctxGetCurrent(&current);
+  // Another thread may flush: the hashes go to the stream's context, so make it current.
+  const bool switch_context = current != deferred.context && deferred.context != nullptr &&
+                              d.ctxPushCurrent != nullptr && d.ctxPopCurrent != nullptr;
+  if (switch_context) {
+    ShimCallGuard guard;
+    if (d.ctxPushCurrent(deferred.context) != CUDA_SUCCESS) {
+      release(deferred.pending, true);  // flagged only by the missing digests
+      return;
+    }
+  }
+  fingerprint(deferred.pending, deferred.stream, deferred.per_thread_default,
+              deferred.regions.data(), deferred.regions.size());
+  if (switch_context) {
+    ShimCallGuard guard;
+    CUcontext popped = nullptr;
+    d.ctxPopCurrent(&popped);
+  }
+  release(deferred.pending, true);
+}
+
+void Tracer::flush_deferred_slow() {
+  thread_local auto* scratch = new Deferred;  // never freed (exit)
+  if (take_deferred(scratch)) issue_deferred(*scratch);
+}
+
+void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                                const PlannedRegion* regions, size_t n) {
+  thread_local auto* scratch = new Deferred;  // never freed (exit)
+  Deferred& deferred = *scratch;
+  if (has_deferred_.load(std::memory_order_acquire) && take_deferred(&deferred)) {
+    CUcontext ctx = nullptr;
+    driver().ctxGetCurrent(&ctx);
+    if (deferred.stream == stream && deferred.per_thread_default == per_thread_default &&
+        deferred.context == ctx) {
+      // The previous kernel on this stream: nothing ran after it, one launch for both.
+      const HashGroup groups[2] = {{deferred.pending, deferred.regions.data(),
+                                    deferred.regions.size()},
+                                   {pending, regions, n}};
+      enqueue_groups(stream, per_thread_default, groups, pending != nullptr && n > 0 ? 2 : 1,
+                     true);
+      merged_launches.fetch_add(1, std::memory_order_relaxed);
+      release(deferred.pending, true);
+      return;
+    }
+    issue_deferred(deferred);
+  }
+  fingerprint(pending, stream, per_thread_default, regions, n, true);
+}
+
+bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
   // pending_mutex_ held.
   if (valid && buffer_index < pending->record.buffers.size()) {
     auto& entry = pending->record.buffers[buffer_index];
     entry.fingerprint = digest;
     entry.flags |= trace::kFingerprintValid;
   }
-  if (--pending->outstanding > 0) return;
-  if (!pending->discard) append(pending->record);
+  return --pending->outstanding == 0;
+}
+
+void Tracer::retire_locked(PendingRecord* pending) {
   --pending_records_;
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
@@ -401,7 +537,9 @@ void Tracer::release(PendingRecord* pending, bool keep) {
   if (pending == nullptr) return;
   std::lock_guard lock(pending_mutex_);
   if (!keep) pending->discard = true;
-  deliver(pending, UINT32_MAX, 0, false);
+  if (!deliver(pending, UINT32_MAX, 0, false)) return;
+  if (!pending->discard) append(pending->record);
+  retire_locked(pending);
 }
 
 void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,
@@ -426,17 +564,16 @@ void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t
   collector_wake_.notify_one();
 }
 
-bool Tracer::poll_once() {
+bool Tracer::poll_once(std::vector<PendingRecord*>* complete) {
   // pending_mutex_ held by the caller (through the unique_lock in collector_loop).
   for (auto& [ctx, state] : engines_) {
     if (!state.engine) continue;
     state.engine->poll([&](uint64_t slot, uint64_t digest) {
-      const uint64_t ring = hashing::EngineOptions{}.ring_slots;
-      auto it = state.slots.find(slot % ring);
-      if (it == state.slots.end()) return;
-      SlotTarget target = it->second;
-      state.slots.erase(it);
-      deliver(target.pending, target.buffer_index, digest, true);
+      SlotTarget& target = state.slots[slot % state.slots.size()];
+      if (target.pending == nullptr) return;
+      PendingRecord* pending = target.pending;
+      target.pending = nullptr;
+      if (deliver(pending, target.buffer_index, digest, true)) complete->push_back(pending);
     });
   }
   return pending_records_ > 0 || !stream_done_.empty();
@@ -445,8 +582,19 @@ bool Tracer::poll_once() {
 void Tracer::collector_loop() {
   ShimCallGuard guard;  // everything this thread does is the shim's own work
   std::unique_lock lock(pending_mutex_);
+  std::vector<PendingRecord*> complete;
   while (!closing_) {
-    const bool busy = poll_once();
+    complete.clear();
+    const bool busy = poll_once(&complete);
+    if (!complete.empty()) {
+      // Appended without the lock (the writer is thread-safe), so that launching threads do
+      // not wait on the encoding; retired after, so that no step ends before its records.
+      lock.unlock();
+      for (PendingRecord* pending : complete)
+        if (!pending->discard) append(pending->record);
+      lock.lock();
+      for (PendingRecord* pending : complete) retire_locked(pending);
+    }
     // Completed stream-done events: run their callbacks without the lock.
     std::vector<StreamDone> ready;
     const Driver& d = driver();
@@ -470,8 +618,10 @@ void Tracer::collector_loop() {
       finish_steps_locked();
       continue;
     }
+    collector_idle_ = !busy;
     collector_wake_.wait_for(lock, busy ? std::chrono::milliseconds(1)
                                         : std::chrono::milliseconds(50));
+    collector_idle_ = false;
   }
 }
 
@@ -502,13 +652,20 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
 // ---- shutdown -----------------------------------------------------------------------------------
 void Tracer::close() {
   if (closed_.load()) return;
+  flush_deferred();
   {
     // Give digests already on the GPU a moment to arrive (the job has usually synchronized).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     std::unique_lock lock(pending_mutex_);
     ShimCallGuard guard;
+    std::vector<PendingRecord*> complete;
     while (pending_records_ > 0 && std::chrono::steady_clock::now() < deadline) {
-      poll_once();
+      complete.clear();
+      poll_once(&complete);
+      for (PendingRecord* pending : complete) {
+        if (!pending->discard) append(pending->record);
+        retire_locked(pending);
+      }
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       lock.lock();
@@ -521,12 +678,19 @@ void Tracer::close() {
     std::lock_guard lock(pending_mutex_);
     // Records still waiting: appended without the missing digests, flagged.
     for (auto& [ctx, state] : engines_) {
-      for (auto& [slot, target] : state.slots) {
+      for (SlotTarget& target : state.slots) {
+        if (target.pending == nullptr) continue;
         target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
         fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
       }
-      for (auto& [slot, target] : state.slots) deliver(target.pending, UINT32_MAX, 0, false);
-      state.slots.clear();
+      for (SlotTarget& target : state.slots) {
+        if (target.pending == nullptr) continue;
+        PendingRecord* pending = target.pending;
+        target.pending = nullptr;
+        if (!deliver(pending, UINT32_MAX, 0, false)) continue;
+        if (!pending->discard) append(pending->record);
+        retire_locked(pending);
+      }
     }
     pending_per_step_.clear();
     finish_steps_locked();

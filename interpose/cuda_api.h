@@ -20,6 +20,13 @@
 extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                      cuuint64_t flags);
 
+// cuda.h maps the name to the 2-argument v2 (CUDA 10.1); the library also exports the
+// 1-argument CUDA 10.0 original and its per-thread twin (cudaTypedefs.h declares their PFN
+// types only for the driver's own build, so they are spelled out here).
+#undef cuStreamBeginCapture
+extern "C" CUresult cuStreamBeginCapture(CUstream hStream);
+extern "C" CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
+
 // nvcc 13 <<<>>> stubs call these (crt/device_functions.h declares them for nvcc only).
 extern "C" cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* entry);
 extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
@@ -89,6 +96,18 @@ using cuMemsetD32AsyncFn = driver<PFN_cuMemsetD32Async_v3020>;
 using cuGraphInstantiateWithFlagsFn = driver<PFN_cuGraphInstantiateWithFlags_v11040>;
 using cuGraphInstantiateWithParamsFn = driver<PFN_cuGraphInstantiateWithParams_v12000>;
 using cuGraphLaunchFn = driver<PFN_cuGraphLaunch_v10000>;
+// stream order points (stream_order_hooks.cpp); _ptsz twins have the same ABI
+using cuEventRecordFn = driver<PFN_cuEventRecord_v2000>;
+using cuEventRecordWithFlagsFn = driver<PFN_cuEventRecordWithFlags_v11010>;
+using cuStreamSynchronizeFn = driver<PFN_cuStreamSynchronize_v2000>;
+using cuStreamQueryFn = driver<PFN_cuStreamQuery_v2000>;
+using cuCtxSynchronizeFn = driver<PFN_cuCtxSynchronize_v2000>;
+using cuCtxSynchronize_v2Fn = driver<PFN_cuCtxSynchronize_v13000>;
+using cuStreamBeginCaptureFn = CUresult(CUstream);  // PFN_cuStreamBeginCapture_v10000
+using cuStreamBeginCapture_v2Fn = driver<PFN_cuStreamBeginCapture_v10010>;
+using cuStreamBeginCaptureToGraphFn = driver<PFN_cuStreamBeginCaptureToGraph_v12030>;
+using cuLaunchHostFuncFn = driver<PFN_cuLaunchHostFunc_v10000>;
+using cuStreamAddCallbackFn = driver<PFN_cuStreamAddCallback_v5000>;
 
 // ---- cuBLAS / cuBLASLt (cublas_api.h has C++ overloads of some names: spell the C ones) ----
 using cublasGemmExFn = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,

@@ -18,6 +18,7 @@ inline constexpr const char* kFailHard = "LOCKSTEP_FAIL_HARD";      // 1: abort 
 inline constexpr const char* kMemory = "LOCKSTEP_MEMORY";           // writer memory budget, bytes
 inline constexpr const char* kHashMemory = "LOCKSTEP_HASH_MEMORY";  // hash engine device memory
 inline constexpr const char* kValidate = "LOCKSTEP_VALIDATE";       // 1: CUPTI coverage check
+inline constexpr const char* kMergeHashes = "LOCKSTEP_MERGE_HASHES";  // 0: hash each kernel's outputs alone
 
 // Rank discovery, first hit wins.
 inline constexpr const char* kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",

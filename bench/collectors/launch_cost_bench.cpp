@@ -6,11 +6,14 @@
 // the symbol resolver: a kernel with a PyTorch-like by-value parameter struct (an int, three
 // pointers into one allocation, and 32 bytes of sizes and strides). kernel_launch_begin/end
 // are called back to back and timed; the real launch (a few µs in the driver) is not included.
-// At full there is no GPU, so the planned fingerprints are flagged dropped: the figure covers
-// argument decoding, region planning and holding the record, not the hash kernels' launches.
+// "full" has no GPU, so the planned fingerprints are flagged dropped: the figure covers argument
+// decoding, region planning and holding the record. "full+engine" adds a fake GPU behind the
+// hash engine (its launch writes the digest slots at once): the engine's enqueue, slot
+// bookkeeping and delivery through the collector thread, still without the real launch cost.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "collectors/events.h"
+#include "tests/cpu/collectors/fake_gpu.h"
 
 namespace {
 using namespace lockstep::collectors;
@@ -42,11 +46,15 @@ CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* 
   *id = 0;
   return CUDA_SUCCESS;
 }
+// The fake GPU of "full+engine" (tests/cpu/collectors/fake_gpu.h).
+bool g_fake_gpu = false;
+
 CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
                                CUdriverProcAddressQueryResult* status) {
   const std::string s = symbol;
   *pfn = nullptr;
-  if (s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
+  if (g_fake_gpu) *pfn = lockstep::testing::FakeGpu::instance().proc(s);
+  if (*pfn == nullptr && s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
   if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
   if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
   if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
@@ -66,7 +74,7 @@ struct Params {
   } tensors;
 };
 
-double ns_per_launch(long launches) {
+double ns_per_launch(long launches, double* hash_launches) {
   const CUdeviceptr base = 0x7f0000000000;
   on_alloc(base, 64 << 20);
   Params p{};
@@ -82,9 +90,12 @@ double ns_per_launch(long launches) {
   l.block[0] = 256;
   l.kernel_params = params;
   for (int i = 0; i < 1000; ++i) kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);  // warm
+  lockstep::testing::FakeGpu::instance().reset_count();
   const auto start = std::chrono::steady_clock::now();
   for (long i = 0; i < launches; ++i) kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *hash_launches = static_cast<double>(lockstep::testing::FakeGpu::instance().launch_count()) /
+                   static_cast<double>(launches);
   return s * 1e9 / static_cast<double>(launches);
 }
 
@@ -96,8 +107,10 @@ int main(int argc, char** argv) {
                    ("lockstep-launch-bench-" + std::to_string(getpid()));
   std::printf("collectors: CPU time per kernel launch (begin + end), %ld launches per level\n",
               launches);
-  std::printf("%-8s %10s\n", "level", "ns/launch");
-  for (const char* level : {"off", "metrics", "broad", "full"}) {
+  std::printf("%-12s %10s %14s\n", "level", "ns/launch", "hash launches");
+  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine"}) {
+    const std::string name = mode;
+    const char* level = name == "full+engine" ? "full" : mode;
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return 2;
     std::fflush(stdout);  // or the child's exit prints the parent's buffered lines again
@@ -108,18 +121,20 @@ int main(int argc, char** argv) {
       setenv("LOCKSTEP_DIR", dir.c_str(), 1);
       setenv("LOCKSTEP_LEVEL", level, 1);
       setenv("LOCKSTEP_RUN_ID", "bench", 1);
+      g_fake_gpu = name == "full+engine";
       set_symbol_resolver(&fake_resolver);
-      const double ns = ns_per_launch(launches);
-      (void)!write(pipe_fds[1], &ns, sizeof(ns));
+      double result[2] = {0, 0};
+      result[0] = ns_per_launch(launches, &result[1]);
+      (void)!write(pipe_fds[1], result, sizeof(result));
       std::exit(0);
     }
     close(pipe_fds[1]);
-    double ns = -1;
-    (void)!read(pipe_fds[0], &ns, sizeof(ns));
+    double result[2] = {-1, 0};
+    (void)!read(pipe_fds[0], result, sizeof(result));
     close(pipe_fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    std::printf("%-8s %10.0f\n", level, ns);
+    std::printf("%-12s %10.0f %14.2f\n", mode, result[0], result[1]);
   }
   std::filesystem::remove_all(dir);
   return 0;

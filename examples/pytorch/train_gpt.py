@@ -51,6 +51,9 @@ def parse_args(argv=None):
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
     p.add_argument("--out", help="write losses (and step times) as JSON to this file")
+    p.add_argument("--profile", metavar="FILE",
+                   help="profile the last 4 steps with torch.profiler and write device time "
+                        "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE")
     p.add_argument("--probe-plant", type=int, default=0, metavar="K",
                    help="run the planted op K times, print how many results differ, exit")
     args = p.parse_args(argv)
@@ -72,6 +75,30 @@ def parse_args(argv=None):
 
 def float_hex(value):
     return struct.pack(">f", value).hex()
+
+
+def write_profile(path, profiler, steps, wall_s):
+    """Device time per kernel name over the profiled steps, lockstep's hash kernels apart."""
+    rows = []
+    for e in profiler.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0)
+        if us > 0 and getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type):
+            rows.append((us, e.count, e.key))
+    rows.sort(reverse=True)
+    hash_us = sum(us for us, _, key in rows if key.startswith("lsf1_"))
+    hash_n = sum(n for _, n, key in rows if key.startswith("lsf1_"))
+    job_us = sum(us for us, _, key in rows if not key.startswith("lsf1_"))
+    job_n = sum(n for _, n, key in rows if not key.startswith("lsf1_"))
+    with open(path, "w") as f:
+        f.write(f"profiled steps {steps}, wall {1e3 * wall_s / steps:.3f} ms/step\n")
+        f.write(f"job device time {job_us / 1e3 / steps:.3f} ms/step in {job_n / steps:.0f} "
+                f"kernels/copies per step\n")
+        f.write(f"hash device time {hash_us / 1e3 / steps:.3f} ms/step in {hash_n / steps:.0f} "
+                f"launches per step\n")
+        for us, n, key in rows[:30]:
+            f.write(f"{us / steps:10.1f} us/step {n / steps:7.1f}/step  {key[:100]}\n")
 
 
 def main(argv=None):
@@ -135,7 +162,15 @@ def main(argv=None):
 
     graph = static_x = static_y = static_loss = None
     side = torch.cuda.Stream() if args.cuda_graph else None
+    profiler = None
+    profile_from = max(2, args.steps - 3)
     for step in range(1, args.steps + 1):
+        if args.profile and step == profile_from:
+            torch.cuda.synchronize()
+            profiler = torch.profiler.profile(activities=[
+                torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
+            profile_started = time.perf_counter()
         started = time.perf_counter()
         markers.begin()
         x, y = inputs[step - 1], targets[step - 1]
@@ -167,6 +202,11 @@ def main(argv=None):
             graph.replay()
             finish_step(step, static_loss, started)
 
+    if profiler is not None:
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - profile_started
+        profiler.__exit__(None, None, None)
+        write_profile(args.profile, profiler, args.steps - profile_from + 1, wall)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"losses": losses, "loss_hex": [float_hex(v) for v in losses],

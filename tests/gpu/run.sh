@@ -10,11 +10,14 @@
 #             go (default: /tmp/lockstep-gpu); traces themselves go to a scratch folder
 #   CHECKS    letters of the check groups to run (default: abcdefgovx)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmarks
-#               d examples/cuda  e examples/pytorch  f overhead  g two GPUs (DDP)
+#               d examples/cuda  e examples/pytorch  f overhead (+ per-launch cost)
+#               g two GPUs (DDP)
 #               o overhead on two GPUs (DDP at broad)
 #               x tensor x data parallel (TP=2 over every visible GPU; issue 9 on 8 GPUs)
 #               v CUPTI coverage validation (LOCKSTEP_VALIDATE=1)
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
+#   COVERAGE_MODES  jobs of group v (default: compile cuda-graph reduce-overhead, plus ddp with
+#             two GPUs)
 #   PYTHON    python with torch (default: python3)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
 #   SAVE      globs of trace folders to archive into OUT/traces.tar.gz (e.g. 'gpt-det-*')
@@ -155,7 +158,9 @@ broad_overhead_row() {
   line=$(grep -E '^broad ' "$WORK/$job-overhead.out")
   if [[ $rc -eq 0 && -n $line ]]; then
     read -r _ ms ratio target ok bytes <<<"$line"
-    row "$job overhead broad" PASS "x${ratio} (target x${target} ok=$ok), ${ms} ms/step, ${bytes} B/step/rank"
+    local result=PASS
+    [[ $ok == yes ]] || result=FAIL
+    row "$job overhead broad" "$result" "x${ratio} (target x${target}), ${ms} ms/step, ${bytes} B/step/rank"
   else
     row "$job overhead broad" FAIL "rc $rc"
   fi
@@ -171,7 +176,16 @@ have_torch() { # asked once: importing torch takes seconds
   fi
   [[ $TORCH_OK == yes ]]
 }
-gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+# GPUs this script may use: CUDA_VISIBLE_DEVICES when set (a lane of run_parallel.sh), else all.
+gpu_count() {
+  if [[ -n ${CUDA_VISIBLE_DEVICES+x} ]]; then
+    local ids
+    IFS=',' read -ra ids <<<"$CUDA_VISIBLE_DEVICES"
+    echo "${#ids[@]}"
+  else
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU'
+  fi
+}
 
 say "lockstep GPU run: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), root $ROOT, build $BUILD, work $WORK"
 for bin in "$LOCKSTEP" "$BUILD/interpose/liblockstep.so" "$CUDA_EX"; do
@@ -482,8 +496,11 @@ if want v; then
   else
     # Triton (torch.compile), a CUDA graph, torch.compile's own CUDA graphs (reduce-overhead),
     # and with two GPUs the DDP job (NCCL): every source of kernels in one table each.
-    modes=(compile cuda-graph reduce-overhead)
-    [[ $(gpu_count) -ge 2 ]] && modes+=(ddp)
+    if [[ -n ${COVERAGE_MODES:-} ]]; then read -ra modes <<<"$COVERAGE_MODES"
+    else
+      modes=(compile cuda-graph reduce-overhead)
+      [[ $(gpu_count) -ge 2 ]] && modes+=(ddp)
+    fi
     for mode in "${modes[@]}"; do
       if ! fits 90; then row "coverage $mode" SKIP "time budget"; continue; fi
       case $mode in
@@ -527,6 +544,27 @@ if want f; then
         if [[ $ok == yes ]]; then row "overhead $mode" PASS "$figure"
         else row "overhead $mode" FAIL "$figure"; fi
       done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/overhead.out")
+    fi
+  fi
+fi
+
+# Per-launch cost on the GPU at each level (one stream, back-to-back launches of a small
+# kernel): what a launch-bound job pays per kernel; full with and without merged hash launches.
+if want f; then
+  if [[ ! -x $BUILD/bench/collectors/gpu_launch_bench ]] || ! have_lockstep; then
+    row "launch cost" SKIP "needs $BUILD/bench/collectors/gpu_launch_bench and $LOCKSTEP"
+  elif ! fits 60; then
+    row "launch cost" SKIP "time budget"
+  else
+    with_libs runlog launch-cost 120 env BUILD="$BUILD" "$ROOT/bench/collectors/gpu_launch_bench.sh" 20000
+    rc=$?
+    cat "$WORK/launch-cost.out"
+    # "mode launches N host_us_per_launch H done_us_per_launch D" -> "mode D"
+    figure=$(awk '$2 == "launches" {printf "%s%s %s", sep, $1, $7; sep=", "}' "$WORK/launch-cost.out")
+    if [[ $rc -eq 0 && $figure == *full-unmerged* ]]; then
+      row "launch cost" PASS "us/launch: $figure"
+    else
+      row "launch cost" FAIL "rc $rc: ${figure:-no output}"
     fi
   fi
 fi

@@ -2,11 +2,11 @@
 # tests/gpu/run_parallel.sh: every check of tests/gpu/run.sh on a two-GPU machine in about half
 # the time, in three lanes, then one table.
 #
-#   lane A (GPU 0):        e (PyTorch examples), v (CUPTI coverage)
+#   lane A (GPU 0):        e (PyTorch examples), v (CUPTI coverage, one-GPU jobs)
 #   lane B (GPU 1):        b (GPU gtests, compute-sanitizer), d (CUDA example); then, once lane C
 #                          is done with GPU 1: c (hash benchmark), f (overhead); then, once lane
 #                          A is done with GPU 0: o (DDP overhead on both GPUs)
-#   lane C (GPUs 0 and 1): g (DDP on two GPUs)
+#   lane C (GPUs 0 and 1): g (DDP on two GPUs), v (CUPTI coverage of the DDP job: NCCL)
 #
 # The benchmarks (c, f, o) wait for the lanes that use their GPUs so that no other job shares their GPU; lane A still
 # runs on the other GPU meanwhile (the host has CPUs to spare). Environment as for run.sh
@@ -22,9 +22,10 @@ if [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -lt 2 ]]; then
   exit 2
 fi
 START=$SECONDS
-(CUDA_VISIBLE_DEVICES=0 OUT=$OUTDIR/a CHECKS=aev "$ROOT/tests/gpu/run.sh" >"$OUTDIR/a/stdout.txt" 2>&1) &
+(CUDA_VISIBLE_DEVICES=0 OUT=$OUTDIR/a CHECKS=aev COVERAGE_MODES="compile cuda-graph reduce-overhead" \
+  "$ROOT/tests/gpu/run.sh" >"$OUTDIR/a/stdout.txt" 2>&1) &
 lane_a=$!
-(OUT=$OUTDIR/c CHECKS=g "$ROOT/tests/gpu/run.sh" >"$OUTDIR/c/stdout.txt" 2>&1) &
+(OUT=$OUTDIR/c CHECKS=gv COVERAGE_MODES=ddp "$ROOT/tests/gpu/run.sh" >"$OUTDIR/c/stdout.txt" 2>&1) &
 lane_c=$!
 (
   CUDA_VISIBLE_DEVICES=1 OUT=$OUTDIR/b CHECKS=bd "$ROOT/tests/gpu/run.sh" >"$OUTDIR/b/stdout.txt" 2>&1

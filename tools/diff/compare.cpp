@@ -290,6 +290,9 @@ struct PairOutcome {
   enum What { Equal, Fields, Buffers, Value } what = Equal;
   int in_index = -1, out_index = -1;  // first differing input / output buffer (in A)
   int in_index_b = -1, out_index_b = -1;  // the same buffers in B
+  // Guessed regions: the first differing output whose region matched before the op (its
+  // same-label input was fingerprinted and is equal): the op itself changed it.
+  int fresh_out_index = -1, fresh_out_index_b = -1;
   bool payload_differs = false;
   std::string detail;
 };
@@ -373,6 +376,23 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     if (slot < 0) {
       slot = i;
       (x.role == trace::Role::In ? outcome.in_index_b : outcome.out_index_b) = j;
+    }
+  }
+  if (guessed && outcome.out_index >= 0) {
+    for (auto [i, j] : pairs) {
+      const OpBuffer &x = ba[i], &y = bb[j];
+      if (x.role != trace::Role::Out || !x.has_value() || !y.has_value() ||
+          x.fingerprint == y.fingerprint)
+        continue;
+      const bool matched_before = std::any_of(pairs.begin(), pairs.end(), [&](auto p) {
+        const OpBuffer &u = ba[p.first], &v = bb[p.second];
+        return u.role == trace::Role::In && u.label == x.label && u.has_value() &&
+               v.has_value() && u.fingerprint == v.fingerprint;
+      });
+      if (!matched_before) continue;
+      outcome.fresh_out_index = i;
+      outcome.fresh_out_index_b = j;
+      break;
     }
   }
   // A kernel whose differing input regions all came out equal overwrote the difference (an
@@ -570,7 +590,12 @@ class WindowComparer {
     // A kernel receiver that would be the rank's first divergence: no traced op before it
     // diverged, so the differing input bytes were written by none (see RankResult). Counted;
     // only the earliest is kept (checked before building it: noisy traces have many).
-    const bool unexplained = outcome.in_index >= 0 && has_guessed_regions(x.kind);
+    // But when an output region that matched before the op differs after it, the op changed
+    // it: an origin (that read some differing unwritten bytes as well).
+    const bool fresh_origin = outcome.in_index >= 0 && has_guessed_regions(x.kind) &&
+                              outcome.fresh_out_index >= 0;
+    const bool unexplained =
+        outcome.in_index >= 0 && has_guessed_regions(x.kind) && !fresh_origin;
     if (unexplained) {
       ++result_.unexplained;
       if (result_.first_unexplained &&
@@ -582,7 +607,14 @@ class WindowComparer {
     d.seq_a = x.seq;
     d.seq_b = y.seq;
     d.anchor_seq = x.seq;
-    if (outcome.in_index >= 0) {
+    if (fresh_origin) {
+      d.classification = Classification::Origin;
+      d.buffer = buffer_diff(ba[outcome.fresh_out_index], bb[outcome.fresh_out_index_b], pool_);
+      d.detail = fmt::format("output '{}' matched before the op and differs after it; input "
+                             "'{}' also differed, with no traced op before it that did (bytes "
+                             "no traced op wrote)",
+                             d.buffer->label, pool_.text(ba[outcome.in_index].label));
+    } else if (outcome.in_index >= 0) {
       d.classification = Classification::Receiver;
       d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
       if (unexplained) {

@@ -110,11 +110,24 @@ TEST(Config, AllProblemsAreReported) {
   EXPECT_EQ(r.errors.size(), 3u);
 }
 
+TEST(Config, MergeHashesIsOnByDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.merge_hashes);
+  auto r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kMergeHashes ? "0" : nullptr;
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_FALSE(r.config.merge_hashes);
+  r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kMergeHashes ? "sometimes" : nullptr;
+  });
+  EXPECT_FALSE(r.ok());
+}
+
 TEST(Config, TableCoversEveryVariableOnce) {
   const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
-                         env::kValidate};
+                         env::kValidate, env::kMergeHashes};
   for (const char* name : names) {
     int seen = 0;
     for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;

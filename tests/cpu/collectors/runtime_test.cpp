@@ -19,6 +19,7 @@
 
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
+#include "tests/cpu/collectors/fake_gpu.h"
 #include "trace/reader.h"
 
 namespace lockstep::collectors {
@@ -160,6 +161,22 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
 
 void* fake_resolver_with_driver(const char* name) {
   if (std::string(name) == "cuGetProcAddress_v2") return reinterpret_cast<void*>(&fake_get_proc_address);
+  return fake_resolver(name);
+}
+
+// The same driver plus a fake GPU behind the hash engine (fake_gpu.h): fingerprints arrive.
+CUresult fake_get_proc_address_gpu(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                   CUdriverProcAddressQueryResult* status) {
+  if (void* fn = lockstep::testing::FakeGpu::instance().proc(symbol)) {
+    *pfn = fn;
+    *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
+  return fake_get_proc_address(symbol, pfn, version, flags, status);
+}
+void* fake_resolver_with_gpu(const char* name) {
+  if (std::string(name) == "cuGetProcAddress_v2")
+    return reinterpret_cast<void*>(&fake_get_proc_address_gpu);
   return fake_resolver(name);
 }
 
@@ -674,6 +691,132 @@ TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
     return true;
   });
   EXPECT_EQ(kernels, 1);
+}
+
+}  // namespace
+}  // namespace lockstep::collectors
+
+namespace lockstep::collectors {
+namespace {
+
+// ---- merged hash launches (LOCKSTEP_MERGE_HASHES) ------------------------------------------------
+const CUstream kStreamS = reinterpret_cast<CUstream>(0x51), kStreamT = reinterpret_cast<CUstream>(0x52);
+constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
+
+void launch_on(CUstream stream, CUdeviceptr p) {
+  struct {
+    float* p;
+    int n;
+    float s;
+  } args{reinterpret_cast<float*>(p), 1, 2.f};
+  void* params[] = {&args.p, &args.n, &args.s};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(0x1234);
+  l.grid[0] = 3;
+  l.stream = stream;
+  l.kernel_params = params;
+  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
+// The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch).
+std::string hash_launches() {
+  std::string out;
+  for (const auto& launch : lockstep::testing::FakeGpu::instance().launches()) {
+    if (!out.empty()) out += ' ';
+    out += launch.stream == kStreamS ? 'S' : launch.stream == kStreamT ? 'T' : '?';
+    out += std::to_string(launch.regions);
+  }
+  return out;
+}
+
+class MergeTest : public RuntimeTest {
+ protected:
+  // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote.
+  std::string run(const std::function<void(std::string*)>& body, bool merge = true) {
+    const fs::path log = dir_.string() + ".log";
+    auto environment = env("full");
+    environment["LOCKSTEP_MERGE_HASHES"] = merge ? "1" : "0";
+    ChildResult child = run_child(environment, [&] {
+      on_alloc(kMergeBase, 1 << 20);
+      std::string text;
+      body(&text);
+      std::ofstream(log) << text;
+    }, &fake_resolver_with_gpu);
+    EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+        << "status " << child.status << ": " << child.stderr_text;
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fs::remove(log);
+    return text;
+  }
+  // Every kernel record's regions carry the fake GPU's digest of exactly their region.
+  void expect_kernel_fingerprints(size_t kernels) {
+    auto files = traces();
+    ASSERT_EQ(files.size(), 1u);
+    auto reader = trace::TraceReader::open(files[0].string());
+    size_t seen = 0;
+    reader->for_each_record([&](const trace::Record& r) {
+      if (r.kind != trace::RecordKind::Kernel) return true;
+      ++seen;
+      EXPECT_EQ(r.buffers.size(), 2u);
+      for (const auto& b : r.buffers) {
+        EXPECT_TRUE(b.flags & trace::kFingerprintValid) << "seq " << r.seq;
+        EXPECT_EQ(b.fingerprint, (kMergeBase + 256) ^ b.bytes) << "seq " << r.seq;
+      }
+      return true;
+    });
+    EXPECT_EQ(seen, kernels);
+  }
+};
+
+// Three kernels on one stream: the first hashes its inputs alone, each later launch carries the
+// previous kernel's outputs with its own inputs, and the last outputs wait for an order point.
+TEST_F(MergeTest, OneHashLaunchPerKernelOnAStream) {
+  const std::string log = run([](std::string* text) {
+    for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);
+    *text = hash_launches() + " |";
+    stream_order_point();  // e.g. cuEventRecord: the deferred outputs go first
+    *text += " " + hash_launches();
+  });
+  EXPECT_EQ(log, "S1 S2 S2 | S1 S2 S2 S1");
+  expect_kernel_fingerprints(3);
+}
+
+TEST_F(MergeTest, AKernelOnAnotherStreamFlushesFirst) {
+  const std::string log = run([](std::string* text) {
+    launch_on(kStreamS, kMergeBase + 256);
+    launch_on(kStreamT, kMergeBase + 256);
+    stream_order_point();
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "S1 S1 T1 T1");
+  expect_kernel_fingerprints(2);
+}
+
+// Deferred outputs are hashed before their memory is freed, and before any other traced call.
+TEST_F(MergeTest, FreesAndOtherCallsFlushFirst) {
+  const std::string log = run([](std::string* text) {
+    launch_on(kStreamS, kMergeBase + 256);
+    *text = hash_launches() + " |";
+    on_free(kMergeBase + (1 << 30));  // not ours, but a free: flushes
+    *text += " " + hash_launches() + " |";
+    launch_on(kStreamS, kMergeBase + 256);
+    marker_step("step");
+    *text += " " + hash_launches();
+  });
+  EXPECT_EQ(log, "S1 | S1 S1 | S1 S1 S1 S1");
+  expect_kernel_fingerprints(2);
+}
+
+TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
+  const std::string log = run([](std::string* text) {
+    for (int i = 0; i < 2; ++i) launch_on(kStreamS, kMergeBase + 256);
+    *text = hash_launches();
+  }, /*merge=*/false);
+  EXPECT_EQ(log, "S1 S1 S1 S1");
+  expect_kernel_fingerprints(2);
 }
 
 }  // namespace

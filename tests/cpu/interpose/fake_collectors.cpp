@@ -159,6 +159,8 @@ void nccl_comm_created(const NcclCommCreated& c) {
 }
 void nccl_comm_destroyed(ncclComm_t comm) { add("comm_destroyed %p", (void*)comm); }
 
+void stream_order_point() { add("order_point"); }
+
 void marker_range_push(const char* message) { add("range_push %s", message); }
 void marker_range_pop() { add("range_pop"); }
 void marker_step(const char* name) { add("step %s", name != nullptr ? name : ""); }

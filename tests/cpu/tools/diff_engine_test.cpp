@@ -361,6 +361,32 @@ TEST(DiffEngine, KernelReceiverWithNothingBeforeItIsUnexplained) {
   EXPECT_EQ(quiet.unexplained, 1u);
 }
 
+// A graph replay (or kernel) that read some differing bytes nothing traced wrote, but also
+// changed a region that matched before it: the op changed that region itself, an origin (seen
+// on the H200: a nondeterministic op captured in a CUDA graph whose other regions hold
+// allocator leftovers).
+TEST(DiffEngine, RegionThatMatchedBeforeAndDiffersAfterIsAnOriginDespiteUnwrittenInputs) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  for (SyntheticRank* r : {&a, &b}) {  // kernel 0: in arg1, in arg2, out arg1, out arg2
+    auto& buffers = r->records[0].buffers;
+    buffers = {r->buffer(trace::Role::In, "arg1", 1), r->buffer(trace::Role::In, "arg2", 2),
+               r->buffer(trace::Role::Out, "arg1", 3), r->buffer(trace::Role::Out, "arg2", 4)};
+  }
+  b.records[0].buffers[0].fingerprint ^= 5;  // arg1: garbage before and after
+  b.records[0].buffers[2].fingerprint ^= 5;
+  RankResult r = diff_one(a, b, DiffOptions{});
+  EXPECT_FALSE(r.first) << r.first->detail;
+  EXPECT_EQ(r.unexplained, 1u);
+  b.records[0].buffers[3].fingerprint ^= 7;  // arg2 matched before, differs after
+  r = diff_one(a, b, DiffOptions{});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  ASSERT_TRUE(r.first->buffer);
+  EXPECT_EQ(r.first->buffer->label, "arg2");
+  EXPECT_NE(r.first->detail.find("'arg1' also differed"), std::string::npos) << r.first->detail;
+}
+
 // API extents (GEMM, collectives) are exact: another size is another op.
 TEST(DiffEngine, GemmBufferOfAnotherSizeIsStructural) {
   SyntheticRank a, b;

@@ -7,13 +7,15 @@
 
 namespace stub {
 
+// Never destroyed: the shim calls into the stubs from exit handlers (validation's flush), after
+// static destructors of the stubs may have run.
 inline std::mutex& counter_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 inline std::map<std::string, int>& counters() {
-  static std::map<std::string, int> c;
-  return c;
+  static auto* c = new std::map<std::string, int>;
+  return *c;
 }
 inline void count(const char* name) {
   std::lock_guard<std::mutex> lock(counter_mutex());

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# bench/overhead/profile_full.sh: where the time of a full-level run goes. Runs the GPT example
+# under torch.profiler untraced (cudaMallocAsync, as full uses), at full, and at full with every
+# pointer region capped to 64 bytes (the same hash launches, almost no bytes), and prints each
+# run's device time per step for the job's kernels and for lockstep's hash kernels.
+#   BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh [train_gpt.py args...]
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+OUTDIR=${OUT:-/tmp/lockstep-profile}
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-profile.XXXXXX")
+GPT=("$PY" "$ROOT/examples/pytorch/train_gpt.py" --steps 14 "$@")
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+for mode in untraced full full-64B; do
+  case $mode in
+    untraced) PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${GPT[@]}" \
+                --profile "$OUTDIR/profile-$mode.txt" >"$WORK/$mode.log" 2>&1 ;;
+    full) "$BUILD/tools/lockstep" run -o "$WORK/$mode" --level full -- "${GPT[@]}" \
+            --profile "$OUTDIR/profile-$mode.txt" >"$WORK/$mode.log" 2>&1 ;;
+    full-64B) LOCKSTEP_MAX_REGION=64 "$BUILD/tools/lockstep" run -o "$WORK/$mode" --level full \
+                -- "${GPT[@]}" --profile "$OUTDIR/profile-$mode.txt" >"$WORK/$mode.log" 2>&1 ;;
+  esac
+  echo "== $mode: rc $?"
+  head -n 3 "$OUTDIR/profile-$mode.txt" 2>/dev/null || tail -n 5 "$WORK/$mode.log"
+done
+rm -rf "$WORK"

@@ -1,0 +1,135 @@
+// A fake GPU behind the hash engine's driver entry points, for CPU tests and benchmarks of the
+// full level: a current context, a module whose "launches" complete at once (each region's
+// digest is ptr ^ bytes, written to its slot as the real kernel would), and a log of the hash
+// launches (stream, regions) in launch order. Header-only; one instance per process.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hashing/layout.h"
+
+namespace lockstep::testing {
+
+struct FakeHashLaunch {
+  CUstream stream;
+  uint32_t regions;
+};
+
+class FakeGpu {
+ public:
+  static FakeGpu& instance() {
+    static FakeGpu* gpu = new FakeGpu;  // never freed: used until exit
+    return *gpu;
+  }
+  // The entry point for `name`, or null when the fake GPU does not provide it.
+  void* proc(const std::string& name) const {
+    for (const auto& [entry, fn] : kEntries)
+      if (name == entry) return fn;
+    return nullptr;
+  }
+  std::vector<FakeHashLaunch> launches() {
+    std::lock_guard lock(mutex_);
+    return launches_;
+  }
+  long launch_count() const { return count_.load(std::memory_order_relaxed); }
+  void reset_count() { count_.store(0); }
+  static CUcontext context() { return reinterpret_cast<CUcontext>(0x10); }
+
+ private:
+  static CUresult ctx_get_current(CUcontext* ctx) { *ctx = context(); return CUDA_SUCCESS; }
+  static CUresult ctx_get_device(CUdevice* device) { *device = 0; return CUDA_SUCCESS; }
+  static CUresult ok() { return CUDA_SUCCESS; }
+  static CUresult module_load(CUmodule* module, const void*) {
+    *module = reinterpret_cast<CUmodule>(0x20);
+    return CUDA_SUCCESS;
+  }
+  static CUresult get_function(CUfunction* f, CUmodule, const char* name) {
+    *f = reinterpret_cast<CUfunction>(std::strstr(name, "large") != nullptr ? 0x32 : 0x31);
+    return CUDA_SUCCESS;
+  }
+  template <uint32_t kCapacity>
+  static uint32_t complete(void* params) {
+    using namespace lockstep::hashing::lsf1;
+    const auto* p = static_cast<const BatchParams<kCapacity>*>(params);
+    auto* slots = reinterpret_cast<DigestSlot*>(p->slots);
+    for (uint32_t i = 0; i < p->count; ++i) {
+      const uint64_t id = p->first_slot + i, digest = p->regions[i].ptr ^ p->regions[i].bytes;
+      DigestSlot& slot = slots[id & p->slot_mask];
+      __atomic_store_n(&slot.digest, digest, __ATOMIC_RELAXED);
+      __atomic_store_n(&slot.check, slot_check(id, digest), __ATOMIC_RELEASE);
+    }
+    return p->count;
+  }
+  static CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         unsigned, unsigned, CUstream stream, void** args, void**) {
+    using lockstep::hashing::lsf1::kLargeBatch;
+    using lockstep::hashing::lsf1::kSmallBatch;
+    FakeGpu& gpu = instance();
+    gpu.count_.fetch_add(1, std::memory_order_relaxed);
+    const uint32_t n = f == reinterpret_cast<CUfunction>(0x32) ? complete<kLargeBatch>(args[0])
+                                                               : complete<kSmallBatch>(args[0]);
+    std::lock_guard lock(gpu.mutex_);
+    if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n});
+    return CUDA_SUCCESS;
+  }
+  static CUresult mem_alloc(CUdeviceptr* p, size_t bytes) {
+    *p = reinterpret_cast<CUdeviceptr>(std::calloc(1, bytes));
+    return CUDA_SUCCESS;
+  }
+  static CUresult mem_host_alloc(void** p, size_t bytes, unsigned) {
+    *p = std::calloc(1, bytes);
+    return CUDA_SUCCESS;
+  }
+  static CUresult host_device_pointer(CUdeviceptr* d, void* p, unsigned) {
+    *d = reinterpret_cast<CUdeviceptr>(p);
+    return CUDA_SUCCESS;
+  }
+  static CUresult is_capturing(CUstream, CUstreamCaptureStatus* status) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  static CUresult exchange_mode(CUstreamCaptureMode*) { return CUDA_SUCCESS; }
+  static CUresult error_string(CUresult, const char** text) { *text = "fake"; return CUDA_SUCCESS; }
+  static CUresult attribute(int* v, CUdevice_attribute, CUdevice) { *v = 132; return CUDA_SUCCESS; }
+  static CUresult occupancy(int* blocks, CUfunction, int, size_t) { *blocks = 8; return CUDA_SUCCESS; }
+  static CUresult stream_create(CUstream* s, unsigned) {
+    *s = reinterpret_cast<CUstream>(0x40);
+    return CUDA_SUCCESS;
+  }
+  static inline const std::pair<const char*, void*> kEntries[] = {
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&ctx_get_current)},
+      {"cuCtxGetDevice", reinterpret_cast<void*>(&ctx_get_device)},
+      {"cuModuleLoadData", reinterpret_cast<void*>(&module_load)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&get_function)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&launch)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&mem_alloc)},
+      {"cuMemFree", reinterpret_cast<void*>(&ok)},
+      {"cuMemHostAlloc", reinterpret_cast<void*>(&mem_host_alloc)},
+      {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&host_device_pointer)},
+      {"cuMemFreeHost", reinterpret_cast<void*>(&ok)},
+      {"cuMemsetD8Async", reinterpret_cast<void*>(&ok)},
+      {"cuStreamIsCapturing", reinterpret_cast<void*>(&is_capturing)},
+      {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&exchange_mode)},
+      {"cuGetErrorString", reinterpret_cast<void*>(&error_string)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&attribute)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor", reinterpret_cast<void*>(&occupancy)},
+      {"cuStreamCreate", reinterpret_cast<void*>(&stream_create)},
+      {"cuStreamDestroy", reinterpret_cast<void*>(&ok)},
+      {"cuStreamSynchronize", reinterpret_cast<void*>(&ok)},
+      {"cuModuleUnload", reinterpret_cast<void*>(&ok)},
+  };
+
+  std::mutex mutex_;
+  std::vector<FakeHashLaunch> launches_;
+  std::atomic<long> count_{0};
+};
+
+}  // namespace lockstep::testing
