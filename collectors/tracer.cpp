@@ -695,6 +695,8 @@ void Tracer::close() {
     pending_per_step_.clear();
     finish_steps_locked();
   }
+  debug(fmt::format("hash launches: {} carried two kernels' regions, {} deferred sets enqueued "
+                    "on their own", merged_launches.load(), deferred_flushes.load()));
   if (uint64_t n = nested_kernels.load())
     warn(WarningCode::NestedKernels, n, "kernels attributed to the enclosing library call");
   if (uint64_t n = capture_skipped.load())

@@ -250,7 +250,11 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
     if ((bits & kStream) && !get_u32(in, end, s.prev_stream)) return fail(error, "bad stream");
     if (bits & kStep) {
       if (!get_varint(in, end, value)) return fail(error, "bad step");
-      const int64_t step = static_cast<int64_t>(s.prev_step) + unzigzag(value);
+      // A step delta beyond the 32-bit range is corruption (and would overflow the sum).
+      const int64_t delta = unzigzag(value);
+      if (delta > int64_t{UINT32_MAX} || delta < -int64_t{UINT32_MAX})
+        return fail(error, "step out of range");
+      const int64_t step = static_cast<int64_t>(s.prev_step) + delta;
       if (step < 0 || step > UINT32_MAX) return fail(error, "step out of range");
       s.prev_step = static_cast<uint32_t>(step);
     }

@@ -260,7 +260,11 @@ if want c; then
       --markdown "$OUTDIR/hash-bench.md"
     rc=$?
     figure=$(grep -E '1 GiB' "$WORK/hash-bench.out" | head -n 1 | tr -s ' ' | cut -c1-90)
-    if [[ $rc -eq 0 ]]; then row "hash bench" PASS "${figure:-ran}"; else row "hash bench" FAIL "rc $rc"; fi
+    # run_bench.py prints one "- PASS: ..." / "- FAIL: ..." line per target.
+    missed=$(grep -E '^- FAIL: ' "$WORK/hash-bench.out" | sed 's/^- FAIL: //' | paste -sd ';' - |
+      cut -c1-100)
+    if [[ $rc -eq 0 ]]; then row "hash bench" PASS "${figure:-ran}"
+    else row "hash bench" FAIL "rc $rc: ${missed:-see run.log}"; fi
   else
     untraced hash-bench 120 "$bench"
     rc=$?
