@@ -13,7 +13,7 @@
 
 namespace lockstep::collectors {
 
-enum class CallKind : uint8_t { Nested, Kernel, Memory, Metric, Gemm, Nccl };
+enum class CallKind : uint8_t { Nested, Kernel, Graph, Memory, Metric, Gemm, Nccl };
 
 struct CallState {
   CallKind kind = CallKind::Nested;
@@ -40,7 +40,8 @@ struct CallState {
 
 CallState& push_call(CallKind kind, uint64_t* token);
 // Holds call.record until its digests arrive and enqueues the fingerprints of `inputs` on the
-// call's stream now, before the call; call.outputs are enqueued when it returns. When the
+// call's stream now, before the call (in one launch with deferred kernel outputs of that
+// stream, Tracer::fingerprint_inputs); call.outputs are enqueued when it returns. When the
 // pending ring is full the buffers are flagged dropped and nothing is hashed.
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
                         bool not_capturing = false);

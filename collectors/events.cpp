@@ -52,16 +52,21 @@ void set_symbol_resolver(SymbolResolver resolver) {
 }
 
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
-  if (inputs.empty() && call.outputs.empty()) return;
   Tracer* tracer = call.tracer;
+  if (inputs.empty() && call.outputs.empty()) {
+    tracer->flush_deferred();  // nothing for the previous kernel's output hashes to ride on
+    return;
+  }
   call.pending = tracer->hold(std::move(call.record));
   if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
     for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
     call.outputs.clear();
+    tracer->flush_deferred();
     return;
   }
-  tracer->fingerprint(call.pending, call.stream, call.per_thread_stream, inputs.data(),
-                      inputs.size(), not_capturing);
+  // With the previous kernel's deferred output hashes when it ran on this stream.
+  tracer->fingerprint_inputs(call.pending, call.stream, call.per_thread_stream, inputs.data(),
+                             inputs.size(), not_capturing);
 }
 
 CallState& push_call(CallKind kind, uint64_t* token) {

@@ -167,8 +167,7 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
     }
   }
   uint64_t token = 0;
-  tracer->flush_deferred();  // the previous kernel's output hashes go before the replay
-  CallState& call = push_call(CallKind::Kernel, &token);
+  CallState& call = push_call(CallKind::Graph, &token);
   call.tracer = tracer;
   call.stream = stream;
   call.per_thread_stream = per_thread_default;

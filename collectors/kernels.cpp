@@ -179,14 +179,11 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // most of a launch's cost, and unfingerprinted regions tell a diff nothing.
   const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
                     tracer->fingerprint_step(r.step);
-  if (!hash || !info.layout_known) {
-    tracer->flush_deferred();  // the previous kernel's output hashes cannot ride on this one
-    return token;
-  }
   thread_local auto* bytes_buffer = new std::vector<uint8_t>;
   std::vector<uint8_t>& bytes = *bytes_buffer;
-  if (!gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
-    tracer->flush_deferred();
+  if (!hash || !info.layout_known ||
+      !gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
+    tracer->flush_deferred();  // the previous kernel's output hashes cannot ride on this one
     return token;
   }
   {
@@ -210,20 +207,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, tracer->config().max_region);
     }
-    if (inputs.empty() && call.outputs.empty()) {
-      tracer->flush_deferred();
-      return token;
-    }
-    call.pending = tracer->hold(std::move(r));
-    if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
-      for (auto& entry : r.buffers) entry.flags |= trace::kFingerprintDropped;
-      call.outputs.clear();
-      tracer->flush_deferred();
-      return token;
-    }
-    // With the previous kernel's deferred output hashes when it ran on this stream.
-    tracer->fingerprint_inputs(call.pending, call.stream, call.per_thread_stream, inputs.data(),
-                               inputs.size());
+    start_fingerprints(call, inputs, /*not_capturing=*/true);
   }
   return token;
 }

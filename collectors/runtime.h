@@ -119,7 +119,7 @@ class Tracer {
   void defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
                      std::vector<PlannedRegion>& regions);
   void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                          const PlannedRegion* regions, size_t n);
+                          const PlannedRegion* regions, size_t n, bool not_capturing);
   void flush_deferred() {
     if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow();
   }
@@ -159,7 +159,6 @@ class Tracer {
  private:
   Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer);
   static Tracer* create();
-  hashing::HashEngine* engine_for_current_context();
   void collector_loop();
   void wake_collector();
   // Collects finished digests into their records; records now complete go to *complete (to be
@@ -210,6 +209,8 @@ class Tracer {
     std::vector<SlotTarget> slots;  // by slot id % ring size; pending == nullptr: free
   };
   std::map<CUcontext, EngineState> engines_;
+  // The current context's engine and slots (created on first use); null without one.
+  EngineState* engine_for_current_context();
   bool engine_failed_ = false;
   size_t pending_records_ = 0;
   std::map<uint32_t, size_t> pending_per_step_;

@@ -313,12 +313,13 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
   return pending;
 }
 
-hashing::HashEngine* Tracer::engine_for_current_context() {
+Tracer::EngineState* Tracer::engine_for_current_context() {
   const Driver& d = driver();
   CUcontext ctx = nullptr;
   if (!d.loaded || d.ctxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
   EngineState& state = engines_[ctx];
-  if (state.engine || engine_failed_) return state.engine.get();
+  if (state.engine) return &state;
+  if (engine_failed_) return nullptr;
   hashing::DriverApi api;
   std::string error;
   if (!hashing::load_driver_api(d.getProcAddress, &api, &error)) {
@@ -337,7 +338,7 @@ hashing::HashEngine* Tracer::engine_for_current_context() {
   state.slots.assign(options.ring_slots, SlotTarget{nullptr, 0});
   // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
   std::atexit(close_at_exit);
-  return state.engine.get();
+  return &state;
 }
 
 void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
@@ -370,14 +371,13 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   ShimCallGuard guard;
   std::lock_guard lock(pending_mutex_);
-  hashing::HashEngine* engine = engine_for_current_context();
-  if (engine == nullptr) {
+  EngineState* state = engine_for_current_context();
+  if (state == nullptr) {
     flag_dropped(0, n);
     return;
   }
-  CUcontext ctx = nullptr;
-  driver().ctxGetCurrent(&ctx);
-  auto& slots = engines_[ctx].slots;
+  hashing::HashEngine* engine = state->engine.get();
+  auto& slots = state->slots;
   const uint64_t ring = slots.size();
   // The regions of every group, in order, with their owners.
   thread_local auto* batch_buffer = new std::vector<hashing::Region>;  // never freed (exit)
@@ -492,7 +492,7 @@ void Tracer::flush_deferred_slow() {
 }
 
 void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                                const PlannedRegion* regions, size_t n) {
+                                const PlannedRegion* regions, size_t n, bool not_capturing) {
   thread_local auto* scratch = new Deferred;  // never freed (exit)
   Deferred& deferred = *scratch;
   if (has_deferred_.load(std::memory_order_acquire) && take_deferred(&deferred)) {
@@ -505,14 +505,14 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
                                     deferred.regions.size()},
                                    {pending, regions, n}};
       enqueue_groups(stream, per_thread_default, groups, pending != nullptr && n > 0 ? 2 : 1,
-                     true);
+                     not_capturing);
       merged_launches.fetch_add(1, std::memory_order_relaxed);
       release(deferred.pending, true);
       return;
     }
     issue_deferred(deferred);
   }
-  fingerprint(pending, stream, per_thread_default, regions, n, true);
+  fingerprint(pending, stream, per_thread_default, regions, n, not_capturing);
 }
 
 bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {

@@ -804,10 +804,14 @@ TEST_F(MergeTest, FreesAndOtherCallsFlushFirst) {
     *text += " " + hash_launches() + " |";
     launch_on(kStreamS, kMergeBase + 256);
     marker_step("step");
+    *text += " " + hash_launches() + " |";
+    launch_on(kStreamS, kMergeBase + 256);
+    const void* exec = reinterpret_cast<const void*>(0x9000);  // a graph never instantiated
+    graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);
     *text += " " + hash_launches();
   });
-  EXPECT_EQ(log, "S1 | S1 S1 | S1 S1 S1 S1");
-  expect_kernel_fingerprints(2);
+  EXPECT_EQ(log, "S1 | S1 S1 | S1 S1 S1 S1 | S1 S1 S1 S1 S1 S1");
+  expect_kernel_fingerprints(3);
 }
 
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
