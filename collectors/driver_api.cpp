@@ -57,6 +57,7 @@ const Driver& driver() {
     load(d, "cuPointerGetAttribute", v, &d.pointerGetAttribute);
     load(d, "cuCtxPushCurrent", v, &d.ctxPushCurrent);
     load(d, "cuCtxPopCurrent", v, &d.ctxPopCurrent);
+    load(d, "cuMemFreeAsync", v, &d.memFreeAsync);
     load(d, "cuGraphGetNodes", v, &d.graphGetNodes);
     load(d, "cuGraphNodeGetType", v, &d.graphNodeGetType);
     load(d, "cuGraphKernelNodeGetParams", v, &d.graphKernelNodeGetParams);

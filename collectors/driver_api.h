@@ -30,6 +30,7 @@ struct Driver {
   decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
   decltype(&::cuCtxPushCurrent_v2) ctxPushCurrent = nullptr;  // deferred hashes of another context
   decltype(&::cuCtxPopCurrent_v2) ctxPopCurrent = nullptr;
+  decltype(&::cuMemFreeAsync) memFreeAsync = nullptr;  // frees the shim held back (defer_free)
   // Graph walking (graphs.cpp). cuGraphKernelNodeGetParams is the _v2 form (12.0+).
   decltype(&::cuGraphGetNodes) graphGetNodes = nullptr;
   decltype(&::cuGraphNodeGetType) graphNodeGetType = nullptr;

@@ -6,6 +6,7 @@
 #include "collectors/lockstep.h"
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
+#include "collectors/self_time.h"
 
 namespace lockstep::collectors {
 
@@ -54,14 +55,14 @@ void set_symbol_resolver(SymbolResolver resolver) {
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
-    tracer->flush_deferred();  // nothing for the previous kernel's output hashes to ride on
+    tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // nothing to ride on
     return;
   }
   call.pending = tracer->hold(std::move(call.record));
   if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
     for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
     call.outputs.clear();
-    tracer->flush_deferred();
+    tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);
     return;
   }
   // With the previous kernel's deferred output hashes when it ran on this stream.
@@ -70,10 +71,11 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
 }
 
 CallState& push_call(CallKind kind, uint64_t* token) {
-  // Any traced call other than a kernel launch (which merges or flushes itself) may order work
-  // after the stream of a deferred kernel: its output hashes go first.
-  if (kind != CallKind::Kernel)
-    if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred();
+  // Any traced call may order work after the stream of a deferred kernel: its output hashes go
+  // first. Kernel launches, GEMMs and device memory operations merge or flush them themselves
+  // (every path of theirs reaches start_fingerprints, or flushes).
+  if (kind != CallKind::Kernel && kind != CallKind::Gemm && kind != CallKind::Memory)
+    if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred(Tracer::FlushCause::OtherCall);
   CallStack& stack = call_stack();
   if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());
   CallState& state = *stack.states[stack.depth++];
@@ -121,9 +123,11 @@ Tracer* tracer_for_allocations() {
 }  // namespace
 
 void on_alloc(CUdeviceptr ptr, size_t bytes) {
+  self_time::Scope timed(self_time::Phase::Alloc);
   if (Tracer* t = tracer_for_allocations()) t->allocations().add(ptr, bytes);
 }
 void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default) {
+  self_time::Scope timed(self_time::Phase::Alloc);
   Tracer* t = tracer_for_allocations();
   if (t == nullptr) return;
   uint64_t capture_id = 0;
@@ -131,17 +135,27 @@ void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_th
   t->allocations().add(ptr, bytes, capturing);
 }
 void on_free(CUdeviceptr ptr) {
+  self_time::Scope timed(self_time::Phase::Free);
   if (Tracer* t = tracer_for_allocations()) {
-    t->flush_deferred();  // before the memory goes: deferred hashes may read it
+    t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes: hashes may read it
     t->allocations().remove(ptr);
   }
+}
+bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
+  self_time::Scope timed(self_time::Phase::Free);
+  Tracer* t = tracer_for_allocations();
+  if (t == nullptr) return false;
+  const bool taken = t->defer_free(ptr, stream, per_thread_default);
+  if (!taken) t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes
+  t->allocations().remove(ptr);
+  return taken;
 }
 void on_va_reserve(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) t->allocations().reserve(ptr, bytes);
 }
 void on_va_free(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) {
-    t->flush_deferred();
+    t->flush_deferred(Tracer::FlushCause::Free);
     t->allocations().release_reservation(ptr, bytes);
   }
 }
@@ -150,14 +164,14 @@ void on_map(CUdeviceptr ptr, size_t bytes) {
 }
 void on_unmap(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) {
-    t->flush_deferred();
+    t->flush_deferred(Tracer::FlushCause::Free);
     t->allocations().unmap(ptr, bytes);
   }
 }
 
 void stream_order_point() {
   if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
-  if (Tracer* t = Tracer::existing()) t->flush_deferred();
+  if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
 }  // namespace lockstep::collectors

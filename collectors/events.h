@@ -93,6 +93,10 @@ void on_alloc(CUdeviceptr ptr, size_t bytes);          // cuMemAlloc*, cudaMallo
 // was capturing (the allocation is then a graph memory node's).
 void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default);
 void on_free(CUdeviceptr ptr);
+// cudaFreeAsync / cuMemFreeAsync: true when the collectors took the free over (they make the
+// real cuMemFreeAsync on `stream` later, right after the hashes that still read the memory):
+// the hook then returns success without forwarding. False: forward it now (as on_free).
+bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default);
 void on_va_reserve(CUdeviceptr ptr, size_t bytes);     // cuMemAddressReserve
 void on_va_free(CUdeviceptr ptr, size_t bytes);        // cuMemAddressFree
 void on_map(CUdeviceptr ptr, size_t bytes);            // cuMemMap: [ptr, ptr+bytes) now backed

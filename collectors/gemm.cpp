@@ -43,9 +43,8 @@ void end_gemm(uint64_t token, int status) {
   if (call->kind == CallKind::Gemm) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
-      if (status == 0)
-        tracer->fingerprint(call->pending, call->stream, false, call->outputs.data(),
-                            call->outputs.size());
+      // D waits for the next kernel on this stream, like a kernel's outputs (one hash launch).
+      if (status == 0) tracer->defer_outputs(call->pending, call->stream, false, call->outputs);
       tracer->release(call->pending, status == 0);
     } else if (status == 0) {
       tracer->append(call->record);

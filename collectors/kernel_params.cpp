@@ -47,7 +47,9 @@ DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<
   // PyTorch `[]` lambda) whose byte is indeterminate. Both differ between identical runs.
   // The cost: a change of a lone bool/char argument is not seen in args_digest (the kernel's
   // output fingerprints at level full still see its effect).
-  std::vector<uint8_t> scalars(bytes.size(), 0);
+  thread_local auto* scalars_buffer = new std::vector<uint8_t>;  // never freed (exit)
+  std::vector<uint8_t>& scalars = *scalars_buffer;
+  scalars.assign(bytes.size(), 0);
   for (const ParamInfo& p : layout) {
     if (p.size <= 1 || p.offset >= bytes.size()) continue;
     const uint64_t end = std::min<uint64_t>(uint64_t{p.offset} + p.size, bytes.size());

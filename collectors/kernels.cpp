@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <algorithm>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "collectors/events.h"
 #include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
+#include "collectors/self_time.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -133,11 +135,15 @@ void remember_kernel_handle(const void* handle) {
 
 uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
+  self_time::Scope timed(self_time::Phase::KernelBegin);
   OpenApi& api = open_api();
   if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
-  const KernelInfo& info = kernel_info(tracer, launch.handle_kind, launch.handle);
+  const KernelInfo& info = [&]() -> const KernelInfo& {
+    self_time::Scope timed(self_time::Phase::Describe);
+    return kernel_info(tracer, launch.handle_kind, launch.handle);
+  }();
   uint64_t token = 0;
   if (api.depth > 0 || (api.nccl_group > 0 && info.is_nccl)) {
     // Made by the open cuBLAS/cuBLASLt/NCCL call: attributed to it.
@@ -155,6 +161,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   call.per_thread_stream = launch.per_thread_stream;
 
   trace::Record& r = call.record;
+  std::optional<self_time::Scope> stamping(std::in_place, self_time::Phase::Stamp);
   tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
   r.name = info.name_id;
   using F = trace::fields::Kernel;
@@ -172,6 +179,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
   r.fields[F::capture_id] = capture_id;
   if (capture_id != 0) note_captured_kernel(capture_id, graph);
+  stamping.reset();
 
   // Arguments, only where they are fingerprinted (level full, inside the step window, kernel
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +
@@ -183,16 +191,21 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   std::vector<uint8_t>& bytes = *bytes_buffer;
   if (!hash || !info.layout_known ||
       !gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
-    tracer->flush_deferred();  // the previous kernel's output hashes cannot ride on this one
+    tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // nothing to ride on
     return token;
   }
   {
     AllocationMap& allocations = tracer->allocations();
+    std::optional<self_time::Scope> decoding(std::in_place, self_time::Phase::Decode);
     DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
       return allocations.find(p);
     });
+    decoding.reset();
+    std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     r.fields[F::args_digest] = args.scalar_digest;
-    std::vector<PlannedRegion> inputs;
+    thread_local auto* inputs_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
+    std::vector<PlannedRegion>& inputs = *inputs_buffer;
+    inputs.clear();
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
       // A pointer passed twice is one region (kernels take a handful of pointers: no set).
@@ -202,11 +215,13 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       const trace::StringId label = arg_label_id(tracer, arg, info.layout);
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
+      const std::optional<AllocationHit> hit = arg.hit;
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
-                         bytes_to_end, false, true, tracer->config().max_region);
+                         bytes_to_end, false, true, tracer->config().max_region, hit);
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
-                         bytes_to_end, false, true, tracer->config().max_region);
+                         bytes_to_end, false, true, tracer->config().max_region, hit);
     }
+    planning.reset();
     start_fingerprints(call, inputs, /*not_capturing=*/true);
   }
   return token;
@@ -215,6 +230,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
 void kernel_launch_end(uint64_t token, int result) {
   CallState* call = top_call(token);
   if (call == nullptr) return;
+  self_time::Scope timed(self_time::Phase::KernelEnd);
   if (call->kind == CallKind::Kernel && call->tracer != nullptr) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {

@@ -123,7 +123,11 @@ void memory_op_end(uint64_t token, int result) {
       tracer->step_advanced(finished, "metric", static_cast<uint64_t>(MarkerSource::Metric));
   } else if (call->kind == CallKind::Memory) {
     if (call->pending != nullptr) {
-      if (result == 0)
+      // An async operation's destination waits for the next kernel on its stream. A synchronous
+      // one is hashed now: the host may touch managed memory right after, with no call between.
+      if (result == 0 && call->is_async)
+        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream, call->outputs);
+      else if (result == 0)
         tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
                             call->outputs.data(), call->outputs.size());
       tracer->release(call->pending, result == 0);

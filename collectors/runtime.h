@@ -91,7 +91,15 @@ class Tracer {
   // The same with the label already interned (the kernel path caches its "argN" labels).
   void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, trace::StringId label,
                   trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
-                  bool exact, bool hash, uint64_t cap = UINT64_MAX);
+                  bool exact, bool hash, uint64_t cap = UINT64_MAX) {
+    add_buffer(record, plan, label, role, dtype, ptr, bytes, exact, hash, cap,
+               allocations_.find(reinterpret_cast<uintptr_t>(ptr)));
+  }
+  // The same with `ptr` already looked up in the allocation map (a kernel's decoded pointers:
+  // each lookup walks a map that a training job keeps thousands of entries in).
+  void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, trace::StringId label,
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
+                  bool exact, bool hash, uint64_t cap, const std::optional<AllocationHit>& hit);
 
   // ---- appending --------------------------------------------------------------------------
   void append(const trace::Record& record);
@@ -120,11 +128,29 @@ class Tracer {
                      std::vector<PlannedRegion>& regions);
   void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
                           const PlannedRegion* regions, size_t n, bool not_capturing);
-  void flush_deferred() {
-    if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow();
+  // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
+  enum class FlushCause : uint8_t {
+    KernelUnhashed,  // the next kernel is not fingerprinted (or has no regions)
+    OtherStream,     // the next fingerprinted kernel is on another stream or context
+    OtherThread,     // another thread deferred a kernel's outputs meanwhile
+    OtherCall,       // a traced call other than a kernel launch
+    Free,            // a free or unmap of device memory
+    OrderPoint,      // event record, synchronize, query, capture begin, host callback
+    Step,            // a step marker
+    Close,
+    kCount
+  };
+  void flush_deferred(FlushCause cause) {
+    if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow(cause);
   }
+  // cuMemFreeAsync while outputs are deferred: instead of a hash launch of their own (PyTorch on
+  // cudaMallocAsync frees after almost every op), the free waits and is made, on its stream,
+  // right after the deferred hashes are enqueued. True when the tracer took the free over (the
+  // job's call returns success); false when nothing is deferred (free it now).
+  bool defer_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default);
+  std::atomic<uint64_t> frees_deferred{0};
   std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
-  std::atomic<uint64_t> deferred_flushes{0};  // deferred outputs enqueued on their own
+  std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};  // on their own, by cause
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
   void release(PendingRecord* pending, bool keep = true);
@@ -173,16 +199,24 @@ class Tracer {
   // One engine launch (per kMaxRegionsPerEnqueue regions) for every group's regions.
   void enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
                       size_t count, bool not_capturing);
+  // A stream-ordered free the job made while outputs were deferred: issued right after them.
+  struct DeferredFree {
+    CUdeviceptr ptr = 0;
+    CUstream stream = nullptr;  // CU_STREAM_PER_THREAD for the per-thread default stream
+    CUcontext context = nullptr;
+  };
   struct Deferred {
     PendingRecord* pending = nullptr;
     CUstream stream = nullptr;
     bool per_thread_default = false;
     CUcontext context = nullptr;
     std::vector<PlannedRegion> regions;
+    std::vector<DeferredFree> frees;
   };
+  void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
   bool take_deferred(Deferred* out);
   void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference
-  void flush_deferred_slow();
+  void flush_deferred_slow(FlushCause cause);
   // Fills one digest; true when that was the record's last outstanding one.
   bool deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);
   // A complete record (already appended unless discarded): counters, step ends, freed.

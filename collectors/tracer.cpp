@@ -11,6 +11,7 @@
 
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
+#include "collectors/self_time.h"
 #include "trace/header.h"
 #include "trace/run_dir.h"
 
@@ -29,6 +30,13 @@ void on_fork_child() {
   Tracer* tracer = g_tracer.exchange(nullptr);
   g_disabled.store(true);
   if (tracer != nullptr) tracer->abandon_after_fork();  // the parent's file stays the parent's
+}
+
+// The calling thread's current context; null without one or without a driver (CPU tests).
+CUcontext current_context(const Driver& d) {
+  CUcontext ctx = nullptr;
+  if (d.ctxGetCurrent != nullptr) d.ctxGetCurrent(&ctx);
+  return ctx;
 }
 
 std::string uuid_text(const CUuuid& uuid) {
@@ -161,6 +169,7 @@ Tracer* Tracer::create() {
     return nullptr;
   }
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
+  if (config.debug) self_time::enabled.store(true, std::memory_order_relaxed);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);
   static std::once_flag fork_once;
@@ -235,7 +244,8 @@ void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_vi
 
 void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
                         trace::StringId label, trace::Role role, trace::DType dtype,
-                        const void* ptr, uint64_t bytes, bool exact, bool hash, uint64_t cap) {
+                        const void* ptr, uint64_t bytes, bool exact, bool hash, uint64_t cap,
+                        const std::optional<AllocationHit>& hit) {
   if (ptr == nullptr || bytes == 0) return;
   trace::BufferFingerprint entry;
   entry.role = role;
@@ -244,7 +254,6 @@ void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
   entry.bytes = bytes;
   if (exact) entry.flags |= trace::kExtentExact;
   const auto address = reinterpret_cast<uintptr_t>(ptr);
-  auto hit = allocations_.find(address);
   uint64_t hashable = bytes;
   if (hit) {
     entry.alloc_ordinal = hit->ordinal;
@@ -301,6 +310,7 @@ bool Tracer::capturing(CUstream stream, bool per_thread_default, uint64_t* captu
 
 // ---- pending records ------------------------------------------------------------------------
 PendingRecord* Tracer::hold(trace::Record&& record) {
+  self_time::Scope timed(self_time::Phase::Hold);
   std::lock_guard lock(pending_mutex_);
   if (pending_records_ >= kMaxPendingRecords || closing_) return nullptr;
   auto* pending = new PendingRecord{std::move(record), 1};
@@ -370,7 +380,12 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   }
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   ShimCallGuard guard;
-  std::lock_guard lock(pending_mutex_);
+  self_time::Scope timed(self_time::Phase::HashEnqueue);
+  std::unique_lock lock(pending_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    self_time::Scope waiting(self_time::Phase::LockWait);
+    lock.lock();
+  }
   EngineState* state = engine_for_current_context();
   if (state == nullptr) {
     flag_dropped(0, n);
@@ -396,7 +411,12 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
     const size_t chunk = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
     uint64_t first = 0;
-    if (!engine->enqueue(stream, all.data() + start, static_cast<uint32_t>(chunk), &first)) {
+    bool enqueued = false;
+    {
+      self_time::Scope launching(self_time::Phase::EngineLaunch);
+      enqueued = engine->enqueue(stream, all.data() + start, static_cast<uint32_t>(chunk), &first);
+    }
+    if (!enqueued) {
       flag_dropped(start, start + chunk);
       continue;
     }
@@ -418,8 +438,7 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
     fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(), true);
     return;
   }
-  CUcontext ctx = nullptr;
-  driver().ctxGetCurrent(&ctx);
+  const CUcontext ctx = current_context(driver());
   {
     std::lock_guard lock(pending_mutex_);
     ++pending->outstanding;  // the deferred hashes' reference, dropped when they are enqueued
@@ -428,6 +447,7 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
   thread_local auto* previous_buffer = new Deferred;  // never freed (exit)
   Deferred& previous = *previous_buffer;
   previous.pending = nullptr;
+  previous.frees.clear();
   {
     std::lock_guard lock(deferred_mutex_);
     if (deferred_.pending != nullptr) {  // another thread's, not yet flushed
@@ -436,6 +456,8 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
       previous.per_thread_default = deferred_.per_thread_default;
       previous.context = deferred_.context;
       previous.regions.assign(deferred_.regions.begin(), deferred_.regions.end());
+      previous.frees.assign(deferred_.frees.begin(), deferred_.frees.end());
+      deferred_.frees.clear();
     }
     deferred_.pending = pending;
     deferred_.stream = stream;
@@ -444,7 +466,10 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
     deferred_.regions.assign(regions.begin(), regions.end());
     has_deferred_.store(true, std::memory_order_release);
   }
-  if (previous.pending != nullptr) issue_deferred(previous);
+  if (previous.pending != nullptr) {
+    deferred_flushes[size_t(FlushCause::OtherThread)].fetch_add(1, std::memory_order_relaxed);
+    issue_deferred(previous);
+  }
 }
 
 bool Tracer::take_deferred(Deferred* out) {
@@ -455,17 +480,17 @@ bool Tracer::take_deferred(Deferred* out) {
   out->per_thread_default = deferred_.per_thread_default;
   out->context = deferred_.context;
   out->regions.assign(deferred_.regions.begin(), deferred_.regions.end());
+  out->frees.assign(deferred_.frees.begin(), deferred_.frees.end());
   deferred_.pending = nullptr;
   deferred_.regions.clear();
+  deferred_.frees.clear();
   has_deferred_.store(false, std::memory_order_release);
   return true;
 }
 
 void Tracer::issue_deferred(Deferred& deferred) {
-  deferred_flushes.fetch_add(1, std::memory_order_relaxed);
   const Driver& d = driver();
-  CUcontext current = nullptr;
-  d.ctxGetCurrent(&current);
+  const CUcontext current = current_context(d);
   // Another thread may flush: the hashes go to the stream's context, so make it current.
   const bool switch_context = current != deferred.context && deferred.context != nullptr &&
                               d.ctxPushCurrent != nullptr && d.ctxPopCurrent != nullptr;
@@ -484,11 +509,47 @@ void Tracer::issue_deferred(Deferred& deferred) {
     d.ctxPopCurrent(&popped);
   }
   release(deferred.pending, true);
+  issue_frees(deferred);
 }
 
-void Tracer::flush_deferred_slow() {
+bool Tracer::defer_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
+  const Driver& d = driver();
+  if (!config_.merge_hashes || d.memFreeAsync == nullptr || ptr == 0 ||
+      !has_deferred_.load(std::memory_order_acquire))
+    return false;
+  const CUcontext ctx = current_context(d);
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_.pending == nullptr) return false;
+  deferred_.frees.push_back({ptr, stream, ctx});
+  frees_deferred.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Tracer::issue_frees(Deferred& deferred) {
+  if (deferred.frees.empty()) return;
+  const Driver& d = driver();
+  ShimCallGuard guard;  // the shim's own calls
+  const CUcontext current = current_context(d);
+  for (const DeferredFree& free : deferred.frees) {
+    const bool switch_context = free.context != nullptr && free.context != current &&
+                                d.ctxPushCurrent != nullptr && d.ctxPopCurrent != nullptr &&
+                                d.ctxPushCurrent(free.context) == CUDA_SUCCESS;
+    if (d.memFreeAsync(free.ptr, free.stream) != CUDA_SUCCESS)
+      debug(fmt::format("deferred cuMemFreeAsync of {:#x} failed", free.ptr));
+    if (switch_context) {
+      CUcontext popped = nullptr;
+      d.ctxPopCurrent(&popped);
+    }
+  }
+  deferred.frees.clear();
+}
+
+void Tracer::flush_deferred_slow(FlushCause cause) {
   thread_local auto* scratch = new Deferred;  // never freed (exit)
-  if (take_deferred(scratch)) issue_deferred(*scratch);
+  if (!take_deferred(scratch)) return;
+  deferred_flushes[size_t(cause)].fetch_add(1, std::memory_order_relaxed);
+  issue_deferred(*scratch);
 }
 
 void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
@@ -496,8 +557,7 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
   thread_local auto* scratch = new Deferred;  // never freed (exit)
   Deferred& deferred = *scratch;
   if (has_deferred_.load(std::memory_order_acquire) && take_deferred(&deferred)) {
-    CUcontext ctx = nullptr;
-    driver().ctxGetCurrent(&ctx);
+    const CUcontext ctx = current_context(driver());
     if (deferred.stream == stream && deferred.per_thread_default == per_thread_default &&
         deferred.context == ctx) {
       // The previous kernel on this stream: nothing ran after it, one launch for both.
@@ -508,8 +568,10 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
                      not_capturing);
       merged_launches.fetch_add(1, std::memory_order_relaxed);
       release(deferred.pending, true);
+      issue_frees(deferred);
       return;
     }
+    deferred_flushes[size_t(FlushCause::OtherStream)].fetch_add(1, std::memory_order_relaxed);
     issue_deferred(deferred);
   }
   fingerprint(pending, stream, per_thread_default, regions, n, not_capturing);
@@ -652,7 +714,7 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
 // ---- shutdown -----------------------------------------------------------------------------------
 void Tracer::close() {
   if (closed_.load()) return;
-  flush_deferred();
+  flush_deferred(FlushCause::Close);
   {
     // Give digests already on the GPU a moment to arrive (the job has usually synchronized).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -695,8 +757,35 @@ void Tracer::close() {
     pending_per_step_.clear();
     finish_steps_locked();
   }
-  debug(fmt::format("hash launches: {} carried two kernels' regions, {} deferred sets enqueued "
-                    "on their own", merged_launches.load(), deferred_flushes.load()));
+  {
+    static constexpr const char* kCauseNames[] = {"next kernel unhashed", "other stream",
+                                                  "other thread", "other call", "free",
+                                                  "order point", "step", "close"};
+    static_assert(std::size(kCauseNames) == size_t(FlushCause::kCount));
+    std::string causes;
+    uint64_t alone = 0;
+    for (size_t i = 0; i < size_t(FlushCause::kCount); ++i) {
+      const uint64_t n = deferred_flushes[i].load();
+      alone += n;
+      if (n != 0) causes += fmt::format("{}{} {}", causes.empty() ? "" : ", ", kCauseNames[i], n);
+    }
+    hashing::EngineStats total;
+    std::lock_guard lock(pending_mutex_);  // engines_ (the map) is guarded by it
+    for (auto& [ctx, state] : engines_) {
+      if (!state.engine) continue;
+      const hashing::EngineStats s = state.engine->stats();
+      total.launches += s.launches;
+      total.regions_enqueued += s.regions_enqueued;
+      total.bytes_enqueued += s.bytes_enqueued;
+    }
+    debug(fmt::format("hash launches: {} ({} regions, {} bytes); {} carried two kernels' regions, "
+                      "{} deferred sets enqueued on their own ({})",
+                      total.launches, total.regions_enqueued, total.bytes_enqueued,
+                      merged_launches.load(), alone, causes.empty() ? "none" : causes));
+    debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
+                      frees_deferred.load()));
+    debug("shim self time: " + self_time::report());
+  }
   if (uint64_t n = nested_kernels.load())
     warn(WarningCode::NestedKernels, n, "kernels attributed to the enclosing library call");
   if (uint64_t n = capture_skipped.load())

@@ -46,6 +46,21 @@ auto release(Forward&& forward, Report&& report) {
   return forward();
 }
 
+// A stream-ordered free: the collectors may take it over (made later, after the hashes that
+// still read the memory); the job's call then succeeds without being forwarded now.
+template <typename Result, typename Forward>
+Result stream_release(Forward&& forward, Result success, CUdeviceptr ptr, const void* stream,
+                      bool per_thread_default) {
+  Nesting nesting(Scope::Allocation);
+  bool taken = false;
+  report_state(nesting.outermost(), [&] {
+    if (ptr != 0)
+      taken = collectors::on_stream_free(ptr, reinterpret_cast<CUstream>(const_cast<void*>(stream)),
+                                         per_thread_default);
+  });
+  return taken ? success : forward();
+}
+
 }  // namespace
 
 // ---- runtime ----
@@ -96,12 +111,12 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaFree(void* devPtr) {
                  [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
-  return release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync, devPtr, stream); },
-                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+  return stream_release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync, devPtr, stream); },
+                        cudaSuccess, as_device(devPtr), stream, false);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
-  return release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync_ptsz, devPtr, stream); },
-                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+  return stream_release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync_ptsz, devPtr, stream); },
+                        cudaSuccess, as_device(devPtr), stream, true);
 }
 
 // ---- driver ----
@@ -146,12 +161,12 @@ LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 #undef LOCKSTEP_DRIVER_ALLOC_POOL
 
 LOCKSTEP_INTERCEPTOR CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  return release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync, dptr, hStream); },
-                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+  return stream_release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync, dptr, hStream); },
+                        CUDA_SUCCESS, dptr, hStream, false);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  return release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync_ptsz, dptr, hStream); },
-                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+  return stream_release([&] { return LOCKSTEP_FORWARD(cuMemFreeAsync_ptsz, dptr, hStream); },
+                        CUDA_SUCCESS, dptr, hStream, true);
 }
 
 // ---- virtual memory management (PyTorch expandable segments) ----

@@ -108,6 +108,7 @@ using cuStreamBeginCapture_v2Fn = driver<PFN_cuStreamBeginCapture_v10010>;
 using cuStreamBeginCaptureToGraphFn = driver<PFN_cuStreamBeginCaptureToGraph_v12030>;
 using cuLaunchHostFuncFn = driver<PFN_cuLaunchHostFunc_v10000>;
 using cuStreamAddCallbackFn = driver<PFN_cuStreamAddCallback_v5000>;
+using cuStreamDestroyFn = driver<PFN_cuStreamDestroy_v4000>;
 
 // ---- cuBLAS / cuBLASLt (cublas_api.h has C++ overloads of some names: spell the C ones) ----
 using cublasGemmExFn = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,

@@ -1,6 +1,6 @@
 // Stream order points: driver calls by which the job makes later work, or the host, wait on
 // what a stream has queued so far (event records, synchronizations, queries, capture begins,
-// host callbacks). collectors::stream_order_point() runs before the real call, so that work the
+// host callbacks, stream destruction). collectors::stream_order_point() runs before the real call, so that work the
 // shim deferred on a stream is queued ahead of whatever the job orders after this point.
 // These calls are frequent (a query per poll): no nesting scope and no event, just the call.
 // The runtime needs no wrappers: cudart reaches these through cuGetProcAddress, which hands out
@@ -125,4 +125,10 @@ LOCKSTEP_INTERCEPTOR CUresult cuStreamAddCallback_ptsz(CUstream hStream,
                                                        void* userData, unsigned int flags) {
   order_point();
   return LOCKSTEP_FORWARD(cuStreamAddCallback_ptsz, hStream, callback, userData, flags);
+}
+
+// ---- destruction (deferred work must be queued while the handle is still the job's stream) ----
+LOCKSTEP_INTERCEPTOR CUresult cuStreamDestroy_v2(CUstream hStream) {
+  order_point();
+  return LOCKSTEP_FORWARD(cuStreamDestroy_v2, hStream);
 }

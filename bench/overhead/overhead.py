@@ -32,6 +32,10 @@ EXTRA_MODES = {
     "full-caching": ("full", "keep", {}),
     "full-nocache": ("full", "none", {}),
     "untraced-async": (None, None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
+    # Diagnostics, to split full's cost: a hash launch per kernel side instead of merged, and
+    # every pointer region capped to 64 bytes (the same launches, almost no bytes to read).
+    "full-unmerged": ("full", None, {"LOCKSTEP_MERGE_HASHES": "0"}),
+    "full-64B": ("full", None, {"LOCKSTEP_MAX_REGION": "64"}),
 }
 TARGETS.update({"full-caching": 1.5, "full-nocache": 1.5})
 

@@ -1,7 +1,8 @@
 // A fake GPU behind the hash engine's driver entry points, for CPU tests and benchmarks of the
 // full level: a current context, a module whose "launches" complete at once (each region's
 // digest is ptr ^ bytes, written to its slot as the real kernel would), and a log of the hash
-// launches (stream, regions) in launch order. Header-only; one instance per process.
+// launches (stream, regions) and of cuMemFreeAsync calls, in call order. Header-only; one
+// instance per process.
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +22,7 @@ namespace lockstep::testing {
 struct FakeHashLaunch {
   CUstream stream;
   uint32_t regions;
+  CUdeviceptr freed = 0;  // a cuMemFreeAsync of this pointer (regions 0), not a launch
 };
 
 class FakeGpu {
@@ -80,6 +82,12 @@ class FakeGpu {
     if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n});
     return CUDA_SUCCESS;
   }
+  static CUresult free_async(CUdeviceptr p, CUstream stream) {
+    FakeGpu& gpu = instance();
+    std::lock_guard lock(gpu.mutex_);
+    if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, 0, p});
+    return CUDA_SUCCESS;
+  }
   static CUresult mem_alloc(CUdeviceptr* p, size_t bytes) {
     *p = reinterpret_cast<CUdeviceptr>(std::calloc(1, bytes));
     return CUDA_SUCCESS;
@@ -112,6 +120,7 @@ class FakeGpu {
       {"cuLaunchKernel", reinterpret_cast<void*>(&launch)},
       {"cuMemAlloc", reinterpret_cast<void*>(&mem_alloc)},
       {"cuMemFree", reinterpret_cast<void*>(&ok)},
+      {"cuMemFreeAsync", reinterpret_cast<void*>(&free_async)},
       {"cuMemHostAlloc", reinterpret_cast<void*>(&mem_host_alloc)},
       {"cuMemHostGetDevicePointer", reinterpret_cast<void*>(&host_device_pointer)},
       {"cuMemFreeHost", reinterpret_cast<void*>(&ok)},

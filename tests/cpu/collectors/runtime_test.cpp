@@ -720,12 +720,18 @@ void launch_on(CUstream stream, CUdeviceptr p) {
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
 }
 
-// The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch).
+// The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch), and the
+// cuMemFreeAsync calls the shim made among them, as "free@T".
 std::string hash_launches() {
   std::string out;
   for (const auto& launch : lockstep::testing::FakeGpu::instance().launches()) {
     if (!out.empty()) out += ' ';
-    out += launch.stream == kStreamS ? 'S' : launch.stream == kStreamT ? 'T' : '?';
+    const char stream = launch.stream == kStreamS ? 'S' : launch.stream == kStreamT ? 'T' : '?';
+    if (launch.freed != 0) {
+      out += std::string("free@") + stream;
+      continue;
+    }
+    out += stream;
     out += std::to_string(launch.regions);
   }
   return out;
@@ -812,6 +818,66 @@ TEST_F(MergeTest, FreesAndOtherCallsFlushFirst) {
   });
   EXPECT_EQ(log, "S1 | S1 S1 | S1 S1 S1 S1 | S1 S1 S1 S1 S1 S1");
   expect_kernel_fingerprints(3);
+}
+
+// PyTorch on cudaMallocAsync frees a tensor right after the op that used it last. A stream-
+// ordered free while outputs are deferred is taken over (the job's call succeeds at once) and
+// made on its own stream right after the deferred hashes are enqueued: no launch of its own,
+// and the memory stays valid until the hashes have read it. With nothing deferred, or with
+// merging off, the free goes through at once.
+TEST_F(MergeTest, StreamOrderedFreesWaitForTheDeferredHashes) {
+  const std::string log = run([](std::string* text) {
+    const CUdeviceptr temp = kMergeBase + (1 << 30);
+    on_alloc(temp, 4096);
+    *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";  // nothing deferred
+    on_alloc(temp, 4096);
+    launch_on(kStreamS, kMergeBase + 256);
+    *text += on_stream_free(temp, kStreamT, false) ? " taken" : " forwarded";
+    *text += " " + hash_launches() + " |";
+    launch_on(kStreamS, kMergeBase + 256);  // merged launch, then the free
+    *text += " " + hash_launches() + " |";
+    on_alloc(temp, 4096);
+    *text += on_stream_free(temp, kStreamS, false) ? " taken" : " forwarded";
+    stream_order_point();  // flush alone, then the free
+    *text += " " + hash_launches();
+  });
+  EXPECT_EQ(log, "forwarded taken S1 | S1 S2 free@T | taken S1 S2 free@T S1 free@S");
+  expect_kernel_fingerprints(2);
+  const std::string off = run([](std::string* text) {
+    const CUdeviceptr temp = kMergeBase + (1 << 30);
+    on_alloc(temp, 4096);
+    launch_on(kStreamS, kMergeBase + 256);
+    *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";
+  }, /*merge=*/false);
+  EXPECT_EQ(off, "forwarded");
+}
+
+// GEMMs and async device copies merge like kernels: their inputs ride with the previous
+// outputs, their outputs wait for the next launch on their stream. (No cuBLAS here: the GEMM's
+// stream is the legacy default stream, '?'.) A synchronous copy hashes its output at once.
+TEST_F(MergeTest, GemmsAndAsyncCopiesMergeLikeKernels) {
+  const std::string log = run([](std::string* text) {
+    launch_on(nullptr, kMergeBase + 256);  // ?1: its input
+    CublasGemm gemm;
+    gemm.api = "cublasSgemm_v2";
+    gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
+    gemm.A = reinterpret_cast<void*>(kMergeBase), gemm.B = reinterpret_cast<void*>(kMergeBase + 64);
+    gemm.C = reinterpret_cast<void*>(kMergeBase + 128);
+    cublas_gemm_end(cublas_gemm_begin(gemm), 0);  // ?4: kernel output + A, B, C
+    MemoryOp copy;
+    copy.api = "cudaMemcpyAsync";
+    copy.is_async = true;
+    copy.dst = reinterpret_cast<void*>(kMergeBase + 4096);
+    copy.src = reinterpret_cast<void*>(kMergeBase + 8192);
+    copy.bytes = 64;
+    memory_op_end(memory_op_begin(copy), 0);  // ?1: D (device to device: no input region)
+    launch_on(nullptr, kMergeBase + 256);     // ?2: the copy's dst + the kernel's input
+    copy.is_async = false;
+    copy.api = "cudaMemcpy";
+    memory_op_end(memory_op_begin(copy), 0);  // ?1: the kernel's output; ?1: dst at once
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "?1 ?4 ?1 ?2 ?1 ?1");
 }
 
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {

@@ -99,6 +99,13 @@ void on_stream_alloc(CUdeviceptr p, size_t bytes, CUstream, bool) {
   add("alloc %#llx %zu", (unsigned long long)p, bytes);
 }
 void on_free(CUdeviceptr p) { add("free %#llx", (unsigned long long)p); }
+// Takes over the frees of pointers with 0xdefe in bits 16-31 (as collectors do while hashes
+// that read the memory are deferred); forwards the others.
+bool on_stream_free(CUdeviceptr p, CUstream stream, bool per_thread) {
+  add("stream_free %#llx stream=%p per_thread=%d", (unsigned long long)p, (void*)stream,
+      per_thread ? 1 : 0);
+  return ((p >> 16) & 0xffff) == 0xdefe;
+}
 void on_va_reserve(CUdeviceptr p, size_t bytes) {
   add("va_reserve %#llx %zu", (unsigned long long)p, bytes);
 }

@@ -101,6 +101,7 @@ const Exported kExported[] = {
     {"cuLaunchHostFunc_ptsz", &kHostFunc},
     {"cuStreamAddCallback", &kAddCallback},
     {"cuStreamAddCallback_ptsz", &kAddCallback},
+    {"cuStreamDestroy_v2", &kStreamOnly},
 };
 
 // A cuGetProcAddress query and the exported variant (hence ABI) it must give.
@@ -137,6 +138,8 @@ const Lookup kLookups[] = {
     {"cuStreamAddCallback", 13000, false, "cuStreamAddCallback", &kAddCallback},
     {"cuStreamAddCallback", 6050, true, "cuStreamAddCallback", &kAddCallback},  // before ptsz
     {"cuStreamAddCallback", 13000, true, "cuStreamAddCallback_ptsz", &kAddCallback},
+    {"cuStreamDestroy", 13000, false, "cuStreamDestroy_v2", &kStreamOnly},
+    {"cuStreamDestroy", 13000, true, "cuStreamDestroy_v2", &kStreamOnly},  // no per-thread one
 };
 
 // Not CUDA_SUCCESS and not what a wrapper returns when it finds nothing to forward to.
@@ -190,6 +193,30 @@ class StreamOrderPoints : public PreloadedShim {
   const char* (*last_args_)(const char*) = nullptr;
   int (*order_points_before_)(const char*) = nullptr;
 };
+
+// cuMemFreeAsync: the collectors see every free first; one they take over returns success
+// without reaching the driver (they free it later), any other is forwarded with its result.
+TEST_F(StreamOrderPoints, StreamOrderedFreesTheCollectorsTakeOverSkipTheDriver) {
+  for (const char* name : {"cuMemFreeAsync", "cuMemFreeAsync_ptsz"}) {
+    SCOPED_TRACE(name);
+    const bool ptsz = std::string(name).ends_with("_ptsz");
+    auto fn = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(dlsym(driver_, name));
+    ASSERT_NE(fn, nullptr);
+    auto via_proc = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(lookup("cuMemFreeAsync", 13000, ptsz));
+    EXPECT_EQ(reinterpret_cast<void*>(via_proc), dlsym(RTLD_DEFAULT, name));
+    const int before = calls_(name);
+    clear_fake_log();
+    EXPECT_EQ(fn(0x7f00defe0000ull, kStream), CUDA_SUCCESS);
+    EXPECT_EQ(calls_(name), before) << "a taken-over free reached the driver";
+    EXPECT_EQ(lines_starting(fake_log(), "stream_free 0x7f00defe0000 stream=0x5a per_thread=" +
+                                             std::to_string(ptsz ? 1 : 0)).size(),
+              1u)
+        << fake_log();
+    EXPECT_EQ(via_proc(0x7f0012340000ull, kStream), kRealResult);
+    EXPECT_EQ(calls_(name), before + 1);
+    EXPECT_STREQ(last_args_(name), "ptr=0x7f0012340000 stream=0x5a");
+  }
+}
 
 TEST_F(StreamOrderPoints, EachExportedVariantReportsBeforeTheRealCall) {
   for (const Exported& e : kExported) {

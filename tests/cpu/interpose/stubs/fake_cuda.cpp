@@ -148,6 +148,16 @@ STUB_EXPORT CUresult cuStreamQuery(CUstream s) {
 STUB_EXPORT CUresult cuStreamQuery_ptsz(CUstream s) {
   return order_stub("cuStreamQuery_ptsz", "stream=%#lx", handle(s));
 }
+STUB_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  return order_stub("cuMemFreeAsync", "ptr=%#llx stream=%#lx", (unsigned long long)p, handle(s));
+}
+STUB_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+  return order_stub("cuMemFreeAsync_ptsz", "ptr=%#llx stream=%#lx", (unsigned long long)p,
+                    handle(s));
+}
+STUB_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+  return order_stub("cuStreamDestroy_v2", "stream=%#lx", handle(s));
+}
 STUB_EXPORT CUresult cuCtxSynchronize() { return order_stub("cuCtxSynchronize", "%s", ""); }
 STUB_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   return order_stub("cuCtxSynchronize_v2", "ctx=%#lx", handle(ctx));
@@ -248,6 +258,9 @@ const Entry kEntries[] = {
     FAKE_ENTRY(cuLaunchHostFunc, 10000, true, cuLaunchHostFunc_ptsz)
     FAKE_ENTRY(cuStreamAddCallback, 5000, false, cuStreamAddCallback)
     FAKE_ENTRY(cuStreamAddCallback, 7000, true, cuStreamAddCallback_ptsz)
+    FAKE_ENTRY(cuStreamDestroy, 4000, false, cuStreamDestroy_v2)
+    FAKE_ENTRY(cuMemFreeAsync, 11020, false, cuMemFreeAsync)
+    FAKE_ENTRY(cuMemFreeAsync, 11020, true, cuMemFreeAsync_ptsz)
 #undef FAKE_ENTRY
 };
 }  // namespace

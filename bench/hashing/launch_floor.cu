@@ -1,0 +1,210 @@
+// launch_floor: what a small hash launch costs, piece by piece (diagnostics for the full level,
+// where every job kernel brings one hash launch). For each case, N iterations back to back on
+// one stream, two ways:
+//   host_us    host time to issue one iteration (what a CPU-bound job pays)
+//   device_us  device time per iteration with all N queued behind a spin kernel first (what a
+//              GPU-bound job pays: the GPU never waits for the host)
+// Cases: empty kernels with a small and an 808-byte parameter block (the floor), the read-only
+// reduction of 4 KiB, cuStreamIsCapturing alone, the shipped compact kernel launched directly,
+// HashEngine::enqueue of 1 and 2 regions, and the full-level pattern (a small job kernel
+// followed by a 2-region hash launch) beside the job kernel alone.
+// Usage: launch_floor [iterations]
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hashing/engine.h"
+#include "hashing/layout.h"
+
+namespace lockstep::hashing {
+extern const unsigned char lockstep_hash_kernels_fatbin[];
+}
+
+namespace {
+
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    auto e = (x);                                                                     \
+    if (e != 0) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s failed (%d)\n", __FILE__, __LINE__, #x, int(e)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+using namespace lockstep::hashing;
+
+struct Params808 {
+  unsigned long long words[101];
+};
+
+__global__ void empty_small(unsigned long long a, unsigned long long b) {
+  if (a == 1 && b == 2 && threadIdx.x == 999) asm volatile("trap;");
+}
+__global__ void empty_808(const __grid_constant__ Params808 p) {
+  if (p.words[100] == 1 && threadIdx.x == 999) asm volatile("trap;");
+}
+__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
+  unsigned long long s = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x)
+    s += __ldg(p + i).x + __ldg(p + i).y;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
+}
+__global__ void axpy_small(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 0.5f * y[i] + x[i];
+}
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 2000;
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaFree(nullptr));
+  DriverApi api;
+  std::string error;
+  if (!load_driver_api_from_libcuda(&api, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  EngineOptions options;
+  options.ring_slots = 1u << 20;  // room for every iteration of a case without polling
+  options.device_scratch_bytes = size_t(options.ring_slots) * sizeof(lsf1::RegionScratch);
+  auto engine = HashEngine::create(api, options, &error);
+  if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+
+  const size_t kPool = 64u << 20;
+  unsigned char* pool = nullptr;
+  CHECK(cudaMalloc(&pool, kPool));
+  CHECK(cudaMemset(pool, 0x5A, kPool));
+  unsigned long long* sink = nullptr;
+  CHECK(cudaMalloc(&sink, 8));
+  lsf1::DigestSlot* host_slots = nullptr;
+  CHECK(cudaHostAlloc(&host_slots, 4096 * sizeof *host_slots, cudaHostAllocMapped));
+  lsf1::DigestSlot* device_slots = nullptr;
+  CHECK(cudaMalloc(&device_slots, 4096 * sizeof *device_slots));
+  void* scratch = nullptr;
+  CHECK(cudaMalloc(&scratch, 4096 * sizeof(lsf1::RegionScratch)));
+  CHECK(cudaMemset(scratch, 0, 4096 * sizeof(lsf1::RegionScratch)));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+
+  CUmodule module;
+  CHECK(cuModuleLoadData(&module, lockstep_hash_kernels_fatbin));
+  CUfunction compact_small;
+  CHECK(cuModuleGetFunction(&compact_small, module, lsf1::kSmallCompactKernelName));
+  CUfunction empty_small_fn, empty_808_fn;
+  CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn), (const void*)empty_small));
+  CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn), (const void*)empty_808));
+
+  // Region i of an iteration: a different 4 KiB slice each time (no L2 reuse across iterations
+  // within 64 MiB... the H200's L2 is 60 MB, so the pool is just larger than it).
+  auto slice = [&](long i) { return pool + (size_t(i) * 4096 * 7) % (kPool - 4096); };
+  auto direct = [&](long i, lsf1::DigestSlot* slots) {
+    lsf1::BatchParams<lsf1::kSmallBatch> p{};
+    p.first_slot = uint64_t(i);
+    p.slots = reinterpret_cast<uint64_t>(slots);
+    p.scratch = reinterpret_cast<uint64_t>(scratch);
+    p.slot_mask = 4095;
+    p.count = 1;
+    p.regions[0] = {reinterpret_cast<uint64_t>(slice(i)), 4096, 0, 1};
+    p.total_units = 1;
+    void* args[] = {&p};
+    CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream, args, nullptr));
+  };
+  auto enqueue = [&](long i, uint32_t regions) {
+    Region r[2] = {{reinterpret_cast<CUdeviceptr>(slice(2 * i)), 4096},
+                   {reinterpret_cast<CUdeviceptr>(slice(2 * i + 1)), 4096}};
+    if (!engine->enqueue(cu_stream, r, regions, nullptr)) std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
+  };
+  float* x = reinterpret_cast<float*>(pool);
+  float* y = reinterpret_cast<float*>(pool + 8192);
+
+  struct Case {
+    const char* name;
+    std::function<void(long)> run;
+  };
+  const std::vector<Case> cases = {
+      {"empty kernel, 16 B params", [&](long) {
+         unsigned long long a = 3, b = 4;
+         void* args[] = {&a, &b};
+         CHECK(cuLaunchKernel(empty_small_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+       }},
+      {"empty kernel, 808 B params", [&](long) {
+         Params808 p{};
+         void* args[] = {&p};
+         CHECK(cuLaunchKernel(empty_808_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+       }},
+      {"reduce 4 KiB", [&](long i) {
+         reduce_u64<<<1, 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(slice(i)), 256, sink);
+       }},
+      {"cuStreamIsCapturing", [&](long) {
+         CUstreamCaptureStatus s;
+         CHECK(cuStreamIsCapturing(cu_stream, &s));
+       }},
+      {"lsf1 compact, 1 x 4 KiB, host slots", [&](long i) { direct(i, host_slots); }},
+      {"lsf1 compact, 1 x 4 KiB, device slots", [&](long i) { direct(i, device_slots); }},
+      {"engine enqueue 1 x 4 KiB", [&](long i) { enqueue(i, 1); }},
+      {"engine enqueue 2 x 4 KiB", [&](long i) { enqueue(i, 2); }},
+      {"job kernel (axpy 4 KiB)", [&](long) { axpy_small<<<4, 256, 0, stream>>>(x, y, 1024); }},
+      {"job kernel + enqueue 2 x 4 KiB", [&](long i) {
+         axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
+         enqueue(i, 2);
+       }},
+  };
+  using clock = std::chrono::steady_clock;
+  std::printf("%-40s %9s %9s %12s\n", "case", "host_us", "device_us", "queue_ms");
+  long counter = 0;
+  for (const Case& c : cases) {
+    for (int i = 0; i < 200; ++i) c.run(counter++);  // warm-up
+    CHECK(cudaStreamSynchronize(stream));
+    engine->poll(nullptr);
+    double host_best = 1e30, device_best = 1e30, queue_ms = 0;
+    for (int round = 0; round < 3; ++round) {
+      // Host cost: issue n iterations, nothing ahead on the stream.
+      auto t0 = clock::now();
+      for (int i = 0; i < n; ++i) c.run(counter++);
+      auto t1 = clock::now();
+      CHECK(cudaStreamSynchronize(stream));
+      engine->poll(nullptr);
+      host_best = std::min(host_best, std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
+      // Device cost: the same n iterations queued behind a spin kernel long enough to queue them.
+      spin<<<1, 1, 0, stream>>>(60'000'000ull);
+      CHECK(cudaEventRecord(start, stream));
+      t0 = clock::now();
+      for (int i = 0; i < n; ++i) c.run(counter++);
+      t1 = clock::now();
+      CHECK(cudaEventRecord(stop, stream));
+      CHECK(cudaEventSynchronize(stop));
+      engine->poll(nullptr);
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, start, stop));
+      device_best = std::min(device_best, ms * 1000.0 / n);
+      queue_ms = std::max(queue_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    // queue_ms >= 60 means the host could not queue all n behind the spin: device_us is then
+    // an upper bound.
+    std::printf("%-40s %9.3f %9.3f %12.1f\n", c.name, host_best, device_best, queue_ms);
+    std::fflush(stdout);
+  }
+  const EngineStats s = engine->stats();
+  std::printf("engine launches %llu failures %llu overflows %llu\n", (unsigned long long)s.launches,
+              (unsigned long long)s.launch_failures, (unsigned long long)s.overflows);
+  cuModuleUnload(module);
+  return 0;
+}
