@@ -82,6 +82,9 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   state.kind = kind;
   state.tracer = nullptr;
   state.record.clear();
+  // hold() moves the record out, buffers and all: one allocation here instead of a
+  // reallocation per doubling as the call adds its buffers.
+  state.record.buffers.reserve(8);
   state.pending = nullptr;
   state.outputs.clear();
   state.stream = nullptr;

@@ -37,7 +37,7 @@ EXTRA_MODES = {
     "full-unmerged": ("full", None, {"LOCKSTEP_MERGE_HASHES": "0"}),
     "full-64B": ("full", None, {"LOCKSTEP_MAX_REGION": "64"}),
 }
-TARGETS.update({"full-caching": 1.5, "full-nocache": 1.5})
+TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 
 
 def parse_args(argv=None):
@@ -59,6 +59,11 @@ def parse_args(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the traces")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--log", help="append every run's output here")
+    p.add_argument("--cpus", default="gpu-local",
+                   help="CPUs every run is pinned to: gpu-local (default for --job gpt: the "
+                        "CPUs on the NUMA node of the first visible GPU, so that no run pays "
+                        "for launches across sockets), all (no pinning; the default for "
+                        "multi-rank jobs), or a list such as 0-15,32-47")
     p.add_argument("job_args", nargs="*",
                    help="extra arguments for the job, after --  (default: a mid-size model)")
     args = p.parse_args(argv)
@@ -82,6 +87,52 @@ def job_command(args, out_json):
             os.path.join(REPO, "examples", "pytorch", script)] + common
 
 
+def parse_cpulist(text):
+    """'0-3,8' -> {0, 1, 2, 3, 8}."""
+    cpus = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def gpu_local_cpus():
+    """The CPUs sysfs lists as local to the first visible GPU, or None when unknown."""
+    index = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+    try:
+        bus = subprocess.run(["nvidia-smi", "-i", index, "--query-gpu=pci.bus_id",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30).stdout.strip().splitlines()[0]
+        # "00000000:19:00.0" -> sysfs spells the domain with 4 digits, in lower case.
+        domain, rest = bus.split(":", 1)
+        path = f"/sys/bus/pci/devices/{domain[-4:]}:{rest}".lower() + "/local_cpulist"
+        with open(path) as f:
+            cpus = parse_cpulist(f.read()) & os.sched_getaffinity(0)
+        return cpus or None
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def pinning(args):
+    """The CPU set runs are pinned to (None: no pinning) and a phrase that says so."""
+    choice = args.cpus
+    if choice == "gpu-local" and args.job != "gpt":
+        choice = "all"  # ranks on several GPUs: one node's CPUs would be remote for some
+    if choice == "all":
+        return None, "not pinned"
+    if choice == "gpu-local":
+        cpus = gpu_local_cpus()
+        if cpus is None:
+            return None, "not pinned (no NUMA-local CPU list for the GPU)"
+        return cpus, f"pinned to the {len(cpus)} CPUs local to the GPU"
+    cpus = parse_cpulist(choice) & os.sched_getaffinity(0)
+    if not cpus:
+        raise SystemExit(f"overhead.py: --cpus {choice}: none of these CPUs is available")
+    return cpus, f"pinned to CPUs {choice}"
+
+
 def dir_bytes(path):
     total = 0
     for root, _, files in os.walk(path):
@@ -93,7 +144,7 @@ def dir_bytes(path):
     return total
 
 
-def run_once(args, mode, round_index, work, log):
+def run_once(args, mode, round_index, work, log, cpus=None):
     """One run; returns (step times after --skip, trace bytes or None, error or None)."""
     tag = f"{mode}-r{round_index}"
     out_json = os.path.join(work, f"{tag}.json" if args.job == "gpt" else f"{tag}.{{rank}}.json")
@@ -111,7 +162,8 @@ def run_once(args, mode, round_index, work, log):
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=args.timeout, errors="replace",
-                              env=dict(os.environ, **extra_env))
+                              env=dict(os.environ, **extra_env),
+                              preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         output, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
         output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
@@ -152,18 +204,21 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     log = open(args.log, "a") if args.log else None
     modes = ["untraced"] + args.levels
+    cpus, pinned = pinning(args)
     times = {m: [] for m in modes}
+    run_medians = {m: [] for m in modes}  # one per run: how far runs of one mode spread
     trace_bytes = {m: [] for m in modes}
     errors = []
     for r in range(args.rounds):
         order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotate: no fixed position
         for mode in order:
-            t, b, err = run_once(args, mode, r, work, log)
+            t, b, err = run_once(args, mode, r, work, log, cpus)
             if err:
                 errors.append(err)
                 print(f"overhead.py: {err}", file=sys.stderr)
                 continue
             times[mode].extend(t)
+            run_medians[mode].append(statistics.median(t))
             if b is not None:
                 trace_bytes[mode].append(b)
 
@@ -176,6 +231,7 @@ def main(argv=None):
         rows.append({
             "mode": mode, "median_step_ms": med * 1e3 if med else None,
             "steps_measured": len(times[mode]), "ratio": ratio, "target_ratio": target,
+            "run_medians_ms": [round(t * 1e3, 3) for t in run_medians[mode]],
             "within_target": (ratio <= target) if ratio and target else None,
             "trace_bytes_per_step_per_rank":
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
@@ -186,17 +242,19 @@ def main(argv=None):
         return format(v, spec) if v is not None else "-".rjust(width)
 
     print(f"overhead: job {args.job}, {args.rounds} rounds x {args.steps} steps "
-          f"(first {args.skip} dropped), interleaved")
+          f"(first {args.skip} dropped), interleaved, {pinned}")
     print(f"{'mode':<14} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
-          f"{'trace B/step/rank':>18}")
+          f"{'trace B/step/rank':>18}  runs (median ms each)")
     for row in rows:
         ok = {True: "yes", False: "NO", None: "-"}[row["within_target"]]
+        spread = " ".join(f"{t:.1f}" for t in row["run_medians_ms"])
         print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
-              f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}")
+              f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "rounds": args.rounds, "steps": args.steps,
+                       "cpus": sorted(cpus) if cpus else None,
                        "skip": args.skip, "job_args": args.job_args, "rows": rows,
                        "errors": errors, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
                       f, indent=1)

@@ -157,10 +157,11 @@ broad_overhead_row() {
   cat "$WORK/$job-overhead.out"
   line=$(grep -E '^broad ' "$WORK/$job-overhead.out")
   if [[ $rc -eq 0 && -n $line ]]; then
-    read -r _ ms ratio target ok bytes <<<"$line"
+    local runs
+    read -r _ ms ratio target ok bytes runs <<<"$line"
     local result=PASS
     [[ $ok == yes ]] || result=FAIL
-    row "$job overhead broad" "$result" "x${ratio} (target x${target}), ${ms} ms/step, ${bytes} B/step/rank"
+    row "$job overhead broad" "$result" "x${ratio} (target x${target}), ${ms} ms/step (runs ${runs}), ${bytes} B/step/rank"
   else
     row "$job overhead broad" FAIL "rc $rc"
   fi
@@ -532,20 +533,21 @@ if want f; then
     row "overhead" SKIP "time budget"
   else
     rounds=${OVERHEAD_ROUNDS:-3}
-    # full = cudaMallocAsync (the default of `lockstep run --level full`); full-caching and
-    # full-nocache: the same level on PyTorch's caching allocator and with caching off.
+    # full = cudaMallocAsync (the default of `lockstep run --level full`); full-caching: the
+    # same level on PyTorch's caching allocator. Every run is pinned to the GPU's NUMA-local CPUs.
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
       --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
-      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching,full-nocache}" --log "$LOG"
+      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching}" --log "$LOG"
     rc=$?
     cat "$WORK/overhead.out"
     if [[ $rc -ne 0 ]]; then
       row "overhead" FAIL "rc $rc: $(tail -n 1 "$WORK/overhead.err" | cut -c1-70)"
     else
-      while read -r mode ms ratio target ok bytes; do
-        [[ $mode == untraced* ]] && { row "overhead $mode" PASS "${ms} ms/step"; continue; }
-        figure="x${ratio} (target x${target}), ${ms} ms/step, ${bytes} B/step/rank"
+      while read -r mode ms ratio target ok bytes runs; do
+        [[ $mode == untraced* ]] && { row "overhead $mode" PASS "${ms} ms/step (runs ${runs})"; continue; }
+        figure="x${ratio} (target x${target}), ${ms} ms/step (runs ${runs}), ${bytes} B/step/rank"
         if [[ $ok == yes ]]; then row "overhead $mode" PASS "$figure"
+        elif [[ $target == - ]]; then row "overhead $mode" PASS "${figure/ (target x-)/ (no target)}"
         else row "overhead $mode" FAIL "$figure"; fi
       done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/overhead.out")
     fi
