@@ -16,20 +16,13 @@
 
 #include "hashing/engine.h"
 #include "hashing/fingerprint.h"
+#include "bench_support.cuh"
 
 namespace {
 
 using lockstep::hashing::HashEngine;
 using lockstep::hashing::Region;
-
-#define CHECK_CUDA(x)                                                                    \
-  do {                                                                                   \
-    cudaError_t e = (x);                                                                 \
-    if (e != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+using lockstep::bench::spin;
 
 __device__ unsigned long long splitmix(unsigned long long x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -76,21 +69,12 @@ __global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n1
   if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
 }
 
-// Keeps the stream busy while the host queues start event, operation and stop event, so that
-// the events time the device alone (not the host's launch path): "device time".
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 struct Timer {
   cudaEvent_t start, stop;
   Timer() {
-    CHECK_CUDA(cudaEventCreate(&start));
-    CHECK_CUDA(cudaEventCreate(&stop));
+    BENCH_CHECK(cudaEventCreate(&start));
+    BENCH_CHECK(cudaEventCreate(&stop));
   }
 };
 
@@ -103,10 +87,10 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  CHECK_CUDA(cudaSetDevice(0));
-  CHECK_CUDA(cudaFree(nullptr));  // primary context current: the engine uses it
+  BENCH_CHECK(cudaSetDevice(0));
+  BENCH_CHECK(cudaFree(nullptr));  // primary context current: the engine uses it
   cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
 
   lockstep::hashing::DriverApi api;
   std::string error;
@@ -123,29 +107,29 @@ int main(int argc, char** argv) {
 
   const size_t kPool = quick ? (256ull << 20) : (4ull << 30);
   unsigned char* pool = nullptr;
-  CHECK_CUDA(cudaMalloc(&pool, kPool + 4096));
+  BENCH_CHECK(cudaMalloc(&pool, kPool + 4096));
   unsigned long long* sink = nullptr;
-  CHECK_CUDA(cudaMalloc(&sink, sizeof *sink));
+  BENCH_CHECK(cudaMalloc(&sink, sizeof *sink));
   cudaStream_t stream;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int reduce_blocks_per_sm = 0;
-  CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_blocks_per_sm, reduce_u64, 256, 0));
+  BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_blocks_per_sm, reduce_u64, 256, 0));
   const int reduce_max_blocks = reduce_blocks_per_sm * prop.multiProcessorCount;
 
   Timer timer;
   auto time_it = [&](int runs, auto&& launch_run) {
     for (int i = 0; i < 5; ++i) launch_run(i);  // warm-up
-    CHECK_CUDA(cudaStreamSynchronize(stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
     drain();
     std::vector<double> us;
     for (int i = 0; i < runs; ++i) {
       spin<<<1, 1, 0, stream>>>(200000);
-      CHECK_CUDA(cudaEventRecord(timer.start, stream));
+      BENCH_CHECK(cudaEventRecord(timer.start, stream));
       launch_run(i);
-      CHECK_CUDA(cudaEventRecord(timer.stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(timer.stop));
+      BENCH_CHECK(cudaEventRecord(timer.stop, stream));
+      BENCH_CHECK(cudaEventSynchronize(timer.stop));
       float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, timer.start, timer.stop));
+      BENCH_CHECK(cudaEventElapsedTime(&ms, timer.start, timer.stop));
       us.push_back(ms * 1000.0);
       drain();
     }
@@ -159,7 +143,7 @@ int main(int argc, char** argv) {
   for (int dtype = 0; dtype < 3; ++dtype) {
     const unsigned long long seed = std::chrono::steady_clock::now().time_since_epoch().count();
     fill_random<<<4096, 256, 0, stream>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4, seed, dtype);
-    CHECK_CUDA(cudaStreamSynchronize(stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
     for (size_t bytes : sizes) {
       if (bytes > kPool) continue;
       const int runs = bytes >= (1ull << 30) ? 30 : bytes >= (256u << 20) ? 60 : 300;
@@ -170,11 +154,11 @@ int main(int argc, char** argv) {
       std::string check = "-";
       if (bytes <= (16u << 20)) {
         std::vector<unsigned char> host(bytes);
-        CHECK_CUDA(cudaMemcpy(host.data(), at(1), bytes, cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaMemcpy(host.data(), at(1), bytes, cudaMemcpyDeviceToHost));
         const Region region{reinterpret_cast<CUdeviceptr>(at(1)), bytes};
         uint64_t digest = 0;
         engine->enqueue(reinterpret_cast<CUstream>(stream), &region, 1, nullptr);
-        CHECK_CUDA(cudaStreamSynchronize(stream));
+        BENCH_CHECK(cudaStreamSynchronize(stream));
         engine->poll([&](uint64_t, uint64_t d) { digest = d; });
         check = digest == lockstep::hashing::fingerprint(host.data(), bytes) ? "ok" : "MISMATCH";
       }

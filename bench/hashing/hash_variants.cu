@@ -15,19 +15,12 @@
 
 #include "hashing/engine.h"
 #include "hashing/layout.h"
+#include "bench_support.cuh"
 
 namespace {
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    auto e = (x);                                                                     \
-    if (e != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s failed (%d)\n", __FILE__, __LINE__, #x, int(e)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
 using namespace lockstep::hashing;
+using lockstep::bench::spin;
 
 __global__ void fill(unsigned* out, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -37,39 +30,28 @@ __global__ void fill(unsigned* out, size_t n, unsigned seed) {
   }
 }
 
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return std::fprintf(stderr, "usage: hash_variants FATBIN\n"), 2;
-  CHECK(cudaSetDevice(0));
-  CHECK(cudaFree(nullptr));
+  BENCH_CHECK(cudaSetDevice(0));
+  BENCH_CHECK(cudaFree(nullptr));
   int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t kPool = 4ull << 30;
   unsigned char* pool = nullptr;
-  CHECK(cudaMalloc(&pool, kPool + 256));
+  BENCH_CHECK(cudaMalloc(&pool, kPool + 256));
   fill<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 256) / 4, 12345u);
-  lsf1::DigestSlot* host_slots = nullptr;
-  CHECK(cudaHostAlloc(&host_slots, 1024 * sizeof *host_slots, cudaHostAllocMapped));
-  lsf1::DigestSlot* device_slots = nullptr;
-  CHECK(cudaMalloc(&device_slots, 1024 * sizeof *device_slots));
-  void* scratch = nullptr;
-  CHECK(cudaMalloc(&scratch, 1024 * sizeof(lsf1::RegionScratch)));
-  CHECK(cudaMemset(scratch, 0, 1024 * sizeof(lsf1::RegionScratch)));
+  const lockstep::bench::DirectLaunchBuffers buffers = lockstep::bench::direct_launch_buffers(1024);
+  lsf1::DigestSlot* const host_slots = buffers.host_slots;
+  lsf1::DigestSlot* const device_slots = buffers.device_slots;
+  void* const scratch = buffers.scratch;
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  CHECK(cudaDeviceSynchronize());
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  BENCH_CHECK(cudaDeviceSynchronize());
 
   DriverApi api;
   std::string error;
@@ -88,20 +70,20 @@ int main(int argc, char** argv) {
     const Region r{reinterpret_cast<CUdeviceptr>(pool + c.offset), c.bytes};
     engine->enqueue(reinterpret_cast<CUstream>(stream), &r, 1, nullptr);
   }
-  CHECK(cudaStreamSynchronize(stream));
+  BENCH_CHECK(cudaStreamSynchronize(stream));
   engine->poll([&](uint64_t, uint64_t d) { want.push_back(d); });
 
   std::ifstream file(argv[1], std::ios::binary);
   std::vector<char> image((std::istreambuf_iterator<char>(file)), {});
   CUmodule module;
-  CHECK(cuModuleLoadData(&module, image.data()));
+  BENCH_CHECK(cuModuleLoadData(&module, image.data()));
   std::printf("kernel,regs,blocks_per_sm,case,median_us,tb_per_s,digest\n");
   for (const char* kernel : {lsf1::kSmallKernelName, lsf1::kSmallCompactKernelName}) {
     CUfunction fn;
-    CHECK(cuModuleGetFunction(&fn, module, kernel));
+    BENCH_CHECK(cuModuleGetFunction(&fn, module, kernel));
     int regs = 0, per_sm = 0;
-    CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
-    CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, lsf1::kThreadsPerBlock, 0));
+    BENCH_CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
+    BENCH_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, lsf1::kThreadsPerBlock, 0));
     uint64_t slot_id = 0;
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
       const Case& c = cases[ci];
@@ -124,13 +106,13 @@ int main(int argc, char** argv) {
         const unsigned blocks = std::min<unsigned>(per_sm * sms, (p.total_units + 7) / 8);
         void* args[] = {&p};
         spin<<<1, 1, 0, stream>>>(100000);
-        CHECK(cudaEventRecord(start, stream));
-        CHECK(cuLaunchKernel(fn, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0,
+        BENCH_CHECK(cudaEventRecord(start, stream));
+        BENCH_CHECK(cuLaunchKernel(fn, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0,
                              reinterpret_cast<CUstream>(stream), args, nullptr));
-        CHECK(cudaEventRecord(stop, stream));
-        CHECK(cudaEventSynchronize(stop));
+        BENCH_CHECK(cudaEventRecord(stop, stream));
+        BENCH_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (run >= 0) us.push_back(ms * 1000);
         if (run % 10 == 0 && !c.device_slots && host_slots[slot_id & 1023].digest != want[ci]) ok = false;
         ++slot_id;

@@ -22,6 +22,7 @@
 
 #include "hashing/engine.h"
 #include "hashing/layout.h"
+#include "bench_support.cuh"
 
 namespace lockstep::hashing {
 extern const unsigned char lockstep_hash_kernels_fatbin[];
@@ -29,16 +30,8 @@ extern const unsigned char lockstep_hash_kernels_fatbin[];
 
 namespace {
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    auto e = (x);                                                                     \
-    if (e != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s failed (%d)\n", __FILE__, __LINE__, #x, int(e)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
 using namespace lockstep::hashing;
+using lockstep::bench::spin;
 
 struct Params808 {
   unsigned long long words[101];
@@ -61,20 +54,13 @@ __global__ void axpy_small(const float* x, float* y, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = 0.5f * y[i] + x[i];
 }
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2000;
-  CHECK(cudaSetDevice(0));
-  CHECK(cudaFree(nullptr));
+  BENCH_CHECK(cudaSetDevice(0));
+  BENCH_CHECK(cudaFree(nullptr));
   DriverApi api;
   std::string error;
   if (!load_driver_api_from_libcuda(&api, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
@@ -86,31 +72,28 @@ int main(int argc, char** argv) {
 
   const size_t kPool = 64u << 20;
   unsigned char* pool = nullptr;
-  CHECK(cudaMalloc(&pool, kPool));
-  CHECK(cudaMemset(pool, 0x5A, kPool));
+  BENCH_CHECK(cudaMalloc(&pool, kPool));
+  BENCH_CHECK(cudaMemset(pool, 0x5A, kPool));
   unsigned long long* sink = nullptr;
-  CHECK(cudaMalloc(&sink, 8));
-  lsf1::DigestSlot* host_slots = nullptr;
-  CHECK(cudaHostAlloc(&host_slots, 4096 * sizeof *host_slots, cudaHostAllocMapped));
-  lsf1::DigestSlot* device_slots = nullptr;
-  CHECK(cudaMalloc(&device_slots, 4096 * sizeof *device_slots));
-  void* scratch = nullptr;
-  CHECK(cudaMalloc(&scratch, 4096 * sizeof(lsf1::RegionScratch)));
-  CHECK(cudaMemset(scratch, 0, 4096 * sizeof(lsf1::RegionScratch)));
+  BENCH_CHECK(cudaMalloc(&sink, 8));
+  const lockstep::bench::DirectLaunchBuffers buffers = lockstep::bench::direct_launch_buffers(4096);
+  lsf1::DigestSlot* const host_slots = buffers.host_slots;
+  lsf1::DigestSlot* const device_slots = buffers.device_slots;
+  void* const scratch = buffers.scratch;
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const CUstream cu_stream = reinterpret_cast<CUstream>(stream);
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
 
   CUmodule module;
-  CHECK(cuModuleLoadData(&module, lockstep_hash_kernels_fatbin));
+  BENCH_CHECK(cuModuleLoadData(&module, lockstep_hash_kernels_fatbin));
   CUfunction compact_small;
-  CHECK(cuModuleGetFunction(&compact_small, module, lsf1::kSmallCompactKernelName));
+  BENCH_CHECK(cuModuleGetFunction(&compact_small, module, lsf1::kSmallCompactKernelName));
   CUfunction empty_small_fn, empty_808_fn;
-  CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn), (const void*)empty_small));
-  CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn), (const void*)empty_808));
+  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn), (const void*)empty_small));
+  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn), (const void*)empty_808));
 
   // Region i of an iteration: a different 4 KiB slice each time (no L2 reuse across iterations
   // within 64 MiB... the H200's L2 is 60 MB, so the pool is just larger than it).
@@ -125,7 +108,7 @@ int main(int argc, char** argv) {
     p.regions[0] = {reinterpret_cast<uint64_t>(slice(i)), 4096, 0, 1};
     p.total_units = 1;
     void* args[] = {&p};
-    CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream, args, nullptr));
+    BENCH_CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream, args, nullptr));
   };
   auto enqueue = [&](long i, uint32_t regions) {
     Region r[2] = {{reinterpret_cast<CUdeviceptr>(slice(2 * i)), 4096},
@@ -143,19 +126,19 @@ int main(int argc, char** argv) {
       {"empty kernel, 16 B params", [&](long) {
          unsigned long long a = 3, b = 4;
          void* args[] = {&a, &b};
-         CHECK(cuLaunchKernel(empty_small_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+         BENCH_CHECK(cuLaunchKernel(empty_small_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
        }},
       {"empty kernel, 808 B params", [&](long) {
          Params808 p{};
          void* args[] = {&p};
-         CHECK(cuLaunchKernel(empty_808_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+         BENCH_CHECK(cuLaunchKernel(empty_808_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
        }},
       {"reduce 4 KiB", [&](long i) {
          reduce_u64<<<1, 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(slice(i)), 256, sink);
        }},
       {"cuStreamIsCapturing", [&](long) {
          CUstreamCaptureStatus s;
-         CHECK(cuStreamIsCapturing(cu_stream, &s));
+         BENCH_CHECK(cuStreamIsCapturing(cu_stream, &s));
        }},
       {"lsf1 compact, 1 x 4 KiB, host slots", [&](long i) { direct(i, host_slots); }},
       {"lsf1 compact, 1 x 4 KiB, device slots", [&](long i) { direct(i, device_slots); }},
@@ -172,7 +155,7 @@ int main(int argc, char** argv) {
   long counter = 0;
   for (const Case& c : cases) {
     for (int i = 0; i < 200; ++i) c.run(counter++);  // warm-up
-    CHECK(cudaStreamSynchronize(stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
     engine->poll(nullptr);
     double host_best = 1e30, device_best = 1e30, queue_ms = 0;
     for (int round = 0; round < 3; ++round) {
@@ -180,20 +163,20 @@ int main(int argc, char** argv) {
       auto t0 = clock::now();
       for (int i = 0; i < n; ++i) c.run(counter++);
       auto t1 = clock::now();
-      CHECK(cudaStreamSynchronize(stream));
+      BENCH_CHECK(cudaStreamSynchronize(stream));
       engine->poll(nullptr);
       host_best = std::min(host_best, std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
       // Device cost: the same n iterations queued behind a spin kernel long enough to queue them.
       spin<<<1, 1, 0, stream>>>(60'000'000ull);
-      CHECK(cudaEventRecord(start, stream));
+      BENCH_CHECK(cudaEventRecord(start, stream));
       t0 = clock::now();
       for (int i = 0; i < n; ++i) c.run(counter++);
       t1 = clock::now();
-      CHECK(cudaEventRecord(stop, stream));
-      CHECK(cudaEventSynchronize(stop));
+      BENCH_CHECK(cudaEventRecord(stop, stream));
+      BENCH_CHECK(cudaEventSynchronize(stop));
       engine->poll(nullptr);
       float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, start, stop));
+      BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
       device_best = std::min(device_best, ms * 1000.0 / n);
       queue_ms = std::max(queue_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
     }

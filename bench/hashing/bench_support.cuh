@@ -1,0 +1,58 @@
+// What the hashing benchmarks share: a check macro that names the failed call and exits, and
+// the spin kernel that keeps a stream busy while the host queues what is to be timed (so that
+// CUDA events time the device alone, not the host's launch path).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "hashing/layout.h"
+
+namespace lockstep::bench {
+
+inline const char* status_text(cudaError_t e) { return cudaGetErrorString(e); }
+inline const char* status_text(CUresult) { return "driver error"; }  // no libcuda linked here
+
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// What a direct launch of the LSF1 kernels needs besides the data: `count` digest slots in pinned
+// host memory (as the engine uses) and in device memory (to time the host write), and zeroed
+// per-slot scratch. Never freed (the benchmarks exit).
+struct DirectLaunchBuffers {
+  hashing::lsf1::DigestSlot* host_slots = nullptr;
+  hashing::lsf1::DigestSlot* device_slots = nullptr;
+  void* scratch = nullptr;
+};
+DirectLaunchBuffers direct_launch_buffers(uint32_t count);
+
+}  // namespace lockstep::bench
+
+#define BENCH_CHECK(x)                                                                        \
+  do {                                                                                        \
+    const auto status_ = (x);                                                                 \
+    if (static_cast<int>(status_) != 0) {                                                     \
+      std::fprintf(stderr, "%s:%d %s failed: %d (%s)\n", __FILE__, __LINE__, #x,              \
+                   static_cast<int>(status_), lockstep::bench::status_text(status_));          \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+inline lockstep::bench::DirectLaunchBuffers lockstep::bench::direct_launch_buffers(uint32_t count) {
+  using namespace lockstep::hashing;
+  DirectLaunchBuffers b;
+  BENCH_CHECK(cudaHostAlloc(&b.host_slots, count * sizeof *b.host_slots, cudaHostAllocMapped));
+  BENCH_CHECK(cudaMalloc(&b.device_slots, count * sizeof *b.device_slots));
+  BENCH_CHECK(cudaMalloc(&b.scratch, count * sizeof(lsf1::RegionScratch)));
+  BENCH_CHECK(cudaMemset(b.scratch, 0, count * sizeof(lsf1::RegionScratch)));
+  return b;
+}
