@@ -135,7 +135,9 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "the first such marker each Metric record ends a step; metric: only Metric records; "
        "api: only lockstep_step()/lockstep_mark(); auto:REGEX: auto with REGEX; any other "
        "value: a regex, markers only"},
-      {env::kDebug, "0", "1: log the shim's decisions to stderr"},
+      {env::kDebug, "0",
+       "1: log the shim's decisions to stderr, and at exit its hash launch counts, why "
+       "deferred fingerprints went out alone, and its own time per phase"},
       {env::kRunId, "chosen by the run directory",
        "identifier shared by all processes of one run ([A-Za-z0-9._-], at most 64)"},
       {env::kOverwrite, "0", "1: write into a trace directory that already holds traces"},
