@@ -44,7 +44,9 @@ void end_gemm(uint64_t token, int status) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
       // D waits for the next kernel on this stream, like a kernel's outputs (one hash launch).
-      if (status == 0) tracer->defer_outputs(call->pending, call->stream, false, call->outputs);
+      if (status == 0)
+        tracer->defer_outputs(call->pending, call->stream, false, call->outputs,
+                              /*not_capturing=*/false);
       tracer->release(call->pending, status == 0);
     } else if (status == 0) {
       tracer->append(call->record);

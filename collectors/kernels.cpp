@@ -238,7 +238,7 @@ void kernel_launch_end(uint64_t token, int result) {
       // for whatever comes first that could order other work after this stream.
       if (result == CUDA_SUCCESS)
         tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream,
-                              call->outputs);
+                              call->outputs, /*not_capturing=*/true);
       tracer->release(call->pending, result == CUDA_SUCCESS);
     } else if (result == CUDA_SUCCESS) {
       tracer->append(call->record);

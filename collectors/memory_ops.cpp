@@ -126,7 +126,8 @@ void memory_op_end(uint64_t token, int result) {
       // An async operation's destination waits for the next kernel on its stream. A synchronous
       // one is hashed now: the host may touch managed memory right after, with no call between.
       if (result == 0 && call->is_async)
-        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream, call->outputs);
+        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream, call->outputs,
+                              /*not_capturing=*/false);
       else if (result == 0)
         tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
                             call->outputs.data(), call->outputs.size());

@@ -123,9 +123,12 @@ class Tracer {
   // is on the same stream and context, else flushes them first. flush_deferred() enqueues them
   // now: called before anything that could order other work or the host after the stream
   // (every other traced call, frees, event records, synchronizations, capture begins: see
-  // stream_order_point in events.h). Without merging, both enqueue at once.
+  // stream_order_point in events.h). Without merging, both enqueue at once. Outputs of a call on
+  // a capturing stream are never deferred (the call has not run; a later flush on the stream,
+  // once the capture ended, would hash what is there then): `not_capturing` says the caller
+  // checked (a kernel's fingerprints are planned only outside capture), else it is checked here.
   void defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                     std::vector<PlannedRegion>& regions);
+                     std::vector<PlannedRegion>& regions, bool not_capturing);
   void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
                           const PlannedRegion* regions, size_t n, bool not_capturing);
   // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).

@@ -432,10 +432,14 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
 
 // ---- merged hash launches ------------------------------------------------------------------------
 void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                           std::vector<PlannedRegion>& regions) {
+                           std::vector<PlannedRegion>& regions, bool not_capturing) {
   if (pending == nullptr || regions.empty()) return;
-  if (!config_.merge_hashes) {
-    fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(), true);
+  uint64_t capture_id = 0;
+  if (!config_.merge_hashes ||
+      (!not_capturing && capturing(stream, per_thread_default, &capture_id))) {
+    // Now (merging off), or not at all (capturing: fingerprint() counts them skipped).
+    fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(),
+                not_capturing);
     return;
   }
   const CUcontext ctx = current_context(driver());

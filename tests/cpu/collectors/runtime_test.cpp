@@ -880,6 +880,25 @@ TEST_F(MergeTest, GemmsAndAsyncCopiesMergeLikeKernels) {
   EXPECT_EQ(log, "?1 ?4 ?1 ?2 ?1 ?1");
 }
 
+// A call on a capturing stream has not run: its outputs are not deferred (a flush after the
+// capture ended would hash whatever is there then), and nothing is launched for it.
+TEST_F(MergeTest, OutputsOfACapturedCallAreNotDeferred) {
+  const std::string log = run([](std::string* text) {
+    MemoryOp copy;
+    copy.api = "cudaMemcpyAsync";
+    copy.is_async = true;
+    copy.dst = reinterpret_cast<void*>(kMergeBase + 4096);
+    copy.src = reinterpret_cast<void*>(kMergeBase + 8192);
+    copy.bytes = 64;
+    copy.stream = kCapturingStream;
+    memory_op_end(memory_op_begin(copy), 0);
+    launch_on(kStreamS, kMergeBase + 256);  // would flush the copy's dst first, had it waited
+    stream_order_point();
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "S1 S1");
+}
+
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
   const std::string log = run([](std::string* text) {
     for (int i = 0; i < 2; ++i) launch_on(kStreamS, kMergeBase + 256);
