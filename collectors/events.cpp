@@ -174,6 +174,7 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
 
 void stream_order_point() {
   if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
+  self_time::Scope timed(self_time::Phase::OrderPoint);
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 

@@ -1,38 +1,50 @@
 // Self-time counters (LOCKSTEP_DEBUG only): where a launching thread's time goes inside the shim,
 // per phase, printed at exit. Off, a scope costs one relaxed load; on, two clock reads.
+// Calls slower than kSlowNs (first launch of a kernel: name, layout, lazy module load; the hash
+// engine's creation) are counted apart, so that the averages show the steady state.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace lockstep::collectors::self_time {
 
 enum class Phase : uint8_t {
+  // Every traced call (kernel launch, GEMM, copy, collective): the shim's work before and
+  // after the real call, which is not included. With Alloc, Free and OrderPoint: all of it.
+  CallBegin,
+  CallEnd,
+  Alloc,       // allocation hooks
+  Free,        // free hooks (with the deferred flush they may cause)
+  OrderPoint,  // stream order points (with the deferred flush they may cause)
+  // Parts of the above (nested in CallBegin / CallEnd / Free / OrderPoint):
   KernelBegin,   // kernel_launch_begin: identity, decode, hold, input (+ merged) hash launch
   KernelEnd,     // kernel_launch_end: defer the outputs, release
   HashEnqueue,   // Tracer::enqueue_groups, all of it
   EngineLaunch,  // HashEngine::enqueue (the hash kernel's cuLaunchKernel)
   LockWait,      // waiting for pending_mutex_ in enqueue_groups
-  Alloc,         // allocation hooks
-  Free,          // free hooks (with the deferred flush they may cause)
-  JobLaunch,     // the job's own launch, forwarded to the real runtime or driver
   Describe,      // kernel_info: the kernel's name and parameter layout (cached)
   Stamp,         // a kernel record's identity: seq, stream, step, capture state
   Decode,        // parameter bytes gathered and decoded, pointers looked up
   Plan,          // buffer entries and regions planned
   Hold,          // the record held for its digests
+  // Not the shim's: the job's own launch, forwarded to the real runtime or driver.
+  JobLaunch,
   kCount
 };
-inline constexpr const char* kPhaseNames[] = {"kernel begin", "kernel end",  "hash enqueue",
-                                              "engine launch", "lock wait", "alloc", "free",
-                                              "job launch", "describe", "stamp", "decode",
-                                              "plan", "hold"};
+inline constexpr Phase kLastOwnTopLevel = Phase::OrderPoint;  // CallBegin..OrderPoint: the total
+inline constexpr const char* kPhaseNames[] = {
+    "call begin", "call end", "alloc",  "free",   "order point", "kernel begin",
+    "kernel end", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
+    "decode", "plan", "hold", "job launch"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
+inline constexpr uint64_t kSlowNs = 100'000;
 
 struct Counter {
-  std::atomic<uint64_t> ns{0}, calls{0};
+  std::atomic<uint64_t> ns{0}, calls{0}, slow_ns{0}, slow_calls{0};
 };
 inline std::atomic<bool> enabled{false};
 inline Counter counters[size_t(Phase::kCount)];
@@ -44,8 +56,14 @@ inline uint64_t now_ns() {
 }
 
 inline void add(Phase phase, uint64_t ns) {
-  counters[size_t(phase)].ns.fetch_add(ns, std::memory_order_relaxed);
-  counters[size_t(phase)].calls.fetch_add(1, std::memory_order_relaxed);
+  Counter& c = counters[size_t(phase)];
+  if (ns >= kSlowNs) {
+    c.slow_ns.fetch_add(ns, std::memory_order_relaxed);
+    c.slow_calls.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  c.ns.fetch_add(ns, std::memory_order_relaxed);
+  c.calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 class Scope {
@@ -63,15 +81,34 @@ class Scope {
   uint64_t start_;
 };
 
-// "kernel begin 19457 x 4.1 us, ..." for the phases that ran.
+// The shim's own time on the calling threads, steady state (slow calls apart), in ns.
+inline uint64_t steady_total_ns() {
+  uint64_t total = 0;
+  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) total += counters[i].ns.load();
+  return total;
+}
+inline uint64_t slow_total_ns() {
+  uint64_t total = 0;
+  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) total += counters[i].slow_ns.load();
+  return total;
+}
+
+// "call begin 19457 x 4100 ns (+60 slow, 79.1 ms), ..." for the phases that ran.
 inline std::string report() {
   std::string out;
   for (size_t i = 0; i < size_t(Phase::kCount); ++i) {
-    const uint64_t calls = counters[i].calls.load(), ns = counters[i].ns.load();
-    if (calls == 0) continue;
+    const Counter& c = counters[i];
+    const uint64_t calls = c.calls.load(), ns = c.ns.load(), slow = c.slow_calls.load();
+    if (calls == 0 && slow == 0) continue;
     if (!out.empty()) out += ", ";
     out += std::string(kPhaseNames[i]) + " " + std::to_string(calls) + " x " +
-           std::to_string(ns / calls) + " ns";
+           std::to_string(calls ? ns / calls : 0) + " ns";
+    if (slow != 0) {
+      char text[64];
+      std::snprintf(text, sizeof text, " (+%llu slow, %.1f ms)", (unsigned long long)slow,
+                    c.slow_ns.load() / 1e6);
+      out += text;
+    }
   }
   return out.empty() ? "none" : out;
 }

@@ -789,6 +789,13 @@ void Tracer::close() {
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());
+    // What the job's threads spent in the shim per step, steady state: the overhead of off,
+    // metrics and broad measured without the noise of comparing whole runs.
+    const uint32_t steps = std::max<uint32_t>(1, Tracer::steps().current());
+    debug(fmt::format("shim self time per step: {:.1f} us steady ({} steps), {:.1f} ms in "
+                      "slow first calls",
+                      self_time::steady_total_ns() / 1e3 / steps, steps,
+                      self_time::slow_total_ns() / 1e6));
   }
   if (uint64_t n = nested_kernels.load())
     warn(WarningCode::NestedKernels, n, "kernels attributed to the enclosing library call");

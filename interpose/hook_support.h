@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "collectors/self_time.h"
 #include "cupti_validation.h"
 #include "interception.h"
 #include "scope.h"
@@ -44,8 +45,10 @@ auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
     if (validation::enabled()) return validation::bracketed(validation_scope(scope), false, forward);
     return forward();
   }
+  namespace self_time = collectors::self_time;
   uint64_t token = 0;
   try {
+    self_time::Scope timed(self_time::Phase::CallBegin);
     token = begin();
   } catch (...) {
     token = 0;
@@ -53,6 +56,7 @@ auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   auto result = validation::enabled() ? validation::bracketed(validation_scope(scope), true, forward)
                                       : forward();
   try {
+    self_time::Scope timed(self_time::Phase::CallEnd);
     end(token, result);
   } catch (...) {
   }

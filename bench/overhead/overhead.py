@@ -15,6 +15,7 @@ step per rank.
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -59,6 +60,11 @@ def parse_args(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the traces")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--log", help="append every run's output here")
+    p.add_argument("--self-time", action="store_true",
+                   help="after the timed rounds, run each traced mode once more with "
+                        "LOCKSTEP_DEBUG=1 and print the shim's own time per step (steady "
+                        "state, the job's threads) against the untraced step: the overhead of "
+                        "the small levels without the run-to-run noise")
     p.add_argument("--cpus", default="gpu-local",
                    help="CPUs every run is pinned to: gpu-local (default for --job gpt: the "
                         "CPUs on the NUMA node of the first visible GPU, so that no run pays "
@@ -144,8 +150,9 @@ def dir_bytes(path):
     return total
 
 
-def run_once(args, mode, round_index, work, log, cpus=None):
-    """One run; returns (step times after --skip, trace bytes or None, error or None)."""
+def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
+    """One run; returns (step times after --skip, trace bytes or None, error or None, output).
+    debug: with LOCKSTEP_DEBUG=1 (the shim's counters at exit are in the output)."""
     tag = f"{mode}-r{round_index}"
     out_json = os.path.join(work, f"{tag}.json" if args.job == "gpt" else f"{tag}.{{rank}}.json")
     cmd = job_command(args, out_json)
@@ -162,7 +169,8 @@ def run_once(args, mode, round_index, work, log, cpus=None):
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=args.timeout, errors="replace",
-                              env=dict(os.environ, **extra_env),
+                              env=dict(os.environ, **extra_env,
+                                       **({"LOCKSTEP_DEBUG": "1"} if debug else {})),
                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         output, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
@@ -174,7 +182,7 @@ def run_once(args, mode, round_index, work, log, cpus=None):
                   f"{' '.join(cmd)}\n{output[-4000:]}\n")
         log.flush()
     if rc != 0:
-        return None, None, f"{tag}: exit {rc}: {output.strip().splitlines()[-1:] or ''}"
+        return None, None, f"{tag}: exit {rc}: {output.strip().splitlines()[-1:] or ''}", output
     ranks = [0] if args.job == "gpt" else list(range(args.nproc))
     per_rank = []
     for rank in ranks:
@@ -183,7 +191,7 @@ def run_once(args, mode, round_index, work, log, cpus=None):
             with open(path) as f:
                 per_rank.append(json.load(f)["step_times_s"])
         except (OSError, ValueError, KeyError) as e:
-            return None, None, f"{tag}: no step times in {path}: {e}"
+            return None, None, f"{tag}: no step times in {path}: {e}", output
     # A step ends when the slowest rank ends it.
     times = [max(ts) for ts in zip(*per_rank)][args.skip:]
     trace = None
@@ -191,7 +199,16 @@ def run_once(args, mode, round_index, work, log, cpus=None):
         trace = dir_bytes(trace_dir) / args.steps / len(ranks)
         if not args.keep:
             shutil.rmtree(trace_dir, ignore_errors=True)
-    return times, trace, None
+    return times, trace, None, output
+
+
+SELF_TIME = re.compile(r"shim self time per step: ([0-9.]+) us steady")
+
+
+def self_time_us(output):
+    """The largest per-rank 'shim self time per step' a LOCKSTEP_DEBUG run printed, or None."""
+    values = [float(v) for v in SELF_TIME.findall(output or "")]
+    return max(values) if values else None
 
 
 def main(argv=None):
@@ -212,7 +229,7 @@ def main(argv=None):
     for r in range(args.rounds):
         order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotate: no fixed position
         for mode in order:
-            t, b, err = run_once(args, mode, r, work, log, cpus)
+            t, b, err, _ = run_once(args, mode, r, work, log, cpus)
             if err:
                 errors.append(err)
                 print(f"overhead.py: {err}", file=sys.stderr)
@@ -221,6 +238,16 @@ def main(argv=None):
             run_medians[mode].append(statistics.median(t))
             if b is not None:
                 trace_bytes[mode].append(b)
+
+    # The shim's own time per step, from one LOCKSTEP_DEBUG run of each traced mode.
+    self_us = {}
+    if args.self_time:
+        for mode in args.levels:
+            _, _, err, output = run_once(args, mode, "debug", work, log, cpus, debug=True)
+            if err:
+                errors.append(err)
+                print(f"overhead.py: {err}", file=sys.stderr)
+            self_us[mode] = self_time_us(output)
 
     base = statistics.median(times["untraced"]) if times["untraced"] else None
     rows = []
@@ -235,6 +262,7 @@ def main(argv=None):
             "within_target": (ratio <= target) if ratio and target else None,
             "trace_bytes_per_step_per_rank":
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
+            "shim_self_us_per_step": self_us.get(mode),
         })
 
     def fmt(v, spec):
@@ -251,6 +279,16 @@ def main(argv=None):
         print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
               f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
+    if args.self_time and base:
+        print("shim self time per step (LOCKSTEP_DEBUG run, steady state, the job's threads; "
+              "the real calls and the GPU not included):")
+        for row in rows:
+            us = row["shim_self_us_per_step"]
+            if row["mode"] == "untraced":
+                continue
+            share = f"{100 * us / (base * 1e6):.2f}% of the untraced step" if us is not None \
+                else "not printed (no LOCKSTEP_DEBUG line)"
+            print(f"  {row['mode']:<14} {fmt(us, '10.1f')} us  {share}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "rounds": args.rounds, "steps": args.steps,

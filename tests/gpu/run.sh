@@ -537,7 +537,7 @@ if want f; then
     # same level on PyTorch's caching allocator. Every run is pinned to the GPU's NUMA-local CPUs.
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
       --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
-      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching}" --log "$LOG"
+      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching}" --self-time --log "$LOG"
     rc=$?
     cat "$WORK/overhead.out"
     if [[ $rc -ne 0 ]]; then
@@ -550,6 +550,13 @@ if want f; then
         elif [[ $target == - ]]; then row "overhead $mode" PASS "${figure/ (target x-)/ (no target)}"
         else row "overhead $mode" FAIL "$figure"; fi
       done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/overhead.out")
+      # The shim's own time per step (one LOCKSTEP_DEBUG run per mode): the small levels'
+      # overhead without the run-to-run noise of the ratios above. Informational.
+      figure=$(awk '/^shim self time per step/ {on = 1; next}
+                    on && $2 ~ /^[0-9.]+$/ {printf "%s%s %s us (%s)", sep, $1, $2, $4; sep = ", "}' \
+        "$WORK/overhead.out")
+      if [[ -n $figure ]]; then row "overhead shim self time" PASS "per step: $figure"
+      else row "overhead shim self time" FAIL "no LOCKSTEP_DEBUG self-time line"; fi
     fi
   fi
 fi

@@ -737,6 +737,18 @@ std::string hash_launches() {
   return out;
 }
 
+// An async device-to-device copy of 64 bytes inside the merge test allocation, on `stream`.
+MemoryOp async_copy(CUstream stream) {
+  MemoryOp copy;
+  copy.api = "cudaMemcpyAsync";
+  copy.is_async = true;
+  copy.dst = reinterpret_cast<void*>(kMergeBase + 4096);
+  copy.src = reinterpret_cast<void*>(kMergeBase + 8192);
+  copy.bytes = 64;
+  copy.stream = stream;
+  return copy;
+}
+
 class MergeTest : public RuntimeTest {
  protected:
   // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote.
@@ -864,12 +876,7 @@ TEST_F(MergeTest, GemmsAndAsyncCopiesMergeLikeKernels) {
     gemm.A = reinterpret_cast<void*>(kMergeBase), gemm.B = reinterpret_cast<void*>(kMergeBase + 64);
     gemm.C = reinterpret_cast<void*>(kMergeBase + 128);
     cublas_gemm_end(cublas_gemm_begin(gemm), 0);  // ?4: kernel output + A, B, C
-    MemoryOp copy;
-    copy.api = "cudaMemcpyAsync";
-    copy.is_async = true;
-    copy.dst = reinterpret_cast<void*>(kMergeBase + 4096);
-    copy.src = reinterpret_cast<void*>(kMergeBase + 8192);
-    copy.bytes = 64;
+    MemoryOp copy = async_copy(nullptr);
     memory_op_end(memory_op_begin(copy), 0);  // ?1: D (device to device: no input region)
     launch_on(nullptr, kMergeBase + 256);     // ?2: the copy's dst + the kernel's input
     copy.is_async = false;
@@ -884,19 +891,35 @@ TEST_F(MergeTest, GemmsAndAsyncCopiesMergeLikeKernels) {
 // capture ended would hash whatever is there then), and nothing is launched for it.
 TEST_F(MergeTest, OutputsOfACapturedCallAreNotDeferred) {
   const std::string log = run([](std::string* text) {
-    MemoryOp copy;
-    copy.api = "cudaMemcpyAsync";
-    copy.is_async = true;
-    copy.dst = reinterpret_cast<void*>(kMergeBase + 4096);
-    copy.src = reinterpret_cast<void*>(kMergeBase + 8192);
-    copy.bytes = 64;
-    copy.stream = kCapturingStream;
-    memory_op_end(memory_op_begin(copy), 0);
+    memory_op_end(memory_op_begin(async_copy(kCapturingStream)), 0);
     launch_on(kStreamS, kMergeBase + 256);  // would flush the copy's dst first, had it waited
     stream_order_point();
     *text = hash_launches();
   });
   EXPECT_EQ(log, "S1 S1");
+}
+
+// LOCKSTEP_DEBUG=1 accounts at exit for every hash launch, every deferred set that went out alone
+// (by cause) and the shim's own time: what the overhead benchmark reads for the small levels.
+TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
+  auto environment = env("full");
+  environment["LOCKSTEP_DEBUG"] = "1";
+  ChildResult child = run_child(environment, [] {
+    on_alloc(kMergeBase, 1 << 20);
+    for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
+    marker_step("step");                                                  // S1: cause "step"
+    launch_on(kStreamT, kMergeBase + 256);                                // T1
+    on_free(kMergeBase + (1 << 30));                                      // T1: cause "free"
+  }, &fake_resolver_with_gpu);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+  const std::string& err = child.stderr_text;
+  EXPECT_NE(err.find("hash launches: 6 (8 regions"), std::string::npos) << err;
+  EXPECT_NE(err.find("2 carried two kernels' regions, 2 deferred sets enqueued on their own "
+                     "(free 1, step 1)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("kernel end 4 x "), std::string::npos) << err;  // begin: the first is slow
+  EXPECT_NE(err.find("shim self time per step: "), std::string::npos) << err;
 }
 
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
