@@ -31,15 +31,15 @@ enum class Phase : uint8_t {
   Decode,        // parameter bytes gathered and decoded, pointers looked up
   Plan,          // buffer entries and regions planned
   Hold,          // the record held for its digests
-  // Not the shim's: the job's own launch, forwarded to the real runtime or driver.
-  JobLaunch,
+  // Not the shim's: the job's own call, forwarded to the real library (outermost layer only).
+  RealCall,
   kCount
 };
 inline constexpr Phase kLastOwnTopLevel = Phase::OrderPoint;  // CallBegin..OrderPoint: the total
 inline constexpr const char* kPhaseNames[] = {
     "call begin", "call end", "alloc",  "free",   "order point", "kernel begin",
     "kernel end", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
-    "decode", "plan", "hold", "job launch"};
+    "decode", "plan", "hold", "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 

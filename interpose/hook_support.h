@@ -53,8 +53,11 @@ auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   } catch (...) {
     token = 0;
   }
-  auto result = validation::enabled() ? validation::bracketed(validation_scope(scope), true, forward)
-                                      : forward();
+  auto result = [&] {
+    self_time::Scope timed(self_time::Phase::RealCall);  // once: nested layers return above
+    return validation::enabled() ? validation::bracketed(validation_scope(scope), true, forward)
+                                 : forward();
+  }();
   try {
     self_time::Scope timed(self_time::Phase::CallEnd);
     end(token, result);

@@ -2,7 +2,6 @@
 // One Launch nesting scope for all of them: cudart forwarding to a driver wrapper of ours
 // produces one event, from the runtime call.
 #include "collectors/events.h"
-#include "collectors/self_time.h"
 #include "hook_support.h"
 
 using namespace lockstep::interpose;
@@ -22,12 +21,8 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
 // Runs forward() as a traced launch described by describe().
 template <typename Forward, typename Describe>
 auto traced_launch(Forward&& forward, Describe&& describe) {
-  auto timed_forward = [&] {
-    collectors::self_time::Scope timed(collectors::self_time::Phase::JobLaunch);
-    return forward();
-  };
   return traced_call(
-      Scope::Launch, timed_forward, [&] { return collectors::kernel_launch_begin(describe()); },
+      Scope::Launch, forward, [&] { return collectors::kernel_launch_begin(describe()); },
       [](uint64_t token, auto result) {
         collectors::kernel_launch_end(token, static_cast<int>(result));
       });
