@@ -137,7 +137,8 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "value: a regex, markers only"},
       {env::kDebug, "0",
        "1: log the shim's decisions to stderr, and at exit its hash launch counts, why "
-       "deferred fingerprints went out alone, and its own time per phase"},
+       "deferred fingerprints went out alone, and its own time per call; 2: as 1, and the "
+       "time of each part of a call (the extra timing makes the totals a little higher)"},
       {env::kRunId, "chosen by the run directory",
        "identifier shared by all processes of one run ([A-Za-z0-9._-], at most 64)"},
       {env::kOverwrite, "0", "1: write into a trace directory that already holds traces"},
@@ -247,7 +248,11 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
     if (!parsed) fail(fmt::format("{}={} is not 0 or 1", name, *value));
     else *out = *parsed;
   };
-  bool_var(env::kDebug, &config.debug);
+  if (auto value = get(env::kDebug); value && *value == "2") {
+    config.debug = config.debug_phases = true;
+  } else {
+    bool_var(env::kDebug, &config.debug);
+  }
   bool_var(env::kOverwrite, &config.overwrite);
   bool_var(env::kFailHard, &config.fail_hard);
   bool_var(env::kValidate, &config.validate);

@@ -34,6 +34,7 @@ struct Config {
   StepSource step_source = StepSource::Auto;
   std::string step_pattern;           // regex, case-insensitive, matched against marker text
   bool debug = false;
+  bool debug_phases = false;  // LOCKSTEP_DEBUG=2: self time of the nested phases too
   std::string run_id;                 // empty: the run directory code picks one
   bool overwrite = false;
   bool fail_hard = false;

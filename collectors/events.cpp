@@ -172,6 +172,13 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
   }
 }
 
+namespace {
+std::atomic<bool> g_capture_begun{false};
+}  // namespace
+
+void capture_begins() { g_capture_begun.store(true, std::memory_order_release); }
+bool capture_begun() { return g_capture_begun.load(std::memory_order_acquire); }
+
 void stream_order_point() {
   if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);

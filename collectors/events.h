@@ -211,6 +211,11 @@ void nccl_comm_destroyed(ncclComm_t comm);
 // kernel, merged into the next kernel's launch on that stream) are enqueued first, so that
 // whatever the job orders after this point is ordered after them too. Cheap when nothing waits.
 void stream_order_point();
+// A stream capture begins (any thread, traced or not; called before the real call). Until the
+// first, no stream can be capturing: kernel records below level full skip the driver's capture
+// query, which is most of what a launch costs at broad besides the record itself.
+void capture_begins();
+bool capture_begun();
 
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
 void marker_range_push(const char* message);  // NVTX range push / start

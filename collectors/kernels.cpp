@@ -92,8 +92,19 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
 }  // namespace
 
 const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
-  thread_local auto* cache = new std::unordered_map<const void*, const KernelInfo*>;
-  if (auto it = cache->find(handle); it != cache->end()) return *it->second;
+  // A direct-mapped cache per thread, then the shared map. Between two launches the job's own
+  // work evicts the shim's data from the CPU caches: one slot is one miss, where a hash map
+  // lookup is a division and two or three dependent misses.
+  struct Slot {
+    const void* handle;
+    const KernelInfo* info;
+  };
+  constexpr size_t kSlots = 1024;
+  thread_local Slot* slots = nullptr;  // constant-initialized: no guard; heap, never freed
+  if (slots == nullptr) slots = new Slot[kSlots]();
+  const auto bits = reinterpret_cast<uintptr_t>(handle);
+  Slot& slot = slots[(bits >> 4 ^ bits >> 14) & (kSlots - 1)];
+  if (slot.handle == handle && handle != nullptr) return *slot.info;
   const KernelInfo* found = nullptr;
   {
     std::shared_lock lock(g_kernels_mutex);
@@ -104,7 +115,7 @@ const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* h
     std::unique_lock lock(g_kernels_mutex);
     found = g_kernels.try_emplace(handle, std::move(described)).first->second.get();
   }
-  if (cache->size() < 65536) cache->emplace(handle, found);
+  slot = {handle, found};
   return *found;
 }
 
@@ -175,7 +186,9 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
   uint64_t capture_id = 0;
   CUgraph graph = nullptr;
+  // Below full the capture state only labels the record: no driver query before any capture.
   const bool capturing =
+      (tracer->level() == Level::Full || capture_begun()) &&
       tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
   r.fields[F::capture_id] = capture_id;
   if (capture_id != 0) note_captured_kernel(capture_id, graph);

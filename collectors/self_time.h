@@ -1,5 +1,11 @@
 // Self-time counters (LOCKSTEP_DEBUG only): where a launching thread's time goes inside the shim,
-// per phase, printed at exit. Off, a scope costs one relaxed load; on, two clock reads.
+// per phase, printed at exit. LOCKSTEP_DEBUG=1 times the top-level phases (each traced call's
+// begin and end, the real call, allocation hooks, frees, order points); =2 adds the parts nested
+// in them. Off, a scope costs one relaxed load; on, two reads of the CPU's
+// time-stamp counter (a few ns, where a clock_gettime in a VM may take 50 or more, which made
+// the small levels look several times costlier than they are) and two relaxed adds.
+// Phases nest (a kernel's describe inside call begin); a scope subtracts the measured cost of
+// the timing done by the scopes nested in it, so that the totals are the shim's work alone.
 // Calls slower than kSlowNs (first launch of a kernel: name, layout, lazy module load; the hash
 // engine's creation) are counted apart, so that the averages show the steady state.
 #pragma once
@@ -8,7 +14,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <iterator>
 #include <string>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 namespace lockstep::collectors::self_time {
 
@@ -28,25 +39,31 @@ enum class Phase : uint8_t {
   LockWait,      // waiting for pending_mutex_ in enqueue_groups
   Describe,      // kernel_info: the kernel's name and parameter layout (cached)
   Stamp,         // a kernel record's identity: seq, stream, step, capture state
+  CaptureQuery,  // the driver's capture state of the launch's stream (part of Stamp)
   Decode,        // parameter bytes gathered and decoded, pointers looked up
   Plan,          // buffer entries and regions planned
   Hold,          // the record held for its digests
+  Append,        // a finished record handed to the trace writer (hash, encode)
   // Not the shim's: the job's own call, forwarded to the real library (outermost layer only).
   RealCall,
   kCount
 };
 inline constexpr Phase kLastOwnTopLevel = Phase::OrderPoint;  // CallBegin..OrderPoint: the total
+inline constexpr bool is_detail(Phase phase) {
+  return phase > kLastOwnTopLevel && phase != Phase::RealCall;
+}
 inline constexpr const char* kPhaseNames[] = {
     "call begin", "call end", "alloc",  "free",   "order point", "kernel begin",
     "kernel end", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
-    "decode", "plan", "hold", "real call"};
+    "capture query", "decode", "plan", "hold", "append", "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 
 struct Counter {
-  std::atomic<uint64_t> ns{0}, calls{0}, slow_ns{0}, slow_calls{0};
+  std::atomic<uint64_t> ticks{0}, calls{0}, slow_ticks{0}, slow_calls{0};
 };
-inline std::atomic<bool> enabled{false};
+inline std::atomic<bool> enabled{false};  // top-level phases (LOCKSTEP_DEBUG=1 and 2)
+inline std::atomic<bool> detail{false};   // and the nested ones (LOCKSTEP_DEBUG=2)
 inline Counter counters[size_t(Phase::kCount)];
 
 inline uint64_t now_ns() {
@@ -54,63 +71,131 @@ inline uint64_t now_ns() {
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count());
 }
+// The time-stamp counter where there is one (invariant on the x86 CPUs CUDA hosts use), else ns.
+inline uint64_t now_ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return now_ns();
+#endif
+}
 
-inline void add(Phase phase, uint64_t ns) {
-  Counter& c = counters[size_t(phase)];
-  if (ns >= kSlowNs) {
-    c.slow_ns.fetch_add(ns, std::memory_order_relaxed);
+// Set by enable(): the tick/ns pair the final conversion starts from, the slow threshold in
+// ticks, and what one closed scope costs the scope around it (its two reads and adds).
+struct Calibration {
+  uint64_t start_ticks = 0, start_ns = 0;
+  uint64_t slow_ticks = ~uint64_t{0};
+  uint64_t nested_scope_ticks = 0;
+};
+inline Calibration calibration;
+// Scopes closed on this thread so far: a scope's children are the difference (initial-exec TLS:
+// no __tls_get_addr on the hot path).
+inline thread_local uint64_t t_scopes_closed __attribute__((tls_model("initial-exec"))) = 0;
+
+inline void add_ticks(Counter& c, uint64_t ticks) {
+  if (ticks >= calibration.slow_ticks) {
+    c.slow_ticks.fetch_add(ticks, std::memory_order_relaxed);
     c.slow_calls.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  c.ns.fetch_add(ns, std::memory_order_relaxed);
+  c.ticks.fetch_add(ticks, std::memory_order_relaxed);
   c.calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 class Scope {
  public:
   explicit Scope(Phase phase)
-      : phase_(phase), start_(enabled.load(std::memory_order_relaxed) ? now_ns() : 0) {}
+      : Scope(&counters[size_t(phase)],
+              (is_detail(phase) ? detail : enabled).load(std::memory_order_relaxed)) {}
+  Scope(Counter* counter, bool on) : counter_(counter), start_(on ? now_ticks() : 0) {
+    if (start_ != 0) closed_before_ = t_scopes_closed;
+  }
   ~Scope() {
-    if (start_ != 0) add(phase_, now_ns() - start_);
+    if (start_ == 0) return;
+    uint64_t ticks = now_ticks() - start_;
+    const uint64_t timing = (t_scopes_closed - closed_before_) * calibration.nested_scope_ticks;
+    ticks = ticks > timing ? ticks - timing : 0;
+    add_ticks(*counter_, ticks);
+    ++t_scopes_closed;
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
-  Phase phase_;
+  Counter* counter_;
   uint64_t start_;
+  uint64_t closed_before_ = 0;
 };
+
+// Turns the counters on (once, before the job's calls; with_detail: the nested phases too): the
+// ticks/ns rate over a short spin for the slow threshold, and the cost of a nested scope, the
+// median of a few batches.
+inline void enable(bool with_detail) {
+  const uint64_t t0 = now_ticks(), n0 = now_ns();
+  uint64_t t1 = t0, n1 = n0;
+  while (n1 - n0 < 200'000) t1 = now_ticks(), n1 = now_ns();  // 0.2 ms
+  const double ticks_per_ns = n1 > n0 && t1 > t0 ? double(t1 - t0) / double(n1 - n0) : 1.0;
+  calibration.slow_ticks = uint64_t(double(kSlowNs) * ticks_per_ns);
+  Counter scratch;
+  uint64_t batches[5];
+  for (uint64_t& batch : batches) {
+    constexpr int kScopes = 2000;
+    const uint64_t start = now_ticks();
+    for (int i = 0; i < kScopes; ++i) Scope nested(&scratch, true);
+    batch = (now_ticks() - start) / kScopes;
+  }
+  std::sort(std::begin(batches), std::end(batches));
+  calibration.nested_scope_ticks = batches[2];
+  calibration.start_ticks = now_ticks();
+  calibration.start_ns = now_ns();
+  detail.store(with_detail, std::memory_order_relaxed);
+  enabled.store(true, std::memory_order_relaxed);
+}
+
+// Ticks to ns at the rate measured since enable() (seconds of run: an accurate rate).
+inline double ns_per_tick() {
+  const uint64_t ticks = now_ticks() - calibration.start_ticks;
+  const uint64_t ns = now_ns() - calibration.start_ns;
+  return ticks > 0 && ns > 0 ? double(ns) / double(ticks) : 1.0;
+}
 
 // The shim's own time on the calling threads, steady state (slow calls apart), in ns.
 inline uint64_t steady_total_ns() {
-  uint64_t total = 0;
-  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) total += counters[i].ns.load();
-  return total;
+  uint64_t ticks = 0;
+  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) ticks += counters[i].ticks.load();
+  return uint64_t(double(ticks) * ns_per_tick());
 }
 inline uint64_t slow_total_ns() {
-  uint64_t total = 0;
-  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) total += counters[i].slow_ns.load();
-  return total;
+  uint64_t ticks = 0;
+  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) ticks += counters[i].slow_ticks.load();
+  return uint64_t(double(ticks) * ns_per_tick());
 }
 
-// "call begin 19457 x 4100 ns (+60 slow, 79.1 ms), ..." for the phases that ran.
+// "call begin 19457 x 410 ns (+60 slow, 79.1 ms), ..." for the phases that ran, then the
+// timing cost taken out of each scope per nested scope.
 inline std::string report() {
   std::string out;
+  const double rate = ns_per_tick();
   for (size_t i = 0; i < size_t(Phase::kCount); ++i) {
     const Counter& c = counters[i];
-    const uint64_t calls = c.calls.load(), ns = c.ns.load(), slow = c.slow_calls.load();
+    const uint64_t calls = c.calls.load(), slow = c.slow_calls.load();
     if (calls == 0 && slow == 0) continue;
+    const double ns = double(c.ticks.load()) * rate;
     if (!out.empty()) out += ", ";
     out += std::string(kPhaseNames[i]) + " " + std::to_string(calls) + " x " +
-           std::to_string(calls ? ns / calls : 0) + " ns";
+           std::to_string(calls ? uint64_t(ns / double(calls)) : 0) + " ns";
     if (slow != 0) {
       char text[64];
       std::snprintf(text, sizeof text, " (+%llu slow, %.1f ms)", (unsigned long long)slow,
-                    c.slow_ns.load() / 1e6);
+                    double(c.slow_ticks.load()) * rate / 1e6);
       out += text;
     }
   }
-  return out.empty() ? "none" : out;
+  if (out.empty()) return "none";
+  char text[96];
+  std::snprintf(text, sizeof text, "; timing of a nested phase taken out: %.0f ns",
+                double(calibration.nested_scope_ticks) * rate);
+  return out + text;
 }
 
 }  // namespace lockstep::collectors::self_time

@@ -169,7 +169,7 @@ Tracer* Tracer::create() {
     return nullptr;
   }
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
-  if (config.debug) self_time::enabled.store(true, std::memory_order_relaxed);
+  if (config.debug) self_time::enable(config.debug_phases);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);
   static std::once_flag fork_once;
@@ -191,9 +191,20 @@ uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   uintptr_t key = reinterpret_cast<uintptr_t>(stream);
   if (key == 0) key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
                                          : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
+  // The last stream this thread used first: launches come in runs on one stream.
+  struct LastStream {
+    const Tracer* tracer;
+    uintptr_t key;
+    uint32_t ordinal;
+  };
+  thread_local LastStream last{nullptr, 0, 0};
+  if (last.tracer == this && last.key == key) return last.ordinal;
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache = new std::unordered_map<uintptr_t, uint32_t>;
-  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  if (auto it = cache->find(key); it != cache->end()) {
+    last = {this, key, it->second};
+    return it->second;
+  }
   uint32_t ordinal;
   {
     std::lock_guard lock(streams_mutex_);
@@ -201,6 +212,7 @@ uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
     ordinal = it->second;
   }
   if (cache->size() < 4096) cache->emplace(key, ordinal);
+  last = {this, key, ordinal};
   return ordinal;
 }
 
@@ -212,6 +224,7 @@ struct TextHash {
 }  // namespace
 
 trace::StringId Tracer::intern(std::string_view text) {
+  if (text.empty()) return 0;  // the string table's id of "" (most records' stamp)
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache =
       new std::unordered_map<std::string, trace::StringId, TextHash, std::equal_to<>>;
@@ -275,6 +288,7 @@ void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
 
 void Tracer::append(const trace::Record& record) {
   if (closed_.load(std::memory_order_relaxed)) return;
+  self_time::Scope timed(self_time::Phase::Append);
   writer_->append(record);
 }
 
@@ -301,7 +315,10 @@ bool Tracer::capturing(CUstream stream, bool per_thread_default, uint64_t* captu
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
   ShimCallGuard guard;
-  CUresult result = d.streamGetCaptureInfo(stream, &status, &id, graph, nullptr, nullptr, nullptr);
+  CUresult result = [&] {
+    self_time::Scope timed(self_time::Phase::CaptureQuery);
+    return d.streamGetCaptureInfo(stream, &status, &id, graph, nullptr, nullptr, nullptr);
+  }();
   if (result != CUDA_SUCCESS) return true;  // e.g. implicit capture of the legacy stream: hands off
   if (status == CU_STREAM_CAPTURE_STATUS_NONE) return false;
   *capture_id = id;

@@ -21,6 +21,13 @@ inline void order_point() {
   }
 }
 
+// A capture begin: noted whether or not this thread traces (collectors::capture_begins), then
+// an order point like the others.
+inline void capture_point() {
+  collectors::capture_begins();
+  order_point();
+}
+
 }  // namespace
 
 // ---- events ----
@@ -72,20 +79,20 @@ LOCKSTEP_INTERCEPTOR CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 
 // ---- stream capture (what was queued before the capture began stays outside the graph) ----
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture(CUstream hStream) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCapture, hStream);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCapture_ptsz, hStream);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCapture_v2, hStream, mode);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream,
                                                            CUstreamCaptureMode mode) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCapture_v2_ptsz, hStream, mode);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
@@ -93,14 +100,14 @@ LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgr
                                                           const CUgraphEdgeData* dependencyData,
                                                           size_t numDependencies,
                                                           CUstreamCaptureMode mode) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies,
                           dependencyData, numDependencies, mode);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCaptureToGraph_ptsz(
     CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
     const CUgraphEdgeData* dependencyData, size_t numDependencies, CUstreamCaptureMode mode) {
-  order_point();
+  capture_point();
   return LOCKSTEP_FORWARD(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
                           dependencyData, numDependencies, mode);
 }

@@ -11,7 +11,7 @@ inline constexpr const char* kKernels = "LOCKSTEP_KERNELS";         // regex fil
 inline constexpr const char* kMaxRegion = "LOCKSTEP_MAX_REGION";    // bytes cap per pointer region
 inline constexpr const char* kMetricBytes = "LOCKSTEP_METRIC_BYTES";  // D2H copies <= this: metric
 inline constexpr const char* kStepOn = "LOCKSTEP_STEP_ON";          // step pattern
-inline constexpr const char* kDebug = "LOCKSTEP_DEBUG";             // 1: log to stderr
+inline constexpr const char* kDebug = "LOCKSTEP_DEBUG";             // 1: log to stderr; 2: + phase times
 inline constexpr const char* kRunId = "LOCKSTEP_RUN_ID";            // shared by a run's processes
 inline constexpr const char* kOverwrite = "LOCKSTEP_OVERWRITE";     // 1: reuse a non-empty dir
 inline constexpr const char* kFailHard = "LOCKSTEP_FAIL_HARD";      // 1: abort instead of untraced

@@ -264,6 +264,12 @@ def main(argv=None):
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
             "shim_self_us_per_step": self_us.get(mode),
         })
+        # The self time against the same target: its share of the untraced step.
+        us = self_us.get(mode)
+        share = us / (base * 1e6) if us is not None and base else None
+        rows[-1]["shim_self_share"] = share
+        rows[-1]["shim_self_within_target"] = \
+            (1 + share <= target) if share is not None and target else None
 
     def fmt(v, spec):
         width = int(spec.split(".")[0].rstrip(",") or 0)
@@ -283,12 +289,18 @@ def main(argv=None):
         print("shim self time per step (LOCKSTEP_DEBUG run, steady state, the job's threads; "
               "the real calls and the GPU not included):")
         for row in rows:
-            us = row["shim_self_us_per_step"]
+            us, share, target = (row["shim_self_us_per_step"], row["shim_self_share"],
+                                 row["target_ratio"])
             if row["mode"] == "untraced":
                 continue
-            share = f"{100 * us / (base * 1e6):.2f}% of the untraced step" if us is not None \
-                else "not printed (no LOCKSTEP_DEBUG line)"
-            print(f"  {row['mode']:<14} {fmt(us, '10.1f')} us  {share}")
+            if share is None:
+                print(f"  {row['mode']:<14} {fmt(us, '10.1f')} us  not printed (no "
+                      "LOCKSTEP_DEBUG line: at off the shim makes no tracer)")
+                continue
+            ok = {True: "yes", False: "NO", None: "-"}[row["shim_self_within_target"]]
+            limit = f"target {100 * (target - 1):.1f}%" if target else "no target"
+            print(f"  {row['mode']:<14} {us:10.1f} us  {100 * share:.2f}% of the untraced step"
+                  f"  {limit} {ok}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "rounds": args.rounds, "steps": args.steps,

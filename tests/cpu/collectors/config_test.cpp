@@ -100,7 +100,12 @@ TEST(Config, BooleansAndRunId) {
   EXPECT_TRUE(r.config.fail_hard);
   EXPECT_FALSE(r.config.overwrite);
   EXPECT_EQ(r.config.run_id, "run-1.a_b");
-  EXPECT_FALSE(parse({{env::kDebug, "2"}}).ok());
+  EXPECT_FALSE(r.config.debug_phases);
+  r = parse({{env::kDebug, "2"}});  // 2: phase times as well
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.config.debug);
+  EXPECT_TRUE(r.config.debug_phases);
+  EXPECT_FALSE(parse({{env::kDebug, "3"}}).ok());
   EXPECT_FALSE(parse({{env::kRunId, "a/b"}}).ok());
   EXPECT_FALSE(parse({{env::kDir, ""}}).ok());
 }

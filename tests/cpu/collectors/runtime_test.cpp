@@ -606,6 +606,43 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
   }
 }
 
+// Below full a kernel record's capture state is a label only, and the driver's capture query is
+// skipped until some capture has begun (no stream can capture before): a launch on a capturing
+// stream reads as uncaptured then. At full, where a wrong answer would put hash launches into
+// the job's graph, the query always runs.
+TEST_F(RuntimeTest, CaptureStateIsQueriedBelowFullOnlyOnceACaptureBegan) {
+  for (const char* level : {"broad", "full"}) {
+    SCOPED_TRACE(level);
+    std::filesystem::remove_all(dir_);
+    ChildResult child = run_child(env(level), [] {
+      auto launch_captured = [] {
+        KernelLaunch l;
+        l.api = LaunchApi::DriverLaunch;
+        l.handle_kind = FunctionHandle::DriverFunction;
+        l.handle = reinterpret_cast<const void*>(0x1234);
+        l.stream = kCapturingStream;
+        kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+      };
+      launch_captured();
+      capture_begins();
+      launch_captured();
+    }, &fake_resolver_with_driver);
+    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+    auto files = traces();
+    ASSERT_EQ(files.size(), 1u);
+    auto reader = trace::TraceReader::open(files[0].string());
+    std::vector<uint64_t> capture_ids;
+    reader->for_each_record([&](const trace::Record& r) {
+      if (r.kind == trace::RecordKind::Kernel)
+        capture_ids.push_back(r.fields[trace::fields::Kernel::capture_id]);
+      return true;
+    });
+    const std::vector<uint64_t> expected =
+        std::string(level) == "full" ? std::vector<uint64_t>{42, 42} : std::vector<uint64_t>{0, 42};
+    EXPECT_EQ(capture_ids, expected);
+  }
+}
+
 TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   auto vars = env("full");
   vars["LOCKSTEP_MAX_REGION"] = "4K";
@@ -901,25 +938,34 @@ TEST_F(MergeTest, OutputsOfACapturedCallAreNotDeferred) {
 
 // LOCKSTEP_DEBUG=1 accounts at exit for every hash launch, every deferred set that went out alone
 // (by cause) and the shim's own time: what the overhead benchmark reads for the small levels.
+// =2 times the parts of each call as well; =1 leaves them untimed (their timing would count).
 TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
-  auto environment = env("full");
-  environment["LOCKSTEP_DEBUG"] = "1";
-  ChildResult child = run_child(environment, [] {
-    on_alloc(kMergeBase, 1 << 20);
-    for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
-    marker_step("step");                                                  // S1: cause "step"
-    launch_on(kStreamT, kMergeBase + 256);                                // T1
-    on_free(kMergeBase + (1 << 30));                                      // T1: cause "free"
-  }, &fake_resolver_with_gpu);
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
-  const std::string& err = child.stderr_text;
-  EXPECT_NE(err.find("hash launches: 6 (8 regions"), std::string::npos) << err;
-  EXPECT_NE(err.find("2 carried two kernels' regions, 2 deferred sets enqueued on their own "
-                     "(free 1, step 1)"),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("kernel end 4 x "), std::string::npos) << err;  // begin: the first is slow
-  EXPECT_NE(err.find("shim self time per step: "), std::string::npos) << err;
+  for (const char* debug : {"1", "2"}) {
+    SCOPED_TRACE(std::string("LOCKSTEP_DEBUG=") + debug);
+    auto environment = env("full");
+    environment["LOCKSTEP_DEBUG"] = debug;
+    ChildResult child = run_child(environment, [] {
+      on_alloc(kMergeBase, 1 << 20);
+      for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
+      marker_step("step");                                                  // S1: cause "step"
+      launch_on(kStreamT, kMergeBase + 256);                                // T1
+      on_free(kMergeBase + (1 << 30));                                      // T1: cause "free"
+    }, &fake_resolver_with_gpu);
+    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+    const std::string& err = child.stderr_text;
+    EXPECT_NE(err.find("hash launches: 6 (8 regions"), std::string::npos) << err;
+    EXPECT_NE(err.find("2 carried two kernels' regions, 2 deferred sets enqueued on their own "
+                       "(free 1, step 1)"),
+              std::string::npos)
+        << err;
+    // Top level (these calls come straight to the collectors, not through a traced_call).
+    EXPECT_NE(err.find("free 1 x "), std::string::npos) << err;
+    // Parts of calls: kernel end ran 4 times (begin: the first is slow, counted apart).
+    const bool phases = std::string(debug) == "2";
+    EXPECT_EQ(err.find("kernel end 4 x ") != std::string::npos, phases) << err;
+    EXPECT_NE(err.find("timing of a nested phase taken out: "), std::string::npos) << err;
+    EXPECT_NE(err.find("shim self time per step: "), std::string::npos) << err;
+  }
 }
 
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {

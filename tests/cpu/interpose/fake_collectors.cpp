@@ -167,6 +167,8 @@ void nccl_comm_created(const NcclCommCreated& c) {
 void nccl_comm_destroyed(ncclComm_t comm) { add("comm_destroyed %p", (void*)comm); }
 
 void stream_order_point() { add("order_point"); }
+void capture_begins() { add("capture_begins"); }
+bool capture_begun() { return false; }
 
 void marker_range_push(const char* message) { add("range_push %s", message); }
 void marker_range_pop() { add("range_pop"); }

@@ -161,8 +161,8 @@ class StreamOrderPoints : public PreloadedShim {
   }
 
   // Calls `fn` (expected to be the wrapper of `name`) once, with the log cleared, and checks
-  // that exactly one order point was reported, before the real function ran, which got the
-  // arguments and whose result came back.
+  // that exactly one order point was reported (and a capture begin for the capture begins),
+  // before the real function ran, which got the arguments and whose result came back.
   void expect_order_point_then_real(void* fn, const char* name, const Abi& abi,
                                     const std::string& context) {
     SCOPED_TRACE(context);
@@ -174,6 +174,9 @@ class StreamOrderPoints : public PreloadedShim {
     EXPECT_EQ(calls_(name), calls_before + 1) << "the real " << name << " did not run once";
     EXPECT_EQ(order_points_before_(name), 1) << "order point not reported before the real call";
     EXPECT_EQ(lines_starting(fake_log(), "order_point").size(), 1u) << fake_log();
+    // Capture begins are noted as such too (kernel records query capture state after the first).
+    const size_t capture_notes = std::string(name).find("BeginCapture") != std::string::npos;
+    EXPECT_EQ(lines_starting(fake_log(), "capture_begins").size(), capture_notes) << fake_log();
     EXPECT_STREQ(last_args_(name), abi.args);
   }
 

@@ -175,7 +175,7 @@ class RunShTest(unittest.TestCase):
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
                       "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
                       "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
-                      "overhead broad",
+                      "overhead broad", "overhead shim self time",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
                       "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
@@ -188,6 +188,12 @@ class RunShTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         for check in ("cuda det broad", "cuda det full", "cuda det off"):
             self.assertEqual(rows.get(check), "FAIL", rows)
+
+    def test_self_time_over_its_target_fails(self):
+        # A shim that spends more per step than the untraced step's 2% at broad.
+        proc, rows, _ = self.run_script("f", FAKE_SELF_US="1000000000")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("overhead shim self time"), "FAIL", rows)
 
     def test_missing_binaries_are_skipped(self):
         proc, rows, _ = self.run_script("c")
