@@ -19,9 +19,10 @@ void marker_range_pop() {}
 
 void marker_step(const char* name) {
   if (inside_shim_call() || !Tracer::possible()) return;
-  if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred(Tracer::FlushCause::Step);
+  Tracer* tracer = Tracer::existing();
+  if (tracer != nullptr) tracer->flush_deferred(Tracer::FlushCause::Step);
   const uint32_t finished = Tracer::steps().on_explicit();
-  if (Tracer* tracer = Tracer::existing())
+  if (tracer != nullptr)
     tracer->step_advanced(finished, name != nullptr ? name : "lockstep_step",
                           static_cast<uint64_t>(MarkerSource::Api));
 }

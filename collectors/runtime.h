@@ -215,6 +215,15 @@ class Tracer {
     CUcontext context = nullptr;
     std::vector<PlannedRegion> regions;
     std::vector<DeferredFree> frees;
+    // Vectors copied, not moved: both sides keep their capacity (no allocation per kernel).
+    void copy_from(const Deferred& other) {
+      pending = other.pending;
+      stream = other.stream;
+      per_thread_default = other.per_thread_default;
+      context = other.context;
+      regions.assign(other.regions.begin(), other.regions.end());
+      frees.assign(other.frees.begin(), other.frees.end());
+    }
   };
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
   bool take_deferred(Deferred* out);
@@ -224,6 +233,8 @@ class Tracer {
   bool deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);
   // A complete record (already appended unless discarded): counters, step ends, freed.
   void retire_locked(PendingRecord* pending);
+  // A complete record appended (unless discarded), then retired.
+  void complete_locked(PendingRecord* pending);
 
   Config config_;
   std::unique_ptr<trace::TraceWriter> writer_;

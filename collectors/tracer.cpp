@@ -464,7 +464,6 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
     std::lock_guard lock(pending_mutex_);
     ++pending->outstanding;  // the deferred hashes' reference, dropped when they are enqueued
   }
-  // Vectors are copied, not moved, so that every one keeps its capacity (no allocation here).
   thread_local auto* previous_buffer = new Deferred;  // never freed (exit)
   Deferred& previous = *previous_buffer;
   previous.pending = nullptr;
@@ -472,12 +471,7 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
   {
     std::lock_guard lock(deferred_mutex_);
     if (deferred_.pending != nullptr) {  // another thread's, not yet flushed
-      previous.pending = deferred_.pending;
-      previous.stream = deferred_.stream;
-      previous.per_thread_default = deferred_.per_thread_default;
-      previous.context = deferred_.context;
-      previous.regions.assign(deferred_.regions.begin(), deferred_.regions.end());
-      previous.frees.assign(deferred_.frees.begin(), deferred_.frees.end());
+      previous.copy_from(deferred_);
       deferred_.frees.clear();
     }
     deferred_.pending = pending;
@@ -496,12 +490,7 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
 bool Tracer::take_deferred(Deferred* out) {
   std::lock_guard lock(deferred_mutex_);
   if (deferred_.pending == nullptr) return false;
-  out->pending = deferred_.pending;
-  out->stream = deferred_.stream;
-  out->per_thread_default = deferred_.per_thread_default;
-  out->context = deferred_.context;
-  out->regions.assign(deferred_.regions.begin(), deferred_.regions.end());
-  out->frees.assign(deferred_.frees.begin(), deferred_.frees.end());
+  out->copy_from(deferred_);
   deferred_.pending = nullptr;
   deferred_.regions.clear();
   deferred_.frees.clear();
@@ -616,13 +605,16 @@ void Tracer::retire_locked(PendingRecord* pending) {
   finish_steps_locked();
 }
 
+void Tracer::complete_locked(PendingRecord* pending) {
+  if (!pending->discard) append(pending->record);
+  retire_locked(pending);
+}
+
 void Tracer::release(PendingRecord* pending, bool keep) {
   if (pending == nullptr) return;
   std::lock_guard lock(pending_mutex_);
   if (!keep) pending->discard = true;
-  if (!deliver(pending, UINT32_MAX, 0, false)) return;
-  if (!pending->discard) append(pending->record);
-  retire_locked(pending);
+  if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
 }
 
 void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,
@@ -745,10 +737,7 @@ void Tracer::close() {
     while (pending_records_ > 0 && std::chrono::steady_clock::now() < deadline) {
       complete.clear();
       poll_once(&complete);
-      for (PendingRecord* pending : complete) {
-        if (!pending->discard) append(pending->record);
-        retire_locked(pending);
-      }
+      for (PendingRecord* pending : complete) complete_locked(pending);
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       lock.lock();
@@ -770,9 +759,7 @@ void Tracer::close() {
         if (target.pending == nullptr) continue;
         PendingRecord* pending = target.pending;
         target.pending = nullptr;
-        if (!deliver(pending, UINT32_MAX, 0, false)) continue;
-        if (!pending->discard) append(pending->record);
-        retire_locked(pending);
+        if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
       }
     }
     pending_per_step_.clear();

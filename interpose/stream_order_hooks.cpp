@@ -30,112 +30,69 @@ inline void capture_point() {
 
 }  // namespace
 
+// NAME(PARAMS): POINT() before the real NAME(ARGS), whose result is returned untouched.
+#define LOCKSTEP_ORDER_POINT(POINT, NAME, PARAMS, ARGS) \
+  LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {            \
+    POINT();                                             \
+    return LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);   \
+  }
+#define LOCKSTEP_ARGS(...) __VA_ARGS__
+
 // ---- events ----
-LOCKSTEP_INTERCEPTOR CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuEventRecord, hEvent, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuEventRecord_ptsz, hEvent, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
-                                                     unsigned int flags) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuEventRecordWithFlags, hEvent, hStream, flags);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
-                                                          unsigned int flags) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuEventRecordWithFlags_ptsz, hEvent, hStream, flags);
-}
+LOCKSTEP_ORDER_POINT(order_point, cuEventRecord, (CUevent hEvent, CUstream hStream),
+                     (hEvent, hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream),
+                     (hEvent, hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuEventRecordWithFlags,
+                     (CUevent hEvent, CUstream hStream, unsigned int flags),
+                     (hEvent, hStream, flags))
+LOCKSTEP_ORDER_POINT(order_point, cuEventRecordWithFlags_ptsz,
+                     (CUevent hEvent, CUstream hStream, unsigned int flags),
+                     (hEvent, hStream, flags))
 
 // ---- synchronization and queries ----
-LOCKSTEP_INTERCEPTOR CUresult cuStreamSynchronize(CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamSynchronize, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamSynchronize_ptsz, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamQuery(CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamQuery, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamQuery_ptsz(CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamQuery_ptsz, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuCtxSynchronize() {
-  order_point();
-  return LOCKSTEP_FORWARD(cuCtxSynchronize);
-}
+LOCKSTEP_ORDER_POINT(order_point, cuStreamSynchronize, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuStreamQuery, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuStreamQuery_ptsz, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(order_point, cuCtxSynchronize, (), ())
 // CUDA 13: the context to synchronize is an argument (cuGetProcAddress version >= 13000).
-LOCKSTEP_INTERCEPTOR CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuCtxSynchronize_v2, ctx);
-}
+LOCKSTEP_ORDER_POINT(order_point, cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
 
 // ---- stream capture (what was queued before the capture began stays outside the graph) ----
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture(CUstream hStream) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCapture, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCapture_ptsz, hStream);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCapture_v2, hStream, mode);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream,
-                                                           CUstreamCaptureMode mode) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCapture_v2_ptsz, hStream, mode);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                                          const CUgraphNode* dependencies,
-                                                          const CUgraphEdgeData* dependencyData,
-                                                          size_t numDependencies,
-                                                          CUstreamCaptureMode mode) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCaptureToGraph, hStream, hGraph, dependencies,
-                          dependencyData, numDependencies, mode);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamBeginCaptureToGraph_ptsz(
-    CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
-    const CUgraphEdgeData* dependencyData, size_t numDependencies, CUstreamCaptureMode mode) {
-  capture_point();
-  return LOCKSTEP_FORWARD(cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph, dependencies,
-                          dependencyData, numDependencies, mode);
-}
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture_ptsz, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture_v2,
+                     (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture_v2_ptsz,
+                     (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCaptureToGraph,
+                     (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                      const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                      CUstreamCaptureMode mode),
+                     (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCaptureToGraph_ptsz,
+                     (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                      const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                      CUstreamCaptureMode mode),
+                     (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
 
 // ---- host functions (the host runs them once the stream reached them) ----
-LOCKSTEP_INTERCEPTOR CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuLaunchHostFunc, hStream, fn, userData);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn,
-                                                    void* userData) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuLaunchHostFunc_ptsz, hStream, fn, userData);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback,
-                                                  void* userData, unsigned int flags) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamAddCallback, hStream, callback, userData, flags);
-}
-LOCKSTEP_INTERCEPTOR CUresult cuStreamAddCallback_ptsz(CUstream hStream,
-                                                       CUstreamCallback callback,
-                                                       void* userData, unsigned int flags) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamAddCallback_ptsz, hStream, callback, userData, flags);
-}
+LOCKSTEP_ORDER_POINT(order_point, cuLaunchHostFunc, (CUstream hStream, CUhostFn fn, void* userData),
+                     (hStream, fn, userData))
+LOCKSTEP_ORDER_POINT(order_point, cuLaunchHostFunc_ptsz,
+                     (CUstream hStream, CUhostFn fn, void* userData), (hStream, fn, userData))
+LOCKSTEP_ORDER_POINT(order_point, cuStreamAddCallback,
+                     (CUstream hStream, CUstreamCallback callback, void* userData,
+                      unsigned int flags),
+                     (hStream, callback, userData, flags))
+LOCKSTEP_ORDER_POINT(order_point, cuStreamAddCallback_ptsz,
+                     (CUstream hStream, CUstreamCallback callback, void* userData,
+                      unsigned int flags),
+                     (hStream, callback, userData, flags))
 
 // ---- destruction (deferred work must be queued while the handle is still the job's stream) ----
-LOCKSTEP_INTERCEPTOR CUresult cuStreamDestroy_v2(CUstream hStream) {
-  order_point();
-  return LOCKSTEP_FORWARD(cuStreamDestroy_v2, hStream);
-}
+LOCKSTEP_ORDER_POINT(order_point, cuStreamDestroy_v2, (CUstream hStream), (hStream))
+
+#undef LOCKSTEP_ARGS
+#undef LOCKSTEP_ORDER_POINT

@@ -1,14 +1,11 @@
 // cuGetProcAddress(_v2) and cudaGetDriverEntryPoint*: per-variant wrappers chosen by version and
 // per-thread flag, statuses written through.
-#include "interpose/cuda_api.h"
-#include "preload_test_support.h"
+#include "fake_driver_shim.h"
 
 using namespace interpose_test;
 
 namespace {
 
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
 using ByVersion = cudaError_t (*)(const char*, void**, unsigned, unsigned long long,
                                   cudaDriverEntryPointQueryResult*);
 using NoVersion = cudaError_t (*)(const char*, void**, unsigned long long,
@@ -18,17 +15,12 @@ using CuLaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, un
 
 void* ours(const char* name) { return dlsym(RTLD_DEFAULT, name); }
 
-class EntryPoints : public PreloadedShim {
+class EntryPoints : public FakeDriverShim {
  protected:
   void SetUp() override {
-    PreloadedShim::SetUp();
-    driver_ = open_library(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(driver_, nullptr);
-    get_proc_ = symbol<GetProcAddress>(driver_, "cuGetProcAddress_v2");
-    calls_ = symbol<int (*)(const char*)>(driver_, "fakecuda_calls");
+    FakeDriverShim::SetUp();
+    if (HasFatalFailure()) return;
     self_ = symbol<void* (*)(const char*)>(driver_, "fakecuda_self");
-    ASSERT_NE(get_proc_, nullptr);
-    ASSERT_NE(calls_, nullptr);
   }
   void* lookup(const char* name, int version, cuuint64_t flags,
                CUdriverProcAddressQueryResult* status_out = nullptr) {
@@ -38,9 +30,6 @@ class EntryPoints : public PreloadedShim {
     if (status_out != nullptr) *status_out = status;
     return p;
   }
-  void* driver_ = nullptr;
-  GetProcAddress get_proc_ = nullptr;
-  int (*calls_)(const char*) = nullptr;
   void* (*self_)(const char*) = nullptr;
 };
 

@@ -5,15 +5,11 @@
 #include <cstdint>
 #include <string>
 
-#include "interpose/cuda_api.h"
-#include "preload_test_support.h"
+#include "fake_driver_shim.h"
 
 using namespace interpose_test;
 
 namespace {
-
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
 
 // Distinct handles, so that the stubs' argument records show each one arrived in its place.
 template <typename T>
@@ -145,18 +141,15 @@ const Lookup kLookups[] = {
 // Not CUDA_SUCCESS and not what a wrapper returns when it finds nothing to forward to.
 constexpr CUresult kRealResult = CUDA_ERROR_NOT_READY;
 
-class StreamOrderPoints : public PreloadedShim {
+class StreamOrderPoints : public FakeDriverShim {
  protected:
   void SetUp() override {
-    PreloadedShim::SetUp();
-    driver_ = open_library(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(driver_, nullptr);
-    get_proc_ = symbol<GetProcAddress>(driver_, "cuGetProcAddress_v2");
-    calls_ = symbol<int (*)(const char*)>(driver_, "fakecuda_calls");
+    FakeDriverShim::SetUp();
+    if (HasFatalFailure()) return;
     last_args_ = symbol<const char* (*)(const char*)>(driver_, "fakecuda_last_args");
     order_points_before_ = symbol<int (*)(const char*)>(driver_, "fakecuda_order_points_before");
     auto set_result = symbol<void (*)(int)>(driver_, "fakecuda_set_order_result");
-    ASSERT_TRUE(get_proc_ && calls_ && last_args_ && order_points_before_ && set_result);
+    ASSERT_TRUE(last_args_ && order_points_before_ && set_result);
     set_result(kRealResult);
   }
 
@@ -190,9 +183,6 @@ class StreamOrderPoints : public PreloadedShim {
     return p;
   }
 
-  void* driver_ = nullptr;
-  GetProcAddress get_proc_ = nullptr;
-  int (*calls_)(const char*) = nullptr;
   const char* (*last_args_)(const char*) = nullptr;
   int (*order_points_before_)(const char*) = nullptr;
 };
