@@ -7,6 +7,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/extents.h"
+#include "collectors/self_time.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -95,6 +96,19 @@ T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes
   return value;
 }
 
+bool is_complex(cudaDataType type) {
+  switch (type) {
+    case CUDA_C_16F: case CUDA_C_16BF: case CUDA_C_32F: case CUDA_C_64F: case CUDA_C_8I:
+    case CUDA_C_8U: case CUDA_C_32I: case CUDA_C_32U: case CUDA_C_4I: case CUDA_C_4U:
+    case CUDA_C_16I: case CUDA_C_16U: case CUDA_C_64I: case CUDA_C_64U:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Each attribute read is a library call, and a GEMM reads dozens: the batch stride only for
+// batches, the imaginary plane only for complex types (their values are unused otherwise).
 LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout) {
   LtLayout l;
   if (get == nullptr || layout == nullptr) return l;
@@ -107,11 +121,13 @@ LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout) {
   get(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &l.cols, sizeof(l.cols), &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l.ld, sizeof(l.ld), &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &l.batch_count, sizeof(l.batch_count), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
-      sizeof(l.batch_stride), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, &l.plane_offset, sizeof(l.plane_offset),
-      &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &l.batch_mode, sizeof(l.batch_mode), &written);
+  if (l.batch_count > 1)
+    get(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
+        sizeof(l.batch_stride), &written);
+  if (is_complex(l.type))
+    get(layout, CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, &l.plane_offset, sizeof(l.plane_offset),
+        &written);
   return l;
 }
 
@@ -147,6 +163,7 @@ uint64_t cublas_gemm_begin(const CublasGemm& g) {
   if (open_api().gemm_depth > 0) return nested_gemm();
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
+  self_time::Scope timed(self_time::Phase::GemmBegin);
   uint64_t token = 0;
   CallState& call = open_gemm(tracer, g.api, cublas_stream(g.handle), &token);
   trace::Record& r = call.record;
@@ -192,12 +209,14 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   if (open_api().gemm_depth > 0) return nested_gemm();  // inside cublasGemmEx: the same GEMM
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
+  self_time::Scope timed(self_time::Phase::GemmBegin);
   static auto desc_get = reinterpret_cast<DescGet>(resolve("cublasLtMatmulDescGetAttribute"));
   static auto layout_get = reinterpret_cast<LayoutGet>(resolve("cublasLtMatrixLayoutGetAttribute"));
   ShimCallGuard reading;  // descriptor reads are the shim's own calls
 
   const LtLayout a = read_layout(layout_get, mm.a_layout), b = read_layout(layout_get, mm.b_layout);
-  const LtLayout c = read_layout(layout_get, mm.c_layout), d = read_layout(layout_get, mm.d_layout);
+  const LtLayout d = read_layout(layout_get, mm.d_layout);
+  const LtLayout c = mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout);
   const auto trans_a = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
   const auto trans_b = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
@@ -205,12 +224,14 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   const auto pointer_mode = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
   const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                             CUBLASLT_EPILOGUE_DEFAULT);
-  auto mode = [&](cublasLtMatmulDescAttributes_t attr) {
-    return static_cast<cublasLtMatmulMatrixScale_t>(
-        desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
-  };
   auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
     return desc_attr<const void*>(desc_get, mm.desc, attr, nullptr);
+  };
+  // A scale's mode is read only when its pointer is set (no pointer: no scale, whatever the mode).
+  auto mode = [&](cublasLtMatmulDescAttributes_t attr, const void* scale_pointer) {
+    if (scale_pointer == nullptr) return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    return static_cast<cublasLtMatmulMatrixScale_t>(
+        desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
   };
   const uint64_t m = d.rows, n = d.cols;
   const uint64_t k = trans_a == CUBLAS_OP_N ? a.cols : a.rows;
@@ -219,8 +240,10 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   uint64_t token = 0;
   CallState& call = open_gemm(tracer, "cublasLtMatmul", mm.stream, &token);
   trace::Record& r = call.record;
-  const auto mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE);
-  const auto mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE);
+  const void* a_scale = pointer(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER);
+  const void* b_scale = pointer(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER);
+  const auto mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_scale);
+  const auto mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_scale);
   r.fields[F::m] = m, r.fields[F::n] = n, r.fields[F::k] = k, r.fields[F::batch] = batch;
   r.fields[F::trans_a] = trans_a, r.fields[F::trans_b] = trans_b;
   r.fields[F::type_a] = a.type, r.fields[F::type_b] = b.type;
@@ -256,9 +279,8 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   operand("D", Role::Out, mm.D, d, &outputs);
 
   // Scales: `outer` x `inner` as in extents.h (A: M x K, B: N x K, C/D: N x M column-major).
-  auto scale = [&](const char* label, Role role, cublasLtMatmulDescAttributes_t ptr_attr,
+  auto scale = [&](const char* label, Role role, const void* ptr,
                    cublasLtMatmulMatrixScale_t scale_mode, uint64_t outer, uint64_t inner) {
-    const void* ptr = pointer(ptr_attr);
     if (ptr == nullptr) return;
     uint64_t bytes = scale_buffer_bytes(scale_mode, outer, inner);
     const bool scalar = scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -269,14 +291,19 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
     tracer->add_buffer(&r, role == Role::In ? &inputs : &outputs, label, role,
                        scale_dtype(scale_mode), ptr, bytes, exact, hash);
   };
-  scale("A_scale", Role::In, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, mode_a, m, k);
-  scale("B_scale", Role::In, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, mode_b, n, k);
-  scale("C_scale", Role::In, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER,
-        mode(CUBLASLT_MATMUL_DESC_C_SCALE_MODE), n, m);
-  scale("D_scale", Role::In, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER,
-        mode(CUBLASLT_MATMUL_DESC_D_SCALE_MODE), n, m);
-  scale("D_out_scale", Role::Out, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER,
-        mode(CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE), n, m);
+  scale("A_scale", Role::In, a_scale, mode_a, m, k);
+  scale("B_scale", Role::In, b_scale, mode_b, n, k);
+  auto other_scale = [&](const char* label, Role role, cublasLtMatmulDescAttributes_t ptr_attr,
+                         cublasLtMatmulDescAttributes_t mode_attr) {
+    const void* ptr = pointer(ptr_attr);
+    scale(label, role, ptr, mode(mode_attr, ptr), n, m);
+  };
+  other_scale("C_scale", Role::In, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER,
+              CUBLASLT_MATMUL_DESC_C_SCALE_MODE);
+  other_scale("D_scale", Role::In, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER,
+              CUBLASLT_MATMUL_DESC_D_SCALE_MODE);
+  other_scale("D_out_scale", Role::Out, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER,
+              CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE);
   const int amax_bytes = compute_type_bytes(compute);
   const trace::DType amax_dtype = amax_bytes == 8 ? trace::DType::F64 : amax_bytes == 2 ? trace::DType::F16 : trace::DType::F32;
   tracer->add_buffer(&r, &outputs, "D_amax", Role::Out, amax_dtype,

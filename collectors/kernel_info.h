@@ -14,17 +14,27 @@
 
 namespace lockstep::collectors {
 
+// What every launch reads comes first: one cache line.
 struct KernelInfo {
-  std::string name;            // demangled
   trace::StringId name_id = 0;
-  std::vector<ParamInfo> layout;
   bool layout_known = false;
   bool selected = true;        // LOCKSTEP_KERNELS
   bool is_nccl = false;
+  std::vector<ParamInfo> layout;
+  std::string name;            // demangled
 };
 
 // Described once per handle (driver queries under a ShimCallGuard), then cached.
 const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle);
+
+// What a launch below full needs, copied into the per-thread cache slot: no second miss.
+struct KernelBrief {
+  const KernelInfo* info = nullptr;
+  trace::StringId name_id = 0;
+  bool selected = true;
+  bool is_nccl = false;
+};
+KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle);
 
 // "arg3", or "arg3+8" for a pointer inside a by-value struct parameter.
 std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout);

@@ -91,32 +91,39 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
 
 }  // namespace
 
-const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
+namespace {
+const KernelInfo* find_or_describe(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  {
+    std::shared_lock lock(g_kernels_mutex);
+    if (auto it = g_kernels.find(handle); it != g_kernels.end()) return it->second.get();
+  }
+  auto described = describe(tracer, kind, handle);
+  std::unique_lock lock(g_kernels_mutex);
+  return g_kernels.try_emplace(handle, std::move(described)).first->second.get();
+}
+}  // namespace
+
+KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle) {
   // A direct-mapped cache per thread, then the shared map. Between two launches the job's own
   // work evicts the shim's data from the CPU caches: one slot is one miss, where a hash map
   // lookup is a division and two or three dependent misses.
   struct Slot {
     const void* handle;
-    const KernelInfo* info;
+    KernelBrief brief;
   };
   constexpr size_t kSlots = 1024;
   thread_local Slot* slots = nullptr;  // constant-initialized: no guard; heap, never freed
   if (slots == nullptr) slots = new Slot[kSlots]();
   const auto bits = reinterpret_cast<uintptr_t>(handle);
   Slot& slot = slots[(bits >> 4 ^ bits >> 14) & (kSlots - 1)];
-  if (slot.handle == handle && handle != nullptr) return *slot.info;
-  const KernelInfo* found = nullptr;
-  {
-    std::shared_lock lock(g_kernels_mutex);
-    if (auto it = g_kernels.find(handle); it != g_kernels.end()) found = it->second.get();
-  }
-  if (found == nullptr) {
-    auto described = describe(tracer, kind, handle);
-    std::unique_lock lock(g_kernels_mutex);
-    found = g_kernels.try_emplace(handle, std::move(described)).first->second.get();
-  }
-  slot = {handle, found};
-  return *found;
+  if (slot.handle == handle && handle != nullptr) return slot.brief;
+  const KernelInfo* found = find_or_describe(tracer, kind, handle);
+  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
+  return slot.brief;
+}
+
+const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  return *kernel_brief(tracer, kind, handle).info;
 }
 
 std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout) {
@@ -151,12 +158,12 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
-  const KernelInfo& info = [&]() -> const KernelInfo& {
+  const KernelBrief brief = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
-    return kernel_info(tracer, launch.handle_kind, launch.handle);
+    return kernel_brief(tracer, launch.handle_kind, launch.handle);
   }();
   uint64_t token = 0;
-  if (api.depth > 0 || (api.nccl_group > 0 && info.is_nccl)) {
+  if (api.depth > 0 || (api.nccl_group > 0 && brief.is_nccl)) {
     // Made by the open cuBLAS/cuBLASLt/NCCL call: attributed to it.
     tracer->nested_kernels.fetch_add(1, std::memory_order_relaxed);
     CallState& nested = push_call(CallKind::Nested, &token);
@@ -174,7 +181,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   trace::Record& r = call.record;
   std::optional<self_time::Scope> stamping(std::in_place, self_time::Phase::Stamp);
   tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
-  r.name = info.name_id;
+  r.name = brief.name_id;
   using F = trace::fields::Kernel;
   r.fields[F::grid_x] = launch.grid[0], r.fields[F::grid_y] = launch.grid[1];
   r.fields[F::grid_z] = launch.grid[2];
@@ -198,8 +205,9 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +
   // offset. Elsewhere a launch is its identity alone, which keeps broad cheap: decoding is
   // most of a launch's cost, and unfingerprinted regions tell a diff nothing.
-  const bool hash = tracer->level() == Level::Full && info.selected && !capturing &&
+  const bool hash = tracer->level() == Level::Full && brief.selected && !capturing &&
                     tracer->fingerprint_step(r.step);
+  const KernelInfo& info = *brief.info;
   thread_local auto* bytes_buffer = new std::vector<uint8_t>;
   std::vector<uint8_t>& bytes = *bytes_buffer;
   if (!hash || !info.layout_known ||

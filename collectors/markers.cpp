@@ -4,11 +4,13 @@
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
 #include "collectors/runtime.h"
+#include "collectors/self_time.h"
 
 namespace lockstep::collectors {
 
 void marker_range_push(const char* message) {
   if (message == nullptr || inside_shim_call() || !Tracer::possible()) return;
+  self_time::Scope timed(self_time::Phase::Marker);
   uint32_t finished = 0;
   if (!Tracer::steps().on_marker(message, &finished)) return;
   if (Tracer* tracer = Tracer::existing())
@@ -19,6 +21,7 @@ void marker_range_pop() {}
 
 void marker_step(const char* name) {
   if (inside_shim_call() || !Tracer::possible()) return;
+  self_time::Scope timed(self_time::Phase::Marker);
   Tracer* tracer = Tracer::existing();
   if (tracer != nullptr) tracer->flush_deferred(Tracer::FlushCause::Step);
   const uint32_t finished = Tracer::steps().on_explicit();

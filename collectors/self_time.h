@@ -31,9 +31,11 @@ enum class Phase : uint8_t {
   Alloc,       // allocation hooks
   Free,        // free hooks (with the deferred flush they may cause)
   OrderPoint,  // stream order points (with the deferred flush they may cause)
+  Marker,      // step markers (NVTX ranges, lockstep_step): matching, step end, its flush
   // Parts of the above (nested in CallBegin / CallEnd / Free / OrderPoint):
   KernelBegin,   // kernel_launch_begin: identity, decode, hold, input (+ merged) hash launch
   KernelEnd,     // kernel_launch_end: defer the outputs, release
+  GemmBegin,     // a cuBLAS / cuBLASLt call: descriptor reads, operands, input hash launch
   HashEnqueue,   // Tracer::enqueue_groups, all of it
   EngineLaunch,  // HashEngine::enqueue (the hash kernel's cuLaunchKernel)
   LockWait,      // waiting for pending_mutex_ in enqueue_groups
@@ -48,13 +50,13 @@ enum class Phase : uint8_t {
   RealCall,
   kCount
 };
-inline constexpr Phase kLastOwnTopLevel = Phase::OrderPoint;  // CallBegin..OrderPoint: the total
+inline constexpr Phase kLastOwnTopLevel = Phase::Marker;  // CallBegin..Marker: the total
 inline constexpr bool is_detail(Phase phase) {
   return phase > kLastOwnTopLevel && phase != Phase::RealCall;
 }
 inline constexpr const char* kPhaseNames[] = {
-    "call begin", "call end", "alloc",  "free",   "order point", "kernel begin",
-    "kernel end", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
+    "call begin", "call end", "alloc",  "free",   "order point", "marker", "kernel begin",
+    "kernel end", "gemm begin", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
     "capture query", "decode", "plan", "hold", "append", "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;

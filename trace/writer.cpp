@@ -1,15 +1,23 @@
 // TraceWriter implementation. See writer.h for the contract.
 //
-// Threads: every appending thread owns a ThreadBuffer (found through a thread_local cache) and
-// encodes into its current Block under a per-thread spinlock that only the background thread
-// (stealing a partial block at flush time) and end_step (collecting step digests) ever contend
-// for. A full block goes to the write queue under a mutex: once per block_bytes.
+// Threads: every appending thread owns a ThreadBuffer (found through a thread_local cache). An
+// append only copies the record into the thread's staging batch under a per-thread spinlock;
+// hashing and encoding (a few hundred ns per record in a job whose own work keeps evicting our
+// code and tables from the CPU caches) happen later in batches, on the background thread: it
+// drains a thread's staged batches into the thread's Block under the thread's encode mutex,
+// when asked (every kWakeBatches full batches), at each flush, at end_step and at close. The
+// owner drains its own batches only when kMaxFullBatches wait (the background thread cannot keep
+// up).
+// A full block goes to the write queue under a mutex: once per block_bytes.
+//
+// Lock order: encode_mutex -> stage_lock -> queue_mutex / pool_mutex.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -70,13 +78,30 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
+inline constexpr uint32_t kBatchRecords = 128;
+inline constexpr size_t kWakeBatches = 1;      // full batches that wake the background thread
+inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains itself
+
+// Records copied as appended, in order; their Records keep their vectors' capacity when reused.
+struct StagedBatch {
+  uint32_t count = 0;
+  std::array<Record, kBatchRecords> records;
+};
+
 struct ThreadBuffer {
-  SpinLock lock;
-  // Guarded by lock.
+  // Staging, guarded by stage_lock (the owner, and a drainer swapping batches out).
+  SpinLock stage_lock;
+  std::unique_ptr<StagedBatch> filling;
+  std::vector<std::unique_ptr<StagedBatch>> full;   // oldest first
+  std::vector<std::unique_ptr<StagedBatch>> spare;  // drained, ready for reuse
+  // Encoding, guarded by encode_mutex (drainers: background thread, close, an owner whose
+  // staging is full).
+  std::mutex encode_mutex;
   std::unique_ptr<Block> block;
   RecordEncoder encoder;
   std::vector<StepTotal> steps;  // digests of steps not summarized yet; usually one entry
-  // Written by the owner only (relaxed), read by stats().
+  std::atomic<bool> out_of_memory{false};  // no block to encode into: appends are refused
+  // appended: records encoded (written under encode_mutex); dropped: refused or lost.
   std::atomic<uint64_t> appended{0}, dropped{0};
   uint32_t ordinal = 0;
   std::atomic<bool> owner_exited{false};
@@ -158,53 +183,52 @@ class Writer final : public TraceWriter {
       s.rejected.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    const uint64_t digest = content_hash(record, s.strings.hash(record.name),
-                                         [&s](StringId id) { return s.strings.hash(id); });
-    const size_t need = RecordEncoder::max_encoded_size(record);
-    tb->lock.lock();
-    if (!s.accepting.load(std::memory_order_relaxed)) {
-      tb->lock.unlock();
-      bump(tb->dropped);
+    if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) {
+      tb->dropped.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    Block* block = tb->block.get();
-    if (!block || block->capacity - block->used < need) {
-      block = refill(*tb, need);
-      if (!block) {
-        tb->lock.unlock();
-        bump(tb->dropped);
-        return false;
+    bool wake = false;
+    size_t backlog = 0;  // full batches waiting
+    tb->stage_lock.lock();
+    if (!s.accepting.load(std::memory_order_relaxed)) {
+      tb->stage_lock.unlock();
+      tb->dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    StagedBatch* batch = tb->filling.get();
+    if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
+    batch->records[batch->count++] = record;
+    if (batch->count == kBatchRecords) {
+      tb->full.push_back(std::move(tb->filling));
+      backlog = tb->full.size();
+      wake = backlog == kWakeBatches;
+    }
+    tb->stage_lock.unlock();
+    if (backlog >= kMaxFullBatches) {
+      // The background thread cannot keep up (a tight loop, or a starved core): the owner
+      // takes its turn, which bounds staging memory and slows the flood to the encoding rate.
+      std::lock_guard encoding(tb->encode_mutex);
+      drain_locked(*tb);
+    } else if (wake) {
+      {
+        std::lock_guard lock(s.queue_mutex);
+        s.drain_requested = true;
       }
+      s.wake.notify_one();
     }
-    if (block->count == 0) {
-      tb->encoder.reset();
-      block->first_seq = record.seq;
-      block->min_step = block->max_step = record.step;
-    } else {
-      block->first_seq = std::min(block->first_seq, record.seq);
-      block->min_step = std::min(block->min_step, record.step);
-      block->max_step = std::max(block->max_step, record.step);
-    }
-    const uint32_t thread = record.thread ? record.thread : tb->ordinal;
-    block->used = tb->encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
-    ++block->count;
-    if (!tb->steps.empty() && tb->steps.back().step == record.step) {
-      ++tb->steps.back().count;
-      tb->steps.back().digest += digest;
-    } else {
-      add_step(tb->steps, record.step, 1, digest);
-    }
-    tb->lock.unlock();
-    bump(tb->appended);
     return true;
   }
 
   void end_step(uint32_t step) override {
     if (abandoned_ || closed_.load()) return;
-    std::vector<StepTotal> totals = collect_steps(step, /*all=*/false);
-    add_step(totals, step, 0, 0);  // a step with no records still gets its summary
-    enqueue_summary(std::move(totals));
-    request_flush(std::chrono::milliseconds(1000));
+    // The background thread drains, summarizes and writes; the job does not wait for it.
+    State& s = *state_;
+    {
+      std::lock_guard lock(s.queue_mutex);
+      if (s.stopped) return;
+      s.steps_to_end.push_back(step);
+    }
+    s.wake.notify_one();
   }
 
   void flush() override {
@@ -216,16 +240,14 @@ class Writer final : public TraceWriter {
     if (abandoned_ || closed_.exchange(true)) return;
     State& s = *state_;
     s.accepting.store(false);
-    // Every in-flight append finishes (or sees accepting == false) before this pass.
+    // Every in-flight append finishes (or sees accepting == false) before the last cycle.
     {
       std::lock_guard registry(s.registry_mutex);
-      for (auto& tb : s.threads) tb->lock.lock(), tb->lock.unlock();
+      for (auto& tb : s.threads) tb->stage_lock.lock(), tb->stage_lock.unlock();
     }
-    std::vector<StepTotal> totals = collect_steps(0, /*all=*/true);
-    if (!totals.empty()) enqueue_summary(std::move(totals));
     {
       std::lock_guard lock(s.queue_mutex);
-      s.stop = true;
+      s.stop = true;  // the last cycle summarizes every step left and writes everything
     }
     s.wake.notify_all();
     if (s.thread.joinable()) s.thread.join();
@@ -233,10 +255,9 @@ class Writer final : public TraceWriter {
     fd_ = -1;
     std::lock_guard registry(s.registry_mutex);
     for (auto& tb : s.threads) {
-      tb->lock.lock();
+      std::lock_guard encoding(tb->encode_mutex);
       tb->block.reset();
       tb->writer_closed.store(true, std::memory_order_release);
-      tb->lock.unlock();
     }
   }
 
@@ -290,6 +311,8 @@ class Writer final : public TraceWriter {
     std::condition_variable wake, flushed;
     std::vector<std::unique_ptr<Block>> queue;  // full blocks and summaries, in handoff order
     uint64_t flush_requested = 0, flush_done = 0;
+    std::vector<uint32_t> steps_to_end;  // end_step calls the background thread has not done
+    bool drain_requested = false;        // some thread has kWakeBatches batches staged
     bool stop = false, stopped = false;
 
     std::atomic<uint64_t> blocks_written{0}, bytes_written{0}, write_errors{0};
@@ -297,8 +320,84 @@ class Writer final : public TraceWriter {
     std::thread thread;
   };
 
-  static void bump(std::atomic<uint64_t>& counter) {
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // Writers of `counter` are serialized (encode_mutex): a plain add, not a locked one.
+  static void bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+
+  // Caller holds tb.stage_lock.
+  static std::unique_ptr<StagedBatch> take_spare(ThreadBuffer& tb) {
+    if (tb.spare.empty()) return std::make_unique<StagedBatch>();
+    auto batch = std::move(tb.spare.back());
+    tb.spare.pop_back();
+    return batch;
+  }
+
+  // An append found the thread without a block: try once more for one (memory may have been
+  // released since), so that a budget too small for any block refuses records at once.
+  bool retry_memory(ThreadBuffer& tb) {
+    std::lock_guard encoding(tb.encode_mutex);
+    if (!tb.block) tb.block = acquire_block(options_.block_bytes);
+    tb.out_of_memory.store(!tb.block, std::memory_order_relaxed);
+    return tb.block != nullptr;
+  }
+
+  // Caller holds tb.encode_mutex. Hashes and encodes every record the thread has staged, in
+  // order, into its block; records that find no memory are dropped and counted.
+  void drain_locked(ThreadBuffer& tb) {
+    std::vector<std::unique_ptr<StagedBatch>> batches;
+    tb.stage_lock.lock();
+    batches.swap(tb.full);
+    if (tb.filling && tb.filling->count > 0) batches.push_back(std::move(tb.filling));
+    tb.stage_lock.unlock();
+    if (batches.empty()) return;
+    uint64_t encoded = 0, lost = 0;
+    for (auto& batch : batches) {
+      for (uint32_t i = 0; i < batch->count; ++i) {
+        if (encode_locked(tb, batch->records[i])) ++encoded;
+        else ++lost;
+      }
+      batch->count = 0;
+    }
+    bump(tb.appended, encoded);
+    if (lost) tb.dropped.fetch_add(lost, std::memory_order_relaxed);
+    tb.stage_lock.lock();
+    for (auto& batch : batches)
+      if (tb.spare.size() < kMaxFullBatches) tb.spare.push_back(std::move(batch));
+    tb.stage_lock.unlock();
+  }
+
+  // Caller holds tb.encode_mutex.
+  bool encode_locked(ThreadBuffer& tb, const Record& record) {
+    State& s = *state_;
+    const size_t need = RecordEncoder::max_encoded_size(record);
+    Block* block = tb.block.get();
+    if (!block || block->capacity - block->used < need) {
+      block = refill(tb, need);
+      tb.out_of_memory.store(block == nullptr, std::memory_order_relaxed);
+      if (!block) return false;
+    }
+    const uint64_t digest = content_hash(record, s.strings.hash(record.name),
+                                         [&s](StringId id) { return s.strings.hash(id); });
+    if (block->count == 0) {
+      tb.encoder.reset();
+      block->first_seq = record.seq;
+      block->min_step = block->max_step = record.step;
+    } else {
+      block->first_seq = std::min(block->first_seq, record.seq);
+      block->min_step = std::min(block->min_step, record.step);
+      block->max_step = std::max(block->max_step, record.step);
+    }
+    const uint32_t thread = record.thread ? record.thread : tb.ordinal;
+    block->used = tb.encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
+    ++block->count;
+    if (!tb.steps.empty() && tb.steps.back().step == record.step) {
+      ++tb.steps.back().count;
+      tb.steps.back().digest += digest;
+    } else {
+      add_step(tb.steps, record.step, 1, digest);
+    }
+    return true;
   }
 
   ThreadBuffer* thread_buffer() {
@@ -326,12 +425,13 @@ class Writer final : public TraceWriter {
       buffer->steps.reserve(8);
       s.threads.push_back(buffer);
     }
+    retry_memory(*buffer);  // the first block now: a budget without room refuses at once
     slots.emplace_back(uid_, buffer);
     tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
     return buffer.get();
   }
 
-  // Owner holds tb.lock. Hands off the current block and gets one with room for `need` bytes.
+  // Caller holds tb.encode_mutex. Hands off the current block and gets one with room for `need` bytes.
   Block* refill(ThreadBuffer& tb, size_t need) {
     State& s = *state_;
     if (tb.block && tb.block->count > 0) {
@@ -384,7 +484,8 @@ class Writer final : public TraceWriter {
     std::map<uint32_t, StepTotal> merged;
     std::lock_guard registry(s.registry_mutex);
     for (auto& tb : s.threads) {
-      tb->lock.lock();
+      std::lock_guard encoding(tb->encode_mutex);
+      drain_locked(*tb);
       auto keep = tb->steps.begin();
       for (auto it = tb->steps.begin(); it != tb->steps.end(); ++it) {
         if (all || it->step <= step) {
@@ -396,7 +497,6 @@ class Writer final : public TraceWriter {
         }
       }
       tb->steps.erase(keep, tb->steps.end());
-      tb->lock.unlock();
     }
     std::vector<StepTotal> out;
     for (auto& [key, total] : merged) out.push_back(total);
@@ -448,22 +548,39 @@ class Writer final : public TraceWriter {
     const auto interval = std::chrono::milliseconds(options_.flush_interval_ms);
     auto next_flush = Clock::now() + interval;
     for (;;) {
-      bool flush = false, stop = false;
+      bool flush = false, stop = false, drain = false;
       uint64_t ticket = 0;
+      std::vector<uint32_t> steps;
       {
         std::unique_lock lock(s.queue_mutex);
         s.wake.wait_until(lock, next_flush, [&] {
-          return s.stop || s.flush_requested > s.flush_done || !s.queue.empty();
+          return s.stop || s.flush_requested > s.flush_done || !s.queue.empty() ||
+                 !s.steps_to_end.empty() || s.drain_requested;
         });
         stop = s.stop;
         ticket = s.flush_requested;
-        flush = stop || ticket > s.flush_done || Clock::now() >= next_flush;
+        steps.swap(s.steps_to_end);
+        drain = s.drain_requested;
+        s.drain_requested = false;
+        // A finished step is flushed too, so that a killed job leaves its last steps readable.
+        flush = stop || ticket > s.flush_done || !steps.empty() || Clock::now() >= next_flush;
+      }
+      for (uint32_t step : steps) {  // in end_step order, which is increasing
+        std::vector<StepTotal> totals = collect_steps(step, /*all=*/false);
+        add_step(totals, step, 0, 0);  // a step with no records still gets its summary
+        enqueue_summary(std::move(totals));
+      }
+      if (stop) {
+        std::vector<StepTotal> totals = collect_steps(0, /*all=*/true);
+        if (!totals.empty()) enqueue_summary(std::move(totals));
       }
       // Stolen partial blocks join the queue behind their threads' full blocks, so each
       // thread's blocks reach the file in order.
       if (flush) {
         steal_partial_blocks();
         next_flush = Clock::now() + interval;
+      } else if (drain) {
+        drain_all();
       }
       std::vector<std::unique_ptr<Block>> blocks;
       {
@@ -482,19 +599,39 @@ class Writer final : public TraceWriter {
     }
   }
 
+  // Drains every thread until none has a full batch waiting (a burst keeps this thread busy
+  // instead of waking it once per batch).
+  void drain_all() {
+    State& s = *state_;
+    std::lock_guard registry(s.registry_mutex);
+    for (bool more = true; more;) {
+      more = false;
+      for (auto& tb : s.threads) {
+        std::lock_guard encoding(tb->encode_mutex);
+        drain_locked(*tb);
+        tb->stage_lock.lock();
+        more |= !tb->full.empty();
+        tb->stage_lock.unlock();
+      }
+    }
+  }
+
   void steal_partial_blocks() {
     State& s = *state_;
     std::lock_guard registry(s.registry_mutex);
     for (auto it = s.threads.begin(); it != s.threads.end();) {
       ThreadBuffer& tb = **it;
-      tb.lock.lock();
-      if (tb.block && tb.block->count > 0) {
-        std::lock_guard lock(s.queue_mutex);  // tb.lock, then queue_mutex: as in refill()
-        s.queue.push_back(std::move(tb.block));
+      bool gone = false;
+      {
+        std::lock_guard encoding(tb.encode_mutex);
+        drain_locked(tb);
+        if (tb.block && tb.block->count > 0) {
+          std::lock_guard lock(s.queue_mutex);  // encode_mutex, then queue_mutex: as in refill()
+          s.queue.push_back(std::move(tb.block));
+        }
+        gone = tb.owner_exited.load(std::memory_order_acquire) && tb.steps.empty();
+        if (gone) release_block(std::move(tb.block));
       }
-      const bool gone = tb.owner_exited.load(std::memory_order_acquire) && tb.steps.empty();
-      if (gone) release_block(std::move(tb.block));
-      tb.lock.unlock();
       if (gone) {
         s.retired_appended += tb.appended.load(std::memory_order_relaxed);
         s.retired_dropped += tb.dropped.load(std::memory_order_relaxed);

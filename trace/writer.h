@@ -1,10 +1,11 @@
 // TraceWriter: the shim's side of the format. One per process.
 //
-// Hot path (append): the calling thread encodes into a buffer of its own; no lock and no system
-// call. A background thread writes full buffers as blocks, and flushes every flush_interval_ms,
-// at end_step and at close, so a killed job leaves a trace readable up to shortly before death.
-// Memory is bounded by memory_budget; when the disk cannot keep up, append drops the record and
-// counts it (stats().dropped) rather than block the job.
+// Hot path (append): the calling thread copies the record into a staging batch of its own; no
+// shared lock and no system call. A background thread hashes and encodes staged records in
+// batches into per-thread blocks, writes full blocks, and flushes every flush_interval_ms,
+// after each end_step and at close, so a killed job leaves a trace readable up to shortly
+// before death. Block memory is bounded by memory_budget; when the disk cannot keep up, records
+// are dropped and counted (stats().dropped) rather than block the job.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,7 @@ struct WriterOptions {
 inline constexpr uint64_t kWarningRecordsDropped = 1;  // count = records dropped since last one
 
 struct WriterStats {
-  uint64_t appended = 0;       // records accepted
+  uint64_t appended = 0;       // records encoded into blocks (accepted ones still staged: not yet)
   uint64_t dropped = 0;        // records refused for lack of memory or disk
   uint64_t blocks_written = 0;
   uint64_t bytes_written = 0;  // file bytes, header included
@@ -51,11 +52,14 @@ class TraceWriter {
   virtual StringId intern(std::string_view text) = 0;
 
   // Thread-safe, lock-free on the fast path. The record's step feeds that step's summary digest.
-  // Returns false if the record was dropped (counted).
+  // Returns false if the record was refused (counted as dropped): writer closed, or no block
+  // memory at all. An accepted record is encoded later; if no block memory is left by then it
+  // is dropped and counted too (stats().appended counts the records encoded).
   virtual bool append(const Record& record) = 0;
 
-  // The step `step` is finished: write its StepSummary (count and digest of its records) and
-  // flush. Call once per step, in increasing order.
+  // The step `step` is finished: the background thread writes its StepSummary (count and
+  // digest of its records) and flushes; the caller does not wait. Call once per step, in
+  // increasing order.
   virtual void end_step(uint32_t step) = 0;
 
   // Write everything appended so far (blocks until written). Safe from any thread.

@@ -526,18 +526,24 @@ if want v; then
 fi
 
 # ---- (f) overhead --------------------------------------------------------------------------
+# Two sizes of the GPT job (bench/overhead/overhead.py --size). gpu-bound, as production training
+# is: the ratios to the untraced step are judged against the issue's targets. launch-bound, the
+# worst case for a tracer's CPU cost: its ratios are shown but not judged (the idle GPU's clock
+# moves between 345 and 1980 MHz within a run, so identical untraced runs differ by 20% and
+# more); it is judged by the shim's own time per step against the same targets instead.
 if want f; then
   if ! have_torch || ! have_lockstep; then
     row "overhead" SKIP "needs torch with CUDA and $LOCKSTEP"
-  elif ! fits 120; then
+  elif ! fits 200; then
     row "overhead" SKIP "time budget"
   else
     rounds=${OVERHEAD_ROUNDS:-3}
     # full = cudaMallocAsync (the default of `lockstep run --level full`); full-caching: the
-    # same level on PyTorch's caching allocator. Every run is pinned to the GPU's NUMA-local CPUs.
+    # same level on PyTorch's caching allocator.
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
       --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
-      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching}" --self-time --log "$LOG"
+      --levels "${OVERHEAD_MODES:-off,metrics,broad,full,full-caching}" --size gpu-bound \
+      --log "$LOG"
     rc=$?
     cat "$WORK/overhead.out"
     if [[ $rc -ne 0 ]]; then
@@ -550,16 +556,28 @@ if want f; then
         elif [[ $target == - ]]; then row "overhead $mode" PASS "${figure/ (target x-)/ (no target)}"
         else row "overhead $mode" FAIL "$figure"; fi
       done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/overhead.out")
-      # The shim's own time per step (one LOCKSTEP_DEBUG=1 run per mode): the small levels'
-      # overhead without the run-to-run noise of the ratios above, against the same targets.
+    fi
+    runlog overhead-launch 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
+      --python "$PY" --rounds 1 --steps 25 --skip 5 --json "$OUTDIR/overhead-launch-bound.json" \
+      --levels off,metrics,broad,full --size launch-bound --self-time --log "$LOG"
+    rc=$?
+    cat "$WORK/overhead-launch.out"
+    if [[ $rc -ne 0 ]]; then
+      row "launch-bound overhead" FAIL "rc $rc: $(tail -n 1 "$WORK/overhead-launch.err" | cut -c1-70)"
+    else
+      figure=$(awk '$1 ~ /^(untraced|off|metrics|broad|full)$/ && NF >= 7 {
+                      printf "%s%s %s", sep, $1, ($1 == "untraced" ? $2 " ms" : "x" $3); sep = ", "}
+                    /^shim self time per step/ {exit}' "$WORK/overhead-launch.out")
+      row "launch-bound ratios" PASS "not judged (GPU clock): ${figure}"
+      # The shim's own time per step (one LOCKSTEP_DEBUG=1 run per mode) against the targets.
       figure=$(awk '/^shim self time per step/ {on = 1; next}
                     on && $2 ~ /^[0-9.]+$/ && $4 ~ /%$/ {
                       printf "%s%s %s us (%s%s)", sep, $1, $2, $4, ($NF == "NO" ? " > " $(NF-1) : "")
-                      sep = ", "}' "$WORK/overhead.out")
-      if [[ -z $figure ]]; then row "overhead shim self time" FAIL "no LOCKSTEP_DEBUG self-time line"
-      elif grep -A8 '^shim self time per step' "$WORK/overhead.out" | grep -q ' NO$'; then
-        row "overhead shim self time" FAIL "per step: $figure"
-      else row "overhead shim self time" PASS "per step: $figure"; fi
+                      sep = ", "}' "$WORK/overhead-launch.out")
+      if [[ -z $figure ]]; then row "launch-bound self time" FAIL "no LOCKSTEP_DEBUG self-time line"
+      elif grep -A8 '^shim self time per step' "$WORK/overhead-launch.out" | grep -q ' NO$'; then
+        row "launch-bound self time" FAIL "per step: $figure"
+      else row "launch-bound self time" PASS "per step: $figure"; fi
     fi
   fi
 fi

@@ -160,6 +160,7 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
           w->metric(step, loss);
         }
         w->writer().end_step(step);
+        w->writer().flush();  // one block per step, as a job's pace gives: cut-off tests rely on it
       }
     }
   }

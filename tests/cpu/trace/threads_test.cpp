@@ -90,5 +90,45 @@ TEST(Threads, ExitedThreadsRecordsAreWritten) {
   EXPECT_EQ(testing::read_all_records(*reader).size(), 20u);
 }
 
+// The job's thread only stages a record; hashing and encoding wait for the background thread
+// (a full batch, a flush, a step's end). A record still staged at end_step counts in its step.
+TEST(Threads, AppendStagesAndTheBackgroundThreadEncodes) {
+  testing::TempDir dir;
+  WriterOptions options;
+  options.path = dir.file("staged.lstrace");
+  options.flush_interval_ms = 60000;  // no timed flush during the test
+  std::string error;
+  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
+  ASSERT_TRUE(writer) << error;
+  Record record;
+  record.kind = RecordKind::Kernel;
+  for (uint64_t seq = 1; seq <= 10; ++seq) {
+    record.seq = seq;
+    ASSERT_TRUE(writer->append(record));
+  }
+  EXPECT_EQ(writer->stats().appended, 0u) << "append encoded on the calling thread";
+  writer->end_step(0);  // returns at once; the background thread drains, summarizes, writes
+  writer->flush();
+  EXPECT_EQ(writer->stats().appended, 10u);
+  record.step = 1;
+  for (uint64_t seq = 11; seq <= 1000; ++seq) {  // several full batches wake the writer
+    record.seq = seq;
+    ASSERT_TRUE(writer->append(record));
+  }
+  writer->close();
+  EXPECT_EQ(writer->stats().appended, 1000u);
+  auto reader = TraceReader::open(options.path);
+  uint64_t expected = 1;
+  reader->for_each_record([&](const Record& r) {
+    EXPECT_EQ(r.seq, expected++);
+    return true;
+  });
+  EXPECT_EQ(expected, 1001u);
+  std::map<uint32_t, uint64_t> counts;
+  for (const auto& summary : reader->step_summaries()) counts[summary.step] += summary.record_count;
+  EXPECT_EQ(counts[0], 10u);
+  EXPECT_EQ(counts[1], 990u);
+}
+
 }  // namespace
 }  // namespace lockstep::trace

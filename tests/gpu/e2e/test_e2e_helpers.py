@@ -175,7 +175,7 @@ class RunShTest(unittest.TestCase):
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
                       "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
                       "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
-                      "overhead broad", "overhead shim self time",
+                      "overhead broad", "launch-bound ratios", "launch-bound self time",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
                       "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
@@ -193,7 +193,7 @@ class RunShTest(unittest.TestCase):
         # A shim that spends more per step than the untraced step's 2% at broad.
         proc, rows, _ = self.run_script("f", FAKE_SELF_US="1000000000")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        self.assertEqual(rows.get("overhead shim self time"), "FAIL", rows)
+        self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
 
     def test_missing_binaries_are_skipped(self):
         proc, rows, _ = self.run_script("c")
