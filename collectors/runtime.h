@@ -183,6 +183,7 @@ class Tracer {
   std::atomic<uint64_t> nested_kernels{0};
   std::atomic<uint64_t> capture_skipped{0};
   std::atomic<uint64_t> fingerprints_dropped{0};
+  std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
   std::atomic<bool> rank_known{false};
 
  private:
@@ -255,6 +256,7 @@ class Tracer {
   struct EngineState {
     std::unique_ptr<hashing::HashEngine> engine;
     std::vector<SlotTarget> slots;  // by slot id % ring size; pending == nullptr: free
+    std::vector<SlotTarget> also;   // a second record the same digest fills, or pending == nullptr
   };
   std::map<CUcontext, EngineState> engines_;
   // The current context's engine and slots (created on first use); null without one.

@@ -363,6 +363,7 @@ Tracer::EngineState* Tracer::engine_for_current_context() {
     return nullptr;
   }
   state.slots.assign(options.ring_slots, SlotTarget{nullptr, 0});
+  state.also.assign(options.ring_slots, SlotTarget{nullptr, 0});
   // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
   std::atexit(close_at_exit);
   return &state;
@@ -377,27 +378,62 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
 
 void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
                             size_t count, bool not_capturing) {
-  size_t n = 0;
-  for (size_t g = 0; g < count; ++g) n += groups[g].n;
-  if (n == 0) return;
-  auto flag_dropped = [&](size_t from, size_t to) {  // regions [from, to) of the concatenation
-    size_t at = 0;
-    for (size_t g = 0; g < count; ++g) {
-      for (size_t i = 0; i < groups[g].n; ++i, ++at)
-        if (at >= from && at < to)
-          groups[g].pending->record.buffers[groups[g].regions[i].buffer_index].flags |=
-              trace::kFingerprintDropped;
-    }
-    fingerprints_dropped.fetch_add(to - from, std::memory_order_relaxed);
-  };
+  size_t total = 0;
+  for (size_t g = 0; g < count; ++g) total += groups[g].n;
+  if (total == 0) return;
   uint64_t capture_id = 0;
   if (!not_capturing && capturing(stream, per_thread_default, &capture_id)) {
-    capture_skipped.fetch_add(n, std::memory_order_relaxed);
+    capture_skipped.fetch_add(total, std::memory_order_relaxed);
     return;  // entries stay without kFingerprintValid
   }
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   ShimCallGuard guard;
   self_time::Scope timed(self_time::Phase::HashEnqueue);
+  // The regions of every group, in order, with their owners. A merged launch often holds one
+  // kernel's output and the next kernel's input that are the same bytes (the same pointer and
+  // extent, nothing ran between): hashed once, the digest fills both records.
+  thread_local auto* batch_buffer = new std::vector<hashing::Region>;  // never freed (exit)
+  thread_local auto* owners_buffer = new std::vector<SlotTarget>;
+  thread_local auto* also_buffer = new std::vector<SlotTarget>;
+  std::vector<hashing::Region>& all = *batch_buffer;
+  std::vector<SlotTarget>& owners = *owners_buffer;
+  std::vector<SlotTarget>& also = *also_buffer;
+  all.clear();
+  owners.clear();
+  also.clear();
+  for (size_t g = 0; g < count; ++g) {
+    for (size_t i = 0; i < groups[g].n; ++i) {
+      const PlannedRegion& region = groups[g].regions[i];
+      const SlotTarget owner{groups[g].pending, region.buffer_index};
+      size_t same = all.size();
+      if (g > 0)  // within one group the regions are distinct already
+        for (size_t j = 0; j < all.size(); ++j)
+          if (all[j].ptr == region.ptr && all[j].bytes == region.bytes &&
+              also[j].pending == nullptr && owners[j].pending != owner.pending) {
+            same = j;
+            break;
+          }
+      if (same < all.size()) {
+        also[same] = owner;
+        continue;
+      }
+      all.push_back({region.ptr, region.bytes});
+      owners.push_back(owner);
+      also.push_back({nullptr, 0});
+    }
+  }
+  const size_t n = all.size();
+  auto flag_dropped = [&](size_t from, size_t to) {  // unique regions [from, to)
+    uint64_t flagged = 0;
+    for (size_t k = from; k < to; ++k) {
+      for (const SlotTarget* t : {&owners[k], &also[k]}) {
+        if (t->pending == nullptr) continue;
+        t->pending->record.buffers[t->buffer_index].flags |= trace::kFingerprintDropped;
+        ++flagged;
+      }
+    }
+    fingerprints_dropped.fetch_add(flagged, std::memory_order_relaxed);
+  };
   std::unique_lock lock(pending_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     self_time::Scope waiting(self_time::Phase::LockWait);
@@ -409,21 +445,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     return;
   }
   hashing::HashEngine* engine = state->engine.get();
-  auto& slots = state->slots;
-  const uint64_t ring = slots.size();
-  // The regions of every group, in order, with their owners.
-  thread_local auto* batch_buffer = new std::vector<hashing::Region>;  // never freed (exit)
-  thread_local auto* owners_buffer = new std::vector<SlotTarget>;
-  std::vector<hashing::Region>& all = *batch_buffer;
-  std::vector<SlotTarget>& owners = *owners_buffer;
-  all.clear();
-  owners.clear();
-  for (size_t g = 0; g < count; ++g) {
-    for (size_t i = 0; i < groups[g].n; ++i) {
-      all.push_back({groups[g].regions[i].ptr, groups[g].regions[i].bytes});
-      owners.push_back({groups[g].pending, groups[g].regions[i].buffer_index});
-    }
-  }
+  const uint64_t ring = state->slots.size();
   // One launch per kMaxRegionsPerEnqueue regions (a graph replay can reach thousands).
   for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
     const size_t chunk = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
@@ -438,8 +460,14 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       continue;
     }
     for (size_t i = 0; i < chunk; ++i) {
-      slots[(first + i) % ring] = owners[start + i];
+      const uint64_t slot = (first + i) % ring;
+      state->slots[slot] = owners[start + i];
       ++owners[start + i].pending->outstanding;
+      state->also[slot] = also[start + i];
+      if (also[start + i].pending != nullptr) {
+        ++also[start + i].pending->outstanding;
+        regions_shared.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   // A busy collector polls every millisecond: waking it per call would cost a futex call and a
@@ -644,11 +672,13 @@ bool Tracer::poll_once(std::vector<PendingRecord*>* complete) {
   for (auto& [ctx, state] : engines_) {
     if (!state.engine) continue;
     state.engine->poll([&](uint64_t slot, uint64_t digest) {
-      SlotTarget& target = state.slots[slot % state.slots.size()];
-      if (target.pending == nullptr) return;
-      PendingRecord* pending = target.pending;
-      target.pending = nullptr;
-      if (deliver(pending, target.buffer_index, digest, true)) complete->push_back(pending);
+      const size_t at = slot % state.slots.size();
+      for (SlotTarget* target : {&state.slots[at], &state.also[at]}) {
+        if (target->pending == nullptr) continue;
+        PendingRecord* pending = target->pending;
+        target->pending = nullptr;
+        if (deliver(pending, target->buffer_index, digest, true)) complete->push_back(pending);
+      }
     });
   }
   return pending_records_ > 0 || !stream_done_.empty();
@@ -750,16 +780,20 @@ void Tracer::close() {
     std::lock_guard lock(pending_mutex_);
     // Records still waiting: appended without the missing digests, flagged.
     for (auto& [ctx, state] : engines_) {
-      for (SlotTarget& target : state.slots) {
-        if (target.pending == nullptr) continue;
-        target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
-        fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
+      for (auto* targets : {&state.slots, &state.also}) {
+        for (SlotTarget& target : *targets) {
+          if (target.pending == nullptr) continue;
+          target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
+          fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
+        }
       }
-      for (SlotTarget& target : state.slots) {
-        if (target.pending == nullptr) continue;
-        PendingRecord* pending = target.pending;
-        target.pending = nullptr;
-        if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
+      for (auto* targets : {&state.slots, &state.also}) {
+        for (SlotTarget& target : *targets) {
+          if (target.pending == nullptr) continue;
+          PendingRecord* pending = target.pending;
+          target.pending = nullptr;
+          if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
+        }
       }
     }
     pending_per_step_.clear();
@@ -787,9 +821,11 @@ void Tracer::close() {
       total.bytes_enqueued += s.bytes_enqueued;
     }
     debug(fmt::format("hash launches: {} ({} regions, {} bytes); {} carried two kernels' regions, "
-                      "{} deferred sets enqueued on their own ({})",
+                      "{} deferred sets enqueued on their own ({}); {} regions hashed once for "
+                      "two records",
                       total.launches, total.regions_enqueued, total.bytes_enqueued,
-                      merged_launches.load(), alone, causes.empty() ? "none" : causes));
+                      merged_launches.load(), alone, causes.empty() ? "none" : causes,
+                      regions_shared.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());
