@@ -406,8 +406,8 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
       size_t same = all.size();
-      if (g > 0)  // within one group the regions are distinct already
-        for (size_t j = 0; j < all.size(); ++j)
+      if (g > 0)  // against the first group (the deferred outputs): each group is distinct already
+        for (size_t j = 0; j < groups[0].n; ++j)
           if (all[j].ptr == region.ptr && all[j].bytes == region.bytes &&
               also[j].pending == nullptr && owners[j].pending != owner.pending) {
             same = j;

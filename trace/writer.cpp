@@ -81,6 +81,7 @@ class SpinLock {
 inline constexpr uint32_t kBatchRecords = 128;
 inline constexpr size_t kWakeBatches = 1;      // full batches that wake the background thread
 inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains itself
+inline constexpr size_t kSpareBatches = 4;     // drained batches kept for reuse
 
 // Records copied as appended, in order; their Records keep their vectors' capacity when reused.
 struct StagedBatch {
@@ -335,8 +336,12 @@ class Writer final : public TraceWriter {
 
   // An append found the thread without a block: try once more for one (memory may have been
   // released since), so that a budget too small for any block refuses records at once.
-  bool retry_memory(ThreadBuffer& tb) {
-    std::lock_guard encoding(tb.encode_mutex);
+  // An append never waits on a drain (wait: a thread's first block, once).
+  bool retry_memory(ThreadBuffer& tb, bool wait = false) {
+    std::unique_lock encoding(tb.encode_mutex, std::defer_lock);
+    if (wait) encoding.lock();
+    else if (!encoding.try_lock()) return false;
+    if (!state_->accepting.load(std::memory_order_relaxed)) return false;
     if (!tb.block) tb.block = acquire_block(options_.block_bytes);
     tb.out_of_memory.store(!tb.block, std::memory_order_relaxed);
     return tb.block != nullptr;
@@ -363,7 +368,7 @@ class Writer final : public TraceWriter {
     if (lost) tb.dropped.fetch_add(lost, std::memory_order_relaxed);
     tb.stage_lock.lock();
     for (auto& batch : batches)
-      if (tb.spare.size() < kMaxFullBatches) tb.spare.push_back(std::move(batch));
+      if (tb.spare.size() < kSpareBatches) tb.spare.push_back(std::move(batch));
     tb.stage_lock.unlock();
   }
 
@@ -374,6 +379,10 @@ class Writer final : public TraceWriter {
     Block* block = tb.block.get();
     if (!block || block->capacity - block->used < need) {
       block = refill(tb, need);
+      if (!block && std::this_thread::get_id() == s.thread.get_id()) {
+        write_queue();  // the writer's own drain: write what waits, which frees its memory
+        block = refill(tb, need);
+      }
       tb.out_of_memory.store(block == nullptr, std::memory_order_relaxed);
       if (!block) return false;
     }
@@ -425,7 +434,7 @@ class Writer final : public TraceWriter {
       buffer->steps.reserve(8);
       s.threads.push_back(buffer);
     }
-    retry_memory(*buffer);  // the first block now: a budget without room refuses at once
+    retry_memory(*buffer, /*wait=*/true);  // the first block now: a budget without room refuses at once
     slots.emplace_back(uid_, buffer);
     tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
     return buffer.get();
@@ -599,13 +608,16 @@ class Writer final : public TraceWriter {
     }
   }
 
-  // Drains every thread until none has a full batch waiting (a burst keeps this thread busy
-  // instead of waking it once per batch).
+  // Sweeps every thread while full batches keep arriving, at most kSweeps times; then another
+  // cycle follows after this one has written its blocks (a burst neither fills the memory
+  // budget unwritten nor holds off the timed flush and new threads for long).
   void drain_all() {
     State& s = *state_;
-    std::lock_guard registry(s.registry_mutex);
-    for (bool more = true; more;) {
+    constexpr int kSweeps = 8;
+    bool more = true;
+    for (int sweep = 0; more && sweep < kSweeps; ++sweep) {
       more = false;
+      std::lock_guard registry(s.registry_mutex);
       for (auto& tb : s.threads) {
         std::lock_guard encoding(tb->encode_mutex);
         drain_locked(*tb);
@@ -613,6 +625,10 @@ class Writer final : public TraceWriter {
         more |= !tb->full.empty();
         tb->stage_lock.unlock();
       }
+    }
+    if (more) {
+      std::lock_guard lock(s.queue_mutex);
+      s.drain_requested = true;
     }
   }
 
@@ -623,13 +639,16 @@ class Writer final : public TraceWriter {
       ThreadBuffer& tb = **it;
       bool gone = false;
       {
+        // Read before the drain: the owner's last append happened before it set the flag, so
+        // the drain below sees that record.
+        const bool exited = tb.owner_exited.load(std::memory_order_acquire);
         std::lock_guard encoding(tb.encode_mutex);
         drain_locked(tb);
         if (tb.block && tb.block->count > 0) {
           std::lock_guard lock(s.queue_mutex);  // encode_mutex, then queue_mutex: as in refill()
           s.queue.push_back(std::move(tb.block));
         }
-        gone = tb.owner_exited.load(std::memory_order_acquire) && tb.steps.empty();
+        gone = exited && tb.steps.empty();
         if (gone) release_block(std::move(tb.block));
       }
       if (gone) {
@@ -663,6 +682,17 @@ class Writer final : public TraceWriter {
     block->used = encoder->encode(warning, 0, block->data.get()) - block->data.get();
     block->count = 1;
     blocks.push_back(std::move(block));
+  }
+
+  // Background thread only: writes the queued blocks now.
+  void write_queue() {
+    State& s = *state_;
+    std::vector<std::unique_ptr<Block>> blocks;
+    {
+      std::lock_guard lock(s.queue_mutex);
+      blocks.swap(s.queue);
+    }
+    write_cycle(blocks);
   }
 
   // Strings first: every id used by the blocks taken above was interned before they were taken,

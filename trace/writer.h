@@ -4,8 +4,9 @@
 // shared lock and no system call. A background thread hashes and encodes staged records in
 // batches into per-thread blocks, writes full blocks, and flushes every flush_interval_ms,
 // after each end_step and at close, so a killed job leaves a trace readable up to shortly
-// before death. Block memory is bounded by memory_budget; when the disk cannot keep up, records
-// are dropped and counted (stats().dropped) rather than block the job.
+// before death. Block memory is bounded by memory_budget (staging batches are not counted: a
+// thread holds at most 64 waiting plus 4 spare batches of 128 records); when the disk cannot
+// keep up, records are dropped and counted (stats().dropped) rather than block the job.
 #pragma once
 
 #include <cstddef>

@@ -42,7 +42,8 @@ TEST(Budget, ExhaustedBudgetDropsAndCountsNeverSilently) {
   EXPECT_EQ(reported, 1000u);  // and the drop is in the trace
 }
 
-TEST(Budget, BudgetOfOneBlockStillWritesEverythingWhenTheDiskKeepsUp) {
+// Two small blocks of memory and a tight loop: records may be dropped, never silently.
+TEST(Budget, BudgetOfTwoBlocksLosesNothingUncounted) {
   testing::TempDir dir;
   WriterOptions options;
   options.path = dir.file("tight.lstrace");
