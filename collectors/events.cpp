@@ -43,6 +43,14 @@ bool active() {
   return Tracer::possible();
 }
 
+bool launches_traced() {
+  static const bool traced = [] {
+    const ConfigResult& configured = Tracer::configuration();
+    return configured.ok() && configured.config.level >= Level::Broad;
+  }();
+  return traced;
+}
+
 ShimCallGuard::ShimCallGuard() { ++shim_depth; }
 ShimCallGuard::~ShimCallGuard() { --shim_depth; }
 bool inside_shim_call() { return shim_depth > 0; }

@@ -1,6 +1,6 @@
 // What one kernel launch costs the launching thread in collectors/, per level, on the CPU.
 //
-//   build/bench/collectors/launch_cost_bench [launches]
+//   build/bench/collectors/launch_cost_bench [launches] [level]
 //
 // Each level runs in a forked child (the Tracer is one per process) with a fake driver behind
 // the symbol resolver: a kernel with a PyTorch-like by-value parameter struct (an int, three
@@ -125,8 +125,10 @@ int main(int argc, char** argv) {
   std::printf("collectors: CPU time per kernel launch (begin + end), %ld launches per level\n",
               launches);
   std::printf("%-12s %10s %14s %13s\n", "level", "ns/launch", "hash launches", "paced ns");
+  const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
   for (const char* mode : {"off", "metrics", "broad", "full", "full+engine"}) {
     const std::string name = mode;
+    if (!only.empty() && only != name) continue;
     const char* level = name == "full+engine" ? "full" : mode;
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return 2;

@@ -240,6 +240,16 @@ const trace::BufferFingerprint* find_buffer(trace::TraceReader& reader, const tr
 }
 
 // ---- scenarios ----------------------------------------------------------------------------------
+// Launch hooks skip building events below broad: launches_traced() follows the level.
+TEST_F(RuntimeTest, LaunchesAreTracedFromBroadUp) {
+  for (const auto& [level, traced] : std::vector<std::pair<std::string, bool>>{
+           {"off", false}, {"metrics", false}, {"broad", true}, {"full", true}, {"bogus", false}}) {
+    ChildResult child = run_child(env(level), [] { std::_Exit(launches_traced() ? 10 : 11); });
+    ASSERT_TRUE(WIFEXITED(child.status)) << level;
+    EXPECT_EQ(WEXITSTATUS(child.status), traced ? 10 : 11) << level << ": " << child.stderr_text;
+  }
+}
+
 TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
   static float loss_on_host = 1.5f;  // what the D2H copy "wrote"
   ChildResult child = run_child(env("full"), [] {

@@ -1,6 +1,7 @@
 // A stand-in for collectors/: implements every events.h function by appending one line per
 // event to an in-memory log that the tests read back (lockstep_fake_log / lockstep_fake_clear,
-// found with dlsym(RTLD_DEFAULT, ...)). LOCKSTEP_FAKE_INACTIVE=1 makes active() false.
+// found with dlsym(RTLD_DEFAULT, ...)). LOCKSTEP_FAKE_INACTIVE=1 makes active() false,
+// LOCKSTEP_FAKE_NO_LAUNCHES=1 launches_traced().
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -59,6 +60,10 @@ namespace lockstep::collectors {
 bool active() {
   const char* v = std::getenv("LOCKSTEP_FAKE_INACTIVE");
   return shim_depth == 0 && !(v != nullptr && std::strcmp(v, "1") == 0);
+}
+bool launches_traced() {  // LOCKSTEP_FAKE_NO_LAUNCHES=1: a level below broad
+  const char* v = std::getenv("LOCKSTEP_FAKE_NO_LAUNCHES");
+  return !(v != nullptr && std::strcmp(v, "1") == 0);
 }
 ShimCallGuard::ShimCallGuard() { ++shim_depth; }
 ShimCallGuard::~ShimCallGuard() { --shim_depth; }

@@ -73,6 +73,20 @@ TEST_F(Stubs, InactiveTracingForwardsWithoutEvents) {
   EXPECT_TRUE(lines_starting(fake_log(), "launch_begin").empty()) << fake_log();
 }
 
+// Below broad (launches_traced() false) both layers forward a launch without building an
+// event, while other hooks still report (a copy, which metrics may need).
+TEST_F(Stubs, LaunchesBelowBroadForwardWithoutEvents) {
+  setenv("LOCKSTEP_FAKE_NO_LAUNCHES", "1", 1);
+  ASSERT_EQ(symbol<int (*)(bool)>(app_, "app_launch_stub")(false), 0);
+  ASSERT_EQ(symbol<int (*)()>(app_, "app_malloc_copy_free")(), 0);
+  unsetenv("LOCKSTEP_FAKE_NO_LAUNCHES");
+  EXPECT_EQ(runtime_calls_("__cudaLaunchKernel"), 1);
+  EXPECT_EQ(driver_calls_("cuLaunchKernel"), 1);
+  const std::string log = fake_log();
+  EXPECT_TRUE(lines_starting(log, "launch_begin").empty()) << log;
+  EXPECT_EQ(lines_starting(log, "memop_begin").size(), 1u) << log;
+}
+
 TEST_F(Stubs, AllocationsCopiesAndGraphs) {
   ASSERT_EQ(symbol<int (*)()>(app_, "app_malloc_copy_free")(), 0);
   ASSERT_EQ(symbol<int (*)()>(app_, "app_graph")(), 0);
