@@ -405,15 +405,13 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
-      size_t same = all.size();
-      if (g > 0)  // against the first group (the deferred outputs): each group is distinct already
-        for (size_t j = 0; j < groups[0].n; ++j)
-          if (all[j].ptr == region.ptr && all[j].bytes == region.bytes &&
-              also[j].pending == nullptr && owners[j].pending != owner.pending) {
-            same = j;
-            break;
-          }
-      if (same < all.size()) {
+      // Against the first group (the deferred outputs): each group is distinct already.
+      const size_t earlier = g > 0 ? groups[0].n : 0;
+      size_t same = 0;
+      while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes &&
+                                 also[same].pending == nullptr))
+        ++same;
+      if (same < earlier) {
         also[same] = owner;
         continue;
       }

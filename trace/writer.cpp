@@ -348,14 +348,15 @@ class Writer final : public TraceWriter {
   }
 
   // Caller holds tb.encode_mutex. Hashes and encodes every record the thread has staged, in
-  // order, into its block; records that find no memory are dropped and counted.
-  void drain_locked(ThreadBuffer& tb) {
+  // order, into its block; records that find no memory are dropped and counted. Returns whether
+  // full batches arrived meanwhile.
+  bool drain_locked(ThreadBuffer& tb) {
     std::vector<std::unique_ptr<StagedBatch>> batches;
     tb.stage_lock.lock();
     batches.swap(tb.full);
     if (tb.filling && tb.filling->count > 0) batches.push_back(std::move(tb.filling));
     tb.stage_lock.unlock();
-    if (batches.empty()) return;
+    if (batches.empty()) return false;
     uint64_t encoded = 0, lost = 0;
     for (auto& batch : batches) {
       for (uint32_t i = 0; i < batch->count; ++i) {
@@ -369,7 +370,9 @@ class Writer final : public TraceWriter {
     tb.stage_lock.lock();
     for (auto& batch : batches)
       if (tb.spare.size() < kSpareBatches) tb.spare.push_back(std::move(batch));
+    const bool more = !tb.full.empty();
     tb.stage_lock.unlock();
+    return more;
   }
 
   // Caller holds tb.encode_mutex.
@@ -400,12 +403,7 @@ class Writer final : public TraceWriter {
     const uint32_t thread = record.thread ? record.thread : tb.ordinal;
     block->used = tb.encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
     ++block->count;
-    if (!tb.steps.empty() && tb.steps.back().step == record.step) {
-      ++tb.steps.back().count;
-      tb.steps.back().digest += digest;
-    } else {
-      add_step(tb.steps, record.step, 1, digest);
-    }
+    add_step(tb.steps, record.step, 1, digest);
     return true;
   }
 
@@ -591,13 +589,7 @@ class Writer final : public TraceWriter {
       } else if (drain) {
         drain_all();
       }
-      std::vector<std::unique_ptr<Block>> blocks;
-      {
-        std::lock_guard lock(s.queue_mutex);
-        blocks.swap(s.queue);
-      }
-      if (flush) report_drops(blocks);
-      write_cycle(blocks);
+      write_queue(/*with_drop_report=*/flush);
       if (flush) {
         std::lock_guard lock(s.queue_mutex);
         s.flush_done = std::max(s.flush_done, ticket);
@@ -620,10 +612,7 @@ class Writer final : public TraceWriter {
       std::lock_guard registry(s.registry_mutex);
       for (auto& tb : s.threads) {
         std::lock_guard encoding(tb->encode_mutex);
-        drain_locked(*tb);
-        tb->stage_lock.lock();
-        more |= !tb->full.empty();
-        tb->stage_lock.unlock();
+        more |= drain_locked(*tb);
       }
     }
     if (more) {
@@ -684,14 +673,16 @@ class Writer final : public TraceWriter {
     blocks.push_back(std::move(block));
   }
 
-  // Background thread only: writes the queued blocks now.
-  void write_queue() {
+  // Background thread only: writes the queued blocks now (after a Warning block for records
+  // dropped since the last report, if asked).
+  void write_queue(bool with_drop_report = false) {
     State& s = *state_;
     std::vector<std::unique_ptr<Block>> blocks;
     {
       std::lock_guard lock(s.queue_mutex);
       blocks.swap(s.queue);
     }
+    if (with_drop_report) report_drops(blocks);
     write_cycle(blocks);
   }
 

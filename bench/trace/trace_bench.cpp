@@ -116,17 +116,23 @@ struct Result {
   uint64_t dropped = 0;
 };
 
-Result run(const std::string& dir, int threads, uint64_t per_thread, bool kernels_only) {
-  static int counter = 0;
-  WriterOptions options;
-  options.path = dir + "/bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".lstrace";
-  options.memory_budget = 512u << 20;  // measure encoding, not the disk of a shared machine
+// A writer on options.path, or the error and exit 1.
+std::unique_ptr<TraceWriter> open_writer(const WriterOptions& options) {
   std::string error;
   auto writer = TraceWriter::open(options, nlohmann::json{{"bench", true}}, &error);
   if (!writer) {
     std::fprintf(stderr, "%s\n", error.c_str());
     std::exit(1);
   }
+  return writer;
+}
+
+Result run(const std::string& dir, int threads, uint64_t per_thread, bool kernels_only) {
+  static int counter = 0;
+  WriterOptions options;
+  options.path = dir + "/bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".lstrace";
+  options.memory_budget = 512u << 20;  // measure encoding, not the disk of a shared machine
+  auto writer = open_writer(options);
   const Catalog catalog = make_catalog(*writer, kernels_only, 1);
   std::atomic<uint64_t> seq{0};
   std::vector<double> cpu(threads);
@@ -192,12 +198,7 @@ void report(const char* what, const Result& r) {
 double paced_append_ns(const std::string& dir, uint64_t records) {
   WriterOptions options;
   options.path = dir + "/bench-paced-" + std::to_string(::getpid()) + ".lstrace";
-  std::string error;
-  auto writer = TraceWriter::open(options, nlohmann::json{{"bench", true}}, &error);
-  if (!writer) {
-    std::fprintf(stderr, "%s\n", error.c_str());
-    std::exit(1);
-  }
+  auto writer = open_writer(options);
   const Catalog catalog = make_catalog(*writer, true, 2);
   std::vector<Record> ops = catalog.ops;
   std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
