@@ -34,6 +34,9 @@ struct CallState {
   const void* graph_exec = nullptr;
   // Which OpenApi counters this call raised (undone at end).
   bool raised_depth = false, raised_gemm = false, raised_launch = false;
+  // Reused digests (level full): `outputs` are every device region the call may write (set by
+  // the collector where that holds), and whether note_writes() has told the tracer yet.
+  bool writes_known = false, writes_noted = false;
 
   trace::Record& live_record() { return pending != nullptr ? pending->record : record; }
 };
@@ -47,6 +50,10 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
                         bool not_capturing = false);
 // The state for `token`, popped by finish_call. Null for token 0 or a token that does not pair.
 CallState* top_call(uint64_t token);
-void finish_call(CallState* state);  // undoes OpenApi counters and pops
+// Tells the tracer what the call may write (its outputs, or "unknown": every reusable digest
+// is forgotten), once, before its output hashes are enqueued; finish_call does it for calls
+// that did not.
+void note_writes(CallState& call);
+void finish_call(CallState* state);  // undoes OpenApi counters and pops (note_writes first)
 
 }  // namespace lockstep::collectors

@@ -154,6 +154,11 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "kernel's input fingerprints on the same stream (one hash launch per kernel instead of "
        "two; any event record, synchronize or other traced call flushes them first); 0: "
        "hash every kernel's outputs right after it"},
+      {env::kReuseDigests, "1",
+       "level full: an input region that an earlier op already hashed, with no write seen "
+       "since (no traced op's output, no free), takes that digest instead of being read again; "
+       "a write the shim cannot see (a copy API it does not hook, the host writing mapped "
+       "memory) would then go unnoticed in the input digests: 0 hashes every input"},
   };
   return table;
 }
@@ -257,6 +262,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   bool_var(env::kFailHard, &config.fail_hard);
   bool_var(env::kValidate, &config.validate);
   bool_var(env::kMergeHashes, &config.merge_hashes);
+  bool_var(env::kReuseDigests, &config.reuse_digests);
 
   if (auto value = get(env::kRunId)) {
     if (!valid_run_id(*value))

@@ -42,6 +42,7 @@ struct Config {
   uint64_t hash_memory = 16ull << 20; // hash engine device scratch
   bool validate = false;
   bool merge_hashes = true;           // a kernel's output hashes ride on the next launch's
+  bool reuse_digests = true;          // an input nothing wrote since its last hash: that digest
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
 };

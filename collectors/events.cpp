@@ -70,6 +70,7 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
   if (call.pending == nullptr) {  // hold() leaves the record alone when it refuses
     for (auto& entry : call.record.buffers) entry.flags |= trace::kFingerprintDropped;
     call.outputs.clear();
+    call.writes_known = false;  // its outputs are gone: forget every reusable digest
     tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);
     return;
   }
@@ -103,6 +104,7 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   state.comm = nullptr;
   state.graph_exec = nullptr;
   state.raised_depth = state.raised_gemm = state.raised_launch = false;
+  state.writes_known = state.writes_noted = false;
   *token = kTokenTag | stack.depth;
   return state;
 }
@@ -115,7 +117,22 @@ CallState* top_call(uint64_t token) {
   return stack.states[depth - 1].get();
 }
 
+void note_writes(CallState& call) {
+  if (call.writes_noted) return;
+  call.writes_noted = true;
+  Tracer* tracer = call.tracer;
+  // Nested calls are their enclosing call's; a metric copy writes host memory only.
+  if (tracer == nullptr || !tracer->reuses_digests() || call.kind == CallKind::Nested ||
+      call.kind == CallKind::Metric)
+    return;
+  if (call.writes_known)
+    tracer->regions_written(call.outputs);
+  else
+    tracer->forget_digests();
+}
+
 void finish_call(CallState* state) {
+  note_writes(*state);
   OpenApi& api = open_api();
   if (state->raised_depth) --api.depth;
   if (state->raised_gemm) --api.gemm_depth;
@@ -130,6 +147,14 @@ namespace {
 Tracer* tracer_for_allocations() {
   if (shim_depth > 0 || !Tracer::possible()) return nullptr;
   return Tracer::get();
+}
+
+// Freed memory may come back holding other bytes (a pool trimmed and grown again): digests of
+// its regions are not reused.
+void forget_allocation(Tracer* t, CUdeviceptr ptr) {
+  if (!t->reuses_digests()) return;
+  if (const auto hit = t->allocations().find(ptr))
+    t->region_written(hit->base, ptr + hit->readable, hit->base);
 }
 }  // namespace
 
@@ -149,6 +174,7 @@ void on_free(CUdeviceptr ptr) {
   self_time::Scope timed(self_time::Phase::Free);
   if (Tracer* t = tracer_for_allocations()) {
     t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes: hashes may read it
+    forget_allocation(t, ptr);
     t->allocations().remove(ptr);
   }
 }
@@ -156,8 +182,13 @@ bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
   self_time::Scope timed(self_time::Phase::Free);
   Tracer* t = tracer_for_allocations();
   if (t == nullptr) return false;
-  const bool taken = t->defer_free(ptr, stream, per_thread_default);
+  // Digests of the freed bytes are forgotten now and again once the held-back free is made.
+  std::optional<AllocationHit> hit;
+  if (t->reuses_digests()) hit = t->allocations().find(ptr);
+  const uint64_t end = hit ? ptr + hit->readable : ptr;
+  const bool taken = t->defer_free(ptr, end, stream, per_thread_default);
   if (!taken) t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes
+  if (hit) t->region_written(hit->base, end, hit->base);
   t->allocations().remove(ptr);
   return taken;
 }
@@ -167,6 +198,7 @@ void on_va_reserve(CUdeviceptr ptr, size_t bytes) {
 void on_va_free(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) {
     t->flush_deferred(Tracer::FlushCause::Free);
+    t->region_written(ptr, ptr + bytes, 0);
     t->allocations().release_reservation(ptr, bytes);
   }
 }
@@ -176,6 +208,7 @@ void on_map(CUdeviceptr ptr, size_t bytes) {
 void on_unmap(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) {
     t->flush_deferred(Tracer::FlushCause::Free);
+    t->region_written(ptr, ptr + bytes, 0);
     t->allocations().unmap(ptr, bytes);
   }
 }

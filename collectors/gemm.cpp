@@ -45,6 +45,7 @@ void end_gemm(uint64_t token, int status) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
       // D waits for the next kernel on this stream, like a kernel's outputs (one hash launch).
+      note_writes(*call);
       if (status == 0)
         tracer->defer_outputs(call->pending, call->stream, false, call->outputs,
                               /*not_capturing=*/false);
@@ -196,6 +197,7 @@ uint64_t cublas_gemm_begin(const CublasGemm& g) {
     // D is C's buffer after the call.
     tracer->add_buffer(&r, &call.outputs, "D", trace::Role::Out, cuda_dtype(g.type_c), g.C,
                        e.c_bytes, true, hash);
+    call.writes_known = hash;  // D is all it writes (pointer arrays: not known)
   }
   start_fingerprints(call, inputs);
   return token;
@@ -258,9 +260,12 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   std::vector<PlannedRegion> inputs;
   auto& outputs = call.outputs;
   using trace::Role;
+  // Its writes are known when every output is planned (not through device pointer arrays).
+  call.writes_known = hash;
   auto operand = [&](const char* label, Role role, const void* ptr, const LtLayout& l,
                      std::vector<PlannedRegion>* plan) {
     if (l.batch_mode == CUBLASLT_BATCH_MODE_POINTER_ARRAY) {
+      call.writes_known = false;
       tracer->add_buffer(&r, nullptr, std::string(label) + "_ptrs", role, trace::DType::U64, ptr,
                          static_cast<uint64_t>(std::max(l.batch_count, 1)) * sizeof(void*), true,
                          false);

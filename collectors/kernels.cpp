@@ -243,6 +243,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
                          bytes_to_end, false, true, tracer->config().max_region, hit);
     }
     planning.reset();
+    call.writes_known = true;  // through its pointers (region_digests.h: what is not seen)
     start_fingerprints(call, inputs, /*not_capturing=*/true);
   }
   return token;
@@ -257,6 +258,7 @@ void kernel_launch_end(uint64_t token, int result) {
     if (call->pending != nullptr) {
       // The outputs wait for the next kernel on this stream (one hash launch for both), or
       // for whatever comes first that could order other work after this stream.
+      note_writes(*call);
       if (result == CUDA_SUCCESS)
         tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream,
                               call->outputs, /*not_capturing=*/true);

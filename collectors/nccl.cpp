@@ -110,6 +110,8 @@ uint64_t nccl_begin(const NcclCall& c) {
                      true, hash);
   // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
   start_fingerprints(call, inputs);
+  call.writes_known = hash;  // recv is all it writes
+  note_writes(call);         // now: its output hashes may come only after a group ends
   return token;
 }
 

@@ -23,6 +23,7 @@
 #include "collectors/alloc_map.h"
 #include "collectors/comm_identity.h"
 #include "collectors/config.h"
+#include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
 #include "hashing/engine.h"
 #include "trace/record.h"
@@ -44,6 +45,10 @@ struct PlannedRegion {
   CUdeviceptr ptr = 0;
   uint64_t bytes = 0;
   uint32_t buffer_index = 0;
+  // Where the pointer's allocation starts and its mapped run ends (0, 0 outside the
+  // allocation map): what a write through ptr may reach, for reused digests.
+  uint64_t alloc_base = 0;
+  uint64_t run_end = 0;
 };
 
 // A record waiting for digests. `outstanding` counts digests not yet delivered plus one while
@@ -150,7 +155,9 @@ class Tracer {
   // cudaMallocAsync frees after almost every op), the free waits and is made, on its stream,
   // right after the deferred hashes are enqueued. True when the tracer took the free over (the
   // job's call returns success); false when nothing is deferred (free it now).
-  bool defer_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default);
+  // `end`: the end of the freed allocation (digests of its regions are forgotten once the
+  // deferred hashes that read it are enqueued).
+  bool defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream, bool per_thread_default);
   std::atomic<uint64_t> frees_deferred{0};
   std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
   std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};  // on their own, by cause
@@ -184,6 +191,17 @@ class Tracer {
   std::atomic<uint64_t> capture_skipped{0};
   std::atomic<uint64_t> fingerprints_dropped{0};
   std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
+
+  // ---- reused input digests (region_digests.h), level full ----------------------------------
+  bool reuses_digests() const { return reuse_digests_; }
+  // A call's device writes, before its output hashes are enqueued: what may have changed.
+  void regions_written(const std::vector<PlannedRegion>& regions);
+  void region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base);  // a free, an unmap
+  void forget_digests();  // a write whose regions are not known
+  std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
+  std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
+  std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
+  std::atomic<uint64_t> digests_forgotten{0}; // forget_digests() calls that dropped entries
   std::atomic<bool> rank_known{false};
 
  private:
@@ -206,6 +224,7 @@ class Tracer {
   // A stream-ordered free the job made while outputs were deferred: issued right after them.
   struct DeferredFree {
     CUdeviceptr ptr = 0;
+    uint64_t end = 0;
     CUstream stream = nullptr;  // CU_STREAM_PER_THREAD for the per-thread default stream
     CUcontext context = nullptr;
   };
@@ -257,11 +276,17 @@ class Tracer {
     std::unique_ptr<hashing::HashEngine> engine;
     std::vector<SlotTarget> slots;  // by slot id % ring size; pending == nullptr: free
     std::vector<SlotTarget> also;   // a second record the same digest fills, or pending == nullptr
+    // Reused digests: the region start each slot hashes (0: none), and records waiting on a
+    // slot for a digest reused while in flight (keyed by slot id).
+    std::vector<CUdeviceptr> slot_region;
+    std::unordered_multimap<uint64_t, SlotTarget> waiters;
   };
   std::map<CUcontext, EngineState> engines_;
   // The current context's engine and slots (created on first use); null without one.
   EngineState* engine_for_current_context();
   bool engine_failed_ = false;
+  const bool reuse_digests_;      // config: reuse_digests at level full
+  RegionDigests region_digests_;  // under pending_mutex_
   size_t pending_records_ = 0;
   std::map<uint32_t, size_t> pending_per_step_;
   std::deque<uint32_t> steps_to_end_;

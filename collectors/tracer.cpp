@@ -179,7 +179,9 @@ Tracer* Tracer::create() {
 }
 
 Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
-    : config_(config), writer_(std::move(writer)) {
+    : config_(config),
+      writer_(std::move(writer)),
+      reuse_digests_(config.reuse_digests && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
 }
 
@@ -283,7 +285,8 @@ void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
   record->buffers.push_back(entry);
   if (hash && plan != nullptr && hashable > 0)
     plan->push_back({static_cast<CUdeviceptr>(address), hashable,
-                     static_cast<uint32_t>(record->buffers.size() - 1)});
+                     static_cast<uint32_t>(record->buffers.size() - 1), hit ? hit->base : 0,
+                     hit ? address + hit->readable : 0});
 }
 
 void Tracer::append(const trace::Record& record) {
@@ -364,6 +367,7 @@ Tracer::EngineState* Tracer::engine_for_current_context() {
   }
   state.slots.assign(options.ring_slots, SlotTarget{nullptr, 0});
   state.also.assign(options.ring_slots, SlotTarget{nullptr, 0});
+  state.slot_region.assign(options.ring_slots, 0);
   // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
   std::atexit(close_at_exit);
   return &state;
@@ -389,18 +393,29 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   ShimCallGuard guard;
   self_time::Scope timed(self_time::Phase::HashEnqueue);
+  std::unique_lock lock(pending_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    self_time::Scope waiting(self_time::Phase::LockWait);
+    lock.lock();
+  }
+  EngineState* state = engine_for_current_context();
+  const bool reuse = reuse_digests_ && state != nullptr;
   // The regions of every group, in order, with their owners. A merged launch often holds one
   // kernel's output and the next kernel's input that are the same bytes (the same pointer and
-  // extent, nothing ran between): hashed once, the digest fills both records.
+  // extent, nothing ran between): hashed once, the digest fills both records. A region that an
+  // earlier launch hashed, with no write seen since, is not hashed at all (region_digests.h).
   thread_local auto* batch_buffer = new std::vector<hashing::Region>;  // never freed (exit)
   thread_local auto* owners_buffer = new std::vector<SlotTarget>;
   thread_local auto* also_buffer = new std::vector<SlotTarget>;
+  thread_local auto* bases_buffer = new std::vector<uint64_t>;
   std::vector<hashing::Region>& all = *batch_buffer;
   std::vector<SlotTarget>& owners = *owners_buffer;
   std::vector<SlotTarget>& also = *also_buffer;
+  std::vector<uint64_t>& bases = *bases_buffer;  // allocation base per unique region (0: none)
   all.clear();
   owners.clear();
   also.clear();
+  bases.clear();
   for (size_t g = 0; g < count; ++g) {
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
@@ -415,9 +430,26 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         also[same] = owner;
         continue;
       }
+      if (reuse && region.alloc_base != 0) {
+        if (const auto known = region_digests_.find(region.ptr, region.bytes, state, stream)) {
+          if (known->arrived) {
+            auto& entry = owner.pending->record.buffers[owner.buffer_index];
+            entry.fingerprint = known->digest;
+            entry.flags |= trace::kFingerprintValid;
+            digests_reused.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            state->waiters.emplace(known->slot, owner);
+            ++owner.pending->outstanding;
+            digests_awaited.fetch_add(1, std::memory_order_relaxed);
+          }
+          bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
+          continue;
+        }
+      }
       all.push_back({region.ptr, region.bytes});
       owners.push_back(owner);
       also.push_back({nullptr, 0});
+      bases.push_back(region.alloc_base);
     }
   }
   const size_t n = all.size();
@@ -432,12 +464,6 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     }
     fingerprints_dropped.fetch_add(flagged, std::memory_order_relaxed);
   };
-  std::unique_lock lock(pending_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    self_time::Scope waiting(self_time::Phase::LockWait);
-    lock.lock();
-  }
-  EngineState* state = engine_for_current_context();
   if (state == nullptr) {
     flag_dropped(0, n);
     return;
@@ -466,11 +492,42 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         ++also[start + i].pending->outstanding;
         regions_shared.fetch_add(1, std::memory_order_relaxed);
       }
+      if (reuse && bases[start + i] != 0) {
+        const hashing::Region& region = all[start + i];
+        region_digests_.hashed(region.ptr, region.bytes, bases[start + i], state, stream,
+                               first + i);
+        state->slot_region[slot] = region.ptr;
+      }
     }
   }
   // A busy collector polls every millisecond: waking it per call would cost a futex call and a
   // context switch per kernel launch.
   if (collector_idle_) collector_wake_.notify_one();
+}
+
+// ---- reused input digests -------------------------------------------------------------------------
+void Tracer::regions_written(const std::vector<PlannedRegion>& regions) {
+  if (!reuse_digests_ || regions.empty()) return;
+  std::lock_guard lock(pending_mutex_);
+  for (const PlannedRegion& region : regions) {
+    // Through ptr a write may reach the end of the mapped run (an extent may be clamped).
+    const uint64_t end = std::max<uint64_t>(region.run_end, region.ptr + region.bytes);
+    region_digests_.written(region.ptr, end, region.alloc_base);
+  }
+}
+
+void Tracer::region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  region_digests_.written(ptr, end, alloc_base);
+}
+
+void Tracer::forget_digests() {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  if (region_digests_.size() == 0) return;
+  region_digests_.forget_all();
+  digests_forgotten.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---- merged hash launches ------------------------------------------------------------------------
@@ -548,7 +605,8 @@ void Tracer::issue_deferred(Deferred& deferred) {
   issue_frees(deferred);
 }
 
-bool Tracer::defer_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
+bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream,
+                        bool per_thread_default) {
   const Driver& d = driver();
   if (!config_.merge_hashes || d.memFreeAsync == nullptr || ptr == 0 ||
       !has_deferred_.load(std::memory_order_acquire))
@@ -557,13 +615,19 @@ bool Tracer::defer_free(CUdeviceptr ptr, CUstream stream, bool per_thread_defaul
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   std::lock_guard lock(deferred_mutex_);
   if (deferred_.pending == nullptr) return false;
-  deferred_.frees.push_back({ptr, stream, ctx});
+  deferred_.frees.push_back({ptr, end, stream, ctx});
   frees_deferred.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 void Tracer::issue_frees(Deferred& deferred) {
   if (deferred.frees.empty()) return;
+  if (reuse_digests_) {
+    // The deferred hashes just enqueued may have recorded digests of the freed memory.
+    std::lock_guard lock(pending_mutex_);
+    for (const DeferredFree& free : deferred.frees)
+      region_digests_.written(free.ptr, free.end, free.ptr);
+  }
   const Driver& d = driver();
   ShimCallGuard guard;  // the shim's own calls
   const CUcontext current = current_context(d);
@@ -677,6 +741,17 @@ bool Tracer::poll_once(std::vector<PendingRecord*>* complete) {
         target->pending = nullptr;
         if (deliver(pending, target->buffer_index, digest, true)) complete->push_back(pending);
       }
+      if (state.slot_region[at] != 0) {
+        region_digests_.arrived(state.slot_region[at], slot, digest);
+        state.slot_region[at] = 0;
+      }
+      if (!state.waiters.empty()) {
+        const auto [first, last] = state.waiters.equal_range(slot);
+        for (auto it = first; it != last; ++it)
+          if (deliver(it->second.pending, it->second.buffer_index, digest, true))
+            complete->push_back(it->second.pending);
+        state.waiters.erase(first, last);
+      }
     });
   }
   return pending_records_ > 0 || !stream_done_.empty();
@@ -785,6 +860,9 @@ void Tracer::close() {
           fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
         }
       }
+      for (auto& [slot, target] : state.waiters)
+        target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
+      fingerprints_dropped.fetch_add(state.waiters.size(), std::memory_order_relaxed);
       for (auto* targets : {&state.slots, &state.also}) {
         for (SlotTarget& target : *targets) {
           if (target.pending == nullptr) continue;
@@ -793,6 +871,9 @@ void Tracer::close() {
           if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
         }
       }
+      for (auto& [slot, target] : state.waiters)
+        if (deliver(target.pending, UINT32_MAX, 0, false)) complete_locked(target.pending);
+      state.waiters.clear();
     }
     pending_per_step_.clear();
     finish_steps_locked();
@@ -824,6 +905,11 @@ void Tracer::close() {
                       total.launches, total.regions_enqueued, total.bytes_enqueued,
                       merged_launches.load(), alone, causes.empty() ? "none" : causes,
                       regions_shared.load()));
+    if (reuse_digests_)
+      debug(fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not read "
+                        "again); every reuse forgotten {} times (writes not known)",
+                        digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
+                        digests_forgotten.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());

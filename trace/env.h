@@ -19,6 +19,7 @@ inline constexpr const char* kMemory = "LOCKSTEP_MEMORY";           // writer me
 inline constexpr const char* kHashMemory = "LOCKSTEP_HASH_MEMORY";  // hash engine device memory
 inline constexpr const char* kValidate = "LOCKSTEP_VALIDATE";       // 1: CUPTI coverage check
 inline constexpr const char* kMergeHashes = "LOCKSTEP_MERGE_HASHES";  // 0: hash each kernel's outputs alone
+inline constexpr const char* kReuseDigests = "LOCKSTEP_REUSE_DIGESTS";  // 0: hash every input again
 
 // Rank discovery, first hit wins.
 inline constexpr const char* kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",

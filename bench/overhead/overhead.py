@@ -37,6 +37,8 @@ EXTRA_MODES = {
     # every pointer region capped to 64 bytes (the same launches, almost no bytes to read).
     "full-unmerged": ("full", None, {"LOCKSTEP_MERGE_HASHES": "0"}),
     "full-64B": ("full", None, {"LOCKSTEP_MAX_REGION": "64"}),
+    # Every input hashed again (no reused digests): what reuse saves.
+    "full-noreuse": ("full", None, {"LOCKSTEP_REUSE_DIGESTS": "0"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~46 ms

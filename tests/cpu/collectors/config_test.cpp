@@ -128,11 +128,24 @@ TEST(Config, MergeHashesIsOnByDefaultAndCanBeTurnedOff) {
   EXPECT_FALSE(r.ok());
 }
 
+TEST(Config, ReuseDigestsSwitch) {
+  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.reuse_digests);
+  auto r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kReuseDigests ? "0" : nullptr;
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_FALSE(r.config.reuse_digests);
+  r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kReuseDigests ? "maybe" : nullptr;
+  });
+  EXPECT_FALSE(r.ok());
+}
+
 TEST(Config, TableCoversEveryVariableOnce) {
   const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
-                         env::kValidate, env::kMergeHashes};
+                         env::kValidate, env::kMergeHashes, env::kReuseDigests};
   for (const char* name : names) {
     int seen = 0;
     for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;

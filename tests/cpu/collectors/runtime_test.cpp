@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -793,6 +795,7 @@ namespace {
 // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) ------------------------------------------------
 const CUstream kStreamS = reinterpret_cast<CUstream>(0x51), kStreamT = reinterpret_cast<CUstream>(0x52);
 constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
+constexpr CUdeviceptr kSecondBase = kMergeBase + (4 << 20);  // a second allocation (reuse tests)
 
 void launch_on(CUstream stream, CUdeviceptr p) {
   struct {
@@ -842,11 +845,15 @@ MemoryOp async_copy(CUstream stream) {
 
 class MergeTest : public RuntimeTest {
  protected:
-  // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote.
-  std::string run(const std::function<void(std::string*)>& body, bool merge = true) {
+  // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote. Reused
+  // digests are off unless asked for: these tests count what merging alone launches.
+  std::string run(const std::function<void(std::string*)>& body, bool merge = true,
+                  bool reuse = false, std::string* stderr_text = nullptr) {
     const fs::path log = dir_.string() + ".log";
     auto environment = env("full");
     environment["LOCKSTEP_MERGE_HASHES"] = merge ? "1" : "0";
+    environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
+    if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
     ChildResult child = run_child(environment, [&] {
       on_alloc(kMergeBase, 1 << 20);
       std::string text;
@@ -855,12 +862,14 @@ class MergeTest : public RuntimeTest {
     }, &fake_resolver_with_gpu);
     EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
         << "status " << child.status << ": " << child.stderr_text;
+    if (stderr_text != nullptr) *stderr_text = child.stderr_text;
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     fs::remove(log);
     return text;
   }
-  // Every kernel record's regions carry the fake GPU's digest of exactly their region.
+  // Every kernel record's regions carry the fake GPU's digest of exactly their region
+  // (allocation ordinal 1 at kMergeBase, any later one at kSecondBase).
   void expect_kernel_fingerprints(size_t kernels) {
     auto files = traces();
     ASSERT_EQ(files.size(), 1u);
@@ -872,8 +881,9 @@ class MergeTest : public RuntimeTest {
       EXPECT_EQ(r.buffers.size(), 2u);
       for (const auto& b : r.buffers) {
         EXPECT_TRUE(b.flags & trace::kFingerprintValid) << "seq " << r.seq;
-        EXPECT_EQ(b.alloc_ordinal, 1u);
-        EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << "seq " << r.seq;
+        EXPECT_NE(b.alloc_ordinal, 0u);
+        const CUdeviceptr base = b.alloc_ordinal == 1 ? kMergeBase : kSecondBase;
+        EXPECT_EQ(b.fingerprint, (base + b.alloc_offset) ^ b.bytes) << "seq " << r.seq;
       }
       return true;
     });
@@ -1003,6 +1013,7 @@ TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
     SCOPED_TRACE(std::string("LOCKSTEP_DEBUG=") + debug);
     auto environment = env("full");
     environment["LOCKSTEP_DEBUG"] = debug;
+    environment["LOCKSTEP_REUSE_DIGESTS"] = "0";
     ChildResult child = run_child(environment, [] {
       on_alloc(kMergeBase, 1 << 20);
       for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
@@ -1040,6 +1051,90 @@ TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
   }, /*merge=*/false);
   EXPECT_EQ(log, "S1 S1 S1 S1");
   expect_kernel_fingerprints(2);
+}
+
+// ---- reused input digests (LOCKSTEP_REUSE_DIGESTS) -------------------------------------------------
+// A kernel's input that an earlier launch hashed, with no write seen since, takes that digest:
+// here the third kernel's input p1 is the first kernel's output, hashed in the second launch.
+TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
+  auto body = [](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kMergeBase + 256);  // S1: in p1
+    launch_on(kStreamS, kSecondBase);       // S2: out p1, in p2
+    launch_on(kStreamS, kMergeBase + 256);  // out p2 (+ in p1 again, unless reused)
+    stream_order_point();                   // S1: out p1
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S1 S2 S1 S1");
+  expect_kernel_fingerprints(3);
+  // The digest was in flight (same stream) or had arrived when the third kernel looked.
+  EXPECT_TRUE(err.find("input digests reused: 0 arrived, 1 in flight") != std::string::npos ||
+              err.find("input digests reused: 1 arrived, 0 in flight") != std::string::npos)
+      << err;
+  fs::remove_all(dir_);
+  EXPECT_EQ(run(body, true, /*reuse=*/false), "S1 S2 S2 S1");
+  expect_kernel_fingerprints(3);
+}
+
+// Every write the shim sees takes the reuse away: a copy into the allocation, a graph launch
+// (its writes are not known: everything is forgotten), a free.
+TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
+  const std::string copied = run([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kMergeBase + 256);                     // S1
+    launch_on(kStreamS, kSecondBase);                          // S2
+    memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S1: out p2; writes p1's bytes
+    launch_on(kStreamS, kMergeBase + 256);                     // S2: the copy's dst + in p1
+    stream_order_point();                                      // S1
+    *text = hash_launches();
+  }, true, true);
+  EXPECT_EQ(copied, "S1 S2 S1 S2 S1");
+  fs::remove_all(dir_);
+  const std::string graph = run([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kMergeBase + 256);  // S1
+    launch_on(kStreamS, kSecondBase);       // S2
+    const void* exec = reinterpret_cast<const void*>(0x9000);
+    graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);  // S1: out p2
+    launch_on(kStreamS, kMergeBase + 256);  // S1: in p1, hashed again
+    stream_order_point();                   // S1
+    *text = hash_launches();
+  }, true, true);
+  EXPECT_EQ(graph, "S1 S2 S1 S1 S1");
+  fs::remove_all(dir_);
+  const std::string freed = run([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1
+    stream_order_point();              // S1: out p2
+    on_free(kSecondBase);
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+    stream_order_point();              // S1
+    *text = hash_launches();
+  }, true, true);
+  EXPECT_EQ(freed, "S1 S1 S1 S1");
+  expect_kernel_fingerprints(2);
+}
+
+// Once a digest has arrived it serves every stream. (In flight it serves only its own stream:
+// region_digests_test.cpp; here the collector may or may not have polled it in time.)
+TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
+  const std::string log = run([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1
+    stream_order_point();              // S1: out p2
+    launch_on(kStreamT, kSecondBase);  // T1 unless the digest had arrived (the collector polls)
+    stream_order_point();              // T1
+    *text = hash_launches() + " |";
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the collector polls each ms
+    launch_on(kStreamS, kSecondBase);  // arrived: reused from T's digest, nothing launched
+    stream_order_point();              // S1
+    *text += " " + hash_launches();
+  }, true, true);
+  const std::string after = log.substr(log.find('|'));
+  EXPECT_EQ(after, "| " + log.substr(0, log.find(" |")) + " S1") << log;
+  expect_kernel_fingerprints(3);
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+#include "collectors/region_digests.h"
+
+#include <algorithm>
+
+namespace lockstep::collectors {
+
+std::optional<RegionDigests::Known> RegionDigests::find(uint64_t ptr, uint64_t bytes,
+                                                        const void* context,
+                                                        const void* stream) const {
+  const auto it = entries_.find(ptr);
+  if (it == entries_.end()) return std::nullopt;
+  const Entry& entry = it->second;
+  if (entry.bytes != bytes || entry.context != context) return std::nullopt;
+  if (!entry.known.arrived && entry.stream != stream) return std::nullopt;
+  return entry.known;
+}
+
+void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
+                           const void* context, const void* stream, uint64_t slot) {
+  if (bytes == 0 || alloc_base == 0) return;  // outside the allocation map: writes unseen
+  if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
+  Entry& entry = entries_[ptr];
+  entry.bytes = bytes;
+  entry.context = context;
+  entry.stream = stream;
+  entry.known = Known{false, 0, slot};
+  longest_ = std::max(longest_, bytes);
+}
+
+void RegionDigests::arrived(uint64_t ptr, uint64_t slot, uint64_t digest) {
+  const auto it = entries_.find(ptr);
+  if (it == entries_.end() || it->second.known.arrived || it->second.known.slot != slot) return;
+  it->second.known.arrived = true;
+  it->second.known.digest = digest;
+}
+
+void RegionDigests::written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
+  if (entries_.empty() || end <= ptr) return;
+  // An entry overlapping [ptr, end) starts before end and less than `longest_` before ptr,
+  // and not before the allocation both lie in.
+  uint64_t from = ptr >= longest_ ? ptr - longest_ + 1 : 0;
+  from = std::max(from, alloc_base);
+  auto it = entries_.lower_bound(from);
+  while (it != entries_.end() && it->first < end) {
+    if (it->first + it->second.bytes > ptr)
+      it = entries_.erase(it);
+    else
+      ++it;
+  }
+}
+
+void RegionDigests::forget_all() {
+  entries_.clear();
+  longest_ = 0;
+}
+
+}  // namespace lockstep::collectors

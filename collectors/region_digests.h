@@ -1,0 +1,65 @@
+// RegionDigests: the digest of each device region hashed since nothing last wrote it.
+//
+// At level full every pointer a kernel takes is hashed before it (input) and after it (output),
+// because a launch does not say which arguments it writes. Most inputs are bytes an earlier
+// record hashed already: a weight hashed after the optimizer wrote it, an activation hashed
+// after the kernel that made it. Their input digest is that earlier digest, as long as nothing
+// wrote the region since: reused, the bytes are not read again (roughly half of full's hashing).
+//
+// The tracer records every region it hashes here (its slot; the digest once it arrives) and
+// tells it every write it sees: a traced op's output regions (the whole mapped run from the
+// pointer on, since a clamped extent may be written past the clamp), frees and unmaps. A call
+// whose writes are not known (a graph launch, a kernel not fingerprinted, a pointer-array GEMM)
+// forgets everything. A digest still in flight is reused only on the stream that hashes it
+// (stream order guarantees it sees the same bytes); an arrived digest on any stream (the bytes
+// it read were final before the reader was launched).
+//
+// Not thread-safe: the tracer holds its pending mutex around every call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace lockstep::collectors {
+
+class RegionDigests {
+ public:
+  struct Known {
+    bool arrived = false;  // digest is valid; else it arrives with `slot`
+    uint64_t digest = 0;
+    uint64_t slot = 0;
+  };
+
+  // The region [ptr, ptr + bytes) hashed exactly so (same start, same length), with no write
+  // seen since, and usable from `stream` of `context`.
+  std::optional<Known> find(uint64_t ptr, uint64_t bytes, const void* context,
+                            const void* stream) const;
+  // [ptr, ptr + bytes) was enqueued for hashing on `stream` as `slot`; it lies inside the
+  // allocation starting at alloc_base. Replaces entries that start at ptr.
+  void hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
+              const void* stream, uint64_t slot);
+  // The digest of `slot`, which hashed the region starting at ptr, arrived.
+  void arrived(uint64_t ptr, uint64_t slot, uint64_t digest);
+  // Something wrote (or may have written) [ptr, end). alloc_base: the start of its allocation
+  // when known (entries never cross allocations), else 0.
+  void written(uint64_t ptr, uint64_t end, uint64_t alloc_base);
+  void forget_all();
+
+  size_t size() const { return entries_.size(); }
+  // Above this many entries the oldest knowledge is dropped wholesale (a job that never reuses).
+  static constexpr size_t kMaxEntries = 1u << 16;
+
+ private:
+  struct Entry {
+    uint64_t bytes = 0;
+    const void* context = nullptr;
+    const void* stream = nullptr;
+    Known known;
+  };
+  std::map<uint64_t, Entry> entries_;  // by start address
+  uint64_t longest_ = 0;               // the longest entry ever: bounds the overlap search
+};
+
+}  // namespace lockstep::collectors

@@ -1,0 +1,97 @@
+// RegionDigests: which earlier digest an input may take, and every write that takes it away.
+#include "collectors/region_digests.h"
+
+#include <gtest/gtest.h>
+
+namespace lockstep::collectors {
+namespace {
+
+const void* const kCtx = reinterpret_cast<const void*>(0x10);
+const void* const kOtherCtx = reinterpret_cast<const void*>(0x20);
+const void* const kStream = reinterpret_cast<const void*>(0x100);
+const void* const kOtherStream = reinterpret_cast<const void*>(0x200);
+constexpr uint64_t kBase = 0x7f0000000000;  // one allocation of 1 MiB
+
+TEST(RegionDigests, InFlightOnlyOnItsStreamArrivedOnAny) {
+  RegionDigests d;
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 7);
+  auto known = d.find(kBase, 4096, kCtx, kStream);
+  ASSERT_TRUE(known);
+  EXPECT_FALSE(known->arrived);
+  EXPECT_EQ(known->slot, 7u);
+  EXPECT_FALSE(d.find(kBase, 4096, kCtx, kOtherStream));  // no stream order to rely on
+  EXPECT_FALSE(d.find(kBase, 4096, kOtherCtx, kStream));
+  EXPECT_FALSE(d.find(kBase, 4095, kCtx, kStream));        // another extent: another region
+  EXPECT_FALSE(d.find(kBase + 8, 4088, kCtx, kStream));
+  d.arrived(kBase, 6, 0xdead);                              // an older slot: ignored
+  EXPECT_FALSE(d.find(kBase, 4096, kCtx, kStream)->arrived);
+  d.arrived(kBase, 7, 0xbeef);
+  known = d.find(kBase, 4096, kCtx, kOtherStream);
+  ASSERT_TRUE(known);
+  EXPECT_TRUE(known->arrived);
+  EXPECT_EQ(known->digest, 0xbeefu);
+}
+
+TEST(RegionDigests, RehashReplacesTheEntry) {
+  RegionDigests d;
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 1);
+  d.arrived(kBase, 1, 11);
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 2);
+  d.arrived(kBase, 1, 12);  // the old slot's digest arriving late changes nothing
+  auto known = d.find(kBase, 4096, kCtx, kStream);
+  ASSERT_TRUE(known);
+  EXPECT_FALSE(known->arrived);
+  EXPECT_EQ(known->slot, 2u);
+  EXPECT_EQ(d.size(), 1u);
+}
+
+TEST(RegionDigests, OutsideTheAllocationMapNothingIsKept) {
+  RegionDigests d;
+  d.hashed(kBase, 4096, /*alloc_base=*/0, kCtx, kStream, 1);
+  EXPECT_FALSE(d.find(kBase, 4096, kCtx, kStream));
+  EXPECT_EQ(d.size(), 0u);
+}
+
+TEST(RegionDigests, WritesForgetEveryOverlappingRegionAndNothingElse) {
+  RegionDigests d;
+  // Suffix regions of one allocation (kernel pointers run to the allocation's end), a capped
+  // region, and a neighbour allocation right after it.
+  const uint64_t end = kBase + (1 << 20);
+  d.hashed(kBase, end - kBase, kBase, kCtx, kStream, 1);
+  d.hashed(kBase + 4096, end - kBase - 4096, kBase, kCtx, kStream, 2);
+  d.hashed(kBase + 8192, 256, kBase, kCtx, kStream, 3);
+  d.hashed(end, 4096, end, kCtx, kStream, 4);
+  // A write to [base+4096+256, base+8192): overlaps the two long ones, not [8192, +256).
+  d.written(kBase + 4096 + 256, kBase + 8192, kBase);
+  EXPECT_FALSE(d.find(kBase, end - kBase, kCtx, kStream));
+  EXPECT_FALSE(d.find(kBase + 4096, end - kBase - 4096, kCtx, kStream));
+  EXPECT_TRUE(d.find(kBase + 8192, 256, kCtx, kStream));
+  EXPECT_TRUE(d.find(end, 4096, kCtx, kStream));
+  // Touching ends do not overlap: [base+8192+256, end) leaves [base+8192, +256) alone.
+  d.written(kBase + 8192 + 256, end, kBase);
+  EXPECT_TRUE(d.find(kBase + 8192, 256, kCtx, kStream));
+  EXPECT_TRUE(d.find(end, 4096, kCtx, kStream));
+  d.written(kBase + 8192 + 255, kBase + 8192 + 256, 0);  // the last byte, base unknown
+  EXPECT_FALSE(d.find(kBase + 8192, 256, kCtx, kStream));
+  EXPECT_TRUE(d.find(end, 4096, kCtx, kStream));
+  d.written(end - 1, end + 1, 0);  // straddles into the neighbour
+  EXPECT_FALSE(d.find(end, 4096, kCtx, kStream));
+  EXPECT_EQ(d.size(), 0u);
+}
+
+TEST(RegionDigests, ForgetAllAndTheSizeBound) {
+  RegionDigests d;
+  for (uint64_t i = 0; i < RegionDigests::kMaxEntries; ++i)
+    d.hashed(kBase + i * 64, 64, kBase, kCtx, kStream, i);
+  EXPECT_EQ(d.size(), RegionDigests::kMaxEntries);
+  d.hashed(kBase, 64, kBase, kCtx, kStream, 99);  // an existing start: replaced, no drop
+  EXPECT_EQ(d.size(), RegionDigests::kMaxEntries);
+  d.hashed(kBase - 64, 64, kBase - 64, kCtx, kStream, 100);  // one more: the rest dropped
+  EXPECT_EQ(d.size(), 1u);
+  d.forget_all();
+  EXPECT_EQ(d.size(), 0u);
+  EXPECT_FALSE(d.find(kBase - 64, 64, kCtx, kStream));
+}
+
+}  // namespace
+}  // namespace lockstep::collectors
