@@ -160,7 +160,10 @@ void forget_allocation(Tracer* t, CUdeviceptr ptr) {
 
 void on_alloc(CUdeviceptr ptr, size_t bytes) {
   self_time::Scope timed(self_time::Phase::Alloc);
-  if (Tracer* t = tracer_for_allocations()) t->allocations().add(ptr, bytes);
+  if (Tracer* t = tracer_for_allocations()) {
+    t->allocations().add(ptr, bytes);
+    t->region_allocated(ptr, bytes);
+  }
 }
 void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default) {
   self_time::Scope timed(self_time::Phase::Alloc);
@@ -169,6 +172,7 @@ void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_th
   uint64_t capture_id = 0;
   const bool capturing = t->capturing(stream, per_thread_default, &capture_id);
   t->allocations().add(ptr, bytes, capturing);
+  if (!capturing) t->region_allocated(ptr, bytes);
 }
 void on_free(CUdeviceptr ptr) {
   self_time::Scope timed(self_time::Phase::Free);
@@ -203,7 +207,10 @@ void on_va_free(CUdeviceptr ptr, size_t bytes) {
   }
 }
 void on_map(CUdeviceptr ptr, size_t bytes) {
-  if (Tracer* t = tracer_for_allocations()) t->allocations().map(ptr, bytes);
+  if (Tracer* t = tracer_for_allocations()) {
+    t->allocations().map(ptr, bytes);
+    t->region_allocated(ptr, bytes);  // new physical memory behind these addresses
+  }
 }
 void on_unmap(CUdeviceptr ptr, size_t bytes) {
   if (Tracer* t = tracer_for_allocations()) {

@@ -7,12 +7,29 @@ namespace lockstep::collectors {
 std::optional<RegionDigests::Known> RegionDigests::find(uint64_t ptr, uint64_t bytes,
                                                         const void* context,
                                                         const void* stream) const {
-  const auto it = entries_.find(ptr);
-  if (it == entries_.end()) return std::nullopt;
+  // The entry starting at or before ptr: an exact region, or a fresh allocation holding it.
+  auto it = entries_.upper_bound(ptr);
+  if (it == entries_.begin()) return std::nullopt;
+  --it;
   const Entry& entry = it->second;
-  if (entry.bytes != bytes || entry.context != context) return std::nullopt;
+  if (entry.fresh) {
+    if (ptr + bytes > it->first + entry.bytes) return std::nullopt;
+    return Known{true, false, 0, 0};
+  }
+  if (it->first != ptr || entry.bytes != bytes || entry.context != context) return std::nullopt;
   if (!entry.known.arrived && entry.stream != stream) return std::nullopt;
   return entry.known;
+}
+
+void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
+  if (bytes == 0) return;
+  written(base, base + bytes, base);  // whatever was known of an earlier allocation there
+  if (entries_.size() >= kMaxEntries) forget_all();
+  Entry& entry = entries_[base];
+  entry = Entry{};
+  entry.bytes = bytes;
+  entry.fresh = true;
+  longest_ = std::max(longest_, bytes);
 }
 
 void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
@@ -21,15 +38,18 @@ void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
   if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
   Entry& entry = entries_[ptr];
   entry.bytes = bytes;
+  entry.fresh = false;
   entry.context = context;
   entry.stream = stream;
-  entry.known = Known{false, 0, slot};
+  entry.known = Known{false, false, 0, slot};
   longest_ = std::max(longest_, bytes);
 }
 
 void RegionDigests::arrived(uint64_t ptr, uint64_t slot, uint64_t digest) {
   const auto it = entries_.find(ptr);
-  if (it == entries_.end() || it->second.known.arrived || it->second.known.slot != slot) return;
+  if (it == entries_.end() || it->second.fresh || it->second.known.arrived ||
+      it->second.known.slot != slot)
+    return;
   it->second.known.arrived = true;
   it->second.known.digest = digest;
 }

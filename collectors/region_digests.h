@@ -14,6 +14,10 @@
 // (stream order guarantees it sees the same bytes); an arrived digest on any stream (the bytes
 // it read were final before the reader was launched).
 //
+// An allocation no traced op has written since it was made is "fresh": an input inside it holds
+// whatever the allocator left there (an output-only tensor, passed to a kernel that will write
+// it), so it is not hashed at all and its buffer says so.
+//
 // Not thread-safe: the tracer holds its pending mutex around every call.
 #pragma once
 
@@ -27,19 +31,22 @@ namespace lockstep::collectors {
 class RegionDigests {
  public:
   struct Known {
+    bool fresh = false;    // inside an allocation nothing wrote since it was made: no digest
     bool arrived = false;  // digest is valid; else it arrives with `slot`
     uint64_t digest = 0;
     uint64_t slot = 0;
   };
 
   // The region [ptr, ptr + bytes) hashed exactly so (same start, same length), with no write
-  // seen since, and usable from `stream` of `context`.
+  // seen since, and usable from `stream` of `context`; or inside a fresh allocation.
   std::optional<Known> find(uint64_t ptr, uint64_t bytes, const void* context,
                             const void* stream) const;
   // [ptr, ptr + bytes) was enqueued for hashing on `stream` as `slot`; it lies inside the
   // allocation starting at alloc_base. Replaces entries that start at ptr.
   void hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
               const void* stream, uint64_t slot);
+  // A new allocation [base, base + bytes): fresh until something writes any of it.
+  void allocated(uint64_t base, uint64_t bytes);
   // The digest of `slot`, which hashed the region starting at ptr, arrived.
   void arrived(uint64_t ptr, uint64_t slot, uint64_t digest);
   // Something wrote (or may have written) [ptr, end). alloc_base: the start of its allocation
@@ -54,6 +61,7 @@ class RegionDigests {
  private:
   struct Entry {
     uint64_t bytes = 0;
+    bool fresh = false;  // a whole fresh allocation (context, stream, known unused)
     const void* context = nullptr;
     const void* stream = nullptr;
     Known known;

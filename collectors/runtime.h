@@ -198,10 +198,13 @@ class Tracer {
   void regions_written(const std::vector<PlannedRegion>& regions);
   void region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base);  // a free, an unmap
   void forget_digests();  // a write whose regions are not known
+  void region_allocated(uint64_t base, uint64_t bytes);  // fresh: inputs in it are not hashed
   std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
   std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
   std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
   std::atomic<uint64_t> digests_forgotten{0}; // forget_digests() calls that dropped entries
+  std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
+  std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
   std::atomic<bool> rank_known{false};
 
  private:

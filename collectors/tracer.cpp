@@ -431,9 +431,16 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         continue;
       }
       if (reuse && region.alloc_base != 0) {
-        if (const auto known = region_digests_.find(region.ptr, region.bytes, state, stream)) {
+        const auto known = region_digests_.find(region.ptr, region.bytes, state, stream);
+        auto& entry = owner.pending->record.buffers[owner.buffer_index];
+        if (known && known->fresh && entry.role == trace::Role::In) {
+          entry.flags |= trace::kNotWrittenSinceAlloc;
+          inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
+          bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
+          continue;
+        }
+        if (known && !known->fresh) {
           if (known->arrived) {
-            auto& entry = owner.pending->record.buffers[owner.buffer_index];
             entry.fingerprint = known->digest;
             entry.flags |= trace::kFingerprintValid;
             digests_reused.fetch_add(1, std::memory_order_relaxed);
@@ -520,6 +527,12 @@ void Tracer::region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
   if (!reuse_digests_) return;
   std::lock_guard lock(pending_mutex_);
   region_digests_.written(ptr, end, alloc_base);
+}
+
+void Tracer::region_allocated(uint64_t base, uint64_t bytes) {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  region_digests_.allocated(base, bytes);
 }
 
 void Tracer::forget_digests() {
@@ -907,9 +920,11 @@ void Tracer::close() {
                       regions_shared.load()));
     if (reuse_digests_)
       debug(fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not read "
-                        "again); every reuse forgotten {} times (writes not known)",
+                        "again); every reuse forgotten {} times (writes not known); {} inputs "
+                        "not written since their allocation, not hashed ({} bytes)",
                         digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
-                        digests_forgotten.load()));
+                        digests_forgotten.load(), inputs_unwritten.load(),
+                        bytes_unwritten.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());

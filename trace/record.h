@@ -77,6 +77,9 @@ enum BufferFlags : uint8_t {
   kFingerprintDropped = 1 << 1,  // the hash ring overflowed: no value, counted
   kExtentClamped = 1 << 2,     // region cut at the mapped range or LOCKSTEP_MAX_REGION
   kExtentExact = 1 << 3,       // extent from API semantics (GEMM, NCCL), not a guess
+  // Level full: no traced op wrote the region since its allocation was made, so it was not
+  // hashed (its bytes are whatever the allocator left there; no value).
+  kNotWrittenSinceAlloc = 1 << 4,
 };
 
 struct BufferFingerprint {

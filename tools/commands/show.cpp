@@ -32,7 +32,8 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
     line += fmt::format(" | {} {} {} {}B ", b.role == trace::Role::In ? "in" : "out",
                         reader.string(b.label), trace::dtype_name(b.dtype), b.bytes);
     if (b.flags & trace::kFingerprintValid) line += fmt::format("{:016x}", b.fingerprint);
-    else line += (b.flags & trace::kFingerprintDropped) ? "dropped" : "-";
+    else if (b.flags & trace::kFingerprintDropped) line += "dropped";
+    else line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
     if (b.flags & trace::kExtentClamped) line += " clamped";
   }
   if (!r.payload.empty())

@@ -79,6 +79,27 @@ TEST(RegionDigests, WritesForgetEveryOverlappingRegionAndNothingElse) {
   EXPECT_EQ(d.size(), 0u);
 }
 
+TEST(RegionDigests, AFreshAllocationHoldsNoDigestUntilWritten) {
+  RegionDigests d;
+  d.allocated(kBase, 1 << 20);
+  auto known = d.find(kBase + 4096, 256, kCtx, kStream);  // any region inside, any stream
+  ASSERT_TRUE(known);
+  EXPECT_TRUE(known->fresh);
+  EXPECT_TRUE(d.find(kBase, 1 << 20, kOtherCtx, kOtherStream)->fresh);
+  EXPECT_FALSE(d.find(kBase + 4096, 1 << 20, kCtx, kStream));  // runs past the allocation
+  EXPECT_FALSE(d.find(kBase - 64, 128, kCtx, kStream));
+  d.arrived(kBase, 0, 0x1234);  // slot 0 arriving does not touch a fresh entry
+  EXPECT_TRUE(d.find(kBase, 64, kCtx, kStream)->fresh);
+  d.written(kBase + 100, kBase + 101, kBase);  // one byte anywhere: no longer fresh
+  EXPECT_FALSE(d.find(kBase + 4096, 256, kCtx, kStream));
+  EXPECT_EQ(d.size(), 0u);
+  // A new allocation at an address with digests of the old one: those are gone.
+  d.hashed(kBase, 64, kBase, kCtx, kStream, 5);
+  d.allocated(kBase, 1 << 20);
+  EXPECT_TRUE(d.find(kBase, 64, kCtx, kStream)->fresh);
+  EXPECT_EQ(d.size(), 1u);
+}
+
 TEST(RegionDigests, ForgetAllAndTheSizeBound) {
   RegionDigests d;
   for (uint64_t i = 0; i < RegionDigests::kMaxEntries; ++i)

@@ -869,17 +869,24 @@ class MergeTest : public RuntimeTest {
     return text;
   }
   // Every kernel record's regions carry the fake GPU's digest of exactly their region
-  // (allocation ordinal 1 at kMergeBase, any later one at kSecondBase).
-  void expect_kernel_fingerprints(size_t kernels) {
+  // (allocation ordinal 1 at kMergeBase, any later one at kSecondBase), but for `unwritten`
+  // inputs flagged as not written since their allocation (no value).
+  void expect_kernel_fingerprints(size_t kernels, size_t unwritten = 0) {
     auto files = traces();
     ASSERT_EQ(files.size(), 1u);
     auto reader = trace::TraceReader::open(files[0].string());
-    size_t seen = 0;
+    size_t seen = 0, flagged = 0;
     reader->for_each_record([&](const trace::Record& r) {
       if (r.kind != trace::RecordKind::Kernel) return true;
       ++seen;
       EXPECT_EQ(r.buffers.size(), 2u);
       for (const auto& b : r.buffers) {
+        if (b.flags & trace::kNotWrittenSinceAlloc) {
+          EXPECT_EQ(b.role, trace::Role::In);
+          EXPECT_FALSE(b.flags & trace::kFingerprintValid);
+          ++flagged;
+          continue;
+        }
         EXPECT_TRUE(b.flags & trace::kFingerprintValid) << "seq " << r.seq;
         EXPECT_NE(b.alloc_ordinal, 0u);
         const CUdeviceptr base = b.alloc_ordinal == 1 ? kMergeBase : kSecondBase;
@@ -888,6 +895,7 @@ class MergeTest : public RuntimeTest {
       return true;
     });
     EXPECT_EQ(seen, kernels);
+    EXPECT_EQ(flagged, unwritten);
   }
 };
 
@@ -1056,65 +1064,70 @@ TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
 // ---- reused input digests (LOCKSTEP_REUSE_DIGESTS) -------------------------------------------------
 // A kernel's input that an earlier launch hashed, with no write seen since, takes that digest:
 // here the third kernel's input p1 is the first kernel's output, hashed in the second launch.
+// An input in an allocation nothing wrote since it was made is not hashed at all (flagged).
 TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
   auto body = [](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kMergeBase + 256);  // S1: in p1
-    launch_on(kStreamS, kSecondBase);       // S2: out p1, in p2
-    launch_on(kStreamS, kMergeBase + 256);  // out p2 (+ in p1 again, unless reused)
+    launch_on(kStreamS, kMergeBase + 256);  // in p1: fresh, nothing launched
+    launch_on(kStreamS, kSecondBase);       // S1: out p1 (in p2: fresh)
+    launch_on(kStreamS, kMergeBase + 256);  // S1: out p2 (in p1: the digest of out p1)
     stream_order_point();                   // S1: out p1
     *text = hash_launches();
   };
   std::string err;
-  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S1 S2 S1 S1");
-  expect_kernel_fingerprints(3);
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S1 S1 S1");
+  expect_kernel_fingerprints(3, /*unwritten=*/2);
   // The digest was in flight (same stream) or had arrived when the third kernel looked.
   EXPECT_TRUE(err.find("input digests reused: 0 arrived, 1 in flight") != std::string::npos ||
               err.find("input digests reused: 1 arrived, 0 in flight") != std::string::npos)
       << err;
+  EXPECT_NE(err.find("2 inputs not written since their allocation, not hashed"),
+            std::string::npos) << err;
   fs::remove_all(dir_);
   EXPECT_EQ(run(body, true, /*reuse=*/false), "S1 S2 S2 S1");
   expect_kernel_fingerprints(3);
 }
 
 // Every write the shim sees takes the reuse away: a copy into the allocation, a graph launch
-// (its writes are not known: everything is forgotten), a free.
+// (its writes are not known: everything is forgotten), a free and a new allocation there.
 TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
   const std::string copied = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kMergeBase + 256);                     // S1
-    launch_on(kStreamS, kSecondBase);                          // S2
+    launch_on(kStreamS, kMergeBase + 256);                     // fresh: nothing
+    launch_on(kStreamS, kSecondBase);                          // S1: out p1
     memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S1: out p2; writes p1's bytes
     launch_on(kStreamS, kMergeBase + 256);                     // S2: the copy's dst + in p1
     stream_order_point();                                      // S1
     *text = hash_launches();
   }, true, true);
-  EXPECT_EQ(copied, "S1 S2 S1 S2 S1");
+  EXPECT_EQ(copied, "S1 S1 S2 S1");
+  expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
   const std::string graph = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kMergeBase + 256);  // S1
-    launch_on(kStreamS, kSecondBase);       // S2
+    launch_on(kStreamS, kMergeBase + 256);  // fresh: nothing
+    launch_on(kStreamS, kSecondBase);       // S1: out p1
     const void* exec = reinterpret_cast<const void*>(0x9000);
     graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);  // S1: out p2
     launch_on(kStreamS, kMergeBase + 256);  // S1: in p1, hashed again
     stream_order_point();                   // S1
     *text = hash_launches();
   }, true, true);
-  EXPECT_EQ(graph, "S1 S2 S1 S1 S1");
+  EXPECT_EQ(graph, "S1 S1 S1 S1");
+  expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
   const std::string freed = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1
+    launch_on(kStreamS, kSecondBase);  // fresh: nothing
     stream_order_point();              // S1: out p2
     on_free(kSecondBase);
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+    launch_on(kStreamS, kSecondBase);  // fresh again, not the old digest: nothing
     stream_order_point();              // S1
     *text = hash_launches();
   }, true, true);
-  EXPECT_EQ(freed, "S1 S1 S1 S1");
-  expect_kernel_fingerprints(2);
+  EXPECT_EQ(freed, "S1 S1");
+  expect_kernel_fingerprints(2, 2);
 }
 
 // Once a digest has arrived it serves every stream. (In flight it serves only its own stream:
@@ -1122,7 +1135,7 @@ TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
 TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
   const std::string log = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1
+    launch_on(kStreamS, kSecondBase);  // fresh: nothing
     stream_order_point();              // S1: out p2
     launch_on(kStreamT, kSecondBase);  // T1 unless the digest had arrived (the collector polls)
     stream_order_point();              // T1
@@ -1134,7 +1147,7 @@ TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
   }, true, true);
   const std::string after = log.substr(log.find('|'));
   EXPECT_EQ(after, "| " + log.substr(0, log.find(" |")) + " S1") << log;
-  expect_kernel_fingerprints(3);
+  expect_kernel_fingerprints(3, 1);
 }
 
 }  // namespace
