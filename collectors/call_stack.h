@@ -51,8 +51,8 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
 // The state for `token`, popped by finish_call. Null for token 0 or a token that does not pair.
 CallState* top_call(uint64_t token);
 // Tells the tracer what the call may write (its outputs, or "unknown": every reusable digest
-// is forgotten), once, before its output hashes are enqueued; finish_call does it for calls
-// that did not.
+// is forgotten), once: start_fingerprints does it after the call's inputs are looked up, before
+// the call runs; finish_call for calls that did not get there.
 void note_writes(CallState& call);
 void finish_call(CallState* state);  // undoes OpenApi counters and pops (note_writes first)
 

@@ -64,6 +64,7 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
     tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // nothing to ride on
+    note_writes(call);
     return;
   }
   call.pending = tracer->hold(std::move(call.record));
@@ -72,11 +73,15 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
     call.outputs.clear();
     call.writes_known = false;  // its outputs are gone: forget every reusable digest
     tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);
+    note_writes(call);
     return;
   }
   // With the previous kernel's deferred output hashes when it ran on this stream.
   tracer->fingerprint_inputs(call.pending, call.stream, call.per_thread_stream, inputs.data(),
                              inputs.size(), not_capturing);
+  // Its inputs looked up, before the call itself runs: another thread launching after it onto
+  // the same stream must not take a digest of bytes this call is about to change.
+  note_writes(call);
 }
 
 CallState& push_call(CallKind kind, uint64_t* token) {

@@ -45,7 +45,6 @@ void end_gemm(uint64_t token, int status) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
       // D waits for the next kernel on this stream, like a kernel's outputs (one hash launch).
-      note_writes(*call);
       if (status == 0)
         tracer->defer_outputs(call->pending, call->stream, false, call->outputs,
                               /*not_capturing=*/false);

@@ -208,7 +208,6 @@ void graph_launch_end(uint64_t token, int result) {
   if (tracer != nullptr) {
     const uint64_t graph_id = call->live_record().fields[trace::fields::GraphLaunch::graph_id];
     if (call->pending != nullptr) {
-      note_writes(*call);  // a graph's writes are not known: before its outputs are hashed
       if (result == CUDA_SUCCESS)
         tracer->fingerprint(call->pending, call->stream, call->per_thread_stream,
                             call->outputs.data(), call->outputs.size());

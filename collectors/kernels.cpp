@@ -213,6 +213,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!hash || !info.layout_known ||
       !gather_param_bytes(info.layout, launch.kernel_params, launch.extra, &bytes)) {
     tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // nothing to ride on
+    note_writes(call);  // at full: writes not known, reusable digests forgotten
     return token;
   }
   {
@@ -258,7 +259,6 @@ void kernel_launch_end(uint64_t token, int result) {
     if (call->pending != nullptr) {
       // The outputs wait for the next kernel on this stream (one hash launch for both), or
       // for whatever comes first that could order other work after this stream.
-      note_writes(*call);
       if (result == CUDA_SUCCESS)
         tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream,
                               call->outputs, /*not_capturing=*/true);

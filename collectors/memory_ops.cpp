@@ -127,7 +127,6 @@ void memory_op_end(uint64_t token, int result) {
     if (call->pending != nullptr) {
       // An async operation's destination waits for the next kernel on its stream. A synchronous
       // one is hashed now: the host may touch managed memory right after, with no call between.
-      note_writes(*call);
       if (result == 0 && call->is_async)
         tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream, call->outputs,
                               /*not_capturing=*/false);

@@ -108,10 +108,9 @@ uint64_t nccl_begin(const NcclCall& c) {
   tracer->add_buffer(&r, &inputs, "send", trace::Role::In, dtype, send, e.send_bytes, true, hash);
   tracer->add_buffer(&r, &call.outputs, "recv", trace::Role::Out, dtype, c.recv, e.recv_bytes,
                      true, hash);
+  call.writes_known = hash;  // recv is all it writes
   // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
   start_fingerprints(call, inputs);
-  call.writes_known = hash;  // recv is all it writes
-  note_writes(call);         // now: its output hashes may come only after a group ends
   return token;
 }
 

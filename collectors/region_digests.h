@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <optional>
 
 namespace lockstep::collectors {
@@ -66,7 +67,9 @@ class RegionDigests {
     const void* stream = nullptr;
     Known known;
   };
-  std::map<uint64_t, Entry> entries_;  // by start address
+  // Nodes from a pool: an entry is made and dropped for about every region of every kernel.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::pmr::map<uint64_t, Entry> entries_{&pool_};  // by start address
   uint64_t longest_ = 0;               // the longest entry ever: bounds the overlap search
 };
 

@@ -78,8 +78,9 @@ Examples:
         for (size_t i = 0; i < r.buffers.size(); ++i) {
           const trace::BufferFingerprint& b = r.buffers[i];
           args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out", reader->string(b.label))] =
-              (b.flags & trace::kFingerprintValid) ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
-                                                   : std::string("-");
+              (b.flags & trace::kFingerprintValid)        ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kNotWrittenSinceAlloc) ? fmt::format("unwritten ({} B)", b.bytes)
+                                                         : std::string("-");
         }
         nlohmann::json event = {{"ph", r.kind == trace::RecordKind::StepMarker ? "i" : "X"},
                                 {"pid", file.rank}, {"tid", r.stream},

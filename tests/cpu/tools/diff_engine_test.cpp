@@ -387,6 +387,31 @@ TEST(DiffEngine, RegionThatMatchedBeforeAndDiffersAfterIsAnOriginDespiteUnwritte
   EXPECT_NE(r.first->detail.find("'arg1' also differed"), std::string::npos) << r.first->detail;
 }
 
+// Level full does not hash an input inside an allocation nothing wrote since it was made (the
+// output tensor a kernel is about to write): no value, flagged. Never compared, in either run.
+TEST(DiffEngine, UnwrittenInputsAreNotComparedAndOutputsStillDecide) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  for (SyntheticRank* r : {&a, &b}) {  // kernel 0: in arg0, in arg1 (unwritten), out both
+    auto& buffers = r->records[0].buffers;
+    trace::BufferFingerprint unwritten = r->buffer(trace::Role::In, "arg1", 0);
+    unwritten.flags = trace::kNotWrittenSinceAlloc;
+    buffers = {r->buffer(trace::Role::In, "arg0", 1), unwritten,
+               r->buffer(trace::Role::Out, "arg0", 1), r->buffer(trace::Role::Out, "arg1", 4)};
+  }
+  b.records[0].buffers[1].flags = trace::kFingerprintValid;  // hashed in one run only: no matter
+  b.records[0].buffers[1].fingerprint = 99;
+  RankResult r = diff_one(a, b, DiffOptions{});
+  EXPECT_FALSE(r.first) << r.first->detail;
+  b.records[0].buffers[3].fingerprint ^= 7;  // what the kernel wrote differs: the origin
+  r = diff_one(a, b, DiffOptions{});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  ASSERT_TRUE(r.first->buffer);
+  EXPECT_EQ(r.first->buffer->label, "arg1");
+  EXPECT_NE(r.first->detail.find("all 1 input matched"), std::string::npos) << r.first->detail;
+}
+
 // API extents (GEMM, collectives) are exact: another size is another op.
 TEST(DiffEngine, GemmBufferOfAnotherSizeIsStructural) {
   SyntheticRank a, b;
