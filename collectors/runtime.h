@@ -289,6 +289,7 @@ class Tracer {
   EngineState* engine_for_current_context();
   bool engine_failed_ = false;
   const bool reuse_digests_;      // config: reuse_digests at level full
+  const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_
   RegionDigests region_digests_;  // under pending_mutex_
   size_t pending_records_ = 0;
   std::map<uint32_t, size_t> pending_per_step_;

@@ -181,7 +181,8 @@ Tracer* Tracer::create() {
 Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
     : config_(config),
       writer_(std::move(writer)),
-      reuse_digests_(config.reuse_digests && config.level == Level::Full) {
+      reuse_digests_(config.reuse_digests && config.level == Level::Full),
+      skip_unwritten_(reuse_digests_ && config.skip_unwritten) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
 }
 
@@ -530,7 +531,8 @@ void Tracer::region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
 }
 
 void Tracer::region_allocated(uint64_t base, uint64_t bytes) {
-  if (!reuse_digests_) return;
+  // Without skipping, nothing to note: the free before it forgot that memory's digests.
+  if (!skip_unwritten_) return;
   std::lock_guard lock(pending_mutex_);
   region_digests_.allocated(base, bytes);
 }

@@ -20,6 +20,7 @@ inline constexpr const char* kHashMemory = "LOCKSTEP_HASH_MEMORY";  // hash engi
 inline constexpr const char* kValidate = "LOCKSTEP_VALIDATE";       // 1: CUPTI coverage check
 inline constexpr const char* kMergeHashes = "LOCKSTEP_MERGE_HASHES";  // 0: hash each kernel's outputs alone
 inline constexpr const char* kReuseDigests = "LOCKSTEP_REUSE_DIGESTS";  // 0: hash every input again
+inline constexpr const char* kSkipUnwritten = "LOCKSTEP_SKIP_UNWRITTEN";  // 1: fresh inputs unhashed
 
 // Rank discovery, first hit wins.
 inline constexpr const char* kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",

@@ -39,6 +39,8 @@ EXTRA_MODES = {
     "full-64B": ("full", None, {"LOCKSTEP_MAX_REGION": "64"}),
     # Every input hashed again (no reused digests): what reuse saves.
     "full-noreuse": ("full", None, {"LOCKSTEP_REUSE_DIGESTS": "0"}),
+    # Inputs in allocations nothing wrote yet not hashed (opt-in: see collectors/README.md).
+    "full-skip": ("full", None, {"LOCKSTEP_SKIP_UNWRITTEN": "1"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~46 ms

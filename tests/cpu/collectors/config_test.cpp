@@ -130,6 +130,8 @@ TEST(Config, MergeHashesIsOnByDefaultAndCanBeTurnedOff) {
 
 TEST(Config, ReuseDigestsSwitch) {
   EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.reuse_digests);
+  EXPECT_FALSE(
+      parse_config([](const char*) -> const char* { return nullptr; }).config.skip_unwritten);
   auto r = parse_config([](const char* name) -> const char* {
     return std::string(name) == env::kReuseDigests ? "0" : nullptr;
   });
@@ -145,7 +147,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
   const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
-                         env::kValidate, env::kMergeHashes, env::kReuseDigests};
+                         env::kValidate, env::kMergeHashes, env::kReuseDigests,
+                         env::kSkipUnwritten};
   for (const char* name : names) {
     int seen = 0;
     for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;

@@ -848,11 +848,13 @@ class MergeTest : public RuntimeTest {
   // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote. Reused
   // digests are off unless asked for: these tests count what merging alone launches.
   std::string run(const std::function<void(std::string*)>& body, bool merge = true,
-                  bool reuse = false, std::string* stderr_text = nullptr) {
+                  bool reuse = false, std::string* stderr_text = nullptr,
+                  bool skip_unwritten = true) {
     const fs::path log = dir_.string() + ".log";
     auto environment = env("full");
     environment["LOCKSTEP_MERGE_HASHES"] = merge ? "1" : "0";
     environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
+    environment["LOCKSTEP_SKIP_UNWRITTEN"] = reuse && skip_unwritten ? "1" : "0";
     if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
     ChildResult child = run_child(environment, [&] {
       on_alloc(kMergeBase, 1 << 20);
@@ -1061,10 +1063,26 @@ TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
   expect_kernel_fingerprints(2);
 }
 
-// ---- reused input digests (LOCKSTEP_REUSE_DIGESTS) -------------------------------------------------
+// ---- reused input digests (LOCKSTEP_REUSE_DIGESTS, LOCKSTEP_SKIP_UNWRITTEN) -----------------------
 // A kernel's input that an earlier launch hashed, with no write seen since, takes that digest:
 // here the third kernel's input p1 is the first kernel's output, hashed in the second launch.
-// An input in an allocation nothing wrote since it was made is not hashed at all (flagged).
+TEST_F(MergeTest, AReusedDigestSavesTheInputsHash) {
+  auto body = [](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kMergeBase + 256);  // S1: in p1
+    launch_on(kStreamS, kSecondBase);       // S2: out p1, in p2
+    launch_on(kStreamS, kMergeBase + 256);  // S1: out p2 (in p1: the digest of out p1)
+    stream_order_point();                   // S1: out p1
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S1 S1");
+  expect_kernel_fingerprints(3);
+  EXPECT_NE(err.find("0 inputs not written since their allocation"), std::string::npos) << err;
+}
+
+// With LOCKSTEP_SKIP_UNWRITTEN=1 an input in an allocation nothing wrote since it was made is
+// not hashed at all (flagged); the remaining tests run so.
 TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
   auto body = [](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
