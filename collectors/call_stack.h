@@ -36,7 +36,8 @@ struct CallState {
   bool raised_depth = false, raised_gemm = false, raised_launch = false;
   // Reused digests (level full): `outputs` are every device region the call may write (set by
   // the collector where that holds), and whether note_writes() has told the tracer yet.
-  bool writes_known = false, writes_noted = false;
+  bool writes_known = false, writes_noted = false, writes_open = false;
+  std::vector<PlannedRegion> writes_only;  // written, not hashed (a GEMM's workspace)
 
   trace::Record& live_record() { return pending != nullptr ? pending->record : record; }
 };
@@ -54,6 +55,9 @@ CallState* top_call(uint64_t token);
 // is forgotten), once: start_fingerprints does it after the call's inputs are looked up, before
 // the call runs; finish_call for calls that did not get there.
 void note_writes(CallState& call);
+// The call returned: its noted writes are in stream order now (before any later hash). Each end
+// hook calls it before it enqueues the call's output hashes; finish_call for the others.
+void close_writes(CallState& call);
 void finish_call(CallState* state);  // undoes OpenApi counters and pops (note_writes first)
 
 }  // namespace lockstep::collectors

@@ -109,7 +109,8 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   state.comm = nullptr;
   state.graph_exec = nullptr;
   state.raised_depth = state.raised_gemm = state.raised_launch = false;
-  state.writes_known = state.writes_noted = false;
+  state.writes_known = state.writes_noted = state.writes_open = false;
+  state.writes_only.clear();
   *token = kTokenTag | stack.depth;
   return state;
 }
@@ -131,13 +132,21 @@ void note_writes(CallState& call) {
       call.kind == CallKind::Metric)
     return;
   if (call.writes_known)
-    tracer->regions_written(call.outputs);
+    tracer->writes_begin(&call, call.outputs, call.writes_only);
   else
-    tracer->forget_digests();
+    tracer->unknown_writes_begin();
+  call.writes_open = true;
+}
+
+void close_writes(CallState& call) {
+  if (!call.writes_open) return;
+  call.writes_open = false;
+  call.tracer->writes_end(&call, !call.writes_known);
 }
 
 void finish_call(CallState* state) {
   note_writes(*state);
+  close_writes(*state);
   OpenApi& api = open_api();
   if (state->raised_depth) --api.depth;
   if (state->raised_gemm) --api.gemm_depth;

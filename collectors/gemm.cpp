@@ -41,6 +41,7 @@ CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint
 void end_gemm(uint64_t token, int status) {
   CallState* call = top_call(token);
   if (call == nullptr) return;
+  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   if (call->kind == CallKind::Gemm) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {
@@ -259,8 +260,15 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   std::vector<PlannedRegion> inputs;
   auto& outputs = call.outputs;
   using trace::Role;
-  // Its writes are known when every output is planned (not through device pointer arrays).
+  // Its writes are known when every output is planned (not through device pointer arrays),
+  // plus the workspace its kernels write (not hashed).
   call.writes_known = hash;
+  if (hash && mm.workspace != nullptr && mm.workspace_bytes > 0 && tracer->reuses_digests()) {
+    const auto ws = reinterpret_cast<uintptr_t>(mm.workspace);
+    const auto hit = tracer->allocations().find(ws);
+    call.writes_only.push_back({static_cast<CUdeviceptr>(ws), mm.workspace_bytes, 0,
+                                hit ? hit->base : 0, hit ? ws + hit->readable : 0});
+  }
   auto operand = [&](const char* label, Role role, const void* ptr, const LtLayout& l,
                      std::vector<PlannedRegion>* plan) {
     if (l.batch_mode == CUBLASLT_BATCH_MODE_POINTER_ARRAY) {

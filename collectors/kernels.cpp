@@ -244,7 +244,9 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
                          bytes_to_end, false, true, tracer->config().max_region, hit);
     }
     planning.reset();
-    call.writes_known = true;  // through its pointers (region_digests.h: what is not seen)
+    // Its writes go through its pointers (README, Known limits: what is not seen); a kernel
+    // with no pointer into a known allocation writes through something else, if at all.
+    call.writes_known = !call.outputs.empty();
     start_fingerprints(call, inputs, /*not_capturing=*/true);
   }
   return token;
@@ -253,6 +255,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
 void kernel_launch_end(uint64_t token, int result) {
   CallState* call = top_call(token);
   if (call == nullptr) return;
+  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   self_time::Scope timed(self_time::Phase::KernelEnd);
   if (call->kind == CallKind::Kernel && call->tracer != nullptr) {
     Tracer* tracer = call->tracer;

@@ -35,6 +35,9 @@ void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
 void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
                            const void* context, const void* stream, uint64_t slot) {
   if (bytes == 0 || alloc_base == 0) return;  // outside the allocation map: writes unseen
+  if (unknown_writes_ > 0) return;
+  for (const WriteInProgress& w : writes_)
+    if (ptr < w.end && w.ptr < ptr + bytes) return;
   if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
   Entry& entry = entries_[ptr];
   entry.bytes = bytes;
@@ -67,6 +70,15 @@ void RegionDigests::written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
     else
       ++it;
   }
+}
+
+void RegionDigests::write_begins(const void* owner, uint64_t ptr, uint64_t end) {
+  if (end > ptr) writes_.push_back({owner, ptr, end});
+}
+
+void RegionDigests::writes_end(const void* owner, bool unknown) {
+  if (unknown && unknown_writes_ > 0) --unknown_writes_;
+  std::erase_if(writes_, [&](const WriteInProgress& w) { return w.owner == owner; });
 }
 
 void RegionDigests::forget_all() {

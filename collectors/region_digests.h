@@ -26,6 +26,7 @@
 #include <map>
 #include <memory_resource>
 #include <optional>
+#include <vector>
 
 namespace lockstep::collectors {
 
@@ -54,6 +55,13 @@ class RegionDigests {
   // when known (entries never cross allocations), else 0.
   void written(uint64_t ptr, uint64_t end, uint64_t alloc_base);
   void forget_all();
+  // A write noted before its call runs is in progress until the call returned (its work is then
+  // in stream order): a hash recorded meanwhile (another thread, the same stream) may precede
+  // the write on the GPU, so hashed() keeps no entry overlapping it. `owner`: the call.
+  // unknown: the call's writes are not known (no entry is kept at all).
+  void write_begins(const void* owner, uint64_t ptr, uint64_t end);
+  void unknown_write_begins() { ++unknown_writes_; }
+  void writes_end(const void* owner, bool unknown);
 
   size_t size() const { return entries_.size(); }
   // Above this many entries the oldest knowledge is dropped wholesale (a job that never reuses).
@@ -71,6 +79,12 @@ class RegionDigests {
   std::pmr::unsynchronized_pool_resource pool_;
   std::pmr::map<uint64_t, Entry> entries_{&pool_};  // by start address
   uint64_t longest_ = 0;               // the longest entry ever: bounds the overlap search
+  struct WriteInProgress {
+    const void* owner;
+    uint64_t ptr, end;
+  };
+  std::vector<WriteInProgress> writes_;  // few: the calls between note_writes and their return
+  uint32_t unknown_writes_ = 0;
 };
 
 }  // namespace lockstep::collectors

@@ -194,10 +194,14 @@ class Tracer {
 
   // ---- reused input digests (region_digests.h), level full ----------------------------------
   bool reuses_digests() const { return reuse_digests_; }
-  // A call's device writes, before its output hashes are enqueued: what may have changed.
-  void regions_written(const std::vector<PlannedRegion>& regions);
+  // A call's device writes, noted before it runs (digests of what they reach are forgotten), in
+  // progress until it returned (writes_end; `owner` is the call). `also`: regions it writes
+  // without their being hashed (a GEMM's workspace).
+  void writes_begin(const void* owner, const std::vector<PlannedRegion>& outputs,
+                    const std::vector<PlannedRegion>& also);
+  void unknown_writes_begin();  // a write whose regions are not known: forget everything
+  void writes_end(const void* owner, bool unknown);
   void region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base);  // a free, an unmap
-  void forget_digests();  // a write whose regions are not known
   void region_allocated(uint64_t base, uint64_t bytes);  // fresh: inputs in it are not hashed
   std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
   std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight

@@ -401,6 +401,12 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   }
   EngineState* state = engine_for_current_context();
   const bool reuse = reuse_digests_ && state != nullptr;
+  // The per-thread default stream is one handle for a different stream in every thread: a
+  // digest in flight on it serves only the thread that hashed it.
+  thread_local const char per_thread_stream_key = 0;
+  const void* stream_key = stream == CU_STREAM_PER_THREAD
+                               ? static_cast<const void*>(&per_thread_stream_key)
+                               : static_cast<const void*>(stream);
   // The regions of every group, in order, with their owners. A merged launch often holds one
   // kernel's output and the next kernel's input that are the same bytes (the same pointer and
   // extent, nothing ran between): hashed once, the digest fills both records. A region that an
@@ -417,12 +423,14 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   owners.clear();
   also.clear();
   bases.clear();
+  size_t first_group_end = 0;  // the first group's unique regions: all[0, first_group_end)
   for (size_t g = 0; g < count; ++g) {
+    if (g == 1) first_group_end = all.size();
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
       // Against the first group (the deferred outputs): each group is distinct already.
-      const size_t earlier = g > 0 ? groups[0].n : 0;
+      const size_t earlier = g > 0 ? first_group_end : 0;
       size_t same = 0;
       while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes &&
                                  also[same].pending == nullptr))
@@ -431,10 +439,11 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         also[same] = owner;
         continue;
       }
-      if (reuse && region.alloc_base != 0) {
-        const auto known = region_digests_.find(region.ptr, region.bytes, state, stream);
-        auto& entry = owner.pending->record.buffers[owner.buffer_index];
-        if (known && known->fresh && entry.role == trace::Role::In) {
+      auto& entry = owner.pending->record.buffers[owner.buffer_index];
+      // Inputs only: an output is hashed after its own write, whatever was known before.
+      if (reuse && region.alloc_base != 0 && entry.role == trace::Role::In) {
+        const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
+        if (known && known->fresh) {
           entry.flags |= trace::kNotWrittenSinceAlloc;
           inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
           bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
@@ -502,7 +511,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       }
       if (reuse && bases[start + i] != 0) {
         const hashing::Region& region = all[start + i];
-        region_digests_.hashed(region.ptr, region.bytes, bases[start + i], state, stream,
+        region_digests_.hashed(region.ptr, region.bytes, bases[start + i], state, stream_key,
                                first + i);
         state->slot_region[slot] = region.ptr;
       }
@@ -514,14 +523,34 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
 }
 
 // ---- reused input digests -------------------------------------------------------------------------
-void Tracer::regions_written(const std::vector<PlannedRegion>& regions) {
-  if (!reuse_digests_ || regions.empty()) return;
+void Tracer::writes_begin(const void* owner, const std::vector<PlannedRegion>& outputs,
+                          const std::vector<PlannedRegion>& also) {
+  if (!reuse_digests_ || (outputs.empty() && also.empty())) return;
   std::lock_guard lock(pending_mutex_);
-  for (const PlannedRegion& region : regions) {
-    // Through ptr a write may reach the end of the mapped run (an extent may be clamped).
-    const uint64_t end = std::max<uint64_t>(region.run_end, region.ptr + region.bytes);
-    region_digests_.written(region.ptr, end, region.alloc_base);
+  for (const auto* regions : {&outputs, &also}) {
+    for (const PlannedRegion& region : *regions) {
+      // Through ptr a write may reach anywhere in its allocation's mapped run: before ptr
+      // (negative offsets), past a clamped extent.
+      const uint64_t start = region.alloc_base != 0 ? region.alloc_base : region.ptr;
+      const uint64_t end = std::max<uint64_t>(region.run_end, region.ptr + region.bytes);
+      region_digests_.written(start, end, region.alloc_base);
+      region_digests_.write_begins(owner, start, end);
+    }
   }
+}
+
+void Tracer::unknown_writes_begin() {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  if (region_digests_.size() != 0) digests_forgotten.fetch_add(1, std::memory_order_relaxed);
+  region_digests_.forget_all();
+  region_digests_.unknown_write_begins();
+}
+
+void Tracer::writes_end(const void* owner, bool unknown) {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  region_digests_.writes_end(owner, unknown);
 }
 
 void Tracer::region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
@@ -535,14 +564,6 @@ void Tracer::region_allocated(uint64_t base, uint64_t bytes) {
   if (!skip_unwritten_) return;
   std::lock_guard lock(pending_mutex_);
   region_digests_.allocated(base, bytes);
-}
-
-void Tracer::forget_digests() {
-  if (!reuse_digests_) return;
-  std::lock_guard lock(pending_mutex_);
-  if (region_digests_.size() == 0) return;
-  region_digests_.forget_all();
-  digests_forgotten.fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---- merged hash launches ------------------------------------------------------------------------

@@ -100,6 +100,33 @@ TEST(RegionDigests, AFreshAllocationHoldsNoDigestUntilWritten) {
   EXPECT_EQ(d.size(), 1u);
 }
 
+// A write noted before its call runs: until the call returned, a hash recorded on another
+// thread may precede it on the GPU, so no overlapping entry is kept; nor any entry at all while
+// a call with unknown writes is open.
+TEST(RegionDigests, NoEntryOverlapsAWriteInProgress) {
+  RegionDigests d;
+  int call = 0, other = 0;
+  d.write_begins(&call, kBase + 4096, kBase + 8192);
+  d.hashed(kBase + 4000, 200, kBase, kCtx, kStream, 1);   // overlaps: not kept
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 2);         // touches only: kept
+  d.hashed(kBase + 8192, 64, kBase, kCtx, kStream, 3);    // kept
+  EXPECT_FALSE(d.find(kBase + 4000, 200, kCtx, kStream));
+  EXPECT_TRUE(d.find(kBase, 4096, kCtx, kStream));
+  EXPECT_TRUE(d.find(kBase + 8192, 64, kCtx, kStream));
+  d.writes_end(&other, false);  // another call's end: still in progress
+  d.hashed(kBase + 4000, 200, kBase, kCtx, kStream, 4);
+  EXPECT_FALSE(d.find(kBase + 4000, 200, kCtx, kStream));
+  d.writes_end(&call, false);
+  d.hashed(kBase + 4000, 200, kBase, kCtx, kStream, 5);
+  EXPECT_TRUE(d.find(kBase + 4000, 200, kCtx, kStream));
+  d.unknown_write_begins();
+  d.hashed(kBase + 9000, 8, kBase, kCtx, kStream, 6);
+  EXPECT_FALSE(d.find(kBase + 9000, 8, kCtx, kStream));
+  d.writes_end(&call, true);
+  d.hashed(kBase + 9000, 8, kBase, kCtx, kStream, 7);
+  EXPECT_TRUE(d.find(kBase + 9000, 8, kCtx, kStream));
+}
+
 TEST(RegionDigests, ForgetAllAndTheSizeBound) {
   RegionDigests d;
   for (uint64_t i = 0; i < RegionDigests::kMaxEntries; ++i)

@@ -1148,6 +1148,47 @@ TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
   expect_kernel_fingerprints(2, 2);
 }
 
+// Without skipping unwritten inputs (the default): a free forgets the freed memory's digests,
+// also when the free was held back behind deferred output hashes (forgotten again once those are
+// enqueued); a kernel with no pointer into a known allocation writes what nobody knows.
+TEST_F(MergeTest, FreesAndKernelsWithoutKnownPointersForgetDigests) {
+  auto run_reuse = [&](const std::function<void(std::string*)>& body) {
+    fs::remove_all(dir_);
+    return run(body, true, /*reuse=*/true, nullptr, /*skip_unwritten=*/false);
+  };
+  EXPECT_EQ(run_reuse([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2
+    stream_order_point();              // S1: out p2
+    on_free(kSecondBase);
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+    stream_order_point();              // S1
+    *text = hash_launches();
+  }), "S1 S1 S1 S1");
+  expect_kernel_fingerprints(2);
+  EXPECT_EQ(run_reuse([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);                // S1: in p2
+    *text = on_stream_free(kSecondBase, kStreamS, false) ? "taken" : "forwarded";
+    stream_order_point();                            // S1: out p2, then the free
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);                // S1: in p2, hashed again
+    stream_order_point();                            // S1
+    *text += " " + hash_launches();
+  }), "taken S1 S1 free@S S1 S1");
+  expect_kernel_fingerprints(2);
+  EXPECT_EQ(run_reuse([](std::string* text) {
+    on_alloc(kSecondBase, 1 << 20);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2
+    stream_order_point();              // S1: out p2
+    launch_on(kStreamS, 0xdead000);    // no pointer the shim knows: nothing hashed, all forgotten
+    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+    stream_order_point();              // S1
+    *text = hash_launches();
+  }), "S1 S1 S1 S1");
+}
+
 // Once a digest has arrived it serves every stream. (In flight it serves only its own stream:
 // region_digests_test.cpp; here the collector may or may not have polled it in time.)
 TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
