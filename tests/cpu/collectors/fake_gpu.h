@@ -2,7 +2,8 @@
 // full level: a current context, a module whose "launches" complete at once (each region's
 // digest is ptr ^ bytes, written to its slot as the real kernel would), and a log of the hash
 // launches (stream, regions) and of cuMemFreeAsync calls, in call order. Header-only; one
-// instance per process.
+// instance per process. hold(true) keeps launches from completing until release(): digests
+// stay in flight for as long as a test needs.
 #pragma once
 
 #include <cuda.h>
@@ -42,6 +43,15 @@ class FakeGpu {
     return launches_;
   }
   long launch_count() const { return count_.load(std::memory_order_relaxed); }
+  void hold(bool on) {
+    std::lock_guard lock(mutex_);
+    holding_ = on;
+  }
+  void release() {  // completes every held launch, in launch order
+    std::lock_guard lock(mutex_);
+    for (const Held& h : held_) write_slot(h.slots, h.mask, h.id, h.digest);
+    held_.clear();
+  }
   void reset_count() { count_.store(0); }
   static CUcontext context() { return reinterpret_cast<CUcontext>(0x10); }
 
@@ -57,16 +67,28 @@ class FakeGpu {
     *f = reinterpret_cast<CUfunction>(std::strstr(name, "large") != nullptr ? 0x32 : 0x31);
     return CUDA_SUCCESS;
   }
+  struct Held {
+    void* slots;
+    uint64_t mask, id, digest;
+  };
+  static void write_slot(void* slots, uint64_t mask, uint64_t id, uint64_t digest) {
+    using namespace lockstep::hashing::lsf1;
+    DigestSlot& slot = reinterpret_cast<DigestSlot*>(slots)[id & mask];
+    __atomic_store_n(&slot.digest, digest, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot.check, slot_check(id, digest), __ATOMIC_RELEASE);
+  }
   template <uint32_t kCapacity>
-  static uint32_t complete(void* params) {
+  static uint32_t complete(void* params) {  // instance().mutex_ held
     using namespace lockstep::hashing::lsf1;
     const auto* p = static_cast<const BatchParams<kCapacity>*>(params);
-    auto* slots = reinterpret_cast<DigestSlot*>(p->slots);
+    FakeGpu& gpu = instance();
     for (uint32_t i = 0; i < p->count; ++i) {
       const uint64_t id = p->first_slot + i, digest = p->regions[i].ptr ^ p->regions[i].bytes;
-      DigestSlot& slot = slots[id & p->slot_mask];
-      __atomic_store_n(&slot.digest, digest, __ATOMIC_RELAXED);
-      __atomic_store_n(&slot.check, slot_check(id, digest), __ATOMIC_RELEASE);
+      void* slots = reinterpret_cast<void*>(p->slots);
+      if (gpu.holding_)
+        gpu.held_.push_back({slots, p->slot_mask, id, digest});
+      else
+        write_slot(slots, p->slot_mask, id, digest);
     }
     return p->count;
   }
@@ -76,9 +98,9 @@ class FakeGpu {
     using lockstep::hashing::lsf1::kSmallBatch;
     FakeGpu& gpu = instance();
     gpu.count_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(gpu.mutex_);
     const uint32_t n = f == reinterpret_cast<CUfunction>(0x32) ? complete<kLargeBatch>(args[0])
                                                                : complete<kSmallBatch>(args[0]);
-    std::lock_guard lock(gpu.mutex_);
     if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n});
     return CUDA_SUCCESS;
   }
@@ -138,6 +160,8 @@ class FakeGpu {
 
   std::mutex mutex_;
   std::vector<FakeHashLaunch> launches_;
+  bool holding_ = false;
+  std::vector<Held> held_;
   std::atomic<long> count_{0};
 };
 

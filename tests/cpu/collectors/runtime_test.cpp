@@ -1189,6 +1189,72 @@ TEST_F(MergeTest, FreesAndKernelsWithoutKnownPointersForgetDigests) {
   }), "S1 S1 S1 S1");
 }
 
+// A device-to-host copy of the whole second allocation (its source is an input only).
+MemoryOp read_back(CUstream stream, void* host) {
+  MemoryOp copy;
+  copy.api = "cudaMemcpyAsync";
+  copy.is_async = true;
+  copy.direction = 2;  // device to host
+  copy.dst = host;
+  copy.src = reinterpret_cast<const void*>(kSecondBase);
+  copy.bytes = 1 << 20;
+  copy.stream = stream;
+  return copy;
+}
+
+// The fake GPU holds its digests: the first copy waits for the digest still in flight on its
+// own stream (nothing launched); the copy on another stream hashes the bytes itself. At the
+// exit a waiter whose digest never came is flagged dropped, its record still written.
+TEST_F(MergeTest, InFlightDigestsServeTheirOwnStreamOnly) {
+  auto memcpy_sources = [&]() {
+    std::vector<std::pair<uint64_t, uint8_t>> out;  // fingerprint, flags of each Memcpy src
+    auto files = traces();
+    EXPECT_EQ(files.size(), 1u);
+    if (files.empty()) return out;
+    auto reader = trace::TraceReader::open(files[0].string());
+    reader->for_each_record([&](const trace::Record& r) {
+      if (r.kind == trace::RecordKind::Memcpy && !r.buffers.empty())
+        out.emplace_back(r.buffers[0].fingerprint, r.buffers[0].flags);
+      return true;
+    });
+    return out;
+  };
+  std::string err;
+  const std::string log = run([](std::string* text) {
+    static std::vector<char> host(1 << 20);
+    on_alloc(kSecondBase, 1 << 20);
+    lockstep::testing::FakeGpu::instance().hold(true);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2
+    stream_order_point();              // S1: out p2, held in flight
+    memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // waits: nothing
+    memory_op_end(memory_op_begin(read_back(kStreamT, host.data())), 0);  // T1
+    *text = hash_launches();
+    lockstep::testing::FakeGpu::instance().release();
+  }, true, true, &err, /*skip_unwritten=*/false);
+  EXPECT_EQ(log, "S1 S1 T1");
+  EXPECT_NE(err.find("input digests reused: 0 arrived, 1 in flight"), std::string::npos) << err;
+  const uint64_t digest = kSecondBase ^ (1u << 20);
+  for (const auto& [fingerprint, flags] : memcpy_sources()) {
+    EXPECT_TRUE(flags & trace::kFingerprintValid);
+    EXPECT_EQ(fingerprint, digest);
+  }
+  EXPECT_EQ(memcpy_sources().size(), 2u);
+
+  fs::remove_all(dir_);
+  run([](std::string*) {
+    static std::vector<char> host(1 << 20);
+    on_alloc(kSecondBase, 1 << 20);
+    lockstep::testing::FakeGpu::instance().hold(true);
+    launch_on(kStreamS, kSecondBase);
+    stream_order_point();
+    memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // never released
+  }, true, true, &err, false);
+  const auto sources = memcpy_sources();
+  ASSERT_EQ(sources.size(), 1u);
+  EXPECT_FALSE(sources[0].second & trace::kFingerprintValid);
+  EXPECT_TRUE(sources[0].second & trace::kFingerprintDropped);
+}
+
 // Once a digest has arrived it serves every stream. (In flight it serves only its own stream:
 // region_digests_test.cpp; here the collector may or may not have polled it in time.)
 TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
