@@ -163,12 +163,14 @@ Tracer* tracer_for_allocations() {
   return Tracer::get();
 }
 
-// Freed memory may come back holding other bytes (a pool trimmed and grown again): digests of
-// its regions are not reused.
-void forget_allocation(Tracer* t, CUdeviceptr ptr) {
-  if (!t->reuses_digests()) return;
-  if (const auto hit = t->allocations().find(ptr))
-    t->region_written(hit->base, ptr + hit->readable, hit->base);
+// Freed memory may come back holding other bytes (a pool trimmed and grown again): the
+// allocation being freed, whose digests are then forgotten (none when digests are not reused).
+std::optional<AllocationHit> freed_allocation(Tracer* t, CUdeviceptr ptr) {
+  if (!t->reuses_digests()) return std::nullopt;
+  return t->allocations().find(ptr);
+}
+void forget(Tracer* t, const AllocationHit& freed, CUdeviceptr ptr) {
+  t->region_written(freed.base, ptr + freed.readable, freed.base);
 }
 }  // namespace
 
@@ -192,7 +194,7 @@ void on_free(CUdeviceptr ptr) {
   self_time::Scope timed(self_time::Phase::Free);
   if (Tracer* t = tracer_for_allocations()) {
     t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes: hashes may read it
-    forget_allocation(t, ptr);
+    if (const auto freed = freed_allocation(t, ptr)) forget(t, *freed, ptr);
     t->allocations().remove(ptr);
   }
 }
@@ -201,12 +203,11 @@ bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
   Tracer* t = tracer_for_allocations();
   if (t == nullptr) return false;
   // Digests of the freed bytes are forgotten now and again once the held-back free is made.
-  std::optional<AllocationHit> hit;
-  if (t->reuses_digests()) hit = t->allocations().find(ptr);
-  const uint64_t end = hit ? ptr + hit->readable : ptr;
-  const bool taken = t->defer_free(ptr, end, stream, per_thread_default);
+  const auto freed = freed_allocation(t, ptr);
+  const bool taken =
+      t->defer_free(ptr, freed ? ptr + freed->readable : ptr, stream, per_thread_default);
   if (!taken) t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes
-  if (hit) t->region_written(hit->base, end, hit->base);
+  if (freed) forget(t, *freed, ptr);
   t->allocations().remove(ptr);
   return taken;
 }

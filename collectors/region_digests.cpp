@@ -12,9 +12,9 @@ std::optional<RegionDigests::Known> RegionDigests::find(uint64_t ptr, uint64_t b
   if (it == entries_.begin()) return std::nullopt;
   --it;
   const Entry& entry = it->second;
-  if (entry.fresh) {
+  if (entry.known.fresh) {
     if (ptr + bytes > it->first + entry.bytes) return std::nullopt;
-    return Known{true, false, 0, 0};
+    return entry.known;
   }
   if (it->first != ptr || entry.bytes != bytes || entry.context != context) return std::nullopt;
   if (!entry.known.arrived && entry.stream != stream) return std::nullopt;
@@ -28,7 +28,7 @@ void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
   Entry& entry = entries_[base];
   entry = Entry{};
   entry.bytes = bytes;
-  entry.fresh = true;
+  entry.known.fresh = true;
   longest_ = std::max(longest_, bytes);
 }
 
@@ -41,7 +41,6 @@ void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
   if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
   Entry& entry = entries_[ptr];
   entry.bytes = bytes;
-  entry.fresh = false;
   entry.context = context;
   entry.stream = stream;
   entry.known = Known{false, false, 0, slot};
@@ -50,11 +49,11 @@ void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
 
 void RegionDigests::arrived(uint64_t ptr, uint64_t slot, uint64_t digest) {
   const auto it = entries_.find(ptr);
-  if (it == entries_.end() || it->second.fresh || it->second.known.arrived ||
-      it->second.known.slot != slot)
-    return;
-  it->second.known.arrived = true;
-  it->second.known.digest = digest;
+  if (it == entries_.end()) return;
+  Known& known = it->second.known;
+  if (known.fresh || known.arrived || known.slot != slot) return;
+  known.arrived = true;
+  known.digest = digest;
 }
 
 void RegionDigests::written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {

@@ -70,8 +70,7 @@ class RegionDigests {
  private:
   struct Entry {
     uint64_t bytes = 0;
-    bool fresh = false;  // a whole fresh allocation (context, stream, known unused)
-    const void* context = nullptr;
+    const void* context = nullptr;  // unused for a fresh allocation (known.fresh)
     const void* stream = nullptr;
     Known known;
   };

@@ -206,7 +206,7 @@ class Tracer {
   std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
   std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
   std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
-  std::atomic<uint64_t> digests_forgotten{0}; // forget_digests() calls that dropped entries
+  std::atomic<uint64_t> digests_forgotten{0}; // unknown writes that dropped known digests
   std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
   std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
   std::atomic<bool> rank_known{false};

@@ -442,24 +442,22 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       auto& entry = owner.pending->record.buffers[owner.buffer_index];
       // Inputs only: an output is hashed after its own write, whatever was known before.
       if (reuse && region.alloc_base != 0 && entry.role == trace::Role::In) {
-        const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
-        if (known && known->fresh) {
-          entry.flags |= trace::kNotWrittenSinceAlloc;
-          inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
-          bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
-          continue;
-        }
-        if (known && !known->fresh) {
-          if (known->arrived) {
+        if (const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key)) {
+          if (known->fresh) {
+            entry.flags |= trace::kNotWrittenSinceAlloc;
+            inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
+            bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
+          } else if (known->arrived) {
             entry.fingerprint = known->digest;
             entry.flags |= trace::kFingerprintValid;
             digests_reused.fetch_add(1, std::memory_order_relaxed);
+            bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
           } else {
             state->waiters.emplace(known->slot, owner);
             ++owner.pending->outstanding;
             digests_awaited.fetch_add(1, std::memory_order_relaxed);
+            bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
           }
-          bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
           continue;
         }
       }
