@@ -165,6 +165,13 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "and flagged unwritten (x1.65 instead of x1.83 on the GPT example); but a kernel that "
        "writes only part of such a region then shows the leftover bytes as an output "
        "difference with no input evidence: identical multi-stream runs (DDP) can diverge"},
+      {env::kLearnReadOnly, "1",
+       "level full: a kernel's pointer argument whose region came out of 8 launches over 2 "
+       "steps or more unchanged (each launch changing another of its regions) and never "
+       "changed is learned read-only: later launches hash it before the kernel only "
+       "(flagged read-only) and its digest stays reusable; every 16th launch of the kernel "
+       "hashes every region again, and one found written is unlearned and reported (trace "
+       "warning): 0 hashes every output"},
   };
   return table;
 }
@@ -270,6 +277,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   bool_var(env::kMergeHashes, &config.merge_hashes);
   bool_var(env::kReuseDigests, &config.reuse_digests);
   bool_var(env::kSkipUnwritten, &config.skip_unwritten);
+  bool_var(env::kLearnReadOnly, &config.learn_read_only);
 
   if (auto value = get(env::kRunId)) {
     if (!valid_run_id(*value))

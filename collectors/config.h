@@ -44,6 +44,7 @@ struct Config {
   bool merge_hashes = true;           // a kernel's output hashes ride on the next launch's
   bool reuse_digests = true;          // an input nothing wrote since its last hash: that digest
   bool skip_unwritten = false;        // inputs in allocations nothing wrote yet: not hashed
+  bool learn_read_only = true;        // kernel pointer words seen not written: no output hash
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "collectors/events.h"
 #include "collectors/kernel_params.h"
+#include "collectors/pointer_roles.h"
 #include "collectors/runtime.h"
 
 namespace lockstep::collectors {
@@ -22,6 +24,7 @@ struct KernelInfo {
   bool is_nccl = false;
   std::vector<ParamInfo> layout;
   std::string name;            // demangled
+  std::unique_ptr<PointerRoles> roles;  // level full (LOCKSTEP_LEARN_READONLY), else null
 };
 
 // Described once per handle (driver queries under a ShimCallGuard), then cached.

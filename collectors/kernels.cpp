@@ -86,6 +86,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   info->name_id = tracer->intern(info->name);
   info->selected = tracer->kernel_selected(info->name);
   info->is_nccl = info->name.starts_with("nccl");
+  if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
   return info;
 }
 
@@ -228,26 +229,63 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     thread_local auto* inputs_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
     std::vector<PlannedRegion>& inputs = *inputs_buffer;
     inputs.clear();
+    thread_local auto* pairs_buffer = new std::vector<PendingRecord::RolePair>;  // never freed
+    std::vector<PendingRecord::RolePair>& pairs = *pairs_buffer;
+    pairs.clear();
+    const uint64_t cap = tracer->config().max_region;
+    // Pointer words learned read-only (pointer_roles.h) get no output entry, unless this launch
+    // verifies them, or every region of this launch is one (it writes somewhere: hash them all).
+    PointerRoles* roles = info.roles.get();
+    const bool verify = roles != nullptr && roles->next_launch_verifies();
+    auto unique = [&](size_t i) {  // a pointer passed twice is one region (a handful: no set)
+      return std::none_of(args.pointers.begin(), args.pointers.begin() + i,
+                          [&](const PointerArg& earlier) {
+                            return earlier.value == args.pointers[i].value;
+                          });
+    };
+    // A clamped region may be written past its clamp: never learned, never skipped.
+    auto skippable = [&](const PointerArg& arg) {
+      return roles != nullptr && arg.hit.readable <= cap && roles->read_only(arg.byte_offset);
+    };
+    bool skip_read_only = roles != nullptr && !verify;
+    if (skip_read_only) {
+      skip_read_only = false;
+      for (size_t i = 0; i < args.pointers.size() && !skip_read_only; ++i)
+        skip_read_only = unique(i) && !skippable(args.pointers[i]);
+    }
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
-      // A pointer passed twice is one region (kernels take a handful of pointers: no set).
-      if (std::any_of(args.pointers.begin(), args.pointers.begin() + i,
-                      [&](const PointerArg& earlier) { return earlier.value == arg.value; }))
-        continue;
+      if (!unique(i)) continue;
       const trace::StringId label = arg_label_id(tracer, arg, info.layout);
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
       const std::optional<AllocationHit> hit = arg.hit;
+      const size_t in_index = r.buffers.size();
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
-                         bytes_to_end, false, true, tracer->config().max_region, hit);
+                         bytes_to_end, false, true, cap, hit);
+      if (r.buffers.size() == in_index) continue;  // nothing to hash there
+      if (skip_read_only && skippable(arg)) {
+        r.buffers[in_index].flags |= trace::kLearnedReadOnly;
+        tracer->outputs_read_only.fetch_add(1, std::memory_order_relaxed);
+        tracer->bytes_read_only.fetch_add(r.buffers[in_index].bytes, std::memory_order_relaxed);
+        continue;
+      }
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
-                         bytes_to_end, false, true, tracer->config().max_region, hit);
+                         bytes_to_end, false, true, cap, hit);
+      if (roles != nullptr && bytes_to_end <= cap)
+        pairs.push_back({arg.byte_offset, static_cast<uint32_t>(in_index),
+                         static_cast<uint32_t>(in_index + 1)});
     }
     planning.reset();
     // Its writes go through its pointers (README, Known limits: what is not seen); a kernel
     // with no pointer into a known allocation writes through something else, if at all.
     call.writes_known = !call.outputs.empty();
     start_fingerprints(call, inputs, /*not_capturing=*/true);
+    if (call.pending != nullptr && !pairs.empty()) {
+      // Read at retire, after the call released its reference (kernel_launch_end).
+      call.pending->roles = roles;
+      call.pending->role_pairs.assign(pairs.begin(), pairs.end());
+    }
   }
   return token;
 }

@@ -23,6 +23,7 @@
 #include "collectors/alloc_map.h"
 #include "collectors/comm_identity.h"
 #include "collectors/config.h"
+#include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
 #include "hashing/engine.h"
@@ -38,6 +39,7 @@ enum class WarningCode : uint64_t {
   RecordsDropped = 3,        // count = records the writer dropped
   CaptureNotFingerprinted = 4,  // count = ops on capturing streams recorded without digests
   NestedKernels = 5,         // count = kernels attributed to an enclosing library call
+  ReadOnlyWritten = 6,       // count = kernel pointer words learned read-only, then seen written
 };
 
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
@@ -57,6 +59,13 @@ struct PendingRecord {
   trace::Record record;
   uint32_t outstanding = 1;
   bool discard = false;  // the call failed: nothing ran, so nothing is appended
+  // A kernel at full: whose pointer roles its In/Out digest pairs teach (pointer_roles.h).
+  struct RolePair {
+    uint32_t byte_offset;  // the pointer's word in the parameter buffer
+    uint32_t in_index, out_index;  // its entries in record.buffers
+  };
+  PointerRoles* roles = nullptr;
+  std::vector<RolePair> role_pairs;
 };
 
 class Tracer {
@@ -209,6 +218,13 @@ class Tracer {
   std::atomic<uint64_t> digests_forgotten{0}; // unknown writes that dropped known digests
   std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
   std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
+
+  // ---- learned read-only kernel pointers (pointer_roles.h), level full ------------------------
+  bool learns_roles() const { return learn_roles_; }
+  std::atomic<uint64_t> outputs_read_only{0};        // kernel outputs not hashed: learned read-only
+  std::atomic<uint64_t> bytes_read_only{0};          // their bytes
+  std::atomic<uint64_t> roles_learned{0};            // words learned read-only
+  std::atomic<uint64_t> roles_contradicted{0};       // of those, found written later
   std::atomic<bool> rank_known{false};
 
  private:
@@ -294,6 +310,8 @@ class Tracer {
   bool engine_failed_ = false;
   const bool reuse_digests_;      // config: reuse_digests at level full
   const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_
+  const bool learn_roles_;        // config: learn_read_only at level full
+  void learn_roles_locked(const PendingRecord& pending);  // at retire: its In/Out pairs
   RegionDigests region_digests_;  // under pending_mutex_
   size_t pending_records_ = 0;
   std::map<uint32_t, size_t> pending_per_step_;

@@ -182,7 +182,8 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
     : config_(config),
       writer_(std::move(writer)),
       reuse_digests_(config.reuse_digests && config.level == Level::Full),
-      skip_unwritten_(reuse_digests_ && config.skip_unwritten) {
+      skip_unwritten_(reuse_digests_ && config.skip_unwritten),
+      learn_roles_(config.learn_read_only && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
 }
 
@@ -721,7 +722,40 @@ bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t dig
   return --pending->outstanding == 0;
 }
 
+void Tracer::learn_roles_locked(const PendingRecord& pending) {
+  const auto& buffers = pending.record.buffers;
+  auto compared = [&](const PendingRecord::RolePair& pair, bool* changed) {
+    if (pair.in_index >= buffers.size() || pair.out_index >= buffers.size()) return false;
+    const trace::BufferFingerprint &in = buffers[pair.in_index], &out = buffers[pair.out_index];
+    if (!(in.flags & out.flags & trace::kFingerprintValid)) return false;
+    *changed = in.fingerprint != out.fingerprint;
+    return true;
+  };
+  bool evidence = false;  // some region of this launch changed: its writes are seen
+  for (const auto& pair : pending.role_pairs) {
+    bool changed = false;
+    if (compared(pair, &changed) && changed) evidence = true;
+  }
+  for (const auto& pair : pending.role_pairs) {
+    bool changed = false;
+    if (!compared(pair, &changed)) continue;
+    switch (pending.roles->observe(pair.byte_offset, pending.record.step, changed, evidence)) {
+      case PointerRoles::Change::None: break;
+      case PointerRoles::Change::Learned:
+        roles_learned.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case PointerRoles::Change::Contradicted:
+        roles_contradicted.fetch_add(1, std::memory_order_relaxed);
+        debug(fmt::format("pointer learned read-only was written: kernel {}, parameter byte {}, "
+                          "seq {} (hashed after every launch from now on)",
+                          pending.roles->kernel_name(), pair.byte_offset, pending.record.seq));
+        break;
+    }
+  }
+}
+
 void Tracer::retire_locked(PendingRecord* pending) {
+  if (pending->roles != nullptr && !pending->discard) learn_roles_locked(*pending);
   --pending_records_;
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
@@ -946,6 +980,11 @@ void Tracer::close() {
                         digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
                         digests_forgotten.load(), inputs_unwritten.load(),
                         bytes_unwritten.load()));
+    if (learn_roles_)
+      debug(fmt::format("kernel pointers learned read-only: {} (found written later: {}); {} "
+                        "outputs not hashed ({} bytes)",
+                        roles_learned.load(), roles_contradicted.load(), outputs_read_only.load(),
+                        bytes_read_only.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());
@@ -963,6 +1002,10 @@ void Tracer::close() {
     warn(WarningCode::CaptureNotFingerprinted, n, "buffers on capturing streams not fingerprinted");
   if (uint64_t n = fingerprints_dropped.load())
     warn(WarningCode::FingerprintsDropped, n, "fingerprints dropped (hash ring full or no engine)");
+  if (uint64_t n = roles_contradicted.load())
+    warn(WarningCode::ReadOnlyWritten, n,
+         "kernel pointer arguments learned read-only were written later (outputs of launches "
+         "before that may be missing; LOCKSTEP_LEARN_READONLY=0 hashes every output)");
   if (uint64_t n = writer_->stats().dropped)
     warn(WarningCode::RecordsDropped, n, "records dropped by the trace writer");
   closed_.store(true);

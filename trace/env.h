@@ -21,6 +21,7 @@ inline constexpr const char* kValidate = "LOCKSTEP_VALIDATE";       // 1: CUPTI 
 inline constexpr const char* kMergeHashes = "LOCKSTEP_MERGE_HASHES";  // 0: hash each kernel's outputs alone
 inline constexpr const char* kReuseDigests = "LOCKSTEP_REUSE_DIGESTS";  // 0: hash every input again
 inline constexpr const char* kSkipUnwritten = "LOCKSTEP_SKIP_UNWRITTEN";  // 1: fresh inputs unhashed
+inline constexpr const char* kLearnReadOnly = "LOCKSTEP_LEARN_READONLY";  // 0: hash every kernel output
 
 // Rank discovery, first hit wins.
 inline constexpr const char* kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",

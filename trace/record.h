@@ -80,6 +80,9 @@ enum BufferFlags : uint8_t {
   // Level full: no traced op wrote the region since its allocation was made, so it was not
   // hashed (its bytes are whatever the allocator left there; no value).
   kNotWrittenSinceAlloc = 1 << 4,
+  // Level full, a kernel's input region: the kernel's launches were seen not to write it
+  // (collectors/pointer_roles.h), so no output entry was taken after this launch.
+  kLearnedReadOnly = 1 << 5,
 };
 
 struct BufferFingerprint {

@@ -41,6 +41,8 @@ EXTRA_MODES = {
     "full-noreuse": ("full", None, {"LOCKSTEP_REUSE_DIGESTS": "0"}),
     # Inputs in allocations nothing wrote yet not hashed (opt-in: see collectors/README.md).
     "full-skip": ("full", None, {"LOCKSTEP_SKIP_UNWRITTEN": "1"}),
+    # Every kernel output hashed (no learned read-only pointers): what learning saves.
+    "full-nolearn": ("full", None, {"LOCKSTEP_LEARN_READONLY": "0"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~46 ms

@@ -35,6 +35,7 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
     else if (b.flags & trace::kFingerprintDropped) line += "dropped";
     else line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
     if (b.flags & trace::kExtentClamped) line += " clamped";
+    if (b.flags & trace::kLearnedReadOnly) line += " read-only";
   }
   if (!r.payload.empty())
     line += " | payload " +

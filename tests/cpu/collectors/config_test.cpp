@@ -143,12 +143,26 @@ TEST(Config, ReuseDigestsSwitch) {
   EXPECT_FALSE(r.ok());
 }
 
+TEST(Config, LearnReadOnlySwitch) {
+  EXPECT_TRUE(
+      parse_config([](const char*) -> const char* { return nullptr; }).config.learn_read_only);
+  auto r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kLearnReadOnly ? "0" : nullptr;
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_FALSE(r.config.learn_read_only);
+  r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kLearnReadOnly ? "often" : nullptr;
+  });
+  EXPECT_FALSE(r.ok());
+}
+
 TEST(Config, TableCoversEveryVariableOnce) {
   const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
                          env::kValidate, env::kMergeHashes, env::kReuseDigests,
-                         env::kSkipUnwritten};
+                         env::kSkipUnwritten, env::kLearnReadOnly};
   for (const char* name : names) {
     int seen = 0;
     for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;

@@ -1,6 +1,7 @@
 // A fake GPU behind the hash engine's driver entry points, for CPU tests and benchmarks of the
 // full level: a current context, a module whose "launches" complete at once (each region's
-// digest is ptr ^ bytes, written to its slot as the real kernel would), and a log of the hash
+// digest is ptr ^ bytes, changed by every write(ptr) a test makes, written to its slot as the
+// real kernel would), and a log of the hash
 // launches (stream, regions) and of cuMemFreeAsync calls, in call order. Header-only; one
 // instance per process. hold(true) keeps launches from completing until release(): digests
 // stay in flight for as long as a test needs.
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -53,6 +55,11 @@ class FakeGpu {
     held_.clear();
   }
   void reset_count() { count_.store(0); }
+  // The job wrote the region starting at p: hashes enqueued from now on see other bytes.
+  void write(CUdeviceptr p) {
+    std::lock_guard lock(mutex_);
+    ++versions_[p];
+  }
   static CUcontext context() { return reinterpret_cast<CUcontext>(0x10); }
 
  private:
@@ -83,7 +90,10 @@ class FakeGpu {
     const auto* p = static_cast<const BatchParams<kCapacity>*>(params);
     FakeGpu& gpu = instance();
     for (uint32_t i = 0; i < p->count; ++i) {
-      const uint64_t id = p->first_slot + i, digest = p->regions[i].ptr ^ p->regions[i].bytes;
+      const auto version = gpu.versions_.find(p->regions[i].ptr);
+      const uint64_t id = p->first_slot + i,
+                     digest = p->regions[i].ptr ^ p->regions[i].bytes ^
+                              (version == gpu.versions_.end() ? 0 : version->second << 40);
       void* slots = reinterpret_cast<void*>(p->slots);
       if (gpu.holding_)
         gpu.held_.push_back({slots, p->slot_mask, id, digest});
@@ -162,6 +172,7 @@ class FakeGpu {
   std::vector<FakeHashLaunch> launches_;
   bool holding_ = false;
   std::vector<Held> held_;
+  std::map<CUdeviceptr, uint64_t> versions_;
   std::atomic<long> count_{0};
 };
 
