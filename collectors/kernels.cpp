@@ -237,25 +237,36 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     // verifies them, or every region of this launch is one (it writes somewhere: hash them all).
     PointerRoles* roles = info.roles.get();
     const bool verify = roles != nullptr && roles->next_launch_verifies();
-    auto unique = [&](size_t i) {  // a pointer passed twice is one region (a handful: no set)
-      return std::none_of(args.pointers.begin(), args.pointers.begin() + i,
-                          [&](const PointerArg& earlier) {
-                            return earlier.value == args.pointers[i].value;
-                          });
-    };
-    // A clamped region may be written past its clamp: never learned, never skipped.
-    auto skippable = [&](const PointerArg& arg) {
-      return roles != nullptr && arg.hit.readable <= cap && roles->read_only(arg.byte_offset);
-    };
-    bool skip_read_only = roles != nullptr && !verify;
-    if (skip_read_only) {
-      skip_read_only = false;
-      for (size_t i = 0; i < args.pointers.size() && !skip_read_only; ++i)
-        skip_read_only = unique(i) && !skippable(args.pointers[i]);
-    }
+    // Per pointer, decided once (the collector may learn meanwhile): a region once however often
+    // its pointer is passed (a handful: no set); its role known per word only when passed once
+    // (a region passed twice is skipped only if every word passing it is learned read-only, and
+    // teaches nothing: which word changed it is not known). A clamped region may be written
+    // past its clamp: never learned, never skipped.
+    enum PointerUse : uint8_t { kRepeat = 0, kHashOut = 1, kLearnable = 2, kReadOnly = 4 };
+    thread_local auto* uses_buffer = new std::vector<uint8_t>;  // never freed (exit)
+    std::vector<uint8_t>& uses = *uses_buffer;
+    uses.assign(args.pointers.size(), kHashOut);
+    bool any_hashed_out = false;
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
-      if (!unique(i)) continue;
+      size_t first = 0;
+      while (args.pointers[first].value != arg.value) ++first;
+      const bool learnable = roles != nullptr && arg.hit.readable <= cap;
+      const bool read_only = learnable && !verify && roles->read_only(arg.byte_offset);
+      if (first == i) {
+        uses[i] = kHashOut | (learnable ? kLearnable : 0) | (read_only ? kReadOnly : 0);
+        continue;
+      }
+      uses[i] = kRepeat;
+      uses[first] &= static_cast<uint8_t>(~kLearnable);
+      if (!read_only) uses[first] &= static_cast<uint8_t>(~kReadOnly);
+    }
+    for (uint8_t use : uses) any_hashed_out |= use != kRepeat && !(use & kReadOnly);
+    // Every region learned read-only: it writes somewhere all the same (hash them all).
+    const bool skip_read_only = any_hashed_out;
+    for (size_t i = 0; i < args.pointers.size(); ++i) {
+      const PointerArg& arg = args.pointers[i];
+      if (uses[i] == kRepeat) continue;
       const trace::StringId label = arg_label_id(tracer, arg, info.layout);
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
@@ -264,7 +275,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, cap, hit);
       if (r.buffers.size() == in_index) continue;  // nothing to hash there
-      if (skip_read_only && skippable(arg)) {
+      if (skip_read_only && (uses[i] & kReadOnly)) {
         r.buffers[in_index].flags |= trace::kLearnedReadOnly;
         tracer->outputs_read_only.fetch_add(1, std::memory_order_relaxed);
         tracer->bytes_read_only.fetch_add(r.buffers[in_index].bytes, std::memory_order_relaxed);
@@ -272,7 +283,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       }
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, cap, hit);
-      if (roles != nullptr && bytes_to_end <= cap)
+      if (uses[i] & kLearnable)
         pairs.push_back({arg.byte_offset, static_cast<uint32_t>(in_index),
                          static_cast<uint32_t>(in_index + 1)});
     }

@@ -83,19 +83,24 @@ FakeAttributes layout(cudaDataType type, uint64_t rows, uint64_t cols, int64_t l
 // A fake driver behind cuGetProcAddress_v2: kernel names and parameter layouts, no context (so
 // no hash engine: planned fingerprints are flagged dropped).
 CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCCESS; }
-// Function kTwoPointerKernel is kernel2(float* out, float* in, int); every other one is
-// kernel(float*, int, float).
+// Function kTwoPointerKernel is kernel2(float* out, float* in, int), kThreePointerKernel
+// kernel3(float*, float*, float*, int); every other one is kernel(float*, int, float).
 const CUfunction kTwoPointerKernel = reinterpret_cast<CUfunction>(0x1236);
+const CUfunction kThreePointerKernel = reinterpret_cast<CUfunction>(0x1237);
 CUresult fake_func_get_name(const char** name, CUfunction f) {
-  *name = f == kTwoPointerKernel ? "_Z7kernel2PfS_i" : "_Z6kernelPfif";
+  *name = f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
+          : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
+                                     : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
   static const size_t offsets[] = {0, 8, 12}, sizes[] = {8, 4, 4};
   static const size_t two_offsets[] = {0, 8, 16}, two_sizes[] = {8, 8, 4};
-  if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
-  *offset = (f == kTwoPointerKernel ? two_offsets : offsets)[index];
-  *size = (f == kTwoPointerKernel ? two_sizes : sizes)[index];
+  static const size_t three_offsets[] = {0, 8, 16, 24}, three_sizes[] = {8, 8, 8, 4};
+  if (index >= (f == kThreePointerKernel ? 4u : 3u)) return CUDA_ERROR_INVALID_VALUE;
+  *offset = (f == kThreePointerKernel ? three_offsets
+             : f == kTwoPointerKernel ? two_offsets : offsets)[index];
+  *size = (f == kThreePointerKernel ? three_sizes : f == kTwoPointerKernel ? two_sizes : sizes)[index];
   return CUDA_SUCCESS;
 }
 // Stream kCapturingStream is capturing (capture 42); every other stream is not.
@@ -1302,6 +1307,25 @@ void launch_pair(CUdeviceptr out, CUdeviceptr in, bool writes = true, bool write
   kernel_launch_end(token, CUDA_SUCCESS);
 }
 
+// kernel3(a, b, c) writing b and c (the fake GPU sees other bytes there from then on).
+void launch_three(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
+  struct {
+    float *a, *b, *c;
+    int n;
+  } args{reinterpret_cast<float*>(a), reinterpret_cast<float*>(b), reinterpret_cast<float*>(c), 1};
+  void* params[] = {&args.a, &args.b, &args.c, &args.n};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = kThreePointerKernel;
+  l.stream = kStreamS;
+  l.kernel_params = params;
+  const uint64_t token = kernel_launch_begin(l);
+  lockstep::testing::FakeGpu::instance().write(b);
+  lockstep::testing::FakeGpu::instance().write(c);
+  kernel_launch_end(token, CUDA_SUCCESS);
+}
+
 // kernel2 learns that it does not write `in`: eight launches over two steps.
 void teach_pair(CUdeviceptr out, CUdeviceptr in) {
   for (int i = 0; i < 7; ++i) launch_pair(out, in);
@@ -1419,15 +1443,35 @@ TEST_F(LearnTest, AVerificationLaunchThatFindsAWriteUnlearns) {
                       "int), parameter byte 8"), std::string::npos) << text;
 }
 
+// A pointer passed in two words is one region, skipped only when every word passing it is learned
+// read-only: kernel3 learns that it does not write through its first word, and then writes the
+// same pointer through its second.
+TEST_F(LearnTest, APointerPassedTwiceIsSkippedOnlyWhenEveryWordIsReadOnly) {
+  const std::string text = run_learning([](std::string* text) {
+    for (int i = 0; i < 7; ++i) launch_three(kSecondBase, kMergeBase + 256, kMergeBase + 8192);
+    lockstep_step();
+    launch_three(kSecondBase, kMergeBase + 256, kMergeBase + 8192);
+    *text = wait_learned(1) ? "learned" : "not learned";
+    launch_three(kSecondBase, kMergeBase + 256, kMergeBase + 8192);  // a: read-only
+    launch_three(kSecondBase, kSecondBase, kMergeBase + 8192);       // a passed as b: written
+  });
+  EXPECT_EQ(text.substr(0, text.find('\n')), "learned") << text;
+  EXPECT_EQ(arg1_outputs(), "oooooooo" "r" "o");
+}
+
 // Nothing is learned from launches that changed no region (a kernel whose writes the shim does
 // not see, or that wrote what was there), nor within one step, nor with LOCKSTEP_LEARN_READONLY=0.
 TEST_F(LearnTest, NoLearningWithoutEvidenceInOneStepOrWhenOff) {
   run_learning([](std::string*) {
+    launch_pair(kMergeBase + 256, kSecondBase);  // `out` is written: never read-only
     for (int i = 0; i < 10; ++i) launch_pair(kMergeBase + 256, kSecondBase, /*writes=*/false);
     lockstep_step();
     for (int i = 0; i < 10; ++i) launch_pair(kMergeBase + 256, kSecondBase, /*writes=*/false);
+    stream_order_point();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 5; ++i) launch_pair(kMergeBase + 256, kSecondBase, /*writes=*/false);
   });
-  EXPECT_EQ(arg1_outputs(), std::string(20, 'o'));
+  EXPECT_EQ(arg1_outputs(), std::string(26, 'o'));
   run_learning([](std::string*) {
     for (int i = 0; i < 10; ++i) launch_pair(kMergeBase + 256, kSecondBase);
     stream_order_point();

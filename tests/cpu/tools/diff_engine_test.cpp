@@ -412,6 +412,29 @@ TEST(DiffEngine, UnwrittenInputsAreNotComparedAndOutputsStillDecide) {
   EXPECT_NE(r.first->detail.find("all 1 input matched"), std::string::npos) << r.first->detail;
 }
 
+// Level full learns which kernel pointers a kernel does not write and then takes no output entry
+// for them (the input is flagged): a run that learned later or verified this launch has the
+// output entry, the other not. Pairs by label: no structural difference, the rest decides.
+TEST(DiffEngine, LearnedReadOnlyInputsWithoutOutputsStillCompare) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  for (SyntheticRank* r : {&a, &b})
+    r->records[0].buffers = {r->buffer(trace::Role::In, "arg0", 1),
+                             r->buffer(trace::Role::In, "arg1", 2),
+                             r->buffer(trace::Role::Out, "arg0", 3),
+                             r->buffer(trace::Role::Out, "arg1", 2)};
+  a.records[0].buffers[1].flags |= trace::kLearnedReadOnly;  // A: no output entry for arg1
+  a.records[0].buffers.pop_back();
+  RankResult r = diff_one(a, b, DiffOptions{});
+  EXPECT_FALSE(r.first) << r.first->detail;
+  a.records[0].buffers[2].fingerprint ^= 7;  // what the kernel wrote differs: the origin
+  r = diff_one(a, b, DiffOptions{});
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  ASSERT_TRUE(r.first->buffer);
+  EXPECT_EQ(r.first->buffer->label, "arg0");
+}
+
 // API extents (GEMM, collectives) are exact: another size is another op.
 TEST(DiffEngine, GemmBufferOfAnotherSizeIsStructural) {
   SyntheticRank a, b;
