@@ -1286,44 +1286,38 @@ TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
 }
 
 // ---- learned read-only pointers (LOCKSTEP_LEARN_READONLY) -------------------------------------
-// kernel2(out, in): writes `out` (the fake GPU sees other bytes there from then on) and, when
-// `writes_in`, `in` too; or neither when `writes` is false.
-void launch_pair(CUdeviceptr out, CUdeviceptr in, bool writes = true, bool writes_in = false) {
-  struct {
-    float* out;
-    float* in;
-    int n;
-  } args{reinterpret_cast<float*>(out), reinterpret_cast<float*>(in), 1};
-  void* params[] = {&args.out, &args.in, &args.n};
+// Launches `f` on stream S with pointer arguments `pointers` (then an int); the fake GPU sees
+// other bytes from then on at each pointer in `written` (the kernel's writes).
+void launch_writing(CUfunction f, std::initializer_list<CUdeviceptr> pointers,
+                    std::initializer_list<CUdeviceptr> written) {
+  std::vector<float*> words;
+  for (CUdeviceptr p : pointers) words.push_back(reinterpret_cast<float*>(p));
+  int n = 1;
+  std::vector<void*> params;
+  for (float*& word : words) params.push_back(&word);
+  params.push_back(&n);
   KernelLaunch l;
   l.api = LaunchApi::DriverLaunch;
   l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = kTwoPointerKernel;
+  l.handle = f;
   l.stream = kStreamS;
-  l.kernel_params = params;
+  l.kernel_params = params.data();
   const uint64_t token = kernel_launch_begin(l);
-  if (writes) lockstep::testing::FakeGpu::instance().write(out);
-  if (writes_in) lockstep::testing::FakeGpu::instance().write(in);
+  for (CUdeviceptr p : written) lockstep::testing::FakeGpu::instance().write(p);
   kernel_launch_end(token, CUDA_SUCCESS);
 }
 
-// kernel3(a, b, c) writing b and c (the fake GPU sees other bytes there from then on).
+// kernel2(out, in): writes `out` and, when `writes_in`, `in` too; or neither when `writes` is
+// false.
+void launch_pair(CUdeviceptr out, CUdeviceptr in, bool writes = true, bool writes_in = false) {
+  if (!writes) launch_writing(kTwoPointerKernel, {out, in}, {});
+  else if (writes_in) launch_writing(kTwoPointerKernel, {out, in}, {out, in});
+  else launch_writing(kTwoPointerKernel, {out, in}, {out});
+}
+
+// kernel3(a, b, c) writing b and c.
 void launch_three(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
-  struct {
-    float *a, *b, *c;
-    int n;
-  } args{reinterpret_cast<float*>(a), reinterpret_cast<float*>(b), reinterpret_cast<float*>(c), 1};
-  void* params[] = {&args.a, &args.b, &args.c, &args.n};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = kThreePointerKernel;
-  l.stream = kStreamS;
-  l.kernel_params = params;
-  const uint64_t token = kernel_launch_begin(l);
-  lockstep::testing::FakeGpu::instance().write(b);
-  lockstep::testing::FakeGpu::instance().write(c);
-  kernel_launch_end(token, CUDA_SUCCESS);
+  launch_writing(kThreePointerKernel, {a, b, c}, {b, c});
 }
 
 // kernel2 learns that it does not write `in`: eight launches over two steps.
