@@ -78,7 +78,8 @@ Examples:
         for (size_t i = 0; i < r.buffers.size(); ++i) {
           const trace::BufferFingerprint& b = r.buffers[i];
           args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out", reader->string(b.label))] =
-              (b.flags & trace::kFingerprintValid)        ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
+              (b.flags & trace::kLearnedReadOnly) ? fmt::format("{:016x} read-only ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kFingerprintValid)     ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
               : (b.flags & trace::kNotWrittenSinceAlloc) ? fmt::format("unwritten ({} B)", b.bytes)
                                                          : std::string("-");
         }

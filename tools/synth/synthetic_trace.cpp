@@ -73,6 +73,13 @@ class RankWriter {
                                  writer_->intern(out_label), 1 << 21, fingerprinted ? out_fp : 0};
     r.buffers.push_back(in);
     r.buffers.push_back(out);
+    if (spec_.flagged_inputs && kind == RecordKind::Kernel && fingerprinted) {
+      const uint8_t read_only = trace::kFingerprintValid | trace::kLearnedReadOnly;
+      r.buffers.push_back({trace::Role::In, trace::DType::Bytes, read_only,
+                           writer_->intern("arg1"), 4096, 0x5eed});
+      r.buffers.push_back({trace::Role::In, trace::DType::Bytes, trace::kNotWrittenSinceAlloc,
+                           writer_->intern("arg2"), 4096, 0});
+    }
     writer_->append(r);
   }
 

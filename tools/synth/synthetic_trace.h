@@ -38,6 +38,9 @@ struct Spec {
   std::optional<int> only_rank;    // write just this rank's file (one process per rank)
   std::optional<int> header_world_size;  // lie in the header (tests of bad input)
   size_t writer_memory = 64u << 20;
+  // Level full's flagged inputs on every fingerprinted kernel: an input "arg1" learned read-only
+  // (a digest, no output entry) and an input "arg2" not written since its allocation (no value).
+  bool flagged_inputs = false;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

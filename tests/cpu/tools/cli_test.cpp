@@ -327,6 +327,25 @@ TEST_F(Cli, StatsShowVerify) {
   EXPECT_EQ(bad.code, 2) << bad.out;
 }
 
+// Level full's flagged inputs (learned read-only: no output entry; not written since its
+// allocation: no value) are printed as such, and two runs with them diff clean.
+TEST_F(Cli, ShowAndExportPrintFlaggedInputs) {
+  synth::Spec spec = small(1);
+  spec.flagged_inputs = true;
+  const std::string a = write("a", spec), b = write("b", spec);
+  Result show = lockstep("show " + a + " --limit 0");
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_NE(show.out.find("| in arg1 bytes 4096B 0000000000005eed read-only"), std::string::npos)
+      << show.out.substr(0, 2000);
+  EXPECT_NE(show.out.find("| in arg2 bytes 4096B unwritten"), std::string::npos);
+  Result exported = lockstep("export " + a + " --perfetto " + path("a.json").string());
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  const std::string text = slurp(path("a.json"));
+  EXPECT_NE(text.find("read-only (4096 B)"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_NE(text.find("unwritten (4096 B)"), std::string::npos);
+  EXPECT_EQ(lockstep("diff " + pair(a, b)).code, 0);
+}
+
 TEST_F(Cli, ExportPerfettoMarksDivergentOps) {
   synth::Spec planted = small();
   planted.plants.push_back({synth::Plant::Output, 1, 2, 1});
