@@ -49,15 +49,14 @@ CallState& push_call(CallKind kind, uint64_t* token);
 // pending ring is full the buffers are flagged dropped and nothing is hashed.
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
                         bool not_capturing = false);
-// The state for `token`, popped by finish_call. Null for token 0 or a token that does not pair.
-CallState* top_call(uint64_t token);
+// The call of `token` returned: its state (popped by finish_call), its noted writes now in
+// stream order before any hash enqueued from here on. Null for token 0 or a token that does not
+// pair. Every end hook starts with it.
+CallState* returned_call(uint64_t token);
 // Tells the tracer what the call may write (its outputs, or "unknown": every reusable digest
 // is forgotten), once: start_fingerprints does it after the call's inputs are looked up, before
 // the call runs; finish_call for calls that did not get there.
 void note_writes(CallState& call);
-// The call returned: its noted writes are in stream order now (before any later hash). Each end
-// hook calls it before it enqueues the call's output hashes; finish_call for the others.
-void close_writes(CallState& call);
 void finish_call(CallState* state);  // undoes OpenApi counters and pops (note_writes first)
 
 }  // namespace lockstep::collectors

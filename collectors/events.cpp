@@ -115,12 +115,27 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   return state;
 }
 
+namespace {
 CallState* top_call(uint64_t token) {
   if ((token & kTokenTag) != kTokenTag) return nullptr;
   CallStack& stack = call_stack();
   const size_t depth = token & ~kTokenTag;
   if (depth == 0 || depth != stack.depth) return nullptr;
   return stack.states[depth - 1].get();
+}
+
+// The call returned: its noted writes are in stream order now (before any later hash).
+void close_writes(CallState& call) {
+  if (!call.writes_open) return;
+  call.writes_open = false;
+  call.tracer->writes_end(&call, !call.writes_known);
+}
+}  // namespace
+
+CallState* returned_call(uint64_t token) {
+  CallState* call = top_call(token);
+  if (call != nullptr) close_writes(*call);
+  return call;
 }
 
 void note_writes(CallState& call) {
@@ -136,12 +151,6 @@ void note_writes(CallState& call) {
   else
     tracer->unknown_writes_begin();
   call.writes_open = true;
-}
-
-void close_writes(CallState& call) {
-  if (!call.writes_open) return;
-  call.writes_open = false;
-  call.tracer->writes_end(&call, !call.writes_known);
 }
 
 void finish_call(CallState* state) {

@@ -39,9 +39,8 @@ CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint
 }
 
 void end_gemm(uint64_t token, int status) {
-  CallState* call = top_call(token);
+  CallState* call = returned_call(token);
   if (call == nullptr) return;
-  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   if (call->kind == CallKind::Gemm) {
     Tracer* tracer = call->tracer;
     if (call->pending != nullptr) {

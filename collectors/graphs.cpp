@@ -202,9 +202,8 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
 }
 
 void graph_launch_end(uint64_t token, int result) {
-  CallState* call = top_call(token);
+  CallState* call = returned_call(token);
   if (call == nullptr) return;
-  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   Tracer* tracer = call->tracer;
   if (tracer != nullptr) {
     const uint64_t graph_id = call->live_record().fields[trace::fields::GraphLaunch::graph_id];

@@ -302,9 +302,8 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
 }
 
 void kernel_launch_end(uint64_t token, int result) {
-  CallState* call = top_call(token);
+  CallState* call = returned_call(token);
   if (call == nullptr) return;
-  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   self_time::Scope timed(self_time::Phase::KernelEnd);
   if (call->kind == CallKind::Kernel && call->tracer != nullptr) {
     Tracer* tracer = call->tracer;

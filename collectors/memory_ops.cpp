@@ -91,9 +91,8 @@ uint64_t memory_op_begin(const MemoryOp& op) {
 }
 
 void memory_op_end(uint64_t token, int result) {
-  CallState* call = top_call(token);
+  CallState* call = returned_call(token);
   if (call == nullptr) return;
-  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   Tracer* tracer = call->tracer;
   if (call->kind == CallKind::Metric && result == 0) {
     trace::Record& r = call->record;

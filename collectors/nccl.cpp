@@ -115,9 +115,8 @@ uint64_t nccl_begin(const NcclCall& c) {
 }
 
 void nccl_end(uint64_t token, ncclResult_t result) {
-  CallState* call = top_call(token);
+  CallState* call = returned_call(token);
   if (call == nullptr) return;
-  close_writes(*call);  // returned: its writes precede any hash enqueued from here on
   if (call->kind == CallKind::Nccl) {
     Tracer* tracer = call->tracer;
     if (call->pending == nullptr) {

@@ -14,9 +14,9 @@
 // (stream order guarantees it sees the same bytes); an arrived digest on any stream (the bytes
 // it read were final before the reader was launched).
 //
-// An allocation no traced op has written since it was made is "fresh": an input inside it holds
-// whatever the allocator left there (an output-only tensor, passed to a kernel that will write
-// it), so it is not hashed at all and its buffer says so.
+// With LOCKSTEP_SKIP_UNWRITTEN, an allocation no traced op has written since it was made is
+// "fresh": an input inside it holds whatever the allocator left there (an output-only tensor,
+// passed to a kernel that will write it), so it is not hashed at all and its buffer says so.
 //
 // Not thread-safe: the tracer holds its pending mutex around every call.
 #pragma once
