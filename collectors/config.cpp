@@ -150,10 +150,11 @@ const std::vector<EnvVarDoc>& env_var_table() {
       {env::kHashMemory, "16M", "device scratch memory of the hash engine, per device"},
       {env::kValidate, "0", "1: CUPTI coverage check (interpose; slow, validation runs only)"},
       {env::kMergeHashes, "1",
-       "level full: a kernel's output fingerprints are launched together with the next "
-       "kernel's input fingerprints on the same stream (one hash launch per kernel instead of "
-       "two; any event record, synchronize or other traced call flushes them first); 0: "
-       "hash every kernel's outputs right after it"},
+       "level full: a kernel's output fingerprints wait for the next hash launch on its stream "
+       "and go in it: with the next op's input fingerprints, or later when the next ops need "
+       "no hash launch (inputs already hashed, nothing deferred written); any event record, "
+       "synchronize, free or other traced call flushes them first. adjacent: only with the next "
+       "op's inputs; 0: every kernel's outputs right after it"},
       {env::kReuseDigests, "1",
        "level full: an input region that an earlier op already hashed, with no write seen "
        "since (no traced op's output, no free), takes that digest instead of being read again; "
@@ -162,9 +163,10 @@ const std::vector<EnvVarDoc>& env_var_table() {
       {env::kSkipUnwritten, "0",
        "1 (level full, with reused digests): an input inside an allocation no traced op wrote "
        "since it was made (a kernel's output tensor before the kernel writes it) is not hashed "
-       "and flagged unwritten (x1.65 instead of x1.83 on the GPT example); but a kernel that "
-       "writes only part of such a region then shows the leftover bytes as an output "
-       "difference with no input evidence: identical multi-stream runs (DDP) can diverge"},
+       "and flagged unwritten (x1.60 instead of x1.71 on the GPT example, one H200, "
+       "2026-11-30); but a kernel that writes only part of such a region then shows the leftover "
+       "bytes as an output difference with no input evidence: identical runs can diverge (seen "
+       "with DDP on two GPUs, and on the one-GPU GPT example)"},
       {env::kLearnReadOnly, "1",
        "level full: a kernel's pointer argument whose region came out of 8 launches over 2 "
        "steps or more unchanged (each launch changing another of its regions) and never "
@@ -274,7 +276,13 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   bool_var(env::kOverwrite, &config.overwrite);
   bool_var(env::kFailHard, &config.fail_hard);
   bool_var(env::kValidate, &config.validate);
-  bool_var(env::kMergeHashes, &config.merge_hashes);
+  if (auto value = get(env::kMergeHashes); value && lower(*value) == "adjacent") {
+    config.chain_hashes = false;
+  } else if (value) {
+    auto parsed = parse_bool(*value);
+    if (!parsed) fail(fmt::format("{}={} is not 1, adjacent or 0", env::kMergeHashes, *value));
+    else config.merge_hashes = config.chain_hashes = *parsed;
+  }
   bool_var(env::kReuseDigests, &config.reuse_digests);
   bool_var(env::kSkipUnwritten, &config.skip_unwritten);
   bool_var(env::kLearnReadOnly, &config.learn_read_only);

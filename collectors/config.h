@@ -42,6 +42,7 @@ struct Config {
   uint64_t hash_memory = 16ull << 20; // hash engine device scratch
   bool validate = false;
   bool merge_hashes = true;           // a kernel's output hashes ride on the next launch's
+  bool chain_hashes = true;           // ... also past calls that need no hash launch themselves
   bool reuse_digests = true;          // an input nothing wrote since its last hash: that digest
   bool skip_unwritten = false;        // inputs in allocations nothing wrote yet: not hashed
   bool learn_read_only = true;        // kernel pointer words seen not written: no output hash

@@ -77,8 +77,15 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
     return;
   }
   // With the previous kernel's deferred output hashes when it ran on this stream.
+  // Chained when it needs no hash launch: a kernel, GEMM or async device copy whose writes are
+  // known (a synchronous copy returns with its work done: the host may then write what the set
+  // has still to read).
+  const bool chainable =
+      call.writes_known && (call.kind == CallKind::Kernel || call.kind == CallKind::Gemm ||
+                            (call.kind == CallKind::Memory && call.is_async));
+  const Tracer::CallWrites writes{&call.outputs, &call.writes_only};
   tracer->fingerprint_inputs(call.pending, call.stream, call.per_thread_stream, inputs.data(),
-                             inputs.size(), not_capturing);
+                             inputs.size(), not_capturing, chainable ? &writes : nullptr);
   // Its inputs looked up, before the call itself runs: another thread launching after it onto
   // the same stream must not take a digest of bytes this call is about to change.
   note_writes(call);
@@ -87,8 +94,10 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
 CallState& push_call(CallKind kind, uint64_t* token) {
   // Any traced call may order work after the stream of a deferred kernel: its output hashes go
   // first. Kernel launches, GEMMs and device memory operations merge or flush them themselves
-  // (every path of theirs reaches start_fingerprints, or flushes).
-  if (kind != CallKind::Kernel && kind != CallKind::Gemm && kind != CallKind::Memory)
+  // (every path of theirs reaches start_fingerprints, or flushes); a nested call (a library's
+  // own launch) belongs to its enclosing call, which did.
+  if (kind != CallKind::Kernel && kind != CallKind::Gemm && kind != CallKind::Memory &&
+      kind != CallKind::Nested)
     if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred(Tracer::FlushCause::OtherCall);
   CallStack& stack = call_stack();
   if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());

@@ -132,25 +132,39 @@ class Tracer {
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
   // A kernel's outputs need hashing after it and the next kernel's inputs before that one; on
   // one stream nothing runs between the two, so one hash launch serves both. defer_outputs()
-  // keeps the outputs of a kernel that just launched (at most one deferred set, process-wide);
-  // fingerprint_inputs() launches them together with the next kernel's inputs when that kernel
-  // is on the same stream and context, else flushes them first. flush_deferred() enqueues them
-  // now: called before anything that could order other work or the host after the stream
-  // (every other traced call, frees, event records, synchronizations, capture begins: see
-  // stream_order_point in events.h). Without merging, both enqueue at once. Outputs of a call on
-  // a capturing stream are never deferred (the call has not run; a later flush on the stream,
-  // once the capture ended, would hash what is there then): `not_capturing` says the caller
-  // checked (a kernel's fingerprints are planned only outside capture), else it is checked here.
+  // keeps the outputs of a call that just launched (one deferred set, process-wide, of one
+  // stream and context); fingerprint_inputs() launches them together with the next call's
+  // inputs when that call is on the same stream and context, else flushes them first.
+  // Chained (the default): when the next call needs no hash launch of its own (every input
+  // either has a known digest, is unwritten and skipped, or is one of the deferred regions) and
+  // may write none of the deferred regions, nothing is launched: the regions it reads join the
+  // set (they are the same bytes until something writes them) and its outputs follow; one later
+  // launch carries them all (at most kChainRegions). flush_deferred() enqueues them now: called
+  // before anything that could order other work or the host after the stream (every other
+  // traced call, frees, event records, synchronizations, capture begins: see
+  // stream_order_point in events.h). Without merging, both enqueue at once. Outputs of a call
+  // on a capturing stream are never deferred (the call has not run; a later flush on the
+  // stream, once the capture ended, would hash what is there then): `not_capturing` says the
+  // caller checked (a kernel's fingerprints are planned only outside capture), else it is
+  // checked here.
   void defer_outputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
                      std::vector<PlannedRegion>& regions, bool not_capturing);
+  // What the call whose inputs these are may write, for chaining (null: launch, never chain).
+  struct CallWrites {
+    const std::vector<PlannedRegion>* outputs = nullptr;
+    const std::vector<PlannedRegion>* also = nullptr;  // written, not hashed (a workspace)
+  };
   void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                          const PlannedRegion* regions, size_t n, bool not_capturing);
+                          const PlannedRegion* regions, size_t n, bool not_capturing,
+                          const CallWrites* writes = nullptr);
+  static constexpr size_t kChainRegions = 32;  // one small-batch hash launch
   // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
   enum class FlushCause : uint8_t {
     KernelUnhashed,  // the next kernel is not fingerprinted (or has no regions)
     OtherStream,     // the next fingerprinted kernel is on another stream or context
     OtherThread,     // another thread deferred a kernel's outputs meanwhile
     OtherCall,       // a traced call other than a kernel launch
+    ChainFull,       // a chained set reached kChainRegions
     Free,            // a free or unmap of device memory
     OrderPoint,      // event record, synchronize, query, capture begin, host callback
     Step,            // a step marker
@@ -169,6 +183,7 @@ class Tracer {
   bool defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream, bool per_thread_default);
   std::atomic<uint64_t> frees_deferred{0};
   std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
+  std::atomic<uint64_t> chained_calls{0};     // calls that needed no hash launch of their own
   std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};  // on their own, by cause
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
@@ -251,16 +266,32 @@ class Tracer {
     CUstream stream = nullptr;  // CU_STREAM_PER_THREAD for the per-thread default stream
     CUcontext context = nullptr;
   };
+  // The deferred set: the regions of one or more records (owners[k] owns regions
+  // [ends[k-1], ends[k])), all on one stream and context.
   struct Deferred {
-    PendingRecord* pending = nullptr;
+    std::vector<PendingRecord*> owners;
+    std::vector<size_t> ends;
     CUstream stream = nullptr;
     bool per_thread_default = false;
     CUcontext context = nullptr;
     std::vector<PlannedRegion> regions;
     std::vector<DeferredFree> frees;
+    bool empty() const { return owners.empty(); }
+    void add(PendingRecord* pending, const PlannedRegion* first, size_t n) {
+      owners.push_back(pending);
+      regions.insert(regions.end(), first, first + n);
+      ends.push_back(regions.size());
+    }
+    void clear() {
+      owners.clear();
+      ends.clear();
+      regions.clear();
+      frees.clear();
+    }
     // Vectors copied, not moved: both sides keep their capacity (no allocation per kernel).
     void copy_from(const Deferred& other) {
-      pending = other.pending;
+      owners.assign(other.owners.begin(), other.owners.end());
+      ends.assign(other.ends.begin(), other.ends.end());
       stream = other.stream;
       per_thread_default = other.per_thread_default;
       context = other.context;
@@ -268,6 +299,14 @@ class Tracer {
       frees.assign(other.frees.begin(), other.frees.end());
     }
   };
+  // Enqueues the deferred set (then `extra`, the next call's inputs, in the same launch) and
+  // drops the set's references.
+  void enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing);
+  // deferred_mutex_ held: true when the call whose inputs these are needs no hash launch now
+  // (see fingerprint_inputs); its known inputs are then filled and the regions it reads from
+  // the set join it.
+  bool chain_locked(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                    const PlannedRegion* regions, size_t n, const CallWrites& writes);
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
   bool take_deferred(Deferred* out);
   void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference
@@ -307,6 +346,10 @@ class Tracer {
   std::map<CUcontext, EngineState> engines_;
   // The current context's engine and slots (created on first use); null without one.
   EngineState* engine_for_current_context();
+  // pending_mutex_ held: an input with a known digest (filled or awaited) or unwritten and
+  // skipped; false when it needs hashing.
+  bool take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
+                               EngineState* state, const void* stream_key);
   bool engine_failed_ = false;
   const bool reuse_digests_;      // config: reuse_digests at level full
   const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_

@@ -60,7 +60,8 @@ nlohmann::json config_json(const Config& c) {
           {"step_pattern", c.step_pattern},
           {"memory", c.memory},
           {"hash_memory", c.hash_memory},
-          {"merge_hashes", c.merge_hashes}};
+          {"merge_hashes", c.merge_hashes},
+          {"chain_hashes", c.chain_hashes}};
 }
 
 }  // namespace
@@ -424,44 +425,26 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   owners.clear();
   also.clear();
   bases.clear();
-  size_t first_group_end = 0;  // the first group's unique regions: all[0, first_group_end)
+  // Regions a third or later record reads (a chained set): served as waiters on the slot.
+  thread_local auto* extra_buffer = new std::vector<std::pair<size_t, SlotTarget>>;
+  std::vector<std::pair<size_t, SlotTarget>>& extra = *extra_buffer;
+  extra.clear();
   for (size_t g = 0; g < count; ++g) {
-    if (g == 1) first_group_end = all.size();
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
-      // Against the first group (the deferred outputs): each group is distinct already.
-      const size_t earlier = g > 0 ? first_group_end : 0;
+      // The same bytes earlier in this launch (an output the next call reads, nothing ran
+      // between that could write it): hashed once, the digest fills both records.
       size_t same = 0;
-      while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes &&
-                                 also[same].pending == nullptr))
+      while (same < all.size() && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
         ++same;
-      if (same < earlier) {
-        also[same] = owner;
+      if (same < all.size()) {
+        if (also[same].pending == nullptr) also[same] = owner;
+        else extra.emplace_back(same, owner);
         continue;
       }
-      auto& entry = owner.pending->record.buffers[owner.buffer_index];
       // Inputs only: an output is hashed after its own write, whatever was known before.
-      if (reuse && region.alloc_base != 0 && entry.role == trace::Role::In) {
-        if (const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key)) {
-          if (known->fresh) {
-            entry.flags |= trace::kNotWrittenSinceAlloc;
-            inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
-            bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
-          } else if (known->arrived) {
-            entry.fingerprint = known->digest;
-            entry.flags |= trace::kFingerprintValid;
-            digests_reused.fetch_add(1, std::memory_order_relaxed);
-            bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
-          } else {
-            state->waiters.emplace(known->slot, owner);
-            ++owner.pending->outstanding;
-            digests_awaited.fetch_add(1, std::memory_order_relaxed);
-            bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
-          }
-          continue;
-        }
-      }
+      if (reuse && take_known_input_locked(owner, region, state, stream_key)) continue;
       all.push_back({region.ptr, region.bytes});
       owners.push_back(owner);
       also.push_back({nullptr, 0});
@@ -475,6 +458,11 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       for (const SlotTarget* t : {&owners[k], &also[k]}) {
         if (t->pending == nullptr) continue;
         t->pending->record.buffers[t->buffer_index].flags |= trace::kFingerprintDropped;
+        ++flagged;
+      }
+      for (const auto& [index, t] : extra) {
+        if (index != k) continue;
+        t.pending->record.buffers[t.buffer_index].flags |= trace::kFingerprintDropped;
         ++flagged;
       }
     }
@@ -515,10 +503,41 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         state->slot_region[slot] = region.ptr;
       }
     }
+    for (const auto& [index, target] : extra) {
+      if (index < start || index >= start + chunk) continue;
+      state->waiters.emplace(first + (index - start), target);
+      ++target.pending->outstanding;
+      regions_shared.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // A busy collector polls every millisecond: waking it per call would cost a futex call and a
   // context switch per kernel launch.
   if (collector_idle_) collector_wake_.notify_one();
+}
+
+bool Tracer::take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
+                                     EngineState* state, const void* stream_key) {
+  auto& entry = owner.pending->record.buffers[owner.buffer_index];
+  if (region.alloc_base == 0 || entry.role != trace::Role::In) return false;
+  const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
+  if (!known) return false;
+  if (known->fresh) {
+    if (!skip_unwritten_) return false;
+    entry.flags |= trace::kNotWrittenSinceAlloc;
+    inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
+    bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
+  } else if (known->arrived) {
+    entry.fingerprint = known->digest;
+    entry.flags |= trace::kFingerprintValid;
+    digests_reused.fetch_add(1, std::memory_order_relaxed);
+    bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
+  } else {
+    state->waiters.emplace(known->slot, owner);
+    ++owner.pending->outstanding;
+    digests_awaited.fetch_add(1, std::memory_order_relaxed);
+    bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
+  }
+  return true;
 }
 
 // ---- reused input digests -------------------------------------------------------------------------
@@ -584,36 +603,58 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
   }
   thread_local auto* previous_buffer = new Deferred;  // never freed (exit)
   Deferred& previous = *previous_buffer;
-  previous.pending = nullptr;
-  previous.frees.clear();
+  previous.clear();
+  FlushCause cause = FlushCause::OtherThread;
   {
     std::lock_guard lock(deferred_mutex_);
-    if (deferred_.pending != nullptr) {  // another thread's, not yet flushed
-      previous.copy_from(deferred_);
-      deferred_.frees.clear();
+    // A set this call chained onto (its inputs needed no launch): its outputs join it.
+    const bool joins = !deferred_.empty() && deferred_.stream == stream &&
+                       deferred_.per_thread_default == per_thread_default &&
+                       deferred_.context == ctx && config_.chain_hashes;
+    if (joins && deferred_.regions.size() + regions.size() <= kChainRegions) {
+      deferred_.add(pending, regions.data(), regions.size());
+      return;
     }
-    deferred_.pending = pending;
+    if (!deferred_.empty()) {  // another thread's, or a full chain: out first
+      if (joins) cause = FlushCause::ChainFull;
+      previous.copy_from(deferred_);
+      deferred_.clear();
+    }
     deferred_.stream = stream;
     deferred_.per_thread_default = per_thread_default;
     deferred_.context = ctx;
-    deferred_.regions.assign(regions.begin(), regions.end());
+    deferred_.add(pending, regions.data(), regions.size());
     has_deferred_.store(true, std::memory_order_release);
   }
-  if (previous.pending != nullptr) {
-    deferred_flushes[size_t(FlushCause::OtherThread)].fetch_add(1, std::memory_order_relaxed);
+  if (!previous.empty()) {
+    deferred_flushes[size_t(cause)].fetch_add(1, std::memory_order_relaxed);
     issue_deferred(previous);
   }
 }
 
 bool Tracer::take_deferred(Deferred* out) {
   std::lock_guard lock(deferred_mutex_);
-  if (deferred_.pending == nullptr) return false;
+  if (deferred_.empty()) return false;
   out->copy_from(deferred_);
-  deferred_.pending = nullptr;
-  deferred_.regions.clear();
-  deferred_.frees.clear();
+  deferred_.clear();
   has_deferred_.store(false, std::memory_order_release);
   return true;
+}
+
+void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing) {
+  thread_local auto* groups_buffer = new std::vector<HashGroup>;  // never freed (exit)
+  std::vector<HashGroup>& groups = *groups_buffer;
+  groups.clear();
+  size_t begin = 0;
+  for (size_t k = 0; k < deferred.owners.size(); ++k) {
+    groups.push_back({deferred.owners[k], deferred.regions.data() + begin, deferred.ends[k] - begin});
+    begin = deferred.ends[k];
+  }
+  if (extra != nullptr && extra->pending != nullptr && extra->n > 0) groups.push_back(*extra);
+  enqueue_groups(deferred.stream, deferred.per_thread_default, groups.data(), groups.size(),
+                 not_capturing);
+  for (PendingRecord* owner : deferred.owners) release(owner, true);
+  issue_frees(deferred);
 }
 
 void Tracer::issue_deferred(Deferred& deferred) {
@@ -625,19 +666,17 @@ void Tracer::issue_deferred(Deferred& deferred) {
   if (switch_context) {
     ShimCallGuard guard;
     if (d.ctxPushCurrent(deferred.context) != CUDA_SUCCESS) {
-      release(deferred.pending, true);  // flagged only by the missing digests
+      for (PendingRecord* owner : deferred.owners)
+        release(owner, true);  // flagged only by the missing digests
       return;
     }
   }
-  fingerprint(deferred.pending, deferred.stream, deferred.per_thread_default,
-              deferred.regions.data(), deferred.regions.size());
+  enqueue_deferred(deferred, nullptr, false);
   if (switch_context) {
     ShimCallGuard guard;
     CUcontext popped = nullptr;
     d.ctxPopCurrent(&popped);
   }
-  release(deferred.pending, true);
-  issue_frees(deferred);
 }
 
 bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream,
@@ -649,7 +688,7 @@ bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream,
   const CUcontext ctx = current_context(d);
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   std::lock_guard lock(deferred_mutex_);
-  if (deferred_.pending == nullptr) return false;
+  if (deferred_.empty()) return false;
   deferred_.frees.push_back({ptr, end, stream, ctx});
   frees_deferred.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -687,27 +726,102 @@ void Tracer::flush_deferred_slow(FlushCause cause) {
   issue_deferred(*scratch);
 }
 
+bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thread_default,
+                          const PlannedRegion* regions, size_t n, const CallWrites& writes) {
+  if (!config_.chain_hashes || !reuse_digests_ || pending == nullptr) return false;
+  if (deferred_.regions.size() + n > kChainRegions) return false;
+  // It may write what the set has still to read: the set goes first.
+  for (const auto* list : {writes.outputs, writes.also}) {
+    if (list == nullptr) continue;
+    for (const PlannedRegion& w : *list) {
+      // Through its pointer a write may reach anywhere in the allocation's mapped run.
+      const uint64_t start = w.alloc_base != 0 ? w.alloc_base : w.ptr;
+      const uint64_t end = std::max<uint64_t>(w.run_end, w.ptr + w.bytes);
+      for (const PlannedRegion& d : deferred_.regions)
+        if (d.ptr < end && start < d.ptr + d.bytes) return false;
+    }
+  }
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  thread_local const char per_thread_stream_key = 0;  // as in enqueue_groups
+  const void* stream_key = stream == CU_STREAM_PER_THREAD
+                               ? static_cast<const void*>(&per_thread_stream_key)
+                               : static_cast<const void*>(stream);
+  std::lock_guard lock(pending_mutex_);
+  EngineState* state = engine_for_current_context();
+  if (state == nullptr) return false;
+  // Every input must be known or one of the set's regions; decided before anything is taken.
+  auto in_set = [&](const PlannedRegion& region) {
+    for (const PlannedRegion& d : deferred_.regions)
+      if (d.ptr == region.ptr && d.bytes == region.bytes) return true;
+    return false;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const PlannedRegion& region = regions[i];
+    if (in_set(region)) continue;
+    const auto& entry = pending->record.buffers[region.buffer_index];
+    if (region.alloc_base == 0 || entry.role != trace::Role::In) return false;
+    const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
+    if (!known || (known->fresh && !skip_unwritten_)) return false;
+  }
+  size_t joining = 0;
+  thread_local auto* joins_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
+  std::vector<PlannedRegion>& joins = *joins_buffer;
+  joins.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (in_set(regions[i])) {
+      joins.push_back(regions[i]);
+      ++joining;
+    } else {
+      take_known_input_locked({pending, regions[i].buffer_index}, regions[i], state, stream_key);
+    }
+  }
+  if (joining > 0) {
+    ++pending->outstanding;  // the set's reference, dropped when it is enqueued
+    deferred_.add(pending, joins.data(), joins.size());
+  }
+  chained_calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                                const PlannedRegion* regions, size_t n, bool not_capturing) {
+                                const PlannedRegion* regions, size_t n, bool not_capturing,
+                                const CallWrites* writes) {
   thread_local auto* scratch = new Deferred;  // never freed (exit)
   Deferred& deferred = *scratch;
-  if (has_deferred_.load(std::memory_order_acquire) && take_deferred(&deferred)) {
-    const CUcontext ctx = current_context(driver());
-    if (deferred.stream == stream && deferred.per_thread_default == per_thread_default &&
-        deferred.context == ctx) {
-      // The previous kernel on this stream: nothing ran after it, one launch for both.
-      const HashGroup groups[2] = {{deferred.pending, deferred.regions.data(),
-                                    deferred.regions.size()},
-                                   {pending, regions, n}};
-      enqueue_groups(stream, per_thread_default, groups, pending != nullptr && n > 0 ? 2 : 1,
-                     not_capturing);
+  if (has_deferred_.load(std::memory_order_acquire)) {
+    // A call on a capturing stream is not chained: enqueue_groups skips its inputs.
+    uint64_t capture_id = 0;
+    const bool chainable =
+        writes != nullptr && config_.chain_hashes &&
+        (not_capturing || !capturing(stream, per_thread_default, &capture_id));
+    bool taken = false, same_stream = false;
+    {
+      std::lock_guard lock(deferred_mutex_);
+      if (!deferred_.empty()) {
+        const CUcontext ctx = current_context(driver());
+        same_stream = deferred_.stream == stream &&
+                      deferred_.per_thread_default == per_thread_default &&
+                      deferred_.context == ctx;
+        if (same_stream && chainable &&
+            chain_locked(pending, stream, per_thread_default, regions, n, *writes))
+          return;
+        deferred.copy_from(deferred_);
+        deferred_.clear();
+        has_deferred_.store(false, std::memory_order_release);
+        taken = true;
+      }
+    }
+    if (taken && same_stream) {
+      // The previous calls on this stream: nothing ran after them, one launch for all.
+      const HashGroup inputs{pending, regions, n};
+      enqueue_deferred(deferred, &inputs, not_capturing);
       merged_launches.fetch_add(1, std::memory_order_relaxed);
-      release(deferred.pending, true);
-      issue_frees(deferred);
       return;
     }
-    deferred_flushes[size_t(FlushCause::OtherStream)].fetch_add(1, std::memory_order_relaxed);
-    issue_deferred(deferred);
+    if (taken) {
+      deferred_flushes[size_t(FlushCause::OtherStream)].fetch_add(1, std::memory_order_relaxed);
+      issue_deferred(deferred);
+    }
   }
   fingerprint(pending, stream, per_thread_default, regions, n, not_capturing);
 }
@@ -948,7 +1062,7 @@ void Tracer::close() {
   }
   {
     static constexpr const char* kCauseNames[] = {"next kernel unhashed", "other stream",
-                                                  "other thread", "other call", "free",
+                                                  "other thread", "other call", "chain full", "free",
                                                   "order point", "step", "close"};
     static_assert(std::size(kCauseNames) == size_t(FlushCause::kCount));
     std::string causes;
@@ -969,10 +1083,10 @@ void Tracer::close() {
     }
     debug(fmt::format("hash launches: {} ({} regions, {} bytes); {} carried two kernels' regions, "
                       "{} deferred sets enqueued on their own ({}); {} regions hashed once for "
-                      "two records",
+                      "two records; {} calls chained (no hash launch of their own)",
                       total.launches, total.regions_enqueued, total.bytes_enqueued,
                       merged_launches.load(), alone, causes.empty() ? "none" : causes,
-                      regions_shared.load()));
+                      regions_shared.load(), chained_calls.load()));
     if (reuse_digests_)
       debug(fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not read "
                         "again); every reuse forgotten {} times (writes not known); {} inputs "

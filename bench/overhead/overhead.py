@@ -41,6 +41,8 @@ EXTRA_MODES = {
     "full-noreuse": ("full", None, {"LOCKSTEP_REUSE_DIGESTS": "0"}),
     # Inputs in allocations nothing wrote yet not hashed (opt-in: see collectors/README.md).
     "full-skip": ("full", None, {"LOCKSTEP_SKIP_UNWRITTEN": "1"}),
+    # Output hashes merged into the next call's launch only (no chained sets).
+    "full-adjacent": ("full", None, {"LOCKSTEP_MERGE_HASHES": "adjacent"}),
     # Every kernel output hashed (no learned read-only pointers): what learning saves.
     "full-nolearn": ("full", None, {"LOCKSTEP_LEARN_READONLY": "0"}),
 }

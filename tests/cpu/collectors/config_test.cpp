@@ -122,16 +122,37 @@ TEST(Config, MergeHashesIsOnByDefaultAndCanBeTurnedOff) {
   });
   EXPECT_TRUE(r.ok());
   EXPECT_FALSE(r.config.merge_hashes);
+  EXPECT_FALSE(r.config.chain_hashes);
   r = parse_config([](const char* name) -> const char* {
     return std::string(name) == env::kMergeHashes ? "sometimes" : nullptr;
   });
   EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.errors[0].find("is not 1, adjacent or 0"), std::string::npos) << r.errors[0];
+}
+
+// Chained sets by default; "adjacent" keeps merging to the next call's launch only.
+TEST(Config, MergeHashesChainsByDefaultAdjacentOnlyOnRequest) {
+  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.chain_hashes);
+  auto r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kMergeHashes ? "Adjacent" : nullptr;
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.config.merge_hashes);
+  EXPECT_FALSE(r.config.chain_hashes);
+}
+
+TEST(Config, SkipUnwrittenIsOffByDefault) {
+  EXPECT_FALSE(
+      parse_config([](const char*) -> const char* { return nullptr; }).config.skip_unwritten);
+  auto r = parse_config([](const char* name) -> const char* {
+    return std::string(name) == env::kSkipUnwritten ? "1" : nullptr;
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.config.skip_unwritten);
 }
 
 TEST(Config, ReuseDigestsSwitch) {
   EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.reuse_digests);
-  EXPECT_FALSE(
-      parse_config([](const char*) -> const char* { return nullptr; }).config.skip_unwritten);
   auto r = parse_config([](const char* name) -> const char* {
     return std::string(name) == env::kReuseDigests ? "0" : nullptr;
   });

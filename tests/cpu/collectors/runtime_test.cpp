@@ -855,6 +855,7 @@ MemoryOp async_copy(CUstream stream) {
 
 class MergeTest : public RuntimeTest {
  protected:
+  const char* merge_mode_ = "1";  // LOCKSTEP_MERGE_HASHES when merging
   // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote. Reused
   // digests are off unless asked for: these tests count what merging alone launches.
   std::string run(const std::function<void(std::string*)>& body, bool merge = true,
@@ -862,7 +863,7 @@ class MergeTest : public RuntimeTest {
                   bool skip_unwritten = true) {
     const fs::path log = dir_.string() + ".log";
     auto environment = env("full");
-    environment["LOCKSTEP_MERGE_HASHES"] = merge ? "1" : "0";
+    environment["LOCKSTEP_MERGE_HASHES"] = merge ? merge_mode_ : "0";
     environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
     environment["LOCKSTEP_SKIP_UNWRITTEN"] = reuse && skip_unwritten ? "1" : "0";
     if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
@@ -1076,17 +1077,19 @@ TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
 // ---- reused input digests (LOCKSTEP_REUSE_DIGESTS, LOCKSTEP_SKIP_UNWRITTEN) -----------------------
 // A kernel's input that an earlier launch hashed, with no write seen since, takes that digest:
 // here the third kernel's input p1 is the first kernel's output, hashed in the second launch.
+// The third kernel then needs no hash launch (its input known, the deferred out p2 not among
+// what it writes): its outputs join the deferred set (chained).
 TEST_F(MergeTest, AReusedDigestSavesTheInputsHash) {
   auto body = [](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
     launch_on(kStreamS, kMergeBase + 256);  // S1: in p1
     launch_on(kStreamS, kSecondBase);       // S2: out p1, in p2
-    launch_on(kStreamS, kMergeBase + 256);  // S1: out p2 (in p1: the digest of out p1)
-    stream_order_point();                   // S1: out p1
+    launch_on(kStreamS, kMergeBase + 256);  // nothing (in p1: the digest of out p1)
+    stream_order_point();                   // S2: out p2, out p1
     *text = hash_launches();
   };
   std::string err;
-  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S1 S1");
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S2");
   expect_kernel_fingerprints(3);
   EXPECT_NE(err.find("0 inputs not written since their allocation"), std::string::npos) << err;
 }
@@ -1097,17 +1100,16 @@ TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
   auto body = [](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
     launch_on(kStreamS, kMergeBase + 256);  // in p1: fresh, nothing launched
-    launch_on(kStreamS, kSecondBase);       // S1: out p1 (in p2: fresh)
-    launch_on(kStreamS, kMergeBase + 256);  // S1: out p2 (in p1: the digest of out p1)
+    launch_on(kStreamS, kSecondBase);       // in p2: fresh, nothing launched (chained)
+    launch_on(kStreamS, kMergeBase + 256);  // S2: out p1, out p2 (it writes p1; its in p1 is
+                                            // out p1's bytes: hashed once for both)
     stream_order_point();                   // S1: out p1
     *text = hash_launches();
   };
   std::string err;
-  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S1 S1 S1");
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S2 S1");
   expect_kernel_fingerprints(3, /*unwritten=*/2);
-  // The digest was in flight (same stream) or had arrived when the third kernel looked.
-  EXPECT_TRUE(err.find("input digests reused: 0 arrived, 1 in flight") != std::string::npos ||
-              err.find("input digests reused: 1 arrived, 0 in flight") != std::string::npos)
+  EXPECT_NE(err.find("1 regions hashed once for two records; 1 calls chained"), std::string::npos)
       << err;
   EXPECT_NE(err.find("2 inputs not written since their allocation, not hashed"),
             std::string::npos) << err;
@@ -1116,32 +1118,106 @@ TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
   expect_kernel_fingerprints(3);
 }
 
+// Chained sets: a call that needs no hash launch of its own (its inputs are known, unwritten or
+// deferred outputs, and it writes none of the deferred regions) launches nothing; the regions
+// it reads from the set join it and its outputs follow, so one launch serves several calls.
+// Here async memsets write b and c, and async copies read them back to the host: one launch at
+// the order point hashes out b and out c, each copy's source being the same bytes (hashed once
+// for both records). A call that writes a deferred region sends the set first. With
+// LOCKSTEP_MERGE_HASHES=adjacent every call with a deferred set before it launches.
+MemoryOp async_set(CUdeviceptr dst) {
+  MemoryOp set;
+  set.api = "cudaMemsetAsync";
+  set.is_set = true;
+  set.is_async = true;
+  set.set_value = 7;
+  set.dst = reinterpret_cast<void*>(dst);
+  set.bytes = 4096;
+  set.stream = kStreamS;
+  return set;
+}
+MemoryOp async_read_back(CUdeviceptr src) {
+  static std::vector<char> host(4096);
+  MemoryOp copy;
+  copy.api = "cudaMemcpyAsync";
+  copy.is_async = true;
+  copy.direction = 2;  // device to host
+  copy.dst = host.data();
+  copy.src = reinterpret_cast<const void*>(src);
+  copy.bytes = 4096;
+  copy.stream = kStreamS;
+  return copy;
+}
+
+TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
+  const CUdeviceptr b = kSecondBase, c = b + 65536;
+  auto body = [&](std::string* text) {
+    for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
+    memory_op_end(memory_op_begin(async_set(b)), 0);        // nothing: out b deferred
+    memory_op_end(memory_op_begin(async_read_back(b)), 0);  // in b: out b's bytes, nothing
+    memory_op_end(memory_op_begin(async_set(c)), 0);        // writes c only: nothing
+    memory_op_end(memory_op_begin(async_read_back(c)), 0);  // in c: nothing
+    stream_order_point();                                   // S2: out b, out c
+    *text = hash_launches() + " |";
+    memory_op_end(memory_op_begin(async_set(b)), 0);        // nothing
+    memory_op_end(memory_op_begin(async_read_back(b)), 0);  // nothing
+    memory_op_end(memory_op_begin(async_set(b)), 0);        // writes b: S1 (out b) first
+    stream_order_point();                                   // S1: out b
+    *text += " " + hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S2 | S2 S1 S1");
+  EXPECT_NE(err.find("; 4 calls chained"), std::string::npos) << err;
+  // Every region's digest is the fake GPU's digest of it (no writes were simulated): the
+  // copies that read from the set got theirs too.
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  size_t records = 0, regions = 0;
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Memcpy && r.kind != trace::RecordKind::Memset) return true;
+    ++records;
+    for (const auto& buffer : r.buffers) {
+      ++regions;
+      EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
+      const CUdeviceptr base = buffer.alloc_ordinal == 2 ? b : c;
+      EXPECT_EQ(buffer.fingerprint, (base + buffer.alloc_offset) ^ 4096u) << "seq " << r.seq;
+    }
+    return true;
+  });
+  EXPECT_EQ(records, 7u);
+  EXPECT_EQ(regions, 7u);
+  fs::remove_all(dir_);
+  merge_mode_ = "adjacent";
+  EXPECT_EQ(run(body, true, /*reuse=*/true), "S1 S1 | S1 S1 S1 S1");  // (the log is cumulative)
+}
+
 // Every write the shim sees takes the reuse away: a copy into the allocation, a graph launch
 // (its writes are not known: everything is forgotten), a free and a new allocation there.
 TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
   const std::string copied = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
     launch_on(kStreamS, kMergeBase + 256);                     // fresh: nothing
-    launch_on(kStreamS, kSecondBase);                          // S1: out p1
-    memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S1: out p2; writes p1's bytes
+    launch_on(kStreamS, kSecondBase);                          // fresh: nothing (chained)
+    memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S2: out p1, out p2; it
+                                                               // writes p1's bytes
     launch_on(kStreamS, kMergeBase + 256);                     // S2: the copy's dst + in p1
     stream_order_point();                                      // S1
     *text = hash_launches();
   }, true, true);
-  EXPECT_EQ(copied, "S1 S1 S2 S1");
+  EXPECT_EQ(copied, "S2 S2 S1");
   expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
   const std::string graph = run([](std::string* text) {
     on_alloc(kSecondBase, 1 << 20);
     launch_on(kStreamS, kMergeBase + 256);  // fresh: nothing
-    launch_on(kStreamS, kSecondBase);       // S1: out p1
+    launch_on(kStreamS, kSecondBase);       // fresh: nothing (chained)
     const void* exec = reinterpret_cast<const void*>(0x9000);
-    graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);  // S1: out p2
+    graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);  // S2: out p1, p2
     launch_on(kStreamS, kMergeBase + 256);  // S1: in p1, hashed again
     stream_order_point();                   // S1
     *text = hash_launches();
   }, true, true);
-  EXPECT_EQ(graph, "S1 S1 S1 S1");
+  EXPECT_EQ(graph, "S2 S1 S1");
   expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
   const std::string freed = run([](std::string* text) {
