@@ -1,6 +1,7 @@
-// What the hashing benchmarks share: a check macro that names the failed call and exits, and
-// the spin kernel that keeps a stream busy while the host queues what is to be timed (so that
-// CUDA events time the device alone, not the host's launch path).
+// What the hashing benchmarks share: a check macro that names the failed call and exits, the
+// read-only reduction they compare against, and the spin kernel that keeps a stream busy while
+// the host queues what is to be timed (so that CUDA events time the device alone, not the
+// host's launch path).
 #pragma once
 
 #include <cuda.h>
@@ -23,6 +24,24 @@ __global__ void spin(unsigned long long ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// The read-only baseline: sum of u64 words, 16-byte loads, 4 in flight per thread.
+__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  unsigned long long s = 0;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const ulonglong2 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
+                     d = __ldg(p + i + 3 * stride);
+    s += a.x + a.y + b.x + b.y + c.x + c.y + d.x + d.y;
+  }
+  for (; i < n16; i += stride) {
+    const ulonglong2 a = __ldg(p + i);
+    s += a.x + a.y;
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
 }
 
 // What a direct launch of the LSF1 kernels needs besides the data: `count` digest slots in pinned

@@ -24,24 +24,8 @@ extern const unsigned char lockstep_hash_kernels_fatbin[];
 namespace {
 
 using namespace lockstep::hashing;
+using lockstep::bench::reduce_u64;
 using lockstep::bench::spin;
-
-__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  unsigned long long s = 0;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
-    const ulonglong2 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
-                     d = __ldg(p + i + 3 * stride);
-    s += a.x + a.y + b.x + b.y + c.x + c.y + d.x + d.y;
-  }
-  for (; i < n16; i += stride) {
-    const ulonglong2 a = __ldg(p + i);
-    s += a.x + a.y;
-  }
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-  if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
-}
 
 }  // namespace
 
