@@ -64,6 +64,15 @@ nlohmann::json config_json(const Config& c) {
           {"chain_hashes", c.chain_hashes}};
 }
 
+// The stream a digest in flight serves (region_digests.h). The per-thread default stream is one
+// handle for a different stream in every thread: its digests serve only the thread that hashed
+// them, so its key is a per-thread address.
+const void* digest_stream_key(CUstream stream) {
+  thread_local const char per_thread_stream_key = 0;
+  return stream == CU_STREAM_PER_THREAD ? static_cast<const void*>(&per_thread_stream_key)
+                                        : static_cast<const void*>(stream);
+}
+
 }  // namespace
 
 OpenApi& open_api() {
@@ -403,12 +412,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   }
   EngineState* state = engine_for_current_context();
   const bool reuse = reuse_digests_ && state != nullptr;
-  // The per-thread default stream is one handle for a different stream in every thread: a
-  // digest in flight on it serves only the thread that hashed it.
-  thread_local const char per_thread_stream_key = 0;
-  const void* stream_key = stream == CU_STREAM_PER_THREAD
-                               ? static_cast<const void*>(&per_thread_stream_key)
-                               : static_cast<const void*>(stream);
+  const void* stream_key = digest_stream_key(stream);
   // The regions of every group, in order, with their owners. A merged launch often holds one
   // kernel's output and the next kernel's input that are the same bytes (the same pointer and
   // extent, nothing ran between): hashed once, the digest fills both records. A region that an
@@ -742,10 +746,7 @@ bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thre
     }
   }
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
-  thread_local const char per_thread_stream_key = 0;  // as in enqueue_groups
-  const void* stream_key = stream == CU_STREAM_PER_THREAD
-                               ? static_cast<const void*>(&per_thread_stream_key)
-                               : static_cast<const void*>(stream);
+  const void* stream_key = digest_stream_key(stream);
   std::lock_guard lock(pending_mutex_);
   EngineState* state = engine_for_current_context();
   if (state == nullptr) return false;

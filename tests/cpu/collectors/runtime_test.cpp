@@ -1195,6 +1195,33 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
   EXPECT_EQ(run(body, true, /*reuse=*/true), "S1 S1 | S1 S1 S1 S1");
 }
 
+// On the per-thread default stream a digest in flight serves the thread that hashed it, also
+// when a call chains: the second copy reads b, whose digest is still in flight on this thread's
+// stream, and joins c's deferred set instead of hashing b again.
+TEST_F(MergeTest, PerThreadStreamDigestsInFlightServeChainedCalls) {
+  const CUdeviceptr b = kSecondBase, c = b + 65536;
+  auto per_thread = [](MemoryOp op) {
+    op.stream = nullptr;
+    op.per_thread_stream = true;
+    return op;
+  };
+  std::string err;
+  const std::string log = run([&](std::string* text) {
+    for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
+    lockstep::testing::FakeGpu::instance().hold(true);
+    memory_op_end(memory_op_begin(per_thread(async_set(b))), 0);        // out b deferred
+    stream_order_point();                                               // ?1: out b, in flight
+    memory_op_end(memory_op_begin(per_thread(async_set(c))), 0);        // out c deferred
+    memory_op_end(memory_op_begin(per_thread(async_read_back(b))), 0);  // waits: chained
+    stream_order_point();                                               // ?1: out c
+    *text = hash_launches();
+    lockstep::testing::FakeGpu::instance().release();
+  }, true, /*reuse=*/true, &err);
+  EXPECT_EQ(log, "?1 ?1");
+  EXPECT_NE(err.find("input digests reused: 0 arrived, 1 in flight"), std::string::npos) << err;
+  EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
+}
+
 // Every write the shim sees takes the reuse away: a copy into the allocation, a graph launch
 // (its writes are not known: everything is forgotten), a free and a new allocation there.
 TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
