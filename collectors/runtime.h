@@ -346,10 +346,15 @@ class Tracer {
   std::map<CUcontext, EngineState> engines_;
   // The current context's engine and slots (created on first use); null without one.
   EngineState* engine_for_current_context();
-  // pending_mutex_ held: an input with a known digest (filled or awaited) or unwritten and
-  // skipped; false when it needs hashing.
-  bool take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
-                               EngineState* state, const void* stream_key);
+  // pending_mutex_ held: what is known of an input region of `record` that spares hashing it
+  // (a digest arrived or in flight, or unwritten and skipped); nullopt when it needs hashing.
+  std::optional<RegionDigests::Known> known_input_locked(const trace::Record& record,
+                                                         const PlannedRegion& region,
+                                                         EngineState* state,
+                                                         const void* stream_key) const;
+  // pending_mutex_ held: fills the input's entry from `known` (or makes it wait on the slot).
+  void take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
+                               const RegionDigests::Known& known, EngineState* state);
   bool engine_failed_ = false;
   const bool reuse_digests_;      // config: reuse_digests at level full
   const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_

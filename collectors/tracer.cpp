@@ -434,21 +434,29 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   std::vector<std::pair<size_t, SlotTarget>>& extra = *extra_buffer;
   extra.clear();
   for (size_t g = 0; g < count; ++g) {
+    // Against earlier groups only: a group's own regions are distinct (a GEMM whose A is its B
+    // aside, hashed twice), and a graph replay's thousands are not compared with each other.
+    const size_t earlier = all.size();
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
       // The same bytes earlier in this launch (an output the next call reads, nothing ran
       // between that could write it): hashed once, the digest fills both records.
       size_t same = 0;
-      while (same < all.size() && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
+      while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
         ++same;
-      if (same < all.size()) {
+      if (same < earlier) {
         if (also[same].pending == nullptr) also[same] = owner;
         else extra.emplace_back(same, owner);
         continue;
       }
       // Inputs only: an output is hashed after its own write, whatever was known before.
-      if (reuse && take_known_input_locked(owner, region, state, stream_key)) continue;
+      if (reuse) {
+        if (const auto known = known_input_locked(owner.pending->record, region, state, stream_key)) {
+          take_known_input_locked(owner, region, *known, state);
+          continue;
+        }
+      }
       all.push_back({region.ptr, region.bytes});
       owners.push_back(owner);
       also.push_back({nullptr, 0});
@@ -519,29 +527,35 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   if (collector_idle_) collector_wake_.notify_one();
 }
 
-bool Tracer::take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
-                                     EngineState* state, const void* stream_key) {
+std::optional<RegionDigests::Known> Tracer::known_input_locked(const trace::Record& record,
+                                                              const PlannedRegion& region,
+                                                              EngineState* state,
+                                                              const void* stream_key) const {
+  if (region.alloc_base == 0 || record.buffers[region.buffer_index].role != trace::Role::In)
+    return std::nullopt;
+  auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
+  if (known && known->fresh && !skip_unwritten_) return std::nullopt;
+  return known;
+}
+
+void Tracer::take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
+                                     const RegionDigests::Known& known, EngineState* state) {
   auto& entry = owner.pending->record.buffers[owner.buffer_index];
-  if (region.alloc_base == 0 || entry.role != trace::Role::In) return false;
-  const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
-  if (!known) return false;
-  if (known->fresh) {
-    if (!skip_unwritten_) return false;
+  if (known.fresh) {
     entry.flags |= trace::kNotWrittenSinceAlloc;
     inputs_unwritten.fetch_add(1, std::memory_order_relaxed);
     bytes_unwritten.fetch_add(region.bytes, std::memory_order_relaxed);
-  } else if (known->arrived) {
-    entry.fingerprint = known->digest;
+  } else if (known.arrived) {
+    entry.fingerprint = known.digest;
     entry.flags |= trace::kFingerprintValid;
     digests_reused.fetch_add(1, std::memory_order_relaxed);
     bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
   } else {
-    state->waiters.emplace(known->slot, owner);
+    state->waiters.emplace(known.slot, owner);
     ++owner.pending->outstanding;
     digests_awaited.fetch_add(1, std::memory_order_relaxed);
     bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
   }
-  return true;
 }
 
 // ---- reused input digests -------------------------------------------------------------------------
@@ -751,32 +765,29 @@ bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thre
   EngineState* state = engine_for_current_context();
   if (state == nullptr) return false;
   // Every input must be known or one of the set's regions; decided before anything is taken.
-  auto in_set = [&](const PlannedRegion& region) {
-    for (const PlannedRegion& d : deferred_.regions)
-      if (d.ptr == region.ptr && d.bytes == region.bytes) return true;
-    return false;
-  };
+  thread_local auto* joins_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
+  thread_local auto* known_buffer =
+      new std::vector<std::pair<const PlannedRegion*, RegionDigests::Known>>;
+  std::vector<PlannedRegion>& joins = *joins_buffer;
+  auto& known_inputs = *known_buffer;
+  joins.clear();
+  known_inputs.clear();
   for (size_t i = 0; i < n; ++i) {
     const PlannedRegion& region = regions[i];
-    if (in_set(region)) continue;
-    const auto& entry = pending->record.buffers[region.buffer_index];
-    if (region.alloc_base == 0 || entry.role != trace::Role::In) return false;
-    const auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
-    if (!known || (known->fresh && !skip_unwritten_)) return false;
-  }
-  size_t joining = 0;
-  thread_local auto* joins_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
-  std::vector<PlannedRegion>& joins = *joins_buffer;
-  joins.clear();
-  for (size_t i = 0; i < n; ++i) {
-    if (in_set(regions[i])) {
-      joins.push_back(regions[i]);
-      ++joining;
-    } else {
-      take_known_input_locked({pending, regions[i].buffer_index}, regions[i], state, stream_key);
+    const bool in_set = std::any_of(
+        deferred_.regions.begin(), deferred_.regions.end(),
+        [&](const PlannedRegion& d) { return d.ptr == region.ptr && d.bytes == region.bytes; });
+    if (in_set) {
+      joins.push_back(region);
+      continue;
     }
+    const auto known = known_input_locked(pending->record, region, state, stream_key);
+    if (!known) return false;
+    known_inputs.emplace_back(&region, *known);
   }
-  if (joining > 0) {
+  for (const auto& [region, known] : known_inputs)
+    take_known_input_locked({pending, region->buffer_index}, *region, known, state);
+  if (!joins.empty()) {
     ++pending->outstanding;  // the set's reference, dropped when it is enqueued
     deferred_.add(pending, joins.data(), joins.size());
   }

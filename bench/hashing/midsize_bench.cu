@@ -1,10 +1,11 @@
 // midsize_bench: the LSF1 bulk kernel on the region sizes a training job's tensors have (1 to
 // 256 MiB), launched back to back on one stream as the full level does, beside the read-only
-// reduction of the same regions. Diagnoses the per-launch loss in the middle sizes: with one
-// 16 KiB tile per warp and a grid capped at the resident warps, a launch of 1.5 "rounds" of
-// tiles runs its last round half empty. Grid policies compared:
-//   capped    blocks = min(resident, tiles / 8)                        (the engine before)
+// reduction of the same regions: what a hash launch costs beyond its bytes. Two grid policies
+// (they measured the same on one H200, 2026-11-30: the loss is the launch's ramp, not a
+// half-empty last round of tiles):
+//   capped    blocks = min(resident, tiles / 8)                        (what the engine does)
 //   balanced  the same number of rounds, with the tiles spread evenly over the warps
+// and the compact kernel with the capped grid.
 // Usage: midsize_bench [total MiB per case]
 #include <cuda.h>
 #include <cuda_runtime.h>

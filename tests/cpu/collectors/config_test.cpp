@@ -116,65 +116,47 @@ TEST(Config, AllProblemsAreReported) {
 }
 
 TEST(Config, MergeHashesIsOnByDefaultAndCanBeTurnedOff) {
-  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.merge_hashes);
-  auto r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kMergeHashes ? "0" : nullptr;
-  });
+  EXPECT_TRUE(parse({}).config.merge_hashes);
+  auto r = parse({{env::kMergeHashes, "0"}});
   EXPECT_TRUE(r.ok());
   EXPECT_FALSE(r.config.merge_hashes);
   EXPECT_FALSE(r.config.chain_hashes);
-  r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kMergeHashes ? "sometimes" : nullptr;
-  });
+  r = parse({{env::kMergeHashes, "sometimes"}});
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.errors[0].find("is not 1, adjacent or 0"), std::string::npos) << r.errors[0];
 }
 
 // Chained sets by default; "adjacent" keeps merging to the next call's launch only.
 TEST(Config, MergeHashesChainsByDefaultAdjacentOnlyOnRequest) {
-  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.chain_hashes);
-  auto r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kMergeHashes ? "Adjacent" : nullptr;
-  });
+  EXPECT_TRUE(parse({}).config.chain_hashes);
+  auto r = parse({{env::kMergeHashes, "Adjacent"}});
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(r.config.merge_hashes);
   EXPECT_FALSE(r.config.chain_hashes);
 }
 
 TEST(Config, SkipUnwrittenIsOffByDefault) {
-  EXPECT_FALSE(
-      parse_config([](const char*) -> const char* { return nullptr; }).config.skip_unwritten);
-  auto r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kSkipUnwritten ? "1" : nullptr;
-  });
+  EXPECT_FALSE(parse({}).config.skip_unwritten);
+  auto r = parse({{env::kSkipUnwritten, "1"}});
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(r.config.skip_unwritten);
 }
 
 TEST(Config, ReuseDigestsSwitch) {
-  EXPECT_TRUE(parse_config([](const char*) -> const char* { return nullptr; }).config.reuse_digests);
-  auto r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kReuseDigests ? "0" : nullptr;
-  });
+  EXPECT_TRUE(parse({}).config.reuse_digests);
+  auto r = parse({{env::kReuseDigests, "0"}});
   EXPECT_TRUE(r.ok());
   EXPECT_FALSE(r.config.reuse_digests);
-  r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kReuseDigests ? "maybe" : nullptr;
-  });
+  r = parse({{env::kReuseDigests, "maybe"}});
   EXPECT_FALSE(r.ok());
 }
 
 TEST(Config, LearnReadOnlySwitch) {
-  EXPECT_TRUE(
-      parse_config([](const char*) -> const char* { return nullptr; }).config.learn_read_only);
-  auto r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kLearnReadOnly ? "0" : nullptr;
-  });
+  EXPECT_TRUE(parse({}).config.learn_read_only);
+  auto r = parse({{env::kLearnReadOnly, "0"}});
   EXPECT_TRUE(r.ok());
   EXPECT_FALSE(r.config.learn_read_only);
-  r = parse_config([](const char* name) -> const char* {
-    return std::string(name) == env::kLearnReadOnly ? "often" : nullptr;
-  });
+  r = parse({{env::kLearnReadOnly, "often"}});
   EXPECT_FALSE(r.ok());
 }
 
