@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 #include "collectors/events.h"
 #include "collectors/kernel_params.h"
+#include "collectors/kernel_writes.h"
 #include "collectors/pointer_roles.h"
 #include "collectors/runtime.h"
 
@@ -25,6 +27,7 @@ struct KernelInfo {
   std::vector<ParamInfo> layout;
   std::string name;            // demangled
   std::unique_ptr<PointerRoles> roles;  // level full (LOCKSTEP_LEARN_READONLY), else null
+  std::optional<WholeWrite> whole_write;  // a known whole-region writer (kernel_writes.h)
 };
 
 // Described once per handle (driver queries under a ShimCallGuard), then cached.

@@ -87,6 +87,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   info->selected = tracer->kernel_selected(info->name);
   info->is_nccl = info->name.starts_with("nccl");
   if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
+  if (info->layout_known) info->whole_write = whole_write_of(info->name, info->layout);
   return info;
 }
 
@@ -261,6 +262,23 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       uses[first] &= static_cast<uint8_t>(~kLearnable);
       if (!read_only) uses[first] &= static_cast<uint8_t>(~kReadOnly);
     }
+    // A known whole-region writer (kernel_writes.h): the region it overwrites entirely, passed
+    // once, needs no input hash (nothing there before reaches its output) and teaches nothing.
+    size_t overwritten = args.pointers.size();
+    if (info.whole_write) {
+      const uint64_t written = whole_write_bytes(*info.whole_write, info.layout, bytes);
+      for (size_t i = 0; i < args.pointers.size(); ++i) {
+        const PointerArg& arg = args.pointers[i];
+        if (arg.param != info.whole_write->pointer_param ||
+            arg.byte_offset != info.layout[arg.param].offset || uses[i] == kRepeat ||
+            written < arg.hit.readable)
+          continue;
+        bool repeated = false;
+        for (size_t j = i + 1; j < args.pointers.size(); ++j)
+          repeated |= args.pointers[j].value == arg.value;
+        if (!repeated) overwritten = i, uses[i] = kHashOut;
+      }
+    }
     for (uint8_t use : uses) any_hashed_out |= use != kRepeat && !(use & kReadOnly);
     // Every region learned read-only: it writes somewhere all the same (hash them all).
     const bool skip_read_only = any_hashed_out;
@@ -271,6 +289,13 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
       const std::optional<AllocationHit> hit = arg.hit;
+      if (i == overwritten) {
+        tracer->inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
+        tracer->bytes_overwritten.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
+        tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
+                           bytes_to_end, false, true, cap, hit);
+        continue;
+      }
       const size_t in_index = r.buffers.size();
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, cap, hit);

@@ -1111,6 +1111,9 @@ void Tracer::close() {
                         "outputs not hashed ({} bytes)",
                         roles_learned.load(), roles_contradicted.load(), outputs_read_only.load(),
                         bytes_read_only.load()));
+    debug(fmt::format("kernel regions overwritten whole by known writers (fills), input not "
+                      "hashed: {} ({} bytes)",
+                      inputs_overwritten.load(), bytes_overwritten.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());

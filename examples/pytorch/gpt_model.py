@@ -1,8 +1,10 @@
 """A small GPT for lockstep's examples: embedding, causal self-attention, MLP, LayerNorm.
 
-Attention is written out (matmul, mask, softmax, matmul) rather than calling a fused kernel, so
-that every op has a deterministic CUDA implementation under
-torch.use_deterministic_algorithms(True).
+Attention is fused by default (F.scaled_dot_product_attention, causal), as GPT training scripts
+write it; under torch.use_deterministic_algorithms(True) PyTorch picks a backend whose backward
+is deterministic (flash attention's). `attention="explicit"` writes it out instead (matmul,
+mask, fp32 softmax, matmul): the scores of every head are materialised, a memory-bound job that
+writes several times more bytes per step, each of which lockstep's full level hashes.
 
 Also here: synthetic data generated on the device from a seed (nothing is downloaded), and the
 planted nondeterministic op used to test lockstep's diff.
@@ -25,6 +27,10 @@ class GPTConfig:
     heads: int = 4
     layers: int = 4
     mlp_ratio: int = 4
+    attention: str = "sdpa"  # "sdpa" (fused) or "explicit" (scores materialised)
+
+
+ATTENTION_KINDS = ("sdpa", "explicit")
 
 
 class CausalSelfAttention(nn.Module):
@@ -32,7 +38,10 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         if cfg.dim % cfg.heads:
             raise ValueError(f"dim {cfg.dim} is not a multiple of heads {cfg.heads}")
+        if cfg.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention {cfg.attention!r} is not one of {ATTENTION_KINDS}")
         self.heads = cfg.heads
+        self.explicit = cfg.attention == "explicit"
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim)
         self.proj = nn.Linear(cfg.dim, cfg.dim)
         mask = torch.tril(torch.ones(cfg.seq, cfg.seq, dtype=torch.bool))
@@ -45,10 +54,14 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.heads, hd).transpose(1, 2)
         k = k.view(B, T, self.heads, hd).transpose(1, 2)
         v = v.view(B, T, self.heads, hd).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        att = att.float().masked_fill(~self.mask[:T, :T], float("-inf"))
-        att = F.softmax(att, dim=-1).to(v.dtype)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if self.explicit:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.float().masked_fill(~self.mask[:T, :T], float("-inf"))
+            att = F.softmax(att, dim=-1).to(v.dtype)
+            y = att @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 
 

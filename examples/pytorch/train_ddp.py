@@ -48,6 +48,10 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--attention", choices=["sdpa", "explicit"], default="sdpa",
+                   help="sdpa: fused causal attention (F.scaled_dot_product_attention, the "
+                        "default); explicit: matmul, mask, fp32 softmax, matmul (every head's "
+                        "scores written to memory)")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--plant-kind", choices=["grad", "activation"], default="grad")
     p.add_argument("--plant-rank", type=int, default=-1, help="rank that plants (-1: none)")
@@ -161,7 +165,7 @@ def main(argv=None):
     dist.init_process_group("nccl", device_id=device)
     gpt_model.set_deterministic(args.seed)  # same initial weights on every rank
     cfg = gpt_model.GPTConfig(vocab=args.vocab, seq=args.seq, dim=args.dim, heads=args.heads,
-                              layers=args.layers)
+                              layers=args.layers, attention=args.attention)
     model = gpt_model.GPT(cfg).to(device)
     plant = None
     if args.plant_kind == "activation" and args.plant_rank == rank:

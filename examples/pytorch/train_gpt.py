@@ -35,6 +35,10 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--attention", choices=["sdpa", "explicit"], default="sdpa",
+                   help="sdpa: fused causal attention (F.scaled_dot_product_attention, the "
+                        "default); explicit: matmul, mask, fp32 softmax, matmul (every head's "
+                        "scores written to memory)")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Triton)")
     p.add_argument("--compile-mode", default=None,
@@ -119,7 +123,7 @@ def main(argv=None):
     torch.cuda.set_device(device)
     gpt_model.set_deterministic(args.seed)
     cfg = gpt_model.GPTConfig(vocab=args.vocab, seq=args.seq, dim=args.dim, heads=args.heads,
-                              layers=args.layers)
+                              layers=args.layers, attention=args.attention)
 
     if args.probe_plant:
         plant = gpt_model.NondeterministicPlant(cfg.dim, device, args.seed + 7)

@@ -87,13 +87,23 @@ CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCC
 // kernel3(float*, float*, float*, int); every other one is kernel(float*, int, float).
 const CUfunction kTwoPointerKernel = reinterpret_cast<CUfunction>(0x1236);
 const CUfunction kThreePointerKernel = reinterpret_cast<CUfunction>(0x1237);
+// kFillKernel is PyTorch's contiguous float fill (kernel_writes.h), its real name and layout.
+const CUfunction kFillKernel = reinterpret_cast<CUfunction>(0x1238);
 CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name = f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
           : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
-                                     : "_Z6kernelPfif";
+          : f == kFillKernel
+              ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+              : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)
+    static const size_t fill_offsets[] = {0, 4, 8}, fill_sizes[] = {4, 4, 8};
+    if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
+    *offset = fill_offsets[index], *size = fill_sizes[index];
+    return CUDA_SUCCESS;
+  }
   static const size_t offsets[] = {0, 8, 12}, sizes[] = {8, 4, 4};
   static const size_t two_offsets[] = {0, 8, 16}, two_sizes[] = {8, 8, 4};
   static const size_t three_offsets[] = {0, 8, 16, 24}, three_sizes[] = {8, 8, 8, 4};
@@ -1193,6 +1203,59 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
   merge_mode_ = "adjacent";
   // (The log is cumulative; the second read-back of b waits for the digest in flight.)
   EXPECT_EQ(run(body, true, /*reuse=*/true), "S1 S1 | S1 S1 S1 S1");
+}
+
+// A known whole-region writer (PyTorch's fill, kernel_writes.h) that overwrites its region
+// entirely takes no input entry: it needs no hash launch of its own and chains; its output is
+// hashed with the next launch. A fill of part of its region hashes the input as any kernel.
+void fill_on(CUstream stream, CUdeviceptr p, int count) {
+  struct {
+    int n;
+    float value;
+    float* data;
+  } args{count, 0.f, reinterpret_cast<float*>(p)};
+  void* params[] = {&args.n, &args.value, &args.data};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(kFillKernel);
+  l.grid[0] = 1;
+  l.stream = stream;
+  l.kernel_params = params;
+  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
+TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
+  const CUdeviceptr b = kSecondBase, c = b + 65536;
+  auto body = [&](std::string* text) {
+    for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
+    fill_on(kStreamS, b, 1024);  // all 4096 bytes: no input, nothing launched (out b deferred)
+    fill_on(kStreamS, c, 1000);  // 4000 of 4096: S2 = in c + out b
+    launch_on(kStreamS, b);      // in b: out b's digest in flight; writes b, not c: nothing
+    stream_order_point();        // S2 = out c + out b
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S2 S2");
+  // The kernel chains onto out c; the first fill had no set to chain onto (it starts one).
+  EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
+  EXPECT_NE(err.find("overwritten whole by known writers (fills), input not hashed: 1 (4096 "
+                     "bytes)"), std::string::npos) << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  std::vector<std::string> shapes;  // per kernel record: its entries, "in 4096 out 4096 ..."
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    std::string shape;
+    for (const auto& buffer : r.buffers) {
+      EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
+      shape += std::string(shape.empty() ? "" : " ") +
+               (buffer.role == trace::Role::In ? "in " : "out ") + std::to_string(buffer.bytes);
+    }
+    shapes.push_back(shape);
+    return true;
+  });
+  EXPECT_EQ(shapes, (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
 }
 
 // On the per-thread default stream a digest in flight serves the thread that hashed it, also

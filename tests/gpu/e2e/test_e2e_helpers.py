@@ -175,7 +175,8 @@ class RunShTest(unittest.TestCase):
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
                       "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
                       "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
-                      "overhead broad", "launch-bound ratios", "launch-bound self time",
+                      "overhead broad", "overhead explicit-attention full",
+                      "launch-bound ratios", "launch-bound self time",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
                       "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
