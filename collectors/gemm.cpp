@@ -107,20 +107,25 @@ bool is_complex(cudaDataType type) {
   }
 }
 
-// Each attribute read is a library call, and a GEMM reads dozens: the batch stride only for
-// batches, the imaginary plane only for complex types (their values are unused otherwise).
-LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout) {
+// Each attribute read is a library call (~50 ns), and a GEMM at full reads dozens: the batch
+// stride only for batches, the imaginary plane only for complex types (their values are unused
+// otherwise). Broad records a GEMM by identity only: a layout's type, and for A and D its shape.
+enum class LayoutRead { Type, Shape, Whole };
+LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
+                     LayoutRead what = LayoutRead::Whole) {
   LtLayout l;
   if (get == nullptr || layout == nullptr) return l;
   size_t written = 0;
   uint32_t type = 0;
   if (get(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof(type), &written) == 0)
     l.type = static_cast<cudaDataType>(type);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, &l.order, sizeof(l.order), &written);
+  if (what == LayoutRead::Type) return l;
   get(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &l.rows, sizeof(l.rows), &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &l.cols, sizeof(l.cols), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l.ld, sizeof(l.ld), &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &l.batch_count, sizeof(l.batch_count), &written);
+  if (what == LayoutRead::Shape) return l;
+  get(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, &l.order, sizeof(l.order), &written);
+  get(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l.ld, sizeof(l.ld), &written);
   get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &l.batch_mode, sizeof(l.batch_mode), &written);
   if (l.batch_count > 1)
     get(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
@@ -175,9 +180,13 @@ uint64_t cublas_gemm_begin(const CublasGemm& g) {
   r.fields[F::compute_type] = static_cast<uint64_t>(g.compute_type);
   r.fields[F::algo] = static_cast<uint64_t>(static_cast<int64_t>(g.algo));
 
-  const GemmOperandExtents e = cublas_gemm_extents(g);
-  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(r.step);
   std::vector<PlannedRegion> inputs;
+  if (tracer->level() != Level::Full) {  // identity only (the fields above), as lt_matmul_begin
+    start_fingerprints(call, inputs);
+    return token;
+  }
+  const GemmOperandExtents e = cublas_gemm_extents(g);
+  const bool hash = tracer->fingerprint_step(r.step);
   if (g.pointer_arrays) {
     // Device arrays of pointers: the pointers move between runs and the hash kernel does not
     // follow them; recorded by position only.
@@ -215,14 +224,18 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   static auto layout_get = reinterpret_cast<LayoutGet>(resolve("cublasLtMatrixLayoutGetAttribute"));
   ShimCallGuard reading;  // descriptor reads are the shim's own calls
 
-  const LtLayout a = read_layout(layout_get, mm.a_layout), b = read_layout(layout_get, mm.b_layout);
-  const LtLayout d = read_layout(layout_get, mm.d_layout);
-  const LtLayout c = mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout);
+  // Below full a GEMM is its identity (the record's fields): what they need is read, no more.
+  const bool full = tracer->level() == Level::Full;
+  const LayoutRead shape = full ? LayoutRead::Whole : LayoutRead::Shape;
+  const LayoutRead type_only = full ? LayoutRead::Whole : LayoutRead::Type;
+  const LtLayout a = read_layout(layout_get, mm.a_layout, shape);
+  const LtLayout b = read_layout(layout_get, mm.b_layout, type_only);
+  const LtLayout d = read_layout(layout_get, mm.d_layout, shape);
+  const LtLayout c =
+      mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout, type_only);
   const auto trans_a = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
   const auto trans_b = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
-  const auto scale_type = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);
-  const auto pointer_mode = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
   const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                             CUBLASLT_EPILOGUE_DEFAULT);
   auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
@@ -255,8 +268,14 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   r.fields[F::scale_mode_a] = mode_a, r.fields[F::scale_mode_b] = mode_b;
   r.fields[F::epilogue] = epilogue;
 
-  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(r.step);
   std::vector<PlannedRegion> inputs;
+  if (!full) {  // identity only: no operands, scales or epilogue buffers
+    start_fingerprints(call, inputs);
+    return token;
+  }
+  const auto scale_type = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);
+  const auto pointer_mode = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
+  const bool hash = tracer->fingerprint_step(r.step);
   auto& outputs = call.outputs;
   using trace::Role;
   // Its writes are known when every output is planned (not through device pointer arrays),

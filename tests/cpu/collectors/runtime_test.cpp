@@ -462,6 +462,82 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
   EXPECT_EQ(summaries[2].step, 2u);
 }
 
+// Below full a GEMM is recorded by identity: the same fields as at full (shape, types, trans,
+// scale modes), no operand buffers, and only the layout attributes those fields need (type for
+// B and C; type, rows, cols and batch count for A and D): each read is a library call.
+TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
+  ChildResult child = run_child(env("broad"), [] {
+    const CUdeviceptr base = 0x7f0000000000;
+    on_alloc(base, 1 << 22);
+    static FakeAttributes desc, a, b, c, d;
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<void*>(base + 0x10000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, reinterpret_cast<void*>(base + 0x30000));
+    a = layout(CUDA_R_8F_E4M3, 512, 256, 512);  // stored K x M (transa = T): M=256, K=512
+    a.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
+    b = layout(CUDA_R_8F_E4M3, 512, 384, 512);
+    c = layout(CUDA_R_16BF, 256, 384, 256);
+    d = layout(CUDA_R_16BF, 256, 384, 256);
+    d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 3);
+    LtMatmul mm;
+    mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
+    mm.A = reinterpret_cast<void*>(base + 0x40000);
+    mm.a_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
+    mm.B = reinterpret_cast<void*>(base + 0x80000);
+    mm.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&b);
+    mm.C = reinterpret_cast<void*>(base + 0xc0000);
+    mm.c_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&c);
+    mm.D = reinterpret_cast<void*>(base + 0x100000);
+    mm.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&d);
+    g_layout_reads = 0;
+    lt_matmul_end(lt_matmul_begin(mm), 0);
+    if (g_layout_reads != 4 + 1 + 1 + 4) {  // A shape, B type, C type, D shape
+      std::fprintf(stderr, "layout reads: %d\n", g_layout_reads);
+      std::_Exit(9);
+    }
+    CublasGemm gemm;
+    gemm.api = "cublasGemmEx";
+    gemm.m = 16, gemm.n = 8, gemm.k = 4, gemm.lda = 16, gemm.ldb = 4, gemm.ldc = 16;
+    gemm.A = reinterpret_cast<void*>(base), gemm.B = reinterpret_cast<void*>(base + 1024);
+    gemm.C = reinterpret_cast<void*>(base + 2048);
+    cublas_gemm_end(cublas_gemm_begin(gemm), 0);
+  });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
+  auto reader = trace::TraceReader::open(files[0].string());
+  int gemms = 0;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Gemm) return true;
+    ++gemms;
+    using F = trace::fields::Gemm;
+    EXPECT_TRUE(r.buffers.empty()) << reader->string(r.name);
+    if (reader->string(r.name) == "cublasLtMatmul") {
+      EXPECT_EQ(r.fields[F::m], 256u);
+      EXPECT_EQ(r.fields[F::n], 384u);
+      EXPECT_EQ(r.fields[F::k], 512u);
+      EXPECT_EQ(r.fields[F::batch], 3u);
+      EXPECT_EQ(r.fields[F::trans_a], uint64_t{CUBLAS_OP_T});
+      EXPECT_EQ(r.fields[F::type_a], uint64_t{CUDA_R_8F_E4M3});
+      EXPECT_EQ(r.fields[F::type_b], uint64_t{CUDA_R_8F_E4M3});
+      EXPECT_EQ(r.fields[F::type_c], uint64_t{CUDA_R_16BF});
+      EXPECT_EQ(r.fields[F::type_d], uint64_t{CUDA_R_16BF});
+      EXPECT_EQ(r.fields[F::compute_type], uint64_t{CUBLAS_COMPUTE_32F});
+      EXPECT_EQ(r.fields[F::scale_mode_a], CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
+      EXPECT_EQ(r.fields[F::scale_mode_b], CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+    } else {
+      EXPECT_EQ(reader->string(r.name), "cublasGemmEx");
+      EXPECT_EQ(r.fields[F::m], 16u);
+      EXPECT_EQ(r.fields[F::k], 4u);
+    }
+    return true;
+  });
+  EXPECT_EQ(gemms, 2);
+}
+
 TEST_F(RuntimeTest, BadSettingGivesOneLineAndNoTrace) {
   ChildResult child = run_child(env("fast"), [] {
     on_alloc(0x1000, 64);
@@ -1060,8 +1136,11 @@ TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
                        "(free 1, step 1)"),
               std::string::npos)
         << err;
-    // Top level (these calls come straight to the collectors, not through a traced_call).
-    EXPECT_NE(err.find("free 1 x "), std::string::npos) << err;
+    // Top level (these calls come straight to the collectors, not through a traced_call). On a
+    // loaded machine the one free can take long enough to count as slow (apart).
+    EXPECT_TRUE(err.find("free 1 x ") != std::string::npos ||
+                err.find("free 0 x 0 ns (+1 slow") != std::string::npos)
+        << err;
     // The step marker (its flush of the deferred set, its step end) is the shim's time too.
     // (1 call; a first call may be slow, counted apart: "marker 0 x 0 ns (+1 slow, ...").
     EXPECT_TRUE(err.find("marker 1 x ") != std::string::npos ||
