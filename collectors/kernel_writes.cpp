@@ -25,7 +25,23 @@ constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
     {"c10::complex<double>", 16},
 }};
 
+// PyTorch's reduction (aten/src/ATen/native/cuda/Reduce.cuh): reduce_kernel<...>(ReduceOp<...>
+// op), one by-value struct that ends with `const void* src; const char* dst[2]; void* acc_buf;
+// void* cta_buf; int* semaphores; int64_t base_idx; bool accumulate; bool final_output; int
+// noutputs;`: cta_buf is 32 bytes before its end, semaphores 24. launch_reduce_kernel allocates
+// cta_buf, then the semaphores (zeroed by a memset), right before the launch.
+constexpr std::string_view kReducePrefix = "void at::native::reduce_kernel<";
+constexpr uint32_t kCtaBufFromEnd = 32, kSemaphoresFromEnd = 24;
+
 }  // namespace
+
+std::optional<ScratchWord> scratch_word_of(std::string_view name,
+                                           const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kReducePrefix) || name.find("at::native::ReduceOp<") == name.npos)
+    return std::nullopt;
+  if (layout.size() != 1 || layout[0].size < 64 || layout[0].size % 8 != 0) return std::nullopt;
+  return ScratchWord{0, layout[0].size - kCtaBufFromEnd, layout[0].size - kSemaphoresFromEnd};
+}
 
 std::optional<WholeWrite> whole_write_of(std::string_view name,
                                          const std::vector<ParamInfo>& layout) {

@@ -87,7 +87,10 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   info->selected = tracer->kernel_selected(info->name);
   info->is_nccl = info->name.starts_with("nccl");
   if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
-  if (info->layout_known) info->whole_write = whole_write_of(info->name, info->layout);
+  if (info->layout_known) {
+    info->whole_write = whole_write_of(info->name, info->layout);
+    info->scratch = scratch_word_of(info->name, info->layout);
+  }
   return info;
 }
 
@@ -151,6 +154,46 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 void remember_kernel_handle(const void* handle) {
   std::unique_lock lock(g_kernels_mutex);
   g_kernel_handles.insert(handle);
+}
+
+// The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a
+// region passed in two words keeps the usual rules): `overwritten`, a region the launch writes
+// whole; `scratch`, a buffer allocated right before its companion's. args.pointers.size() when
+// none.
+struct KnownWords {
+  size_t overwritten;
+  size_t scratch;
+};
+KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
+                       const std::vector<uint8_t>& bytes) {
+  const size_t none = args.pointers.size();
+  KnownWords known{none, none};
+  if (!info.whole_write && !info.scratch) return known;
+  auto passed_once = [&](size_t i) {
+    size_t n = 0;
+    for (const PointerArg& other : args.pointers) n += other.value == args.pointers[i].value;
+    return n == 1;
+  };
+  auto word_at = [&](uint32_t param, uint32_t offset) {
+    const uint32_t at = info.layout[param].offset + offset;
+    for (size_t i = 0; i < args.pointers.size(); ++i)
+      if (args.pointers[i].byte_offset == at) return i;
+    return none;
+  };
+  if (info.whole_write) {
+    const size_t i = word_at(info.whole_write->pointer_param, 0);
+    if (i != none && passed_once(i) &&
+        whole_write_bytes(*info.whole_write, info.layout, bytes) >= args.pointers[i].hit.readable)
+      known.overwritten = i;
+  }
+  if (info.scratch) {
+    const size_t i = word_at(info.scratch->param, info.scratch->offset);
+    const size_t companion = word_at(info.scratch->param, info.scratch->companion_offset);
+    if (i != none && companion != none && passed_once(i) && args.pointers[i].hit.offset == 0 &&
+        args.pointers[companion].hit.ordinal == args.pointers[i].hit.ordinal + 1)
+      known.scratch = i;
+  }
+  return known;
 }
 
 uint64_t kernel_launch_begin(const KernelLaunch& launch) {
@@ -262,24 +305,13 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       uses[first] &= static_cast<uint8_t>(~kLearnable);
       if (!read_only) uses[first] &= static_cast<uint8_t>(~kReadOnly);
     }
-    // A known whole-region writer (kernel_writes.h): the region it overwrites entirely, passed
-    // once, needs no input hash (nothing there before reaches its output) and teaches nothing.
-    size_t overwritten = args.pointers.size();
-    if (info.whole_write) {
-      const uint64_t written = whole_write_bytes(*info.whole_write, info.layout, bytes);
-      for (size_t i = 0; i < args.pointers.size(); ++i) {
-        const PointerArg& arg = args.pointers[i];
-        if (arg.param != info.whole_write->pointer_param ||
-            arg.byte_offset != info.layout[arg.param].offset || uses[i] == kRepeat ||
-            written < arg.hit.readable)
-          continue;
-        bool repeated = false;
-        for (size_t j = i + 1; j < args.pointers.size(); ++j)
-          repeated |= args.pointers[j].value == arg.value;
-        if (!repeated) overwritten = i, uses[i] = kHashOut;
-      }
-    }
-    for (uint8_t use : uses) any_hashed_out |= use != kRepeat && !(use & kReadOnly);
+    // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
+    // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
+    const KnownWords known = known_words(info, args, bytes);
+    const size_t overwritten = known.overwritten, scratch = known.scratch;
+    if (overwritten < uses.size()) uses[overwritten] = kHashOut;  // teaches nothing
+    for (size_t i = 0; i < uses.size(); ++i)
+      any_hashed_out |= i != scratch && uses[i] != kRepeat && !(uses[i] & kReadOnly);
     // Every region learned read-only: it writes somewhere all the same (hash them all).
     const bool skip_read_only = any_hashed_out;
     for (size_t i = 0; i < args.pointers.size(); ++i) {
@@ -289,6 +321,14 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
       const std::optional<AllocationHit> hit = arg.hit;
+      if (i == scratch) {
+        const PointerArg& s = args.pointers[i];
+        tracer->scratch_regions.fetch_add(1, std::memory_order_relaxed);
+        tracer->bytes_scratch.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
+        call.writes_only.push_back({static_cast<CUdeviceptr>(s.value), bytes_to_end, 0,
+                                    s.hit.base, s.value + s.hit.readable});
+        continue;
+      }
       if (i == overwritten) {
         tracer->inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
         tracer->bytes_overwritten.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);

@@ -240,6 +240,8 @@ class Tracer {
   std::atomic<uint64_t> bytes_read_only{0};          // their bytes
   std::atomic<uint64_t> inputs_overwritten{0};  // kernel inputs a known writer overwrites whole
   std::atomic<uint64_t> bytes_overwritten{0};   // their bytes (not hashed)
+  std::atomic<uint64_t> scratch_regions{0};     // kernel scratch buffers (kernel_writes.h)
+  std::atomic<uint64_t> bytes_scratch{0};       // their bytes (not hashed)
   std::atomic<uint64_t> roles_learned{0};            // words learned read-only
   std::atomic<uint64_t> roles_contradicted{0};       // of those, found written later
   std::atomic<bool> rank_known{false};

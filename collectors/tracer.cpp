@@ -1114,6 +1114,8 @@ void Tracer::close() {
     debug(fmt::format("kernel regions overwritten whole by known writers (fills), input not "
                       "hashed: {} ({} bytes)",
                       inputs_overwritten.load(), bytes_overwritten.load()));
+    debug(fmt::format("kernel scratch buffers not hashed (reduce_kernel's cta_buf): {} ({} bytes)",
+                      scratch_regions.load(), bytes_scratch.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());

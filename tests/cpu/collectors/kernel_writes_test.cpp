@@ -56,6 +56,27 @@ TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
   EXPECT_FALSE(whole_write_of(kFloatFill, {{0, 4}, {4, 4}}).has_value());
 }
 
+// The bias-gradient reduction of the GPT example on PyTorch 2.11 (one ReduceOp struct of 1048
+// bytes; the trace showed cta_buf at +1016 and the semaphores at +1024).
+constexpr const char* kReduce =
+    "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8> >(at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8>)";
+
+TEST(KernelWrites, PyTorchReductionsStageInAScratchBuffer) {
+  auto scratch = scratch_word_of(kReduce, {{0, 1048}});
+  ASSERT_TRUE(scratch.has_value());
+  EXPECT_EQ(scratch->param, 0u);
+  EXPECT_EQ(scratch->offset, 1016u);
+  EXPECT_EQ(scratch->companion_offset, 1024u);
+  // Another layout (two parameters, a struct too small or not 8-aligned), another kernel.
+  EXPECT_FALSE(scratch_word_of(kReduce, {{0, 1048}, {1048, 8}}).has_value());
+  EXPECT_FALSE(scratch_word_of(kReduce, {{0, 56}}).has_value());
+  EXPECT_FALSE(scratch_word_of(kReduce, {{0, 1044}}).has_value());
+  EXPECT_FALSE(scratch_word_of(kFloatFill, {{0, 1048}}).has_value());
+  EXPECT_FALSE(scratch_word_of("void at::native::reduce_kernel<512, 1, Other>(Other)", {{0, 1048}})
+                   .has_value());
+  EXPECT_FALSE(whole_write_of(kReduce, {{0, 1048}}).has_value());
+}
+
 TEST(KernelWrites, BytesWrittenComeFromTheCount) {
   const WholeWrite fill{0, 2, 4};
   std::vector<uint8_t> bytes(16, 0);

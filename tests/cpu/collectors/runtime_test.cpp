@@ -87,17 +87,27 @@ CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCC
 // kernel3(float*, float*, float*, int); every other one is kernel(float*, int, float).
 const CUfunction kTwoPointerKernel = reinterpret_cast<CUfunction>(0x1236);
 const CUfunction kThreePointerKernel = reinterpret_cast<CUfunction>(0x1237);
-// kFillKernel is PyTorch's contiguous float fill (kernel_writes.h), its real name and layout.
+// kFillKernel is PyTorch's contiguous float fill (kernel_writes.h), its real name and layout;
+// kReduceKernel a PyTorch reduction, its ReduceOp struct cut to 64 bytes (src at 0, dst at 8,
+// cta_buf at 32, semaphores at 40).
 const CUfunction kFillKernel = reinterpret_cast<CUfunction>(0x1238);
+const CUfunction kReduceKernel = reinterpret_cast<CUfunction>(0x1239);
 CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name = f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
           : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
           : f == kFillKernel
               ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+          : f == kReduceKernel
+              ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
               : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  if (f == kReduceKernel) {  // (ReduceOp op): one 64-byte struct
+    if (index >= 1) return CUDA_ERROR_INVALID_VALUE;
+    *offset = 0, *size = 64;
+    return CUDA_SUCCESS;
+  }
   if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)
     static const size_t fill_offsets[] = {0, 4, 8}, fill_sizes[] = {4, 4, 8};
     if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
@@ -1335,6 +1345,70 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
     return true;
   });
   EXPECT_EQ(shapes, (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
+}
+
+// A PyTorch reduction's staging buffer (cta_buf, allocated right before the semaphores) is
+// neither hashed before nor after the launch, but noted as written: a later reader of it hashes
+// it (it is no longer an allocation nothing wrote). Allocated in another order, it is hashed as
+// any region.
+void reduce_on(CUstream stream, CUdeviceptr src, CUdeviceptr dst, CUdeviceptr cta,
+               CUdeviceptr semaphores) {
+  uint64_t op[8] = {src, dst, 0, 0, cta, semaphores, 0, 0};
+  void* params[] = {op};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(kReduceKernel);
+  l.grid[0] = 4;
+  l.stream = stream;
+  l.kernel_params = params;
+  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
+TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
+  const CUdeviceptr src = kSecondBase, dst = src + 65536, cta = dst + 65536, sem = cta + 65536;
+  auto body = [&](std::string* text) {
+    for (CUdeviceptr p : {src, dst, cta, sem}) on_alloc(p, 4096);  // cta, then sem: consecutive
+    reduce_on(kStreamS, src, dst, cta, sem);
+    launch_on(kStreamS, cta);  // reads cta: written by the reduction, so hashed
+    stream_order_point();
+    on_free(cta), on_free(sem);
+    for (CUdeviceptr p : {sem, cta}) on_alloc(p, 4096);  // now sem first: not consecutive
+    reduce_on(kStreamS, src, dst, cta, sem);
+    stream_order_point();
+    *text = hash_launches();
+  };
+  std::string err;
+  run(body, true, /*reuse=*/true, &err);
+  EXPECT_NE(err.find("kernel scratch buffers not hashed (reduce_kernel's cta_buf): 1 (4096 bytes)"),
+            std::string::npos) << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  std::vector<std::string> labels;  // per kernel record: its entries' labels and roles
+  std::vector<std::string> unwritten;
+  auto reader = trace::TraceReader::open(files[0].string());
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    std::string shape;
+    for (const auto& buffer : r.buffers) {
+      const std::string label(reader->string(buffer.label));
+      shape += std::string(shape.empty() ? "" : " ") +
+               (buffer.role == trace::Role::In ? "in " : "out ") + label;
+      if (buffer.flags & trace::kNotWrittenSinceAlloc) unwritten.push_back(label);
+    }
+    labels.push_back(shape);
+    return true;
+  });
+  EXPECT_EQ(labels, (std::vector<std::string>{
+                        "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+40 out arg0+40",
+                        "in arg0 out arg0",
+                        "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+32 out arg0+32 in "
+                        "arg0+40 out arg0+40"}));
+  // Only what nothing wrote before is flagged: the first reduction's src, dst and semaphores,
+  // the second's new staging buffer and semaphores. The kernel's read of the first staging
+  // buffer was hashed: the reduction's write of it was noted.
+  EXPECT_EQ(unwritten,
+            (std::vector<std::string>{"arg0", "arg0+8", "arg0+40", "arg0+32", "arg0+40"}));
 }
 
 // On the per-thread default stream a digest in flight serves the thread that hashed it, also
