@@ -163,8 +163,8 @@ const std::vector<EnvVarDoc>& env_var_table() {
       {env::kSkipUnwritten, "0",
        "1 (level full, with reused digests): an input inside an allocation no traced op wrote "
        "since it was made (a kernel's output tensor before the kernel writes it) is not hashed "
-       "and flagged unwritten (x1.60 instead of x1.71 on the GPT example, one H200, "
-       "2026-11-30); but a kernel that writes only part of such a region then shows the leftover "
+       "and flagged unwritten (x1.60 instead of x1.71 on the GPT example with attention written "
+       "out, one H200, 2026-11-30); but a kernel that writes only part of such a region then shows the leftover "
        "bytes as an output difference with no input evidence: identical runs can diverge (seen "
        "with DDP on two GPUs, and on the one-GPU GPT example)"},
       {env::kLearnReadOnly, "1",

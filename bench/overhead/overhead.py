@@ -47,9 +47,9 @@ EXTRA_MODES = {
     "full-nolearn": ("full", None, {"LOCKSTEP_LEARN_READONLY": "0"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
-# Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200 with explicit
-# attention: gpu-bound ~46 ms per step, three untraced runs within 0.5%; launch-bound ~18-36 ms
-# per step, the SM clock going between 345 and 1980 MHz during a run. gpu-bound-explicit is
+# Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~35 ms per
+# step with fused attention (~46 ms written out, three untraced runs within 0.5%); launch-bound
+# 15-36 ms per step, the SM clock going between 345 and 1980 MHz during a run. gpu-bound-explicit is
 # gpu-bound with attention written out (every head's 512x512 scores in fp32 written to memory):
 # the job lockstep's full level was first measured on, kept as the memory-bound worst case.
 SIZES = {

@@ -18,6 +18,7 @@
 #   BUDGET_S  seconds for the whole script (default: 540); a group that would not fit is SKIP
 #   COVERAGE_MODES  jobs of group v (default: compile cuda-graph reduce-overhead, plus ddp with
 #             two GPUs)
+#   GPT_DET_LEVELS  levels of group e's "gpt det" pairs (default: broad full)
 #   PYTHON    python with torch (default: python3)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
 #   SAVE      globs of trace folders to archive into OUT/traces.tar.gz (e.g. 'gpt-det-*')
@@ -424,7 +425,7 @@ $(grep '^step' "$WORK/gpt-untraced.out" | tail -n 1 | cut -d' ' -f3-4)"
     else
       row "gpt plant varies" FAIL "${probe:-probe failed}"
     fi
-    for level in broad full; do
+    for level in ${GPT_DET_LEVELS:-broad full}; do
       if ! fits 60; then row "gpt det $level" SKIP "time budget"; continue; fi
       traced "gpt-det-$level-1" "$level" 240 "${gpt[@]}"
       rc1=$?
