@@ -71,6 +71,43 @@ void* fake_resolver(const char* name) {
   return nullptr;  // no libcuda in this process
 }
 
+// A cuBLASLt call over fake descriptors; C (and its layout) may be 0/null.
+LtMatmul fake_lt(FakeAttributes* desc, CUdeviceptr A, FakeAttributes* a, CUdeviceptr B,
+                 FakeAttributes* b, CUdeviceptr C, FakeAttributes* c, CUdeviceptr D,
+                 FakeAttributes* d) {
+  LtMatmul mm;
+  mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(desc);
+  mm.A = reinterpret_cast<void*>(A);
+  mm.a_layout = reinterpret_cast<cublasLtMatrixLayout_t>(a);
+  mm.B = reinterpret_cast<void*>(B);
+  mm.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(b);
+  mm.C = reinterpret_cast<void*>(C);
+  mm.c_layout = reinterpret_cast<cublasLtMatrixLayout_t>(c);
+  mm.D = reinterpret_cast<void*>(D);
+  mm.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(d);
+  return mm;
+}
+
+// Runs `mm` in the child; exits 9 (a failed status) unless it read `expected` layout attributes.
+void lt_call_reading(const LtMatmul& mm, int expected) {
+  g_layout_reads = 0;
+  lt_matmul_end(lt_matmul_begin(mm), 0);
+  if (g_layout_reads != expected) {
+    std::fprintf(stderr, "layout reads: %d, expected %d\n", g_layout_reads, expected);
+    std::_Exit(9);
+  }
+}
+
+// cublasGemmEx 16 x 8 x 4 on fp32 operands from `base`.
+CublasGemm small_gemm_ex(CUdeviceptr base) {
+  CublasGemm gemm;
+  gemm.api = "cublasGemmEx";
+  gemm.m = 16, gemm.n = 8, gemm.k = 4, gemm.lda = 16, gemm.ldb = 4, gemm.ldc = 16;
+  gemm.A = reinterpret_cast<void*>(base), gemm.B = reinterpret_cast<void*>(base + 1024);
+  gemm.C = reinterpret_cast<void*>(base + 2048);
+  return gemm;
+}
+
 FakeAttributes layout(cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
   FakeAttributes l;
   l.set<uint32_t>(CUBLASLT_MATRIX_LAYOUT_TYPE, type);
@@ -335,14 +372,8 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
     a = layout(CUDA_R_8F_E4M3, 512, 256, 512);  // stored K x M (transa = T): M=256, K=512
     b = layout(CUDA_R_8F_E4M3, 512, 384, 512);  // K x N
     d = layout(CUDA_R_16BF, 256, 384, 256);
-    LtMatmul mm;
-    mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
-    mm.A = reinterpret_cast<void*>(base + 0x40000);
-    mm.a_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
-    mm.B = reinterpret_cast<void*>(base + 0x80000);
-    mm.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&b);
-    mm.D = reinterpret_cast<void*>(base + 0xc0000);
-    mm.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&d);
+    LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, 0, nullptr,
+                          base + 0xc0000, &d);
     mm.workspace_bytes = 1 << 20;
     lt_matmul_end(lt_matmul_begin(mm), 0);
 
@@ -367,20 +398,10 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
     mm2.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&b2);
     mm2.C = mm2.D = reinterpret_cast<void*>(base + 0x120000);
     mm2.c_layout = mm2.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&cd2);
-    g_layout_reads = 0;
-    lt_matmul_end(lt_matmul_begin(mm2), 0);
-    if (g_layout_reads != 3 * 8) {  // A, B, C=D: 7 attributes each, + the batch stride
-      std::fprintf(stderr, "layout reads: %d\n", g_layout_reads);
-      std::_Exit(9);
-    }
+    lt_call_reading(mm2, 3 * 8);  // A, B, C=D: 7 attributes each, + the batch stride
 
     // cublasGemmEx calling cublasLtMatmul inside: one record.
-    CublasGemm gemm;
-    gemm.api = "cublasGemmEx";
-    gemm.m = 16, gemm.n = 8, gemm.k = 4, gemm.lda = 16, gemm.ldb = 4, gemm.ldc = 16;
-    gemm.A = reinterpret_cast<void*>(base), gemm.B = reinterpret_cast<void*>(base + 1024);
-    gemm.C = reinterpret_cast<void*>(base + 2048);
-    uint64_t outer = cublas_gemm_begin(gemm);
+    uint64_t outer = cublas_gemm_begin(small_gemm_ex(base));
     lt_matmul_end(lt_matmul_begin(mm), 0);
     cublas_gemm_end(outer, 0);
 
@@ -491,28 +512,10 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
     c = layout(CUDA_R_16BF, 256, 384, 256);
     d = layout(CUDA_R_16BF, 256, 384, 256);
     d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 3);
-    LtMatmul mm;
-    mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
-    mm.A = reinterpret_cast<void*>(base + 0x40000);
-    mm.a_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
-    mm.B = reinterpret_cast<void*>(base + 0x80000);
-    mm.b_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&b);
-    mm.C = reinterpret_cast<void*>(base + 0xc0000);
-    mm.c_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&c);
-    mm.D = reinterpret_cast<void*>(base + 0x100000);
-    mm.d_layout = reinterpret_cast<cublasLtMatrixLayout_t>(&d);
-    g_layout_reads = 0;
-    lt_matmul_end(lt_matmul_begin(mm), 0);
-    if (g_layout_reads != 4 + 1 + 1 + 4) {  // A shape, B type, C type, D shape
-      std::fprintf(stderr, "layout reads: %d\n", g_layout_reads);
-      std::_Exit(9);
-    }
-    CublasGemm gemm;
-    gemm.api = "cublasGemmEx";
-    gemm.m = 16, gemm.n = 8, gemm.k = 4, gemm.lda = 16, gemm.ldb = 4, gemm.ldc = 16;
-    gemm.A = reinterpret_cast<void*>(base), gemm.B = reinterpret_cast<void*>(base + 1024);
-    gemm.C = reinterpret_cast<void*>(base + 2048);
-    cublas_gemm_end(cublas_gemm_begin(gemm), 0);
+    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000,
+                                &c, base + 0x100000, &d);
+    lt_call_reading(mm, 4 + 1 + 1 + 4);  // A shape, B type, C type, D shape
+    cublas_gemm_end(cublas_gemm_begin(small_gemm_ex(base)), 0);
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
@@ -903,6 +906,18 @@ const CUstream kStreamS = reinterpret_cast<CUstream>(0x51), kStreamT = reinterpr
 constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
 constexpr CUdeviceptr kSecondBase = kMergeBase + (4 << 20);  // a second allocation (reuse tests)
 
+// A driver launch of fake function `f` on `stream` with these parameters, returned at once.
+void launch_function(CUfunction f, CUstream stream, void** params, unsigned grid) {
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(f);
+  l.grid[0] = grid;
+  l.stream = stream;
+  l.kernel_params = params;
+  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+}
+
 void launch_on(CUstream stream, CUdeviceptr p) {
   struct {
     float* p;
@@ -910,14 +925,7 @@ void launch_on(CUstream stream, CUdeviceptr p) {
     float s;
   } args{reinterpret_cast<float*>(p), 1, 2.f};
   void* params[] = {&args.p, &args.n, &args.s};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = reinterpret_cast<const void*>(0x1234);
-  l.grid[0] = 3;
-  l.stream = stream;
-  l.kernel_params = params;
-  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+  launch_function(reinterpret_cast<CUfunction>(0x1234), stream, params, 3);
 }
 
 // The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch), and the
@@ -1304,14 +1312,7 @@ void fill_on(CUstream stream, CUdeviceptr p, int count) {
     float* data;
   } args{count, 0.f, reinterpret_cast<float*>(p)};
   void* params[] = {&args.n, &args.value, &args.data};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = reinterpret_cast<const void*>(kFillKernel);
-  l.grid[0] = 1;
-  l.stream = stream;
-  l.kernel_params = params;
-  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+  launch_function(kFillKernel, stream, params, 1);
 }
 
 TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
@@ -1355,14 +1356,7 @@ void reduce_on(CUstream stream, CUdeviceptr src, CUdeviceptr dst, CUdeviceptr ct
                CUdeviceptr semaphores) {
   uint64_t op[8] = {src, dst, 0, 0, cta, semaphores, 0, 0};
   void* params[] = {op};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = reinterpret_cast<const void*>(kReduceKernel);
-  l.grid[0] = 4;
-  l.stream = stream;
-  l.kernel_params = params;
-  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+  launch_function(kReduceKernel, stream, params, 4);
 }
 
 TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
