@@ -1333,19 +1333,23 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
                      "bytes)"), std::string::npos) << err;
   auto files = traces();
   ASSERT_EQ(files.size(), 1u);
-  std::vector<std::string> shapes;  // per kernel record: its entries, "in 4096 out 4096 ..."
+  // Per kernel record in launch order (records are written as their digests arrive), its
+  // entries: "in 4096 out 4096 ...".
+  std::map<uint64_t, std::string> shapes;
   trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
     if (r.kind != trace::RecordKind::Kernel) return true;
-    std::string shape;
+    std::string& shape = shapes[r.seq];
     for (const auto& buffer : r.buffers) {
       EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
       shape += std::string(shape.empty() ? "" : " ") +
                (buffer.role == trace::Role::In ? "in " : "out ") + std::to_string(buffer.bytes);
     }
-    shapes.push_back(shape);
     return true;
   });
-  EXPECT_EQ(shapes, (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
+  std::vector<std::string> in_order;
+  for (const auto& [seq, shape] : shapes) in_order.push_back(shape);
+  EXPECT_EQ(in_order,
+            (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
 }
 
 // A PyTorch reduction's staging buffer (cta_buf, allocated right before the semaphores) is
@@ -1378,21 +1382,26 @@ TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
             std::string::npos) << err;
   auto files = traces();
   ASSERT_EQ(files.size(), 1u);
-  std::vector<std::string> labels;  // per kernel record: its entries' labels and roles
-  std::vector<std::string> unwritten;
+  // Per kernel record in launch order (records are written as their digests arrive): its
+  // entries' roles and labels, and the labels flagged unwritten.
+  std::map<uint64_t, std::pair<std::string, std::vector<std::string>>> by_seq;
   auto reader = trace::TraceReader::open(files[0].string());
   reader->for_each_record([&](const trace::Record& r) {
     if (r.kind != trace::RecordKind::Kernel) return true;
-    std::string shape;
+    auto& [shape, flagged] = by_seq[r.seq];
     for (const auto& buffer : r.buffers) {
       const std::string label(reader->string(buffer.label));
       shape += std::string(shape.empty() ? "" : " ") +
                (buffer.role == trace::Role::In ? "in " : "out ") + label;
-      if (buffer.flags & trace::kNotWrittenSinceAlloc) unwritten.push_back(label);
+      if (buffer.flags & trace::kNotWrittenSinceAlloc) flagged.push_back(label);
     }
-    labels.push_back(shape);
     return true;
   });
+  std::vector<std::string> labels, unwritten;
+  for (const auto& [seq, entry] : by_seq) {
+    labels.push_back(entry.first);
+    unwritten.insert(unwritten.end(), entry.second.begin(), entry.second.end());
+  }
   EXPECT_EQ(labels, (std::vector<std::string>{
                         "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+40 out arg0+40",
                         "in arg0 out arg0",
