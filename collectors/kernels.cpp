@@ -317,18 +317,17 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
       if (uses[i] == kRepeat) continue;
-      const trace::StringId label = arg_label_id(tracer, arg, info.layout);
-      const void* ptr = reinterpret_cast<const void*>(arg.value);
       const uint64_t bytes_to_end = arg.hit.readable;
-      const std::optional<AllocationHit> hit = arg.hit;
-      if (i == scratch) {
-        const PointerArg& s = args.pointers[i];
+      if (i == scratch) {  // no entry: only noted as written
         tracer->scratch_regions.fetch_add(1, std::memory_order_relaxed);
         tracer->bytes_scratch.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
-        call.writes_only.push_back({static_cast<CUdeviceptr>(s.value), bytes_to_end, 0,
-                                    s.hit.base, s.value + s.hit.readable});
+        call.writes_only.push_back({static_cast<CUdeviceptr>(arg.value), bytes_to_end, 0,
+                                    arg.hit.base, arg.value + bytes_to_end});
         continue;
       }
+      const trace::StringId label = arg_label_id(tracer, arg, info.layout);
+      const void* ptr = reinterpret_cast<const void*>(arg.value);
+      const std::optional<AllocationHit> hit = arg.hit;
       if (i == overwritten) {
         tracer->inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
         tracer->bytes_overwritten.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
