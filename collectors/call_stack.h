@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <cuda.h>
@@ -38,6 +39,8 @@ struct CallState {
   // the collector where that holds), and whether note_writes() has told the tracer yet.
   bool writes_known = false, writes_noted = false, writes_open = false;
   std::vector<PlannedRegion> writes_only;  // written, not hashed (a GEMM's workspace)
+  // Outputs whose digest is known without hashing (a recalled fill; also in writes_only).
+  std::vector<std::pair<PlannedRegion, uint64_t>> recalled;
 
   trace::Record& live_record() { return pending != nullptr ? pending->record : record; }
 };

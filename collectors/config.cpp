@@ -174,6 +174,13 @@ const std::vector<EnvVarDoc>& env_var_table() {
        "(flagged read-only) and its digest stays reusable; every 16th launch of the kernel "
        "hashes every region again, and one found written is unlearned and reported (trace "
        "warning): 0 hashes every output"},
+      {env::kRecallFills, "1",
+       "level full: a known fill (PyTorch's contiguous fill: every torch.empty under "
+       "deterministic algorithms) writes one value over its whole region, so its output digest "
+       "is that of an earlier fill of the same value and size: taken without reading the bytes "
+       "(flagged recalled); every 16th fill of a kind is hashed all the same, and one whose "
+       "digest differs is reported (trace warning) and the kind hashed from then on: 0 hashes "
+       "every fill's output"},
   };
   return table;
 }
@@ -286,6 +293,7 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   bool_var(env::kReuseDigests, &config.reuse_digests);
   bool_var(env::kSkipUnwritten, &config.skip_unwritten);
   bool_var(env::kLearnReadOnly, &config.learn_read_only);
+  bool_var(env::kRecallFills, &config.recall_fills);
 
   if (auto value = get(env::kRunId)) {
     if (!valid_run_id(*value))

@@ -46,6 +46,7 @@ struct Config {
   bool reuse_digests = true;          // an input nothing wrote since its last hash: that digest
   bool skip_unwritten = false;        // inputs in allocations nothing wrote yet: not hashed
   bool learn_read_only = true;        // kernel pointer words seen not written: no output hash
+  bool recall_fills = true;           // a known fill's output digest from an earlier same fill
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
 };

@@ -63,7 +63,10 @@ void set_symbol_resolver(SymbolResolver resolver) {
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
-    tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // nothing to ride on
+    // Nothing to ride on. A call whose writes are known (a recalled fill) leaves the deferred
+    // set waiting for the next launch, unless it writes what the set has still to read.
+    if (!call.writes_known || tracer->deferred_overlaps(call.writes_only))
+      tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);
     note_writes(call);
     return;
   }
@@ -120,6 +123,7 @@ CallState& push_call(CallKind kind, uint64_t* token) {
   state.raised_depth = state.raised_gemm = state.raised_launch = false;
   state.writes_known = state.writes_noted = state.writes_open = false;
   state.writes_only.clear();
+  state.recalled.clear();
   *token = kTokenTag | stack.depth;
   return state;
 }
@@ -160,6 +164,9 @@ void note_writes(CallState& call) {
   else
     tracer->unknown_writes_begin();
   call.writes_open = true;
+  if (call.writes_known)  // after the write is noted: the bytes it leaves
+    for (const auto& [region, digest] : call.recalled)
+      tracer->region_recalled(&call, region, call.stream, call.per_thread_stream, digest);
 }
 
 void finish_call(CallState* state) {

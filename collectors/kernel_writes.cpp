@@ -33,7 +33,59 @@ constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
 constexpr std::string_view kReducePrefix = "void at::native::reduce_kernel<";
 constexpr uint32_t kCtaBufFromEnd = 32, kSemaphoresFromEnd = 24;
 
+// PyTorch's multi_tensor_apply (MultiTensorApply.cuh), plain TensorListMetadata<depth> only
+// (the scalar-list and fused-optimizer variants have other fields).
+constexpr std::string_view kTensorListPrefix =
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+    "namespace)::TensorListMetadata<";
+constexpr uint32_t kMaxBlocks = 320;  // depth_to_max_blocks: 320 at every depth
+
 }  // namespace
+
+std::optional<TensorList> tensor_list_of(std::string_view name,
+                                         const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kTensorListPrefix) || layout.empty()) return std::nullopt;
+  name.remove_prefix(kTensorListPrefix.size());
+  if (name.size() < 2 || name[0] < '1' || name[0] > '9' || name[1] != '>') return std::nullopt;
+  const uint32_t depth = name[0] - '0';
+  // 8 * depth * T (addresses) + 8 * T (numel) + B + 4 * B + 4, padded to 8.
+  const uint32_t fixed = (kMaxBlocks * 5 + 4 + 7) / 8 * 8;
+  const uint32_t size = layout[0].size, per_tensor = 8 * (depth + 1);
+  if (layout[0].offset != 0 || size <= fixed || (size - fixed) % per_tensor != 0)
+    return std::nullopt;
+  return TensorList{0, depth, (size - fixed) / per_tensor, kMaxBlocks};
+}
+
+bool touched_tensors(const TensorList& list, const std::vector<ParamInfo>& layout,
+                     const std::vector<uint8_t>& bytes, uint32_t grid_x,
+                     std::vector<uint8_t>* touched) {
+  if (list.param >= layout.size() || grid_x == 0 || grid_x > list.max_blocks) return false;
+  const uint64_t base = layout[list.param].offset;
+  const uint64_t numel_at = base + 8ull * list.depth * list.max_tensors;
+  const uint64_t blocks_at = numel_at + 8ull * list.max_tensors;
+  if (blocks_at + list.max_blocks > bytes.size()) return false;
+  touched->assign(list.max_tensors, 0);
+  uint32_t previous = 0;
+  for (uint32_t b = 0; b < grid_x; ++b) {
+    const uint32_t t = bytes[blocks_at + b];
+    if (t >= list.max_tensors || t < previous) return false;
+    previous = t;
+    if ((*touched)[t]) continue;
+    int64_t numel = 0;
+    std::memcpy(&numel, bytes.data() + numel_at + 8ull * t, sizeof(numel));
+    if (numel <= 0) return false;
+    (*touched)[t] = 1;
+  }
+  return true;
+}
+
+int tensor_of_word(const TensorList& list, const std::vector<ParamInfo>& layout,
+                   uint32_t byte_offset) {
+  if (list.param >= layout.size() || byte_offset < layout[list.param].offset) return -1;
+  const uint32_t inside = byte_offset - layout[list.param].offset;
+  if (inside % 8 != 0 || inside >= 8 * list.depth * list.max_tensors) return -1;
+  return static_cast<int>(inside / 8 % list.max_tensors);
+}
 
 std::optional<ScratchWord> scratch_word_of(std::string_view name,
                                            const std::vector<ParamInfo>& layout) {
@@ -64,7 +116,7 @@ std::optional<WholeWrite> whole_write_of(std::string_view name,
     if (spelling != type) continue;
     // (int N, FillFunctor<T>, std::array<char*, 1>): a 4-byte count and an 8-byte pointer.
     if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8) return std::nullopt;
-    return WholeWrite{0, 2, bytes};
+    return WholeWrite{0, 2, bytes, 1};
   }
   return std::nullopt;
 }
@@ -77,6 +129,18 @@ uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>
   int32_t n = 0;
   std::memcpy(&n, bytes.data() + count.offset, sizeof(n));
   return n > 0 ? uint64_t(n) * write.element_bytes : 0;
+}
+
+bool whole_write_value(const WholeWrite& write, const std::vector<ParamInfo>& layout,
+                       const std::vector<uint8_t>& bytes, std::array<uint8_t, 16>* value) {
+  if (write.value_param >= layout.size()) return false;
+  const ParamInfo& param = layout[write.value_param];
+  if (param.size != write.element_bytes || param.size > value->size() ||
+      param.offset + param.size > bytes.size())
+    return false;
+  value->fill(0);
+  std::memcpy(value->data(), bytes.data() + param.offset, param.size);
+  return true;
 }
 
 }  // namespace lockstep::collectors

@@ -10,10 +10,17 @@
 //   it: 128 MiB per bias-gradient reduction on the GPT example (8.6 GB a step hashed in and out),
 //   partly written, so its bytes differ between identical runs and explain nothing.
 //
+// - tensor lists: a multi_tensor_apply launch (foreach ops, AdamW) works on the tensors its
+//   blocks name, but its address table keeps stale entries from the previous launch of a list
+//   longer than one launch. Those words are not pointers of this launch: no entry at all (they
+//   were 2.3 GB a step of unchanged output hashes on the GPT example, and they kept the list's
+//   read-only words from being learned).
+//
 // To add a kernel: match its demangled name (kernel_writes.cpp), check the layout, name the
 // parameters; a unit test with the real name and layout (tests/cpu/collectors).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -24,11 +31,13 @@
 namespace lockstep::collectors {
 
 // `count` elements of `element_bytes` each written contiguously from the pointer in parameter
-// `pointer_param` (its first word); the count is the int32 in parameter `count_param`.
+// `pointer_param` (its first word); the count is the int32 in parameter `count_param`. Each
+// element is the value held in parameter `value_param` (a fill: its functor is the value).
 struct WholeWrite {
   uint32_t count_param = 0;
   uint32_t pointer_param = 0;
   uint32_t element_bytes = 0;
+  uint32_t value_param = 0;
 };
 
 // The write a kernel of this demangled name makes, when known and the layout is the expected one.
@@ -48,9 +57,41 @@ struct ScratchWord {
 std::optional<ScratchWord> scratch_word_of(std::string_view demangled,
                                            const std::vector<ParamInfo>& layout);
 
+// PyTorch's multi_tensor_apply_kernel<TensorListMetadata<depth>, ...>(TensorListMetadata<depth>,
+// ...) (aten/src/ATen/native/cuda/MultiTensorApply.cuh): parameter `param` is
+// {const void* addresses[depth][max_tensors]; int64_t numel_for_tensor[max_tensors];
+//  unsigned char block_to_tensor[max_blocks]; int block_to_chunk[max_blocks];
+//  int start_tensor_this_launch;}, and block b works on tensor block_to_tensor[b] alone.
+// max_tensors is read from the parameter's size (PyTorch's table has changed between versions).
+struct TensorList {
+  uint32_t param = 0;
+  uint32_t depth = 0;
+  uint32_t max_tensors = 0;
+  uint32_t max_blocks = 0;
+};
+
+std::optional<TensorList> tensor_list_of(std::string_view demangled,
+                                         const std::vector<ParamInfo>& layout);
+
+// Sets (*touched)[t] for each tensor t that blocks [0, grid_x) of a launch with these packed
+// bytes work on. False when the bytes do not read as PyTorch's (more blocks than the table, a
+// tensor index out of range or going down from block to block, a tensor of no elements): then
+// every word is a pointer as usual.
+bool touched_tensors(const TensorList& list, const std::vector<ParamInfo>& layout,
+                     const std::vector<uint8_t>& bytes, uint32_t grid_x,
+                     std::vector<uint8_t>* touched);
+
+// The tensor whose address the word at packed byte `byte_offset` holds, or -1 (not an address).
+int tensor_of_word(const TensorList& list, const std::vector<ParamInfo>& layout,
+                   uint32_t byte_offset);
+
 // Bytes a launch with these packed parameter bytes writes from the pointer (0 when the count is
 // not positive or the bytes are short).
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,
                            const std::vector<uint8_t>& bytes);
+// The element value a launch writes (its bytes, the rest zero): false when the value parameter
+// is not one element of at most 16 bytes or the bytes are short.
+bool whole_write_value(const WholeWrite& write, const std::vector<ParamInfo>& layout,
+                       const std::vector<uint8_t>& bytes, std::array<uint8_t, 16>* value);
 
 }  // namespace lockstep::collectors

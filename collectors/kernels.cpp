@@ -90,6 +90,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   if (info->layout_known) {
     info->whole_write = whole_write_of(info->name, info->layout);
     info->scratch = scratch_word_of(info->name, info->layout);
+    info->tensor_list = tensor_list_of(info->name, info->layout);
   }
   return info;
 }
@@ -196,6 +197,24 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
   return known;
 }
 
+// A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
+// entries, kernel_writes.h): not pointers of this launch.
+void drop_untouched_tensors(Tracer* tracer, const KernelInfo& info,
+                            const std::vector<uint8_t>& bytes, uint32_t grid_x,
+                            DecodedArgs* args) {
+  thread_local auto* touched_buffer = new std::vector<uint8_t>;  // never freed (exit)
+  std::vector<uint8_t>& touched = *touched_buffer;
+  if (!touched_tensors(*info.tensor_list, info.layout, bytes, grid_x, &touched)) return;
+  const size_t before = args->pointers.size();
+  std::erase_if(args->pointers, [&](const PointerArg& arg) {
+    const int t = tensor_of_word(*info.tensor_list, info.layout, arg.byte_offset);
+    return t >= 0 && !touched[t];
+  });
+  if (args->pointers.size() != before)
+    tracer->stale_tensor_words.fetch_add(before - args->pointers.size(),
+                                         std::memory_order_relaxed);
+}
+
 uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
   self_time::Scope timed(self_time::Phase::KernelBegin);
@@ -269,6 +288,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     });
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
+    if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);
     r.fields[F::args_digest] = args.scalar_digest;
     thread_local auto* inputs_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
     std::vector<PlannedRegion>& inputs = *inputs_buffer;
@@ -314,6 +334,8 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       any_hashed_out |= i != scratch && uses[i] != kRepeat && !(uses[i] & kReadOnly);
     // Every region learned read-only: it writes somewhere all the same (hash them all).
     const bool skip_read_only = any_hashed_out;
+    std::optional<FillKind> fill_kind;  // a fill whose output is hashed: it teaches its digest
+    uint32_t fill_index = 0;
     for (size_t i = 0; i < args.pointers.size(); ++i) {
       const PointerArg& arg = args.pointers[i];
       if (uses[i] == kRepeat) continue;
@@ -331,8 +353,30 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       if (i == overwritten) {
         tracer->inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
         tracer->bytes_overwritten.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
-        tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,
-                           bytes_to_end, false, true, cap, hit);
+        // A fill: its output is the digest of an earlier same fill's (fill_digests.h).
+        FillKind kind{{}, info.whole_write->element_bytes, std::min(bytes_to_end, cap)};
+        const bool fill = tracer->recalls_fills() &&
+                          whole_write_value(*info.whole_write, info.layout, bytes, &kind.value);
+        const std::optional<uint64_t> digest =
+            fill ? tracer->fill_digests().recall(kind) : std::nullopt;
+        const size_t out_index = r.buffers.size();
+        tracer->add_buffer(&r, digest ? nullptr : &call.outputs, label, trace::Role::Out,
+                           trace::DType::Bytes, ptr, bytes_to_end, false, true, cap, hit);
+        if (r.buffers.size() == out_index) continue;
+        if (!digest) {
+          if (fill) fill_kind.emplace(kind), fill_index = static_cast<uint32_t>(out_index);
+          continue;
+        }
+        trace::BufferFingerprint& out = r.buffers[out_index];
+        out.fingerprint = *digest;
+        out.flags |= trace::kFingerprintValid | trace::kFingerprintRecalled;
+        const PlannedRegion region{static_cast<CUdeviceptr>(arg.value), out.bytes,
+                                   static_cast<uint32_t>(out_index), arg.hit.base,
+                                   arg.value + bytes_to_end};
+        call.writes_only.push_back(region);
+        call.recalled.emplace_back(region, *digest);
+        tracer->fills_recalled.fetch_add(1, std::memory_order_relaxed);
+        tracer->bytes_recalled.fetch_add(out.bytes, std::memory_order_relaxed);
         continue;
       }
       const size_t in_index = r.buffers.size();
@@ -354,12 +398,16 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
     planning.reset();
     // Its writes go through its pointers (README, Known limits: what is not seen); a kernel
     // with no pointer into a known allocation writes through something else, if at all.
-    call.writes_known = !call.outputs.empty();
+    call.writes_known = !call.outputs.empty() || !call.writes_only.empty();
     start_fingerprints(call, inputs, /*not_capturing=*/true);
+    // Read at retire, after the call released its reference (kernel_launch_end).
     if (call.pending != nullptr && !pairs.empty()) {
-      // Read at retire, after the call released its reference (kernel_launch_end).
       call.pending->roles = roles;
       call.pending->role_pairs.assign(pairs.begin(), pairs.end());
+    }
+    if (call.pending != nullptr && fill_kind) {
+      call.pending->fill = fill_kind;
+      call.pending->fill_index = fill_index;
     }
   }
   return token;

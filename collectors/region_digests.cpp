@@ -21,6 +21,25 @@ std::optional<RegionDigests::Known> RegionDigests::find(uint64_t ptr, uint64_t b
   return entry.known;
 }
 
+std::optional<RegionDigests::Known> RegionDigests::find_enclosing(
+    uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context, const void* stream,
+    uint64_t* start, uint64_t* length) const {
+  if (alloc_base == 0 || ptr < alloc_base) return std::nullopt;
+  // Entries starting in [alloc_base, ptr], nearest first: the smallest that holds the region.
+  auto it = entries_.upper_bound(ptr);
+  for (int looked = 0; it != entries_.begin() && looked < 16; ++looked) {
+    --it;
+    if (it->first < alloc_base) break;
+    const Entry& entry = it->second;
+    if (entry.known.fresh || it->first + entry.bytes < ptr + bytes) continue;
+    if (entry.context != context || (!entry.known.arrived && entry.stream != stream)) continue;
+    *start = it->first;
+    *length = entry.bytes;
+    return entry.known;
+  }
+  return std::nullopt;
+}
+
 void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
   if (bytes == 0) return;
   written(base, base + bytes, base);  // whatever was known of an earlier allocation there
@@ -44,6 +63,22 @@ void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
   entry.context = context;
   entry.stream = stream;
   entry.known = Known{false, false, 0, slot};
+  longest_ = std::max(longest_, bytes);
+}
+
+void RegionDigests::recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
+                             const void* context, const void* stream, uint64_t digest,
+                             const void* owner) {
+  if (bytes == 0 || alloc_base == 0 || unknown_writes_ > 0) return;
+  for (const WriteInProgress& w : writes_)
+    if (w.owner != owner && ptr < w.end && w.ptr < ptr + bytes) return;
+  written(ptr, ptr + bytes, alloc_base);
+  if (entries_.size() >= kMaxEntries) forget_all();
+  Entry& entry = entries_[ptr];
+  entry.bytes = bytes;
+  entry.context = context;
+  entry.stream = stream;
+  entry.known = Known{false, true, digest, 0};
   longest_ = std::max(longest_, bytes);
 }
 

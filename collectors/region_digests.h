@@ -47,6 +47,16 @@ class RegionDigests {
   // allocation starting at alloc_base. Replaces entries that start at ptr.
   void hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
               const void* stream, uint64_t slot);
+  // A region hashed that holds [ptr, ptr + bytes) inside the same allocation (starting at or
+  // after alloc_base), with the same rules as find(): its start and length in *start, *length.
+  std::optional<Known> find_enclosing(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
+                                      const void* context, const void* stream, uint64_t* start,
+                                      uint64_t* length) const;
+  // [ptr, ptr + bytes) holds bytes whose digest is known without hashing (a recalled fill):
+  // usable from any stream, like an arrived digest. The write that put them there is noted
+  // (written, write_begins) first; no entry when another write in progress overlaps.
+  void recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
+                const void* stream, uint64_t digest, const void* owner);
   // A new allocation [base, base + bytes): fresh until something writes any of it.
   void allocated(uint64_t base, uint64_t bytes);
   // The digest of `slot`, which hashed the region starting at ptr, arrived.

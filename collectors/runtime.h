@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 #include "collectors/alloc_map.h"
 #include "collectors/comm_identity.h"
 #include "collectors/config.h"
+#include "collectors/fill_digests.h"
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
@@ -40,6 +42,7 @@ enum class WarningCode : uint64_t {
   CaptureNotFingerprinted = 4,  // count = ops on capturing streams recorded without digests
   NestedKernels = 5,         // count = kernels attributed to an enclosing library call
   ReadOnlyWritten = 6,       // count = kernel pointer words learned read-only, then seen written
+  FillDiffered = 7,          // count = fills whose bytes differed from an earlier same fill's
 };
 
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
@@ -66,6 +69,9 @@ struct PendingRecord {
   };
   PointerRoles* roles = nullptr;
   std::vector<RolePair> role_pairs;
+  // A known fill whose output is hashed: its digest teaches FillDigests (fill_digests.h).
+  std::optional<FillKind> fill;
+  uint32_t fill_index = 0;  // its output entry
 };
 
 class Tracer {
@@ -231,6 +237,8 @@ class Tracer {
   std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
   std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
   std::atomic<uint64_t> digests_forgotten{0}; // unknown writes that dropped known digests
+  std::atomic<uint64_t> regions_enclosed{0};  // kernel regions given an enclosing region's digest
+  std::atomic<uint64_t> bytes_enclosed{0};    // their own bytes (not read)
   std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
   std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
 
@@ -242,7 +250,21 @@ class Tracer {
   std::atomic<uint64_t> bytes_overwritten{0};   // their bytes (not hashed)
   std::atomic<uint64_t> scratch_regions{0};     // kernel scratch buffers (kernel_writes.h)
   std::atomic<uint64_t> bytes_scratch{0};       // their bytes (not hashed)
+  std::atomic<uint64_t> stale_tensor_words{0};  // multi-tensor-apply words of untouched tensors
   std::atomic<uint64_t> roles_learned{0};            // words learned read-only
+
+  // ---- recalled fill digests (fill_digests.h), level full ------------------------------------
+  bool recalls_fills() const { return recall_fills_; }
+  FillDigests& fill_digests() { return fill_digests_; }
+  // A recalled fill's output: the call noted its write; the region's digest is now `digest`.
+  // `owner`: the call (its own write in progress does not count).
+  void region_recalled(const void* owner, const PlannedRegion& region, CUstream stream,
+                       bool per_thread_default, uint64_t digest);
+  // Whether a call writing `writes` would change what the deferred set has still to read.
+  bool deferred_overlaps(const std::vector<PlannedRegion>& writes);
+  std::atomic<uint64_t> fills_recalled{0};      // fill outputs not hashed: digest recalled
+  std::atomic<uint64_t> bytes_recalled{0};      // their bytes
+  std::atomic<uint64_t> fills_differed{0};      // verifying fills whose digest differed
   std::atomic<uint64_t> roles_contradicted{0};       // of those, found written later
   std::atomic<bool> rank_known{false};
 
@@ -359,10 +381,16 @@ class Tracer {
   // pending_mutex_ held: fills the input's entry from `known` (or makes it wait on the slot).
   void take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
                                const RegionDigests::Known& known, EngineState* state);
+  // pending_mutex_ held: the entry of `region` describes the enclosing region [start, start +
+  // length) of the same allocation, whose digest it takes (trace::kDigestOfEnclosing).
+  void take_enclosing_locked(const SlotTarget& owner, const PlannedRegion& region, uint64_t start,
+                             uint64_t length);
   bool engine_failed_ = false;
   const bool reuse_digests_;      // config: reuse_digests at level full
   const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_
   const bool learn_roles_;        // config: learn_read_only at level full
+  const bool recall_fills_;       // config: recall_fills at level full
+  FillDigests fill_digests_;
   void learn_roles_locked(const PendingRecord& pending);  // at retire: its In/Out pairs
   RegionDigests region_digests_;  // under pending_mutex_
   size_t pending_records_ = 0;

@@ -193,7 +193,8 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
       writer_(std::move(writer)),
       reuse_digests_(config.reuse_digests && config.level == Level::Full),
       skip_unwritten_(reuse_digests_ && config.skip_unwritten),
-      learn_roles_(config.learn_read_only && config.level == Level::Full) {
+      learn_roles_(config.learn_read_only && config.level == Level::Full),
+      recall_fills_(config.recall_fills && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
 }
 
@@ -457,6 +458,40 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
           continue;
         }
       }
+      // A kernel's region inside a larger region of the same launch's own pointers, hashed in
+      // this launch or known (the k and v views of one qkv tensor, inside q's region, each
+      // running to the allocation's end): that region's digest, and the entry says so
+      // (trace::kDigestOfEnclosing). Only its own: a word that merely looks like a pointer into
+      // another op's region would then be hashed before and after over other bytes, and never
+      // learned read-only.
+      const auto own_region = [&](uint64_t ptr, uint64_t bytes) {
+        for (size_t j = 0; j < groups[g].n; ++j)
+          if (groups[g].regions[j].ptr == ptr && groups[g].regions[j].bytes == bytes) return true;
+        return false;
+      };
+      if (owner.pending->record.kind == trace::RecordKind::Kernel && region.alloc_base != 0) {
+        size_t k = 0;
+        while (k < all.size() &&
+               !(bases[k] == region.alloc_base && all[k].ptr <= region.ptr &&
+                 region.ptr + region.bytes <= all[k].ptr + all[k].bytes &&
+                 own_region(all[k].ptr, all[k].bytes)))
+          ++k;
+        if (k < all.size()) {
+          take_enclosing_locked(owner, region, all[k].ptr, all[k].bytes);
+          extra.emplace_back(k, owner);
+          continue;
+        }
+        uint64_t start = 0, length = 0;
+        if (reuse && owner.pending->record.buffers[region.buffer_index].role == trace::Role::In) {
+          const auto known = region_digests_.find_enclosing(
+              region.ptr, region.bytes, region.alloc_base, state, stream_key, &start, &length);
+          if (known && own_region(start, length)) {
+            take_enclosing_locked(owner, region, start, length);
+            take_known_input_locked(owner, region, *known, state);
+            continue;
+          }
+        }
+      }
       all.push_back({region.ptr, region.bytes});
       owners.push_back(owner);
       also.push_back({nullptr, 0});
@@ -538,6 +573,16 @@ std::optional<RegionDigests::Known> Tracer::known_input_locked(const trace::Reco
   return known;
 }
 
+void Tracer::take_enclosing_locked(const SlotTarget& owner, const PlannedRegion& region,
+                                   uint64_t start, uint64_t length) {
+  auto& entry = owner.pending->record.buffers[owner.buffer_index];
+  entry.flags |= trace::kDigestOfEnclosing;
+  entry.alloc_offset = start - region.alloc_base;
+  entry.bytes = length;
+  regions_enclosed.fetch_add(1, std::memory_order_relaxed);
+  bytes_enclosed.fetch_add(region.bytes, std::memory_order_relaxed);
+}
+
 void Tracer::take_known_input_locked(const SlotTarget& owner, const PlannedRegion& region,
                                      const RegionDigests::Known& known, EngineState* state) {
   auto& entry = owner.pending->record.buffers[owner.buffer_index];
@@ -593,6 +638,30 @@ void Tracer::region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
   if (!reuse_digests_) return;
   std::lock_guard lock(pending_mutex_);
   region_digests_.written(ptr, end, alloc_base);
+}
+
+void Tracer::region_recalled(const void* owner, const PlannedRegion& region, CUstream stream,
+                             bool per_thread_default, uint64_t digest) {
+  if (!reuse_digests_) return;
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  std::lock_guard lock(pending_mutex_);
+  EngineState* state = engine_for_current_context();
+  if (state == nullptr) return;
+  region_digests_.recalled(region.ptr, region.bytes, region.alloc_base, state,
+                           digest_stream_key(stream), digest, owner);
+}
+
+bool Tracer::deferred_overlaps(const std::vector<PlannedRegion>& writes) {
+  if (!has_deferred_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(deferred_mutex_);
+  for (const PlannedRegion& w : writes) {
+    // Through its pointer a write may reach anywhere in the allocation's mapped run.
+    const uint64_t start = w.alloc_base != 0 ? w.alloc_base : w.ptr;
+    const uint64_t end = std::max<uint64_t>(w.run_end, w.ptr + w.bytes);
+    for (const PlannedRegion& d : deferred_.regions)
+      if (d.ptr < end && start < d.ptr + d.bytes) return true;
+  }
+  return false;
 }
 
 void Tracer::region_allocated(uint64_t base, uint64_t bytes) {
@@ -854,6 +923,10 @@ void Tracer::learn_roles_locked(const PendingRecord& pending) {
     if (pair.in_index >= buffers.size() || pair.out_index >= buffers.size()) return false;
     const trace::BufferFingerprint &in = buffers[pair.in_index], &out = buffers[pair.out_index];
     if (!(in.flags & out.flags & trace::kFingerprintValid)) return false;
+    // Digests of the same bytes only (an enclosing region's may be another one before and after).
+    if (in.bytes != out.bytes || in.alloc_offset != out.alloc_offset ||
+        ((in.flags ^ out.flags) & trace::kDigestOfEnclosing))
+      return false;
     *changed = in.fingerprint != out.fingerprint;
     return true;
   };
@@ -882,6 +955,15 @@ void Tracer::learn_roles_locked(const PendingRecord& pending) {
 
 void Tracer::retire_locked(PendingRecord* pending) {
   if (pending->roles != nullptr && !pending->discard) learn_roles_locked(*pending);
+  if (pending->fill && !pending->discard && pending->fill_index < pending->record.buffers.size()) {
+    const trace::BufferFingerprint& out = pending->record.buffers[pending->fill_index];
+    if ((out.flags & trace::kFingerprintValid) && !fill_digests_.learn(*pending->fill, out.fingerprint)) {
+      fills_differed.fetch_add(1, std::memory_order_relaxed);
+      debug(fmt::format("a fill wrote other bytes than an earlier fill of the same value and size: "
+                        "seq {}, {} bytes (this kind is hashed from now on)",
+                        pending->record.seq, out.bytes));
+    }
+  }
   --pending_records_;
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
@@ -1106,6 +1188,9 @@ void Tracer::close() {
                         digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
                         digests_forgotten.load(), inputs_unwritten.load(),
                         bytes_unwritten.load()));
+    debug(fmt::format("kernel regions inside a larger region of their allocation hashed at the "
+                      "same point (its digest taken): {} ({} bytes not read)",
+                      regions_enclosed.load(), bytes_enclosed.load()));
     if (learn_roles_)
       debug(fmt::format("kernel pointers learned read-only: {} (found written later: {}); {} "
                         "outputs not hashed ({} bytes)",
@@ -1116,6 +1201,13 @@ void Tracer::close() {
                       inputs_overwritten.load(), bytes_overwritten.load()));
     debug(fmt::format("kernel scratch buffers not hashed (reduce_kernel's cta_buf): {} ({} bytes)",
                       scratch_regions.load(), bytes_scratch.load()));
+    debug(fmt::format("multi-tensor-apply address words of tensors the launch does not work on "
+                      "(not pointers of the launch): {}",
+                      stale_tensor_words.load()));
+    if (recall_fills_)
+      debug(fmt::format("fill outputs recalled, not hashed: {} ({} bytes); fills that differed "
+                        "from an earlier same fill: {}",
+                        fills_recalled.load(), bytes_recalled.load(), fills_differed.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
     debug("shim self time: " + self_time::report());
@@ -1137,6 +1229,10 @@ void Tracer::close() {
     warn(WarningCode::ReadOnlyWritten, n,
          "kernel pointer arguments learned read-only were written later (outputs of launches "
          "before that may be missing; LOCKSTEP_LEARN_READONLY=0 hashes every output)");
+  if (uint64_t n = fills_differed.load())
+    warn(WarningCode::FillDiffered, n,
+         "fills wrote other bytes than an earlier fill of the same value and size (bad memory or "
+         "a bad SM? LOCKSTEP_RECALL_FILLS=0 hashes every fill)");
   if (uint64_t n = writer_->stats().dropped)
     warn(WarningCode::RecordsDropped, n, "records dropped by the trace writer");
   closed_.store(true);

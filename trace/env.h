@@ -22,6 +22,7 @@ inline constexpr const char* kMergeHashes = "LOCKSTEP_MERGE_HASHES";  // 1, adja
 inline constexpr const char* kReuseDigests = "LOCKSTEP_REUSE_DIGESTS";  // 0: hash every input again
 inline constexpr const char* kSkipUnwritten = "LOCKSTEP_SKIP_UNWRITTEN";  // 1: fresh inputs unhashed
 inline constexpr const char* kLearnReadOnly = "LOCKSTEP_LEARN_READONLY";  // 0: hash every kernel output
+inline constexpr const char* kRecallFills = "LOCKSTEP_RECALL_FILLS";  // 0: hash every fill's output
 
 // Rank discovery, first hit wins.
 inline constexpr const char* kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID",

@@ -83,6 +83,13 @@ enum BufferFlags : uint8_t {
   // Level full, a kernel's input region: the kernel's launches were seen not to write it
   // (collectors/pointer_roles.h), so no output entry was taken after this launch.
   kLearnedReadOnly = 1 << 5,
+  // Level full, a known fill's output: not read; the digest of an earlier fill of the same value
+  // and size, which wrote the same bytes (collectors/fill_digests.h).
+  kFingerprintRecalled = 1 << 6,
+  // Level full, a kernel's region inside a larger region of the same allocation hashed at the
+  // same point of the stream (a q/k/v view of one qkv tensor): the fingerprint, bytes and
+  // alloc_offset are that enclosing region's. Equal fingerprints mean equal bytes here too.
+  kDigestOfEnclosing = 1 << 7,
 };
 
 struct BufferFingerprint {

@@ -45,6 +45,8 @@ EXTRA_MODES = {
     "full-adjacent": ("full", None, {"LOCKSTEP_MERGE_HASHES": "adjacent"}),
     # Every kernel output hashed (no learned read-only pointers): what learning saves.
     "full-nolearn": ("full", None, {"LOCKSTEP_LEARN_READONLY": "0"}),
+    # Every fill's output hashed (no recalled fill digests): what recalling saves.
+    "full-norecall": ("full", None, {"LOCKSTEP_RECALL_FILLS": "0"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~35 ms per

@@ -4,7 +4,8 @@
 # pointer region capped to 64 bytes (the same hash launches, almost no bytes), and prints each
 # run's device time per step for the job's kernels and for lockstep's hash kernels. MODES picks
 # the runs (also full-skip: LOCKSTEP_SKIP_UNWRITTEN=1, full-adjacent:
-# LOCKSTEP_MERGE_HASHES=adjacent, full-nolearn: LOCKSTEP_LEARN_READONLY=0).
+# LOCKSTEP_MERGE_HASHES=adjacent, full-nolearn: LOCKSTEP_LEARN_READONLY=0, full-norecall:
+# LOCKSTEP_RECALL_FILLS=0).
 # Traced runs have LOCKSTEP_DEBUG=1; their logs (the shim's counters) land in OUT too.
 #   BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh [train_gpt.py args...]
 set -uo pipefail
@@ -26,6 +27,7 @@ for mode in ${MODES:-untraced full full-64B}; do
     full-skip) extra=(LOCKSTEP_SKIP_UNWRITTEN=1) ;;
     full-adjacent) extra=(LOCKSTEP_MERGE_HASHES=adjacent) ;;
     full-nolearn) extra=(LOCKSTEP_LEARN_READONLY=0) ;;
+    full-norecall) extra=(LOCKSTEP_RECALL_FILLS=0) ;;
     *) echo "profile_full.sh: unknown mode $mode" >&2; exit 2 ;;
   esac
   if [[ $mode = untraced ]]; then

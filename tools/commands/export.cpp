@@ -79,6 +79,8 @@ Examples:
           const trace::BufferFingerprint& b = r.buffers[i];
           args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out", reader->string(b.label))] =
               (b.flags & trace::kLearnedReadOnly) ? fmt::format("{:016x} read-only ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kFingerprintRecalled) ? fmt::format("{:016x} recalled ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kDigestOfEnclosing) ? fmt::format("{:016x} enclosing region at +{} ({} B)", b.fingerprint, b.alloc_offset, b.bytes)
               : (b.flags & trace::kFingerprintValid)     ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
               : (b.flags & trace::kNotWrittenSinceAlloc) ? fmt::format("unwritten ({} B)", b.bytes)
                                                          : std::string("-");

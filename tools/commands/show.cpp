@@ -36,6 +36,9 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
     else line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
     if (b.flags & trace::kExtentClamped) line += " clamped";
     if (b.flags & trace::kLearnedReadOnly) line += " read-only";
+    if (b.flags & trace::kFingerprintRecalled) line += " recalled";
+    if (b.flags & trace::kDigestOfEnclosing) line += " enclosing";
+    if (b.alloc_ordinal != 0) line += fmt::format(" @{}+{}", b.alloc_ordinal, b.alloc_offset);
   }
   if (!r.payload.empty())
     line += " | payload " +

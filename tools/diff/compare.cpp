@@ -362,7 +362,10 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
           }
       }
       if (j < 0) continue;  // a pointer that only one run passed twice or outside any allocation
-      if (x.bytes != bb[j].bytes) {
+      // An enclosing region's digest (trace::kDigestOfEnclosing) in one run only, or enclosing
+      // regions of another size: not the same bytes.
+      if (x.bytes != bb[j].bytes ||
+          ((x.flags ^ bb[j].flags) & trace::kDigestOfEnclosing) != 0) {
         ++incomparable;
         continue;
       }
@@ -435,7 +438,8 @@ Quick quick_compare(const OpTable& ta, const Op& a, const OpTable& tb, const Op&
   auto ba = ta.buffers(a), bb = tb.buffers(b);
   for (size_t i = 0; i < ba.size(); ++i) {
     const OpBuffer &x = ba[i], &y = bb[i];
-    if (x.role != y.role || x.label != y.label || x.dtype != y.dtype || x.bytes != y.bytes)
+    if (x.role != y.role || x.label != y.label || x.dtype != y.dtype || x.bytes != y.bytes ||
+        ((x.flags ^ y.flags) & trace::kDigestOfEnclosing) != 0)
       return Quick::Other;
     differs |= x.fingerprint != y.fingerprint && x.has_value() && y.has_value();
   }

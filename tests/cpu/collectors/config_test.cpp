@@ -160,12 +160,21 @@ TEST(Config, LearnReadOnlySwitch) {
   EXPECT_FALSE(r.ok());
 }
 
+TEST(Config, RecallFillsSwitch) {
+  EXPECT_TRUE(parse({}).config.recall_fills);
+  auto r = parse({{env::kRecallFills, "0"}});
+  EXPECT_TRUE(r.ok());
+  EXPECT_FALSE(r.config.recall_fills);
+  r = parse({{env::kRecallFills, "sometimes"}});
+  EXPECT_FALSE(r.ok());
+}
+
 TEST(Config, TableCoversEveryVariableOnce) {
   const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
                          env::kValidate, env::kMergeHashes, env::kReuseDigests,
-                         env::kSkipUnwritten, env::kLearnReadOnly};
+                         env::kSkipUnwritten, env::kLearnReadOnly, env::kRecallFills};
   for (const char* name : names) {
     int seen = 0;
     for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;

@@ -2,7 +2,9 @@
 // its real demangled names and layouts; anything else is not a known writer.
 #include "collectors/kernel_writes.h"
 
+#include <array>
 #include <cstring>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -26,6 +28,7 @@ TEST(KernelWrites, PyTorchContiguousFillsAreWholeWriters) {
   EXPECT_EQ(fill->count_param, 0u);
   EXPECT_EQ(fill->pointer_param, 2u);
   EXPECT_EQ(fill->element_bytes, 4u);
+  EXPECT_EQ(fill->value_param, 1u);
   auto bf16 = whole_write_of(kBf16Fill, kBf16FillLayout);
   ASSERT_TRUE(bf16.has_value());
   EXPECT_EQ(bf16->element_bytes, 2u);
@@ -88,6 +91,102 @@ TEST(KernelWrites, BytesWrittenComeFromTheCount) {
   EXPECT_EQ(whole_write_bytes(fill, kFillLayout, bytes), 0u);
   bytes.resize(2);  // shorter than the count
   EXPECT_EQ(whole_write_bytes(fill, kFillLayout, bytes), 0u);
+}
+
+// The value a fill stores is its functor's bytes (FillFunctor<T> holds one T): NaN under
+// deterministic algorithms, a bf16 zero for torch.zeros.
+TEST(KernelWrites, AFillsValueIsItsFunctorsBytes) {
+  const auto fill = whole_write_of(kFloatFill, kFillLayout);
+  ASSERT_TRUE(fill.has_value());
+  std::vector<uint8_t> bytes(16, 0);
+  const float nan = __builtin_nanf("");
+  std::memcpy(bytes.data() + 4, &nan, 4);
+  std::array<uint8_t, 16> value;
+  value.fill(0xee);
+  ASSERT_TRUE(whole_write_value(*fill, kFillLayout, bytes, &value));
+  std::array<uint8_t, 16> expected{};
+  std::memcpy(expected.data(), &nan, 4);
+  EXPECT_EQ(value, expected);  // the rest zeroed
+  const auto bf16 = whole_write_of(kBf16Fill, kBf16FillLayout);
+  ASSERT_TRUE(bf16.has_value());
+  bytes.assign(16, 0);
+  bytes[4] = 0x80;  // -0.0 in bf16
+  bytes[5] = 0x00;
+  ASSERT_TRUE(whole_write_value(*bf16, kBf16FillLayout, bytes, &value));
+  EXPECT_EQ(value[0], 0x80);
+  EXPECT_EQ(value[1], 0x00);
+  // A value parameter of another size than one element, or bytes cut short: no value.
+  EXPECT_FALSE(whole_write_value(*fill, kBf16FillLayout, bytes, &value));
+  bytes.resize(6);
+  EXPECT_FALSE(whole_write_value(*fill, kFillLayout, bytes, &value));
+}
+
+// multi_tensor_apply's address table: the table's size read from the parameter's size (PyTorch
+// 2.11 on the H200: TensorListMetadata<1> held 110 tensors, <3> 64), and the tensors a launch
+// works on from block_to_tensor.
+constexpr const char* kTensorList1 =
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+    "namespace)::TensorListMetadata<1>, at::native::(anonymous namespace)::BinaryOpScalarFunctor<"
+    "float, 1, 1, 0>, std::multiplies<float>, float>(at::native::(anonymous namespace)::"
+    "TensorListMetadata<1>, at::native::(anonymous namespace)::BinaryOpScalarFunctor<float, 1, 1, "
+    "0>, std::multiplies<float>, float)";
+constexpr const char* kTensorList3 =
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+    "namespace)::TensorListMetadata<3>, at::native::(anonymous namespace)::PointwiseOpScalarFunctor"
+    "<float, 3, 3, 0>, std::multiplies<float>, float>(at::native::(anonymous namespace)::"
+    "TensorListMetadata<3>, at::native::(anonymous namespace)::PointwiseOpScalarFunctor<float, 3, "
+    "3, 0>, std::multiplies<float>, float)";
+
+TEST(KernelWrites, TensorListTablesAreSizedFromTheParameter) {
+  // 8 * depth * T + 8 * T + 320 + 4 * 320 + 4, padded to 8.
+  auto one = tensor_list_of(kTensorList1, {{0, 8 * 2 * 110 + 1608}, {3368, 4}, {3372, 1}});
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->depth, 1u);
+  EXPECT_EQ(one->max_tensors, 110u);
+  auto three = tensor_list_of(kTensorList3, {{0, 8 * 4 * 64 + 1608}, {3656, 4}});
+  ASSERT_TRUE(three.has_value());
+  EXPECT_EQ(three->depth, 3u);
+  EXPECT_EQ(three->max_tensors, 64u);
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 0), 0);
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 65), 1);     // list 1, tensor 1
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 191), 63);   // list 2, the last
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 192), -1);   // numel_for_tensor
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 12), -1);        // not a word
+  // A size no table gives, the scalar-list variant, another kernel.
+  EXPECT_FALSE(tensor_list_of(kTensorList1, {{0, 3368 + 8}}).has_value());
+  EXPECT_FALSE(tensor_list_of(kTensorList1, {}).has_value());
+  std::string scalar_list = kTensorList1;
+  scalar_list.replace(scalar_list.find("TensorListMetadata<1>"), 21,
+                      "TensorListScalarListMetadata<float, 1>");
+  EXPECT_FALSE(tensor_list_of(scalar_list, {{0, 3368}}).has_value());
+  EXPECT_FALSE(tensor_list_of(kFloatFill, {{0, 3368}}).has_value());
+}
+
+TEST(KernelWrites, ALaunchWorksOnTheTensorsItsBlocksName) {
+  const TensorList list{0, 1, 110, 320};
+  const std::vector<ParamInfo> layout{{0, 3368}};
+  std::vector<uint8_t> bytes(3368, 0);
+  auto set_numel = [&](int t, int64_t n) { std::memcpy(bytes.data() + 880 + 8 * t, &n, 8); };
+  for (int t = 0; t < 110; ++t) set_numel(t, 65536);  // stale counts as well
+  const uint32_t blocks_at = 1760;
+  bytes[blocks_at + 0] = 3, bytes[blocks_at + 1] = 3, bytes[blocks_at + 2] = 4;
+  bytes[blocks_at + 3] = 0;  // a stale block entry past the grid
+  std::vector<uint8_t> touched;
+  ASSERT_TRUE(touched_tensors(list, layout, bytes, 3, &touched));
+  std::vector<int> names;
+  for (int t = 0; t < 110; ++t) if (touched[t]) names.push_back(t);
+  EXPECT_EQ(names, (std::vector<int>{3, 4}));
+  // Not PyTorch's table: a block going back (its entry 3 inside the grid), more blocks than the
+  // table, a tensor with no elements, bytes cut short.
+  EXPECT_FALSE(touched_tensors(list, layout, bytes, 4, &touched));
+  EXPECT_FALSE(touched_tensors(list, layout, bytes, 321, &touched));
+  set_numel(4, 0);
+  EXPECT_FALSE(touched_tensors(list, layout, bytes, 3, &touched));
+  set_numel(4, 1);
+  bytes[blocks_at + 2] = 110;  // past the table
+  EXPECT_FALSE(touched_tensors(list, layout, bytes, 3, &touched));
+  bytes.resize(2000);
+  EXPECT_FALSE(touched_tensors(list, layout, bytes, 1, &touched));
 }
 
 }  // namespace

@@ -32,6 +32,38 @@ TEST(RegionDigests, InFlightOnlyOnItsStreamArrivedOnAny) {
   EXPECT_EQ(known->digest, 0xbeefu);
 }
 
+// A region inside a hashed region of the same allocation (a view into one tensor): the nearest
+// enclosing entry, with find()'s stream rules; never one of another allocation or a fresh one.
+TEST(RegionDigests, AnEnclosingRegionOfTheSameAllocation) {
+  RegionDigests d;
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 1);
+  uint64_t start = 0, length = 0;
+  auto known = d.find_enclosing(kBase + 256, 3840, kBase, kCtx, kStream, &start, &length);
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->slot, 1u);
+  EXPECT_EQ(start, kBase);
+  EXPECT_EQ(length, 4096u);
+  EXPECT_FALSE(d.find_enclosing(kBase + 256, 3840, kBase, kCtx, kOtherStream, &start, &length));
+  EXPECT_FALSE(d.find_enclosing(kBase + 256, 3840, kBase, kOtherCtx, kStream, &start, &length));
+  EXPECT_FALSE(d.find_enclosing(kBase + 256, 3844, kBase, kCtx, kStream, &start, &length));
+  // The allocation starts after the entry: not the same allocation.
+  EXPECT_FALSE(d.find_enclosing(kBase + 256, 256, kBase + 128, kCtx, kStream, &start, &length));
+  d.arrived(kBase, 1, 0xbeef);
+  known = d.find_enclosing(kBase + 512, 256, kBase, kCtx, kOtherStream, &start, &length);
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->digest, 0xbeefu);
+  // A nearer region that holds it wins; one that does not is passed over.
+  d.hashed(kBase + 256, 3840, kBase, kCtx, kStream, 2);
+  d.hashed(kBase + 384, 128, kBase, kCtx, kStream, 3);
+  known = d.find_enclosing(kBase + 512, 256, kBase, kCtx, kStream, &start, &length);
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->slot, 2u);
+  EXPECT_EQ(start, kBase + 256);
+  // A write inside the allocation forgets them.
+  d.written(kBase + 600, kBase + 601, kBase);
+  EXPECT_FALSE(d.find_enclosing(kBase + 512, 256, kBase, kCtx, kStream, &start, &length));
+}
+
 TEST(RegionDigests, RehashReplacesTheEntry) {
   RegionDigests d;
   d.hashed(kBase, 4096, kBase, kCtx, kStream, 1);

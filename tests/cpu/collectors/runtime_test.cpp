@@ -129,6 +129,9 @@ const CUfunction kThreePointerKernel = reinterpret_cast<CUfunction>(0x1237);
 // cta_buf at 32, semaphores at 40).
 const CUfunction kFillKernel = reinterpret_cast<CUfunction>(0x1238);
 const CUfunction kReduceKernel = reinterpret_cast<CUfunction>(0x1239);
+// kTensorListKernel is PyTorch's multi_tensor_apply_kernel<TensorListMetadata<1>, Functor>: one
+// 3368-byte table of 110 tensors (kernel_writes.h).
+const CUfunction kTensorListKernel = reinterpret_cast<CUfunction>(0x123a);
 CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name = f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
           : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
@@ -136,13 +139,15 @@ CUresult fake_func_get_name(const char** name, CUfunction f) {
               ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
           : f == kReduceKernel
               ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
+          : f == kTensorListKernel
+              ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
               : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
-  if (f == kReduceKernel) {  // (ReduceOp op): one 64-byte struct
+  if (f == kReduceKernel || f == kTensorListKernel) {  // one struct: ReduceOp, the table
     if (index >= 1) return CUDA_ERROR_INVALID_VALUE;
-    *offset = 0, *size = 64;
+    *offset = 0, *size = f == kReduceKernel ? 64 : 3368;
     return CUDA_SUCCESS;
   }
   if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)
@@ -1019,12 +1024,14 @@ class MergeTest : public RuntimeTest {
 // Three kernels on one stream: the first hashes its inputs alone, each later launch carries the
 // previous kernel's outputs with its own inputs, and the last outputs wait for an order point.
 // A region that is one kernel's output and the next one's input (same pointer, same extent) is
-// hashed once in the merged launch, its digest filling both records.
+// hashed once in the merged launch, its digest filling both records. (Each region runs to the
+// allocation's end: a later pointer's region would lie inside an earlier one's, see
+// ARegionInsideAnotherTakesItsDigest; here the later ones start lower.)
 TEST_F(MergeTest, OneHashLaunchPerKernelOnAStream) {
   const std::string log = run([](std::string* text) {
-    launch_on(kStreamS, kMergeBase + 256);
-    launch_on(kStreamS, kMergeBase + 512);  // out 256 + in 512: two regions
-    launch_on(kStreamS, kMergeBase + 512);  // out 512 + in 512: one region, two records
+    launch_on(kStreamS, kMergeBase + 512);
+    launch_on(kStreamS, kMergeBase + 256);  // out 512 + in 256: two regions
+    launch_on(kStreamS, kMergeBase + 256);  // out 256 + in 256: one region, two records
     *text = hash_launches() + " |";
     stream_order_point();  // e.g. cuEventRecord: the deferred outputs go first
     *text += " " + hash_launches();
@@ -1305,12 +1312,12 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
 // A known whole-region writer (PyTorch's fill, kernel_writes.h) that overwrites its region
 // entirely takes no input entry: it needs no hash launch of its own and chains; its output is
 // hashed with the next launch. A fill of part of its region hashes the input as any kernel.
-void fill_on(CUstream stream, CUdeviceptr p, int count) {
+void fill_on(CUstream stream, CUdeviceptr p, int count, float value = 0.f) {
   struct {
     int n;
     float value;
     float* data;
-  } args{count, 0.f, reinterpret_cast<float*>(p)};
+  } args{count, value, reinterpret_cast<float*>(p)};
   void* params[] = {&args.n, &args.value, &args.data};
   launch_function(kFillKernel, stream, params, 1);
 }
@@ -1350,6 +1357,211 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   for (const auto& [seq, shape] : shapes) in_order.push_back(shape);
   EXPECT_EQ(in_order,
             (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
+}
+
+// A fill of the same value and size as an earlier one, whose digest arrived, takes that digest
+// for its output without a hash (recalled); a later reader of its region takes it too. (The
+// fake GPU's digest of a region is its address ^ its length: the recalled digest is the first
+// fill's, which is how the test tells it from a hash.)
+bool wait_for_fill_digest(float value, uint64_t bytes) {
+  FillKind kind;
+  std::memcpy(kind.value.data(), &value, sizeof(value));
+  kind.element_bytes = 4;
+  kind.bytes = bytes;
+  for (int i = 0; i < 5000; ++i) {
+    Tracer* tracer = Tracer::existing();
+    if (tracer != nullptr && tracer->fill_digests().known(kind)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_F(MergeTest, ARepeatedFillTakesTheEarlierFillsDigest) {
+  const CUdeviceptr b = kSecondBase, c = b + 65536, d = c + 65536;
+  auto body = [&](std::string* text) {
+    for (CUdeviceptr p : {b, c, d}) on_alloc(p, 4096);
+    fill_on(kStreamS, b, 1024);       // the first of its kind: out b deferred
+    stream_order_point();             // S1: out b
+    if (!wait_for_fill_digest(0.f, 4096)) *text = "no digest ";
+    fill_on(kStreamS, c, 1024);       // recalled: nothing hashed, the set stays empty
+    fill_on(kStreamS, d, 1024, 1.f);  // another value: out d deferred
+    launch_on(kStreamS, c);           // in c: the recalled digest, nothing to hash; chains
+    stream_order_point();             // S2: out d + out c
+    *text += hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2");
+  EXPECT_NE(err.find("fill outputs recalled, not hashed: 1 (4096 bytes); fills that differed "
+                     "from an earlier same fill: 0"), std::string::npos) << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  // Per kernel record in launch order: "in|out <digest> [recalled]" per entry.
+  std::map<uint64_t, std::string> entries;
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    for (const auto& buffer : r.buffers) {
+      EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
+      std::ostringstream entry;
+      entry << (entries[r.seq].empty() ? "" : " ")
+            << (buffer.role == trace::Role::In ? "in " : "out ") << std::hex << buffer.fingerprint
+            << (buffer.flags & trace::kFingerprintRecalled ? " recalled" : "");
+      entries[r.seq] += entry.str();
+    }
+    return true;
+  });
+  std::vector<std::string> in_order;
+  for (const auto& [seq, text] : entries) in_order.push_back(text);
+  const auto digest = [](CUdeviceptr p) {
+    std::ostringstream hex;
+    hex << std::hex << (p ^ 4096u);
+    return hex.str();
+  };
+  EXPECT_EQ(in_order, (std::vector<std::string>{
+                          "out " + digest(b),
+                          "out " + digest(b) + " recalled",
+                          "out " + digest(d),
+                          "in " + digest(b) + " out " + digest(c),
+                      }));
+}
+
+// Every 16th fill of a kind is hashed all the same. Here the fills alternate between two
+// regions of the same size, so the fake GPU's digest of the 16th differs from the first's: it is
+// reported (a trace warning) and the kind is hashed from then on.
+TEST_F(MergeTest, AVerifyingFillThatDiffersIsReportedAndEndsRecalling) {
+  const CUdeviceptr b = kSecondBase, c = b + 65536;
+  auto body = [&](std::string* text) {
+    for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
+    fill_on(kStreamS, b, 1024);
+    stream_order_point();
+    if (!wait_for_fill_digest(0.f, 4096)) *text = "no digest ";
+    for (int fill = 2; fill <= 16; ++fill) fill_on(kStreamS, fill % 2 ? b : c, 1024);
+    stream_order_point();  // fill 16's output (on c)
+    for (int i = 0; i < 5000 && Tracer::existing()->fills_differed.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int fill = 17; fill <= 20; ++fill) fill_on(kStreamS, fill % 2 ? b : c, 1024);
+    stream_order_point();
+    *text += hash_launches();
+  };
+  std::string err;
+  // Fills 2-15 recalled; 16 verifies and differs; 17-20 hashed.
+  run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
+  EXPECT_NE(err.find("fill outputs recalled, not hashed: 14 (57344 bytes); fills that differed "
+                     "from an earlier same fill: 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("a fill wrote other bytes than an earlier fill of the same value and size"),
+            std::string::npos) << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  size_t recalled = 0, warned = 0;
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::Warning && r.fields[0] == 7) warned = r.fields[1];
+    for (const auto& buffer : r.buffers) recalled += (buffer.flags & trace::kFingerprintRecalled) != 0;
+    return true;
+  });
+  EXPECT_EQ(recalled, 14u);
+  EXPECT_EQ(warned, 1u);
+}
+
+// A kernel region inside a larger region of the same launch's own pointers, hashed at the same
+// point of the stream (k and v views of one qkv tensor inside q's region, each running to the
+// allocation's end), takes that region's digest: its entry describes the enclosing region and
+// says so. In the same hash launch, or from a digest known from an earlier one (reused
+// digests). A kernel whose own pointers hold no such region hashes its region itself.
+void launch_qkv(CUdeviceptr qkv) {  // kernel3(q, k, v, n)
+  float* words[] = {reinterpret_cast<float*>(qkv), reinterpret_cast<float*>(qkv + 256),
+                    reinterpret_cast<float*>(qkv + 512)};
+  int n = 1;
+  void* params[] = {&words[0], &words[1], &words[2], &n};
+  launch_function(kThreePointerKernel, kStreamS, params, 1);
+}
+
+TEST_F(MergeTest, ARegionInsideAnotherTakesItsDigest) {
+  const CUdeviceptr qkv = kSecondBase;
+  auto body = [&](std::string* text) {
+    on_alloc(qkv, 4096);
+    launch_on(kStreamS, qkv);  // S1: in qkv
+    launch_qkv(qkv);       // S1: out qkv = in qkv (one region); in +256, +512 inside it
+    stream_order_point();  // S1: out qkv; out +256, +512 inside it
+    launch_qkv(qkv);  // in qkv known; in +256, +512 inside it: nothing launched
+    launch_on(kStreamS, qkv + 256);  // S2: the qkv kernel's outs (two inside) + in +256 itself
+    stream_order_point();            // S1: out +256
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S1 S1 S2 S1");
+  EXPECT_NE(err.find("kernel regions inside a larger region of their allocation hashed at the "
+                     "same point (its digest taken): 8 (29696 bytes not read)"),
+            std::string::npos)
+      << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  std::map<uint64_t, std::vector<std::string>> entries;  // per kernel record, in launch order
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    for (const auto& b : r.buffers) {
+      EXPECT_TRUE(b.flags & trace::kFingerprintValid) << "seq " << r.seq;
+      // The fake GPU's digest of the region the entry describes.
+      EXPECT_EQ(b.fingerprint, (qkv + b.alloc_offset) ^ b.bytes) << "seq " << r.seq;
+      std::ostringstream text;
+      text << (b.role == trace::Role::In ? "in+" : "out+") << b.alloc_offset << ":" << b.bytes
+           << ((b.flags & trace::kDigestOfEnclosing) ? " enclosing" : "");
+      entries[r.seq].push_back(text.str());
+    }
+    return true;
+  });
+  ASSERT_EQ(entries.size(), 4u);
+  auto it = std::next(entries.begin());
+  // Both qkv kernels: every entry the whole region's, the inner two flagged.
+  const std::vector<std::string> qkv_entries{"in+0:4096", "out+0:4096",
+                                             "in+0:4096 enclosing", "out+0:4096 enclosing",
+                                             "in+0:4096 enclosing", "out+0:4096 enclosing"};
+  EXPECT_EQ(it->second, qkv_entries);
+  EXPECT_EQ(std::next(it)->second, qkv_entries);
+  // The reader of k alone: its own region.
+  EXPECT_EQ(entries.rbegin()->second, (std::vector<std::string>{"in+256:3840", "out+256:3840"}));
+}
+
+// A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
+// entries of the previous launch) are not pointers of the launch: no entries. A table that does
+// not read as PyTorch's (blocks going back) keeps every word.
+void tensor_list_on(CUstream stream, std::initializer_list<CUdeviceptr> addresses,
+                    std::initializer_list<uint8_t> blocks) {
+  std::vector<uint8_t> table(3368, 0);  // addresses[1][110], numel[110], block_to_tensor[320]...
+  size_t t = 0;
+  for (CUdeviceptr address : addresses) {
+    const int64_t numel = 1024;
+    std::memcpy(table.data() + 8 * t, &address, 8);
+    std::memcpy(table.data() + 880 + 8 * t, &numel, 8);
+    ++t;
+  }
+  std::copy(blocks.begin(), blocks.end(), table.begin() + 1760);
+  void* params[] = {table.data()};
+  launch_function(kTensorListKernel, stream, params, static_cast<unsigned>(blocks.size()));
+}
+
+TEST_F(MergeTest, StaleTensorListWordsAreNotPointersOfTheLaunch) {
+  const CUdeviceptr a = kSecondBase, b = a + 65536, c = b + 65536;
+  auto body = [&](std::string*) {
+    for (CUdeviceptr p : {a, b, c}) on_alloc(p, 4096);
+    tensor_list_on(kStreamS, {a, b, c}, {0, 0, 1});  // works on a and b; c is stale
+    tensor_list_on(kStreamS, {a, b, c}, {1, 0});     // not PyTorch's: every word
+    stream_order_point();
+  };
+  std::string err;
+  run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
+  EXPECT_NE(err.find("multi-tensor-apply address words of tensors the launch does not work on "
+                     "(not pointers of the launch): 1"), std::string::npos) << err;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  std::map<uint64_t, std::vector<uint32_t>> ordinals;  // per record in launch order
+  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::Kernel) return true;
+    for (const auto& buffer : r.buffers) ordinals[r.seq].push_back(buffer.alloc_ordinal);
+    return true;
+  });
+  ASSERT_EQ(ordinals.size(), 2u);
+  // Allocation ordinals: a 2, b 3, c 4 (kMergeBase is 1); an In and an Out entry each.
+  EXPECT_EQ(ordinals.begin()->second, (std::vector<uint32_t>{2, 2, 3, 3}));
+  EXPECT_EQ(ordinals.rbegin()->second, (std::vector<uint32_t>{2, 2, 3, 3, 4, 4}));
 }
 
 // A PyTorch reduction's staging buffer (cta_buf, allocated right before the semaphores) is

@@ -285,6 +285,25 @@ TEST(DiffEngine, KernelRegionOfAnotherSizeIsNotCompared) {
   EXPECT_EQ(r.first->step, 1u);
 }
 
+// An entry that took an enclosing region's digest (trace::kDigestOfEnclosing: a view inside a
+// larger region hashed at the same point) in one run only describes other bytes than the
+// other run's: not compared, even at the same size. Flagged in both, it compares as any.
+TEST(DiffEngine, KernelRegionWithAnEnclosingDigestInOneRunIsNotCompared) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[0].buffers[1].flags |= trace::kDigestOfEnclosing;  // step 0 "forward" output
+  b.records[0].buffers[1].fingerprint ^= 0x77;
+  DiffOptions options;
+  options.window_records = 5;
+  RankResult r = diff_one(a, b, options);
+  EXPECT_FALSE(r.first) << r.first->detail;
+  a.records[0].buffers[1].flags |= trace::kDigestOfEnclosing;  // both: compared, and differ
+  r = diff_one(a, b, options);
+  ASSERT_TRUE(r.first);
+  EXPECT_EQ(r.first->classification, Classification::Origin);
+  EXPECT_EQ(r.first->step, 0u);
+}
+
 TEST(DiffEngine, KernelRegionsPairByLabelWhenOneRunHasFewer) {
   SyntheticRank a, b;
   for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
