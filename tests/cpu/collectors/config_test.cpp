@@ -142,31 +142,20 @@ TEST(Config, SkipUnwrittenIsOffByDefault) {
   EXPECT_TRUE(r.config.skip_unwritten);
 }
 
-TEST(Config, ReuseDigestsSwitch) {
-  EXPECT_TRUE(parse({}).config.reuse_digests);
-  auto r = parse({{env::kReuseDigests, "0"}});
-  EXPECT_TRUE(r.ok());
-  EXPECT_FALSE(r.config.reuse_digests);
-  r = parse({{env::kReuseDigests, "maybe"}});
-  EXPECT_FALSE(r.ok());
-}
-
-TEST(Config, LearnReadOnlySwitch) {
-  EXPECT_TRUE(parse({}).config.learn_read_only);
-  auto r = parse({{env::kLearnReadOnly, "0"}});
-  EXPECT_TRUE(r.ok());
-  EXPECT_FALSE(r.config.learn_read_only);
-  r = parse({{env::kLearnReadOnly, "often"}});
-  EXPECT_FALSE(r.ok());
-}
-
-TEST(Config, RecallFillsSwitch) {
-  EXPECT_TRUE(parse({}).config.recall_fills);
-  auto r = parse({{env::kRecallFills, "0"}});
-  EXPECT_TRUE(r.ok());
-  EXPECT_FALSE(r.config.recall_fills);
-  r = parse({{env::kRecallFills, "sometimes"}});
-  EXPECT_FALSE(r.ok());
+// Switches on by default: "0" turns each off, a word that is not a boolean is an error.
+TEST(Config, SwitchesOnByDefault) {
+  const std::pair<const char*, bool Config::*> switches[] = {
+      {env::kReuseDigests, &Config::reuse_digests},
+      {env::kLearnReadOnly, &Config::learn_read_only},
+      {env::kRecallFills, &Config::recall_fills},
+  };
+  for (const auto& [name, member] : switches) {
+    EXPECT_TRUE(parse({}).config.*member) << name;
+    auto r = parse({{name, "0"}});
+    EXPECT_TRUE(r.ok()) << name;
+    EXPECT_FALSE(r.config.*member) << name;
+    EXPECT_FALSE(parse({{name, "often"}}).ok()) << name;
+  }
 }
 
 TEST(Config, TableCoversEveryVariableOnce) {
