@@ -63,9 +63,12 @@ void set_symbol_resolver(SymbolResolver resolver) {
 void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
-    // Nothing to ride on. A call whose writes are known (a recalled fill) leaves the deferred
-    // set waiting for the next launch, unless it writes what the set has still to read.
-    if (!call.writes_known || tracer->deferred_overlaps(call.writes_only))
+    // Nothing to ride on. A kernel whose writes are known (a recalled fill) leaves the deferred
+    // set waiting for the next launch, unless it writes what the set has still to read; any
+    // other call flushes it (a synchronous copy returns with its work done: the host may then
+    // write what the set has still to read).
+    if (call.kind != CallKind::Kernel || !call.writes_known ||
+        tracer->deferred_overlaps(call.writes_only))
       tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);
     note_writes(call);
     return;

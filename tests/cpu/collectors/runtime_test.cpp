@@ -1424,6 +1424,25 @@ TEST_F(MergeTest, ARepeatedFillTakesTheEarlierFillsDigest) {
                       }));
 }
 
+// A call with nothing to hash other than a kernel flushes the deferred set, as before recalled
+// fills: here a synchronous host-to-host copy (its writes known: host memory).
+TEST_F(MergeTest, ACopyWithNothingToHashStillFlushes) {
+  auto body = [&](std::string* text) {
+    on_alloc(kSecondBase, 4096);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2; out p2 deferred
+    static char from[64], to[64];
+    MemoryOp copy;
+    copy.api = "cudaMemcpy";
+    copy.direction = 0;  // host to host
+    copy.src = from;
+    copy.dst = to;
+    copy.bytes = sizeof(to);
+    memory_op_end(memory_op_begin(copy), 0);  // S1: out p2, flushed
+    *text = hash_launches();
+  };
+  EXPECT_EQ(run(body, true, /*reuse=*/true, nullptr, /*skip_unwritten=*/false), "S1 S1");
+}
+
 // Every 16th fill of a kind is hashed all the same. Here the fills alternate between two
 // regions of the same size, so the fake GPU's digest of the 16th differs from the first's: it is
 // reported (a trace warning) and the kind is hashed from then on.
