@@ -1019,6 +1019,24 @@ class MergeTest : public RuntimeTest {
     EXPECT_EQ(seen, kernels);
     EXPECT_EQ(flagged, unwritten);
   }
+  // Each kernel record's entries as `entry` writes them, records in launch order (they are
+  // written as their digests arrive, in any order: sorted by seq here).
+  using Entries = std::vector<std::vector<std::string>>;
+  Entries kernel_entries(const std::function<std::string(const trace::BufferFingerprint&)>& entry) {
+    auto files = traces();
+    EXPECT_EQ(files.size(), 1u);
+    if (files.size() != 1) return {};
+    std::map<uint64_t, std::vector<std::string>> by_seq;
+    trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
+      if (r.kind != trace::RecordKind::Kernel) return true;
+      std::vector<std::string>& entries = by_seq[r.seq];
+      for (const auto& buffer : r.buffers) entries.push_back(entry(buffer));
+      return true;
+    });
+    Entries in_order;
+    for (auto& [seq, entries] : by_seq) in_order.push_back(std::move(entries));
+    return in_order;
+  }
 };
 
 // Three kernels on one stream: the first hashes its inputs alone, each later launch carries the
@@ -1338,25 +1356,11 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
   EXPECT_NE(err.find("overwritten whole by known writers (fills), input not hashed: 1 (4096 "
                      "bytes)"), std::string::npos) << err;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  // Per kernel record in launch order (records are written as their digests arrive), its
-  // entries: "in 4096 out 4096 ...".
-  std::map<uint64_t, std::string> shapes;
-  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
-    if (r.kind != trace::RecordKind::Kernel) return true;
-    std::string& shape = shapes[r.seq];
-    for (const auto& buffer : r.buffers) {
-      EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
-      shape += std::string(shape.empty() ? "" : " ") +
-               (buffer.role == trace::Role::In ? "in " : "out ") + std::to_string(buffer.bytes);
-    }
-    return true;
+  const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid);
+    return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
   });
-  std::vector<std::string> in_order;
-  for (const auto& [seq, shape] : shapes) in_order.push_back(shape);
-  EXPECT_EQ(in_order,
-            (std::vector<std::string>{"out 4096", "in 4096 out 4096", "in 4096 out 4096"}));
+  EXPECT_EQ(entries, (Entries{{"out 4096"}, {"in 4096", "out 4096"}, {"in 4096", "out 4096"}}));
 }
 
 // A fill of the same value and size as an earlier one, whose digest arrived, takes that digest
@@ -1393,35 +1397,23 @@ TEST_F(MergeTest, ARepeatedFillTakesTheEarlierFillsDigest) {
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2");
   EXPECT_NE(err.find("fill outputs recalled, not hashed: 1 (4096 bytes); fills that differed "
                      "from an earlier same fill: 0"), std::string::npos) << err;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  // Per kernel record in launch order: "in|out <digest> [recalled]" per entry.
-  std::map<uint64_t, std::string> entries;
-  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
-    if (r.kind != trace::RecordKind::Kernel) return true;
-    for (const auto& buffer : r.buffers) {
-      EXPECT_TRUE(buffer.flags & trace::kFingerprintValid) << "seq " << r.seq;
-      std::ostringstream entry;
-      entry << (entries[r.seq].empty() ? "" : " ")
-            << (buffer.role == trace::Role::In ? "in " : "out ") << std::hex << buffer.fingerprint
-            << (buffer.flags & trace::kFingerprintRecalled ? " recalled" : "");
-      entries[r.seq] += entry.str();
-    }
-    return true;
+  // "in|out <digest> [recalled]" per entry.
+  const Entries entries = kernel_entries([](const trace::BufferFingerprint& buffer) {
+    EXPECT_TRUE(buffer.flags & trace::kFingerprintValid);
+    std::ostringstream entry;
+    entry << (buffer.role == trace::Role::In ? "in " : "out ") << std::hex << buffer.fingerprint
+          << (buffer.flags & trace::kFingerprintRecalled ? " recalled" : "");
+    return entry.str();
   });
-  std::vector<std::string> in_order;
-  for (const auto& [seq, text] : entries) in_order.push_back(text);
   const auto digest = [](CUdeviceptr p) {
     std::ostringstream hex;
     hex << std::hex << (p ^ 4096u);
     return hex.str();
   };
-  EXPECT_EQ(in_order, (std::vector<std::string>{
-                          "out " + digest(b),
-                          "out " + digest(b) + " recalled",
-                          "out " + digest(d),
-                          "in " + digest(b) + " out " + digest(c),
-                      }));
+  EXPECT_EQ(entries, (Entries{{"out " + digest(b)},
+                              {"out " + digest(b) + " recalled"},
+                              {"out " + digest(d)},
+                              {"in " + digest(b), "out " + digest(c)}}));
 }
 
 // A call with nothing to hash other than a kernel flushes the deferred set, as before recalled
@@ -1511,32 +1503,24 @@ TEST_F(MergeTest, ARegionInsideAnotherTakesItsDigest) {
                      "same point (its digest taken): 8 (29696 bytes not read)"),
             std::string::npos)
       << err;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  std::map<uint64_t, std::vector<std::string>> entries;  // per kernel record, in launch order
-  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
-    if (r.kind != trace::RecordKind::Kernel) return true;
-    for (const auto& b : r.buffers) {
-      EXPECT_TRUE(b.flags & trace::kFingerprintValid) << "seq " << r.seq;
-      // The fake GPU's digest of the region the entry describes.
-      EXPECT_EQ(b.fingerprint, (qkv + b.alloc_offset) ^ b.bytes) << "seq " << r.seq;
-      std::ostringstream text;
-      text << (b.role == trace::Role::In ? "in+" : "out+") << b.alloc_offset << ":" << b.bytes
-           << ((b.flags & trace::kDigestOfEnclosing) ? " enclosing" : "");
-      entries[r.seq].push_back(text.str());
-    }
-    return true;
+  const Entries entries = kernel_entries([&](const trace::BufferFingerprint& b) {
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid);
+    // The fake GPU's digest of the region the entry describes.
+    EXPECT_EQ(b.fingerprint, (qkv + b.alloc_offset) ^ b.bytes);
+    std::ostringstream text;
+    text << (b.role == trace::Role::In ? "in+" : "out+") << b.alloc_offset << ":" << b.bytes
+         << ((b.flags & trace::kDigestOfEnclosing) ? " enclosing" : "");
+    return text.str();
   });
-  ASSERT_EQ(entries.size(), 4u);
-  auto it = std::next(entries.begin());
-  // Both qkv kernels: every entry the whole region's, the inner two flagged.
+  // Both qkv kernels: every entry the whole region's, the inner two flagged. The reader of k
+  // alone: its own region.
   const std::vector<std::string> qkv_entries{"in+0:4096", "out+0:4096",
                                              "in+0:4096 enclosing", "out+0:4096 enclosing",
                                              "in+0:4096 enclosing", "out+0:4096 enclosing"};
-  EXPECT_EQ(it->second, qkv_entries);
-  EXPECT_EQ(std::next(it)->second, qkv_entries);
-  // The reader of k alone: its own region.
-  EXPECT_EQ(entries.rbegin()->second, (std::vector<std::string>{"in+256:3840", "out+256:3840"}));
+  EXPECT_EQ(entries, (Entries{{"in+0:4096", "out+0:4096"},
+                              qkv_entries,
+                              qkv_entries,
+                              {"in+256:3840", "out+256:3840"}}));
 }
 
 // A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
@@ -1569,18 +1553,10 @@ TEST_F(MergeTest, StaleTensorListWordsAreNotPointersOfTheLaunch) {
   run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
   EXPECT_NE(err.find("multi-tensor-apply address words of tensors the launch does not work on "
                      "(not pointers of the launch): 1"), std::string::npos) << err;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  std::map<uint64_t, std::vector<uint32_t>> ordinals;  // per record in launch order
-  trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
-    if (r.kind != trace::RecordKind::Kernel) return true;
-    for (const auto& buffer : r.buffers) ordinals[r.seq].push_back(buffer.alloc_ordinal);
-    return true;
-  });
-  ASSERT_EQ(ordinals.size(), 2u);
   // Allocation ordinals: a 2, b 3, c 4 (kMergeBase is 1); an In and an Out entry each.
-  EXPECT_EQ(ordinals.begin()->second, (std::vector<uint32_t>{2, 2, 3, 3}));
-  EXPECT_EQ(ordinals.rbegin()->second, (std::vector<uint32_t>{2, 2, 3, 3, 4, 4}));
+  const Entries ordinals = kernel_entries(
+      [](const trace::BufferFingerprint& b) { return std::to_string(b.alloc_ordinal); });
+  EXPECT_EQ(ordinals, (Entries{{"2", "2", "3", "3"}, {"2", "2", "3", "3", "4", "4"}}));
 }
 
 // A PyTorch reduction's staging buffer (cta_buf, allocated right before the semaphores) is
