@@ -333,6 +333,8 @@ class Tracer {
   // the set join it.
   bool chain_locked(PendingRecord* pending, CUstream stream, bool per_thread_default,
                     const PlannedRegion* regions, size_t n, const CallWrites& writes);
+  // deferred_mutex_ held: whether writes through `writes` may reach what the set still reads.
+  bool reaches_deferred_locked(const std::vector<PlannedRegion>& writes) const;
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
   bool take_deferred(Deferred* out);
   void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,13 @@ const void* digest_stream_key(CUstream stream) {
   thread_local const char per_thread_stream_key = 0;
   return stream == CU_STREAM_PER_THREAD ? static_cast<const void*>(&per_thread_stream_key)
                                         : static_cast<const void*>(stream);
+}
+
+// What a write through region.ptr may reach: anywhere in its allocation's mapped run, before
+// ptr (negative offsets) and past a clamped extent. [first, second).
+std::pair<uint64_t, uint64_t> write_reach(const PlannedRegion& region) {
+  return {region.alloc_base != 0 ? region.alloc_base : region.ptr,
+          std::max<uint64_t>(region.run_end, region.ptr + region.bytes)};
 }
 
 }  // namespace
@@ -610,10 +618,7 @@ void Tracer::writes_begin(const void* owner, const std::vector<PlannedRegion>& o
   std::lock_guard lock(pending_mutex_);
   for (const auto* regions : {&outputs, &also}) {
     for (const PlannedRegion& region : *regions) {
-      // Through ptr a write may reach anywhere in its allocation's mapped run: before ptr
-      // (negative offsets), past a clamped extent.
-      const uint64_t start = region.alloc_base != 0 ? region.alloc_base : region.ptr;
-      const uint64_t end = std::max<uint64_t>(region.run_end, region.ptr + region.bytes);
+      const auto [start, end] = write_reach(region);
       region_digests_.written(start, end, region.alloc_base);
       region_digests_.write_begins(owner, start, end);
     }
@@ -654,10 +659,12 @@ void Tracer::region_recalled(const void* owner, const PlannedRegion& region, CUs
 bool Tracer::deferred_overlaps(const std::vector<PlannedRegion>& writes) {
   if (!has_deferred_.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(deferred_mutex_);
+  return reaches_deferred_locked(writes);
+}
+
+bool Tracer::reaches_deferred_locked(const std::vector<PlannedRegion>& writes) const {
   for (const PlannedRegion& w : writes) {
-    // Through its pointer a write may reach anywhere in the allocation's mapped run.
-    const uint64_t start = w.alloc_base != 0 ? w.alloc_base : w.ptr;
-    const uint64_t end = std::max<uint64_t>(w.run_end, w.ptr + w.bytes);
+    const auto [start, end] = write_reach(w);
     for (const PlannedRegion& d : deferred_.regions)
       if (d.ptr < end && start < d.ptr + d.bytes) return true;
   }
@@ -818,16 +825,8 @@ bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thre
   if (!config_.chain_hashes || !reuse_digests_ || pending == nullptr) return false;
   if (deferred_.regions.size() + n > kChainRegions) return false;
   // It may write what the set has still to read: the set goes first.
-  for (const auto* list : {writes.outputs, writes.also}) {
-    if (list == nullptr) continue;
-    for (const PlannedRegion& w : *list) {
-      // Through its pointer a write may reach anywhere in the allocation's mapped run.
-      const uint64_t start = w.alloc_base != 0 ? w.alloc_base : w.ptr;
-      const uint64_t end = std::max<uint64_t>(w.run_end, w.ptr + w.bytes);
-      for (const PlannedRegion& d : deferred_.regions)
-        if (d.ptr < end && start < d.ptr + d.bytes) return false;
-    }
-  }
+  for (const auto* list : {writes.outputs, writes.also})
+    if (list != nullptr && reaches_deferred_locked(*list)) return false;
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   const void* stream_key = digest_stream_key(stream);
   std::lock_guard lock(pending_mutex_);
