@@ -7,6 +7,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
 #include "collectors/self_time.h"
+#include "trace/hot.h"
 
 namespace lockstep::collectors {
 
@@ -38,7 +39,7 @@ CallStack& call_stack() {
 }
 }  // namespace
 
-bool active() {
+LOCKSTEP_HOT bool active() {
   if (shim_depth > 0) return false;
   return Tracer::possible();
 }
@@ -60,7 +61,7 @@ void set_symbol_resolver(SymbolResolver resolver) {
   (void)Tracer::configuration();  // validate the environment at load: one line per problem
 }
 
-void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
+LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
     // Nothing to ride on. A kernel whose writes are known (a recalled fill) leaves the deferred
@@ -97,7 +98,7 @@ void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, boo
   note_writes(call);
 }
 
-CallState& push_call(CallKind kind, uint64_t* token) {
+LOCKSTEP_HOT CallState& push_call(CallKind kind, uint64_t* token) {
   // Any traced call may order work after the stream of a deferred kernel: its output hashes go
   // first. Kernel launches, GEMMs and device memory operations merge or flush them themselves
   // (every path of theirs reaches start_fingerprints, or flushes); a nested call (a library's
@@ -148,13 +149,13 @@ void close_writes(CallState& call) {
 }
 }  // namespace
 
-CallState* returned_call(uint64_t token) {
+LOCKSTEP_HOT CallState* returned_call(uint64_t token) {
   CallState* call = top_call(token);
   if (call != nullptr) close_writes(*call);
   return call;
 }
 
-void note_writes(CallState& call) {
+LOCKSTEP_HOT void note_writes(CallState& call) {
   if (call.writes_noted) return;
   call.writes_noted = true;
   Tracer* tracer = call.tracer;
@@ -172,7 +173,7 @@ void note_writes(CallState& call) {
       tracer->region_recalled(&call, region, call.stream, call.per_thread_stream, digest);
 }
 
-void finish_call(CallState* state) {
+LOCKSTEP_HOT void finish_call(CallState* state) {
   note_writes(*state);
   close_writes(*state);
   OpenApi& api = open_api();

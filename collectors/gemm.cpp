@@ -8,6 +8,7 @@
 #include "collectors/events.h"
 #include "collectors/extents.h"
 #include "collectors/self_time.h"
+#include "trace/hot.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -26,7 +27,7 @@ uint64_t nested_gemm() {
   return token;
 }
 
-CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint64_t* token) {
+LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint64_t* token) {
   CallState& call = push_call(CallKind::Gemm, token);
   OpenApi& api = open_api();
   ++api.depth, ++api.gemm_depth;
@@ -38,7 +39,7 @@ CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint
   return call;
 }
 
-void end_gemm(uint64_t token, int status) {
+LOCKSTEP_HOT void end_gemm(uint64_t token, int status) {
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   if (call->kind == CallKind::Gemm) {
@@ -56,7 +57,7 @@ void end_gemm(uint64_t token, int status) {
   finish_call(call);
 }
 
-CUstream cublas_stream(cublasHandle_t handle) {
+LOCKSTEP_HOT CUstream cublas_stream(cublasHandle_t handle) {
   using Fn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t*);
   static auto get_stream = reinterpret_cast<Fn>(resolve("cublasGetStream_v2"));
   cudaStream_t stream = nullptr;
@@ -111,7 +112,7 @@ bool is_complex(cudaDataType type) {
 // stride only for batches, the imaginary plane only for complex types (their values are unused
 // otherwise). Broad records a GEMM by identity only: a layout's type, and for A and D its shape.
 enum class LayoutRead { Type, Shape, Whole };
-LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
+LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
                      LayoutRead what = LayoutRead::Whole) {
   LtLayout l;
   if (get == nullptr || layout == nullptr) return l;
@@ -137,7 +138,7 @@ LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
 }
 
 // Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
-uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
+LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
   if (algo == nullptr) return kNoAlgo;
   static auto get = reinterpret_cast<AlgoGet>(resolve("cublasLtMatmulAlgoConfigGetAttribute"));
   if (get == nullptr) return kNoAlgo;
@@ -163,7 +164,7 @@ int compute_type_bytes(int32_t compute_type) {
 }  // namespace
 
 // ---- classic cuBLAS -----------------------------------------------------------------------------
-uint64_t cublas_gemm_begin(const CublasGemm& g) {
+LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
   if (!active()) return 0;
   if (open_api().gemm_depth > 0) return nested_gemm();
   Tracer* tracer = Tracer::get();
@@ -211,10 +212,10 @@ uint64_t cublas_gemm_begin(const CublasGemm& g) {
   return token;
 }
 
-void cublas_gemm_end(uint64_t token, int status) { end_gemm(token, status); }
+LOCKSTEP_HOT void cublas_gemm_end(uint64_t token, int status) { end_gemm(token, status); }
 
 // ---- cuBLASLt -----------------------------------------------------------------------------------
-uint64_t lt_matmul_begin(const LtMatmul& mm) {
+LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   if (!active()) return 0;
   if (open_api().gemm_depth > 0) return nested_gemm();  // inside cublasGemmEx: the same GEMM
   Tracer* tracer = Tracer::get();
@@ -387,6 +388,6 @@ uint64_t lt_matmul_begin(const LtMatmul& mm) {
   return token;
 }
 
-void lt_matmul_end(uint64_t token, int status) { end_gemm(token, status); }
+LOCKSTEP_HOT void lt_matmul_end(uint64_t token, int status) { end_gemm(token, status); }
 
 }  // namespace lockstep::collectors

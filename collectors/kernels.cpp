@@ -17,6 +17,7 @@
 #include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
 #include "collectors/self_time.h"
+#include "trace/hot.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -109,19 +110,26 @@ const KernelInfo* find_or_describe(Tracer* tracer, FunctionHandle kind, const vo
 }
 }  // namespace
 
-KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle) {
-  // A direct-mapped cache per thread, then the shared map. Between two launches the job's own
-  // work evicts the shim's data from the CPU caches: one slot is one miss, where a hash map
-  // lookup is a division and two or three dependent misses.
-  struct Slot {
-    const void* handle;
-    KernelBrief brief;
-  };
-  constexpr size_t kSlots = 1024;
-  thread_local Slot* slots = nullptr;  // constant-initialized: no guard; heap, never freed
-  if (slots == nullptr) slots = new Slot[kSlots]();
+namespace {
+// A direct-mapped cache per thread in front of the shared map. Between two launches the job's own
+// work evicts the shim's data from the CPU caches: one slot is one miss, where a hash map
+// lookup is a division and two or three dependent misses.
+struct BriefSlot {
+  const void* handle;
+  KernelBrief brief;
+};
+constexpr size_t kBriefSlots = 1024;
+thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap, never freed
+
+BriefSlot& brief_slot(const void* handle) {
+  if (t_brief_slots == nullptr) t_brief_slots = new BriefSlot[kBriefSlots]();
   const auto bits = reinterpret_cast<uintptr_t>(handle);
-  Slot& slot = slots[(bits >> 4 ^ bits >> 14) & (kSlots - 1)];
+  return t_brief_slots[(bits >> 4 ^ bits >> 14) & (kBriefSlots - 1)];
+}
+}  // namespace
+
+LOCKSTEP_HOT KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  BriefSlot& slot = brief_slot(handle);
   if (slot.handle == handle && handle != nullptr) return slot.brief;
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
   slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
@@ -215,19 +223,26 @@ void drop_untouched_tensors(Tracer* tracer, const KernelInfo& info,
                                          std::memory_order_relaxed);
 }
 
-uint64_t kernel_launch_begin(const KernelLaunch& launch) {
+LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
   self_time::Scope timed(self_time::Phase::KernelBegin);
   OpenApi& api = open_api();
   if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
-  const KernelBrief brief = [&] {
+  // A library's own launch (inside cuBLAS) is its call's: no name needed. Otherwise the name's
+  // slot is asked for now and read after the call is set up: its miss (the slot of a kernel not
+  // launched lately) overlaps that work instead of coming first.
+  const bool in_library = api.depth > 0;
+  if (!in_library) __builtin_prefetch(&brief_slot(launch.handle));
+  auto describe = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
     return kernel_brief(tracer, launch.handle_kind, launch.handle);
-  }();
+  };
+  KernelBrief brief;  // info null: not read yet
+  if (!in_library && api.nccl_group > 0) brief = describe();
   uint64_t token = 0;
-  if (api.depth > 0 || (api.nccl_group > 0 && brief.is_nccl)) {
+  if (in_library || (api.nccl_group > 0 && brief.is_nccl)) {
     // Made by the open cuBLAS/cuBLASLt/NCCL call: attributed to it.
     tracer->nested_kernels.fetch_add(1, std::memory_order_relaxed);
     CallState& nested = push_call(CallKind::Nested, &token);
@@ -245,7 +260,6 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   trace::Record& r = call.record;
   std::optional<self_time::Scope> stamping(std::in_place, self_time::Phase::Stamp);
   tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
-  r.name = brief.name_id;
   using F = trace::fields::Kernel;
   r.fields[F::grid_x] = launch.grid[0], r.fields[F::grid_y] = launch.grid[1];
   r.fields[F::grid_z] = launch.grid[2];
@@ -264,6 +278,8 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   r.fields[F::capture_id] = capture_id;
   if (capture_id != 0) note_captured_kernel(capture_id, graph);
   stamping.reset();
+  if (brief.info == nullptr) brief = describe();
+  r.name = brief.name_id;
 
   // Arguments, only where they are fingerprinted (level full, inside the step window, kernel
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +
@@ -413,7 +429,7 @@ uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   return token;
 }
 
-void kernel_launch_end(uint64_t token, int result) {
+LOCKSTEP_HOT void kernel_launch_end(uint64_t token, int result) {
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   self_time::Scope timed(self_time::Phase::KernelEnd);

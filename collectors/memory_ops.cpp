@@ -6,6 +6,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/metric_snapshots.h"
+#include "trace/hot.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -26,7 +27,7 @@ bool pinned(const void* host) {
 
 }  // namespace
 
-uint64_t memory_op_begin(const MemoryOp& op) {
+LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   if (!active()) return 0;
   const OpenApi& api = open_api();
   if (api.depth > 0 || api.launch_depth > 0) return 0;  // a library's own copy
@@ -90,7 +91,7 @@ uint64_t memory_op_begin(const MemoryOp& op) {
   return token;
 }
 
-void memory_op_end(uint64_t token, int result) {
+LOCKSTEP_HOT void memory_op_end(uint64_t token, int result) {
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   Tracer* tracer = call->tracer;

@@ -5,7 +5,9 @@
 // time-stamp counter (a few ns, where a clock_gettime in a VM may take 50 or more, which made
 // the small levels look several times costlier than they are) and two relaxed adds.
 // Phases nest (a kernel's describe inside call begin); a scope subtracts the measured cost of
-// the timing done by the scopes nested in it, so that the totals are the shim's work alone.
+// the timing done by the scopes nested in it, and what an empty scope reads (the time-stamp
+// reads' own latency, about 10-25 ns), so that the totals are the shim's work alone: a job
+// traced without LOCKSTEP_DEBUG pays neither.
 // Calls slower than kSlowNs (first launch of a kernel: name, layout, lazy module load; the hash
 // engine's creation) are counted apart, so that the averages show the steady state.
 #pragma once
@@ -83,16 +85,27 @@ inline uint64_t now_ticks() {
 }
 
 // Set by enable(): the tick/ns pair the final conversion starts from, the slow threshold in
-// ticks, and what one closed scope costs the scope around it (its two reads and adds).
+// ticks, what one closed scope costs the scope around it (its two reads and adds), and what a
+// scope with nothing inside reads.
 struct Calibration {
   uint64_t start_ticks = 0, start_ns = 0;
   uint64_t slow_ticks = ~uint64_t{0};
   uint64_t nested_scope_ticks = 0;
+  uint64_t empty_scope_ticks = 0;
 };
 inline Calibration calibration;
+
+// A scope's own ticks: what it read, less the timing of the `nested` scopes closed inside it,
+// the reading of an empty scope and the `untimed` ticks spent inside it (never below zero).
+inline uint64_t own_ticks(uint64_t read, uint64_t nested, uint64_t untimed, const Calibration& c) {
+  const uint64_t out = nested * c.nested_scope_ticks + c.empty_scope_ticks + untimed;
+  return read > out ? read - out : 0;
+}
 // Scopes closed on this thread so far: a scope's children are the difference (initial-exec TLS:
 // no __tls_get_addr on the hot path).
 inline thread_local uint64_t t_scopes_closed __attribute__((tls_model("initial-exec"))) = 0;
+// Ticks spent in Untimed sections on this thread so far (a scope leaves out the difference).
+inline thread_local uint64_t t_untimed_ticks __attribute__((tls_model("initial-exec"))) = 0;
 
 inline void add_ticks(Counter& c, uint64_t ticks) {
   if (ticks >= calibration.slow_ticks) {
@@ -110,14 +123,13 @@ class Scope {
       : Scope(&counters[size_t(phase)],
               (is_detail(phase) ? detail : enabled).load(std::memory_order_relaxed)) {}
   Scope(Counter* counter, bool on) : counter_(counter), start_(on ? now_ticks() : 0) {
-    if (start_ != 0) closed_before_ = t_scopes_closed;
+    if (start_ != 0) closed_before_ = t_scopes_closed, untimed_before_ = t_untimed_ticks;
   }
   ~Scope() {
     if (start_ == 0) return;
-    uint64_t ticks = now_ticks() - start_;
-    const uint64_t timing = (t_scopes_closed - closed_before_) * calibration.nested_scope_ticks;
-    ticks = ticks > timing ? ticks - timing : 0;
-    add_ticks(*counter_, ticks);
+    const uint64_t read = now_ticks() - start_;
+    add_ticks(*counter_, own_ticks(read, t_scopes_closed - closed_before_,
+                                   t_untimed_ticks - untimed_before_, calibration));
     ++t_scopes_closed;
   }
   Scope(const Scope&) = delete;
@@ -127,11 +139,36 @@ class Scope {
   Counter* counter_;
   uint64_t start_;
   uint64_t closed_before_ = 0;
+  uint64_t untimed_before_ = 0;
 };
 
+// A section that is not the shim's work (LOCKSTEP_DEBUG's own lines to stderr): the scopes
+// around it leave its time out.
+class Untimed {
+ public:
+  Untimed() : start_(enabled.load(std::memory_order_relaxed) ? now_ticks() : 0) {}
+  ~Untimed() {
+    if (start_ != 0) t_untimed_ticks += now_ticks() - start_;
+  }
+  Untimed(const Untimed&) = delete;
+  Untimed& operator=(const Untimed&) = delete;
+
+ private:
+  uint64_t start_;
+};
+
+// The median of five batches of `measure()` (ticks per scope in a batch of 2000).
+template <typename Measure>
+uint64_t median_of_batches(Measure&& measure) {
+  uint64_t batches[5];
+  for (uint64_t& batch : batches) batch = measure(2000);
+  std::sort(std::begin(batches), std::end(batches));
+  return batches[2];
+}
+
 // Turns the counters on (once, before the job's calls; with_detail: the nested phases too): the
-// ticks/ns rate over a short spin for the slow threshold, and the cost of a nested scope, the
-// median of a few batches.
+// ticks/ns rate over a short spin for the slow threshold, then the cost of a nested scope and
+// the reading of an empty one, each the median of a few batches.
 inline void enable(bool with_detail) {
   const uint64_t t0 = now_ticks(), n0 = now_ns();
   uint64_t t1 = t0, n1 = n0;
@@ -139,15 +176,17 @@ inline void enable(bool with_detail) {
   const double ticks_per_ns = n1 > n0 && t1 > t0 ? double(t1 - t0) / double(n1 - n0) : 1.0;
   calibration.slow_ticks = uint64_t(double(kSlowNs) * ticks_per_ns);
   Counter scratch;
-  uint64_t batches[5];
-  for (uint64_t& batch : batches) {
-    constexpr int kScopes = 2000;
+  calibration.nested_scope_ticks = median_of_batches([&](int scopes) {
     const uint64_t start = now_ticks();
-    for (int i = 0; i < kScopes; ++i) Scope nested(&scratch, true);
-    batch = (now_ticks() - start) / kScopes;
-  }
-  std::sort(std::begin(batches), std::end(batches));
-  calibration.nested_scope_ticks = batches[2];
+    for (int i = 0; i < scopes; ++i) Scope nested(&scratch, true);
+    return (now_ticks() - start) / uint64_t(scopes);
+  });
+  // Measured with empty_scope_ticks still 0: the raw reading.
+  calibration.empty_scope_ticks = median_of_batches([&](int scopes) {
+    Counter empty;
+    for (int i = 0; i < scopes; ++i) Scope nothing(&empty, true);
+    return empty.ticks.load() / uint64_t(scopes);
+  });
   calibration.start_ticks = now_ticks();
   calibration.start_ns = now_ns();
   detail.store(with_detail, std::memory_order_relaxed);
@@ -191,9 +230,11 @@ inline std::string report() {
     }
   }
   if (out.empty()) return "none";
-  char text[96];
-  std::snprintf(text, sizeof text, "; timing of a nested phase taken out: %.0f ns",
-                double(calibration.nested_scope_ticks) * rate);
+  char text[128];
+  std::snprintf(text, sizeof text,
+                "; timing taken out: %.0f ns per nested phase, %.0f ns per phase (empty reading)",
+                double(calibration.nested_scope_ticks) * rate,
+                double(calibration.empty_scope_ticks) * rate);
   return out + text;
 }
 

@@ -15,6 +15,7 @@
 #include "collectors/self_time.h"
 #include "trace/header.h"
 #include "trace/run_dir.h"
+#include "trace/hot.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -102,12 +103,16 @@ const ConfigResult& Tracer::configuration() {
   return result;
 }
 
-Tracer* Tracer::existing() { return g_tracer.load(std::memory_order_acquire); }
+LOCKSTEP_HOT Tracer* Tracer::existing() { return g_tracer.load(std::memory_order_acquire); }
 
-bool Tracer::possible() {
+LOCKSTEP_HOT bool Tracer::possible() {
   if (g_disabled.load(std::memory_order_relaxed)) return false;
-  const ConfigResult& configured = configuration();
-  return configured.ok() && configured.config.level != Level::Off;
+  // Every hooked call asks: one flag, not the configuration's lines (errors, level).
+  static const bool configured = [] {
+    const ConfigResult& result = configuration();
+    return result.ok() && result.config.level != Level::Off;
+  }();
+  return configured;
 }
 
 StepCounter& Tracer::steps() {
@@ -118,7 +123,7 @@ StepCounter& Tracer::steps() {
   return *counter;
 }
 
-Tracer* Tracer::get() {
+LOCKSTEP_HOT Tracer* Tracer::get() {
   Tracer* tracer = g_tracer.load(std::memory_order_acquire);
   if (tracer != nullptr || g_disabled.load(std::memory_order_relaxed)) return tracer;
   std::lock_guard lock(g_create_mutex);
@@ -210,7 +215,7 @@ void Tracer::debug(const std::string& line) const {
   if (config_.debug) std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
+LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   uintptr_t key = reinterpret_cast<uintptr_t>(stream);
   if (key == 0) key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
                                          : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
@@ -246,7 +251,7 @@ struct TextHash {
 };
 }  // namespace
 
-trace::StringId Tracer::intern(std::string_view text) {
+LOCKSTEP_HOT trace::StringId Tracer::intern(std::string_view text) {
   if (text.empty()) return 0;  // the string table's id of "" (most records' stamp)
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache =
@@ -262,13 +267,13 @@ trace::StringId Tracer::intern(std::string_view text) {
   return id;
 }
 
-uint32_t Tracer::thread_ordinal() {
+LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
   thread_local uint32_t ordinal = 0;
   if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
   return ordinal;
 }
 
-void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_view name,
+LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_view name,
                    CUstream stream, bool per_thread_default) {
   record->kind = kind;
   record->seq = next_seq();
@@ -310,7 +315,7 @@ void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
                      hit ? address + hit->readable : 0});
 }
 
-void Tracer::append(const trace::Record& record) {
+LOCKSTEP_HOT void Tracer::append(const trace::Record& record) {
   if (closed_.load(std::memory_order_relaxed)) return;
   self_time::Scope timed(self_time::Phase::Append);
   writer_->append(record);
@@ -1099,7 +1104,10 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
   std::lock_guard lock(pending_mutex_);
   steps_to_end_.push_back(finished);
   finish_steps_locked();
-  debug(fmt::format("step {} -> {} ({})", finished, finished + 1, marker));
+  if (config_.debug) {
+    self_time::Untimed quiet;  // LOCKSTEP_DEBUG's own line: not what the marker costs a job
+    debug(fmt::format("step {} -> {} ({})", finished, finished + 1, marker));
+  }
 }
 
 // ---- shutdown -----------------------------------------------------------------------------------

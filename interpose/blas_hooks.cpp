@@ -44,7 +44,7 @@ CublasGemm gemm(const char* api, cublasHandle_t handle, cublasOperation_t ta,
 
 // ---- GemmEx ----
 #define LOCKSTEP_GEMM_EX(name, I)                                                                \
-  LOCKSTEP_INTERCEPTOR cublasStatus_t name(                                                      \
+  LOCKSTEP_HOT_INTERCEPTOR cublasStatus_t name(                                                  \
       cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, I m, I n, I k,  \
       const void* alpha, const void* A, cudaDataType Atype, I lda, const void* B,                \
       cudaDataType Btype, I ldb, const void* beta, void* C, cudaDataType Ctype, I ldc,           \
@@ -170,7 +170,7 @@ LOCKSTEP_BATCHED_EX(cublasGemmBatchedEx_64, int64_t)
 #undef LOCKSTEP_BATCHED_EX
 
 // ---- cuBLASLt ----
-LOCKSTEP_INTERCEPTOR cublasStatus_t cublasLtMatmul(
+LOCKSTEP_HOT_INTERCEPTOR cublasStatus_t cublasLtMatmul(
     cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
     const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
     const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,

@@ -69,7 +69,7 @@ LOCKSTEP_RUNTIME_MEMCPY(cudaMemcpy_ptds, true)
 #undef LOCKSTEP_RUNTIME_MEMCPY
 
 #define LOCKSTEP_RUNTIME_MEMCPY_ASYNC(name, per_thread)                                         \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,               \
+  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,           \
                                         cudaMemcpyKind kind, cudaStream_t stream) {             \
     return traced_memory_op(                                                                    \
         [&] { return LOCKSTEP_FORWARD(name, dst, src, count, kind, stream); },                  \
@@ -90,7 +90,7 @@ LOCKSTEP_RUNTIME_MEMSET(cudaMemset_ptds, true)
 #undef LOCKSTEP_RUNTIME_MEMSET
 
 #define LOCKSTEP_RUNTIME_MEMSET_ASYNC(name, per_thread)                                         \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(void* devPtr, int value, size_t count,                  \
+  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* devPtr, int value, size_t count,              \
                                         cudaStream_t stream) {                                  \
     return traced_memory_op(                                                                    \
         [&] { return LOCKSTEP_FORWARD(name, devPtr, value, count, stream); },                   \

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <thread>
 
@@ -129,6 +130,31 @@ TEST(Threads, AppendStagesAndTheBackgroundThreadEncodes) {
   for (const auto& summary : reader->step_summaries()) counts[summary.step] += summary.record_count;
   EXPECT_EQ(counts[0], 10u);
   EXPECT_EQ(counts[1], 990u);
+}
+
+// Staged batches wake the background thread once enough are full (writer.cpp: kWakeBatches of
+// 128 records): it encodes them with no step end, flush or close to ask it. 4096 records are 32
+// batches: past the wake, short of the backlog the owner would drain itself (64).
+TEST(Threads, FullBatchesWakeTheBackgroundThread) {
+  testing::TempDir dir;
+  WriterOptions options;
+  options.path = dir.file("woken.lstrace");
+  options.flush_interval_ms = 60000;  // no timed flush during the test
+  std::string error;
+  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
+  ASSERT_TRUE(writer) << error;
+  Record record;
+  record.kind = RecordKind::Kernel;
+  for (uint64_t seq = 1; seq <= 4096; ++seq) {
+    record.seq = seq;
+    ASSERT_TRUE(writer->append(record));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (writer->stats().appended == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(writer->stats().appended, 0u) << "no drain without a step end, flush or close";
+  writer->close();
+  EXPECT_EQ(writer->stats().appended, 4096u);
 }
 
 // Short-lived threads whose steps end while they still append, each exiting with a record
