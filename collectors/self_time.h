@@ -181,12 +181,15 @@ inline void enable(bool with_detail) {
     for (int i = 0; i < scopes; ++i) Scope nested(&scratch, true);
     return (now_ticks() - start) / uint64_t(scopes);
   });
-  // Measured with empty_scope_ticks still 0: the raw reading.
-  calibration.empty_scope_ticks = median_of_batches([&](int scopes) {
+  // Measured with empty_scope_ticks at 0 (a forked child enables again): the raw reading.
+  calibration.empty_scope_ticks = 0;
+  const uint64_t empty_reading = median_of_batches([&](int scopes) {
     Counter empty;
     for (int i = 0; i < scopes; ++i) Scope nothing(&empty, true);
-    return empty.ticks.load() / uint64_t(scopes);
+    const uint64_t kept = empty.calls.load();  // a preempted scope is slow: counted apart
+    return kept > 0 ? empty.ticks.load() / kept : 0;
   });
+  calibration.empty_scope_ticks = empty_reading;
   calibration.start_ticks = now_ticks();
   calibration.start_ns = now_ns();
   detail.store(with_detail, std::memory_order_relaxed);
