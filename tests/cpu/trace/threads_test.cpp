@@ -12,6 +12,28 @@
 namespace lockstep::trace {
 namespace {
 
+// A writer whose timer never flushes during a test: whatever it encodes, something else asked for.
+std::unique_ptr<TraceWriter> open_without_timed_flush(const std::string& path,
+                                                      WriterOptions* options) {
+  options->path = path;
+  options->flush_interval_ms = 60000;
+  std::string error;
+  auto writer = TraceWriter::open(*options, nlohmann::json::object(), &error);
+  EXPECT_TRUE(writer) << error;
+  return writer;
+}
+
+// Kernel records with seq first..last in `step`.
+void append_kernels(TraceWriter& writer, uint64_t first, uint64_t last, uint32_t step) {
+  Record record;
+  record.kind = RecordKind::Kernel;
+  record.step = step;
+  for (uint64_t seq = first; seq <= last; ++seq) {
+    record.seq = seq;
+    ASSERT_TRUE(writer.append(record));
+  }
+}
+
 TEST(Threads, EightThreadsAppendAtOnceNothingLostOrderKept) {
   testing::TempDir dir;
   WriterOptions options;
@@ -97,26 +119,14 @@ TEST(Threads, ExitedThreadsRecordsAreWritten) {
 TEST(Threads, AppendStagesAndTheBackgroundThreadEncodes) {
   testing::TempDir dir;
   WriterOptions options;
-  options.path = dir.file("staged.lstrace");
-  options.flush_interval_ms = 60000;  // no timed flush during the test
-  std::string error;
-  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
-  ASSERT_TRUE(writer) << error;
-  Record record;
-  record.kind = RecordKind::Kernel;
-  for (uint64_t seq = 1; seq <= 10; ++seq) {
-    record.seq = seq;
-    ASSERT_TRUE(writer->append(record));
-  }
+  auto writer = open_without_timed_flush(dir.file("staged.lstrace"), &options);
+  ASSERT_TRUE(writer);
+  append_kernels(*writer, 1, 10, 0);
   EXPECT_EQ(writer->stats().appended, 0u) << "append encoded on the calling thread";
   writer->end_step(0);  // returns at once; the background thread drains, summarizes, writes
   writer->flush();
   EXPECT_EQ(writer->stats().appended, 10u);
-  record.step = 1;
-  for (uint64_t seq = 11; seq <= 1000; ++seq) {  // several full batches wake the writer
-    record.seq = seq;
-    ASSERT_TRUE(writer->append(record));
-  }
+  append_kernels(*writer, 11, 1000, 1);  // several full batches
   writer->close();
   EXPECT_EQ(writer->stats().appended, 1000u);
   auto reader = TraceReader::open(options.path);
@@ -138,17 +148,9 @@ TEST(Threads, AppendStagesAndTheBackgroundThreadEncodes) {
 TEST(Threads, FullBatchesWakeTheBackgroundThread) {
   testing::TempDir dir;
   WriterOptions options;
-  options.path = dir.file("woken.lstrace");
-  options.flush_interval_ms = 60000;  // no timed flush during the test
-  std::string error;
-  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
-  ASSERT_TRUE(writer) << error;
-  Record record;
-  record.kind = RecordKind::Kernel;
-  for (uint64_t seq = 1; seq <= 4096; ++seq) {
-    record.seq = seq;
-    ASSERT_TRUE(writer->append(record));
-  }
+  auto writer = open_without_timed_flush(dir.file("woken.lstrace"), &options);
+  ASSERT_TRUE(writer);
+  append_kernels(*writer, 1, 4096, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (writer->stats().appended == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
