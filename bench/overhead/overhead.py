@@ -10,6 +10,9 @@ step per rank.
 
   python3 bench/overhead/overhead.py --lockstep build/tools/lockstep
   python3 bench/overhead/overhead.py --job ddp --nproc 2 --levels broad
+  # Two builds of the shim on one machine, interleaved (an A/B of a change to the hot path):
+  python3 bench/overhead/overhead.py --size launch-bound --levels broad,broad@new \
+      --shim new=/tmp/new/liblockstep.so --self-time --self-time-runs 3
 """
 
 import argparse
@@ -85,6 +88,13 @@ def parse_args(argv=None):
                         "LOCKSTEP_DEBUG=1 and print the shim's own time per step (steady "
                         "state, the job's threads) against the untraced step: the overhead of "
                         "the small levels without the run-to-run noise")
+    p.add_argument("--self-time-runs", type=int, default=1,
+                   help="LOCKSTEP_DEBUG runs of each traced mode for --self-time, interleaved "
+                        "(default 1); the median is reported, and each run's figure")
+    p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
+                   help="another liblockstep.so (run through LOCKSTEP_LIB): adds a mode "
+                        "LEVEL@NAME for every level, measured like the others, e.g. --shim "
+                        "new=/tmp/new/liblockstep.so --levels broad,broad@new (repeatable)")
     p.add_argument("--cpus", default="gpu-local",
                    help="CPUs every run is pinned to: gpu-local (default for --job gpt: the "
                         "CPUs on the NUMA node of the first visible GPU, so that no run pays "
@@ -102,6 +112,18 @@ def parse_args(argv=None):
     p.add_argument("job_args", nargs="*",
                    help="extra arguments for the job, after --  (replace --size's)")
     args = p.parse_args(argv)
+    for shim in args.shim:
+        name, _, path = shim.partition("=")
+        if not name or not path or "@" in name or "," in name:
+            p.error(f"--shim {shim!r}: expected NAME=PATH")
+        if not os.path.isfile(path):
+            p.error(f"--shim {shim!r}: {path}: no such file")
+        for lv in LEVELS:
+            EXTRA_MODES[f"{lv}@{name}"] = (lv, None, {"LOCKSTEP_LIB": os.path.abspath(path)})
+            if lv in TARGETS:
+                TARGETS[f"{lv}@{name}"] = TARGETS[lv]
+    if args.self_time_runs < 1:
+        p.error("--self-time-runs must be 1 or more")
     args.levels = [lv for lv in args.levels.split(",") if lv]
     for lv in args.levels:
         if lv not in LEVELS and lv not in EXTRA_MODES:
@@ -268,15 +290,20 @@ def main(argv=None):
             if b is not None:
                 trace_bytes[mode].append(b)
 
-    # The shim's own time per step, from one LOCKSTEP_DEBUG run of each traced mode.
-    self_us = {}
+    # The shim's own time per step, from --self-time-runs LOCKSTEP_DEBUG runs of each traced
+    # mode (interleaved), their median.
+    self_runs = {m: [] for m in args.levels}
     if args.self_time:
-        for mode in args.levels:
-            _, _, err, output = run_once(args, mode, "debug", work, log, cpus, debug=True)
-            if err:
-                errors.append(err)
-                print(f"overhead.py: {err}", file=sys.stderr)
-            self_us[mode] = self_time_us(output)
+        for r in range(args.self_time_runs):
+            for mode in args.levels:
+                _, _, err, output = run_once(args, mode, f"debug{r}", work, log, cpus, debug=True)
+                if err:
+                    errors.append(err)
+                    print(f"overhead.py: {err}", file=sys.stderr)
+                us = self_time_us(output)
+                if us is not None:
+                    self_runs[mode].append(us)
+    self_us = {m: statistics.median(v) for m, v in self_runs.items() if v}
 
     base = statistics.median(times["untraced"]) if times["untraced"] else None
     # The self time's share is taken of the fastest untraced run (its median step): the strictest
@@ -295,6 +322,7 @@ def main(argv=None):
             "trace_bytes_per_step_per_rank":
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
             "shim_self_us_per_step": self_us.get(mode),
+            "shim_self_us_runs": self_runs.get(mode, []),
         })
         # The self time against the same target: its share of the untraced step.
         us = self_us.get(mode)
@@ -335,6 +363,9 @@ def main(argv=None):
             limit = f"target {100 * (target - 1):.1f}%" if target else "no target"
             print(f"  {row['mode']:<14} {us:10.1f} us  {100 * share:.2f}% of the untraced step"
                   f"  {limit} {ok}")
+            if len(row["shim_self_us_runs"]) > 1:
+                print("      runs: " + " ".join(f"{u:.1f}" for u in row["shim_self_us_runs"]) +
+                      " us (the median above)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "size": None if args.job_args else args.size,

@@ -124,6 +124,46 @@ class LossesTest(unittest.TestCase):
         self.assertEqual(losses.main([a, b]), 1)
 
 
+class OverheadShimsTest(unittest.TestCase):
+    """bench/overhead/overhead.py --shim: each named shim is run through LOCKSTEP_LIB as its own
+    mode, and --self-time-runs gives each mode that many LOCKSTEP_DEBUG runs and their median."""
+
+    def test_each_shim_is_its_own_mode_with_the_median_of_its_runs(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        shims = {}
+        for name, us in (("a", "100"), ("b", "300")):  # stand-in shims: the self time they report
+            shims[name] = os.path.join(tmp, f"{name}.so")
+            with open(shims[name], "w") as f:
+                f.write(us)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad,broad@a,broad@b", "--shim", f"a={shims['a']}",
+             "--shim", f"b={shims['b']}", "--rounds", "1", "--steps", "6", "--skip", "1",
+             "--size", "launch-bound", "--self-time", "--self-time-runs", "3", "--cpus", "all",
+             "--json", out],
+            env=dict(os.environ, FAKE_SELF_US="50"), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        for mode, us in (("broad", 50.0), ("broad@a", 100.0), ("broad@b", 300.0)):
+            self.assertEqual(rows[mode]["shim_self_us_runs"], [us] * 3, rows[mode])
+            self.assertEqual(rows[mode]["shim_self_us_per_step"], us)
+            self.assertEqual(rows[mode]["target_ratio"], 1.02)
+        self.assertIn("runs: 100.0 100.0 100.0 us", proc.stdout)
+
+    def test_a_shim_that_is_not_there_is_refused(self):
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--shim", "a=/nonexistent/x.so"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout)
+        self.assertIn("no such file", proc.stdout)
+
+
 class RunShTest(unittest.TestCase):
     """tests/gpu/run.sh against the stand-ins in fake/."""
 
