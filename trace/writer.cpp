@@ -87,9 +87,10 @@ inline constexpr size_t kWakeBatches = 16;
 inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains itself
 inline constexpr size_t kSpareBatches = 4;     // drained batches kept for reuse
 
-// The lines of the record slot the next append fills, asked for now with write intent: a reused
-// batch was last read by a drain on another core, and its lines would otherwise be fetched on
-// the job's next traced call rather than during the job's own work in between.
+// The lines of the record slot the next append fills, asked for now: a reused batch was last read
+// by a drain on another core, and its lines would otherwise be fetched on the job's next traced
+// call rather than during the job's own work in between. (The write hint needs PRFCHW: on the
+// generic x86-64 target this is a plain prefetcht0.)
 inline void prefetch_for_write(const Record* slot) {
   const auto* bytes = reinterpret_cast<const char*>(slot);
   for (size_t at = 0; at < sizeof(Record); at += 64) __builtin_prefetch(bytes + at, 1, 3);
