@@ -51,35 +51,38 @@ void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
   longest_ = std::max(longest_, bytes);
 }
 
-void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
-                           const void* context, const void* stream, uint64_t slot) {
-  if (bytes == 0 || alloc_base == 0) return;  // outside the allocation map: writes unseen
-  if (unknown_writes_ > 0) return;
+bool RegionDigests::may_remember(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
+                                 const void* owner) const {
+  if (bytes == 0 || alloc_base == 0) return false;  // outside the allocation map: writes unseen
+  if (unknown_writes_ > 0) return false;
   for (const WriteInProgress& w : writes_)
-    if (ptr < w.end && w.ptr < ptr + bytes) return;
+    if (w.owner != owner && ptr < w.end && w.ptr < ptr + bytes) return false;
+  return true;
+}
+
+void RegionDigests::remember(uint64_t ptr, uint64_t bytes, const void* context,
+                             const void* stream, const Known& known) {
   if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
   Entry& entry = entries_[ptr];
   entry.bytes = bytes;
   entry.context = context;
   entry.stream = stream;
-  entry.known = Known{false, false, 0, slot};
+  entry.known = known;
   longest_ = std::max(longest_, bytes);
+}
+
+void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
+                           const void* context, const void* stream, uint64_t slot) {
+  if (!may_remember(ptr, bytes, alloc_base, nullptr)) return;
+  remember(ptr, bytes, context, stream, Known{false, false, 0, slot});
 }
 
 void RegionDigests::recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
                              const void* context, const void* stream, uint64_t digest,
                              const void* owner) {
-  if (bytes == 0 || alloc_base == 0 || unknown_writes_ > 0) return;
-  for (const WriteInProgress& w : writes_)
-    if (w.owner != owner && ptr < w.end && w.ptr < ptr + bytes) return;
+  if (!may_remember(ptr, bytes, alloc_base, owner)) return;
   written(ptr, ptr + bytes, alloc_base);
-  if (entries_.size() >= kMaxEntries) forget_all();
-  Entry& entry = entries_[ptr];
-  entry.bytes = bytes;
-  entry.context = context;
-  entry.stream = stream;
-  entry.known = Known{false, true, digest, 0};
-  longest_ = std::max(longest_, bytes);
+  remember(ptr, bytes, context, stream, Known{false, true, digest, 0});
 }
 
 void RegionDigests::arrived(uint64_t ptr, uint64_t slot, uint64_t digest) {

@@ -94,6 +94,12 @@ class RegionDigests {
   };
   std::vector<WriteInProgress> writes_;  // few: the calls between note_writes and their return
   uint32_t unknown_writes_ = 0;
+  // Whether [ptr, ptr + bytes) may get an entry now: inside a known allocation, and no write in
+  // progress (but `owner`'s own; null: any) may change it.
+  bool may_remember(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* owner) const;
+  // The entry at ptr (the table forgotten first when full).
+  void remember(uint64_t ptr, uint64_t bytes, const void* context, const void* stream,
+                const Known& known);
 };
 
 }  // namespace lockstep::collectors
