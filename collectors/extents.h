@@ -71,6 +71,7 @@ struct LtLayout {
   int64_t batch_stride = 0;  // elements
   int64_t plane_offset = 0;  // bytes, planar complex
   uint32_t batch_mode = CUBLASLT_BATCH_MODE_STRIDED;
+  bool operator==(const LtLayout&) const = default;
 };
 // Bytes of one stored matrix (COL: ld x cols; ROW: ld x rows), plus strided batches. For
 // pointer-array batch mode, the bytes of one matrix. Orders other than COL/ROW (IMMA tiled

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include "collectors/bytes_keyed_cache.h"
 #include "collectors/call_stack.h"
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
@@ -111,9 +112,9 @@ bool is_complex(cudaDataType type) {
 // Each attribute read is a library call (~50 ns), and a GEMM at full reads dozens: the batch
 // stride only for batches, the imaginary plane only for complex types (their values are unused
 // otherwise). Broad records a GEMM by identity only: a layout's type, and for A and D its shape.
-enum class LayoutRead { Type, Shape, Whole };
-LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
-                     LayoutRead what = LayoutRead::Whole) {
+enum class LayoutRead : uint8_t { Type = 1, Shape, Whole };  // deeper reads answer shallower
+LOCKSTEP_HOT LtLayout read_layout_attributes(LayoutGet get, cublasLtMatrixLayout_t layout,
+                                             LayoutRead what) {
   LtLayout l;
   if (get == nullptr || layout == nullptr) return l;
   size_t written = 0;
@@ -137,9 +138,59 @@ LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout,
   return l;
 }
 
+// Layouts and algorithms by their bytes (bytes_keyed_cache.h): the same few shapes every step.
+// One cache of each per thread (heap, never freed: hooks run during exit); turned off for the
+// process by the first verification that finds the bytes did not tell all.
+std::atomic<bool> g_layout_cache_off{false}, g_algo_cache_off{false};
+using LayoutCache = BytesKeyedCache<sizeof(cublasLtMatrixLayoutOpaque_t), LtLayout>;
+using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), uint64_t>;
+thread_local LayoutCache* t_layouts = nullptr;
+thread_local AlgoCache* t_algos = nullptr;
+
+// One GEMM's lookups, counted when it is described: a mismatch always (a debug line and the
+// exit warning), hits and misses for the LOCKSTEP_DEBUG line at exit.
+class CountLookups {
+ public:
+  explicit CountLookups(Tracer* tracer) : tracer_(tracer), before_(sum()) {}
+  ~CountLookups() {
+    const BytesKeyedCacheStats now = sum();
+    if (now.mismatches != before_.mismatches) {
+      tracer_->lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
+                                             std::memory_order_relaxed);
+      tracer_->debug("cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
+                     "did not: the attribute cache is off");
+    }
+    if (!tracer_->config().debug) return;
+    tracer_->lt_reads_cached.fetch_add(now.hits - before_.hits, std::memory_order_relaxed);
+    tracer_->lt_reads_missed.fetch_add(now.misses - before_.misses, std::memory_order_relaxed);
+  }
+  CountLookups(const CountLookups&) = delete;
+  CountLookups& operator=(const CountLookups&) = delete;
+
+ private:
+  static BytesKeyedCacheStats sum() {
+    if (t_layouts == nullptr) t_layouts = new LayoutCache;
+    if (t_algos == nullptr) t_algos = new AlgoCache;
+    const auto& l = t_layouts->stats();
+    const auto& a = t_algos->stats();
+    return {l.hits + a.hits, l.misses + a.misses, l.verified + a.verified,
+            l.mismatches + a.mismatches};
+  }
+  Tracer* tracer_;
+  BytesKeyedCacheStats before_;
+};
+
+LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout, LayoutRead what) {
+  if (get == nullptr || layout == nullptr) return {};
+  if (t_layouts == nullptr) t_layouts = new LayoutCache;
+  return t_layouts->get(layout, static_cast<uint8_t>(what), g_layout_cache_off,
+                        [&](uint8_t depth) {
+                          return read_layout_attributes(get, layout, LayoutRead{depth});
+                        });
+}
+
 // Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
-LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
-  if (algo == nullptr) return kNoAlgo;
+LOCKSTEP_HOT uint64_t read_algo_code(const cublasLtMatmulAlgo_t* algo) {
   static auto get = reinterpret_cast<AlgoGet>(resolve("cublasLtMatmulAlgoConfigGetAttribute"));
   if (get == nullptr) return kNoAlgo;
   auto read = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> uint64_t {
@@ -150,6 +201,12 @@ LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
   };
   return read(CUBLASLT_ALGO_CONFIG_ID) | read(CUBLASLT_ALGO_CONFIG_TILE_ID) << 16 |
          read(CUBLASLT_ALGO_CONFIG_STAGES_ID) << 32 | read(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << 48;
+}
+
+LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
+  if (algo == nullptr) return kNoAlgo;
+  if (t_algos == nullptr) t_algos = new AlgoCache;
+  return t_algos->get(algo, 1, g_algo_cache_off, [&](uint8_t) { return read_algo_code(algo); });
 }
 
 int compute_type_bytes(int32_t compute_type) {
@@ -224,6 +281,7 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   static auto desc_get = reinterpret_cast<DescGet>(resolve("cublasLtMatmulDescGetAttribute"));
   static auto layout_get = reinterpret_cast<LayoutGet>(resolve("cublasLtMatrixLayoutGetAttribute"));
   ShimCallGuard reading;  // descriptor reads are the shim's own calls
+  const CountLookups counting(tracer);
 
   // Below full a GEMM is its identity (the record's fields): what they need is read, no more.
   const bool full = tracer->level() == Level::Full;

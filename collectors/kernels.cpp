@@ -223,6 +223,78 @@ void drop_untouched_tensors(Tracer* tracer, const KernelInfo& info,
                                          std::memory_order_relaxed);
 }
 
+namespace {
+// The launch record's identity fields, the same on both paths below.
+LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch) {
+  using F = trace::fields::Kernel;
+  r.fields[F::grid_x] = launch.grid[0], r.fields[F::grid_y] = launch.grid[1];
+  r.fields[F::grid_z] = launch.grid[2];
+  r.fields[F::block_x] = launch.block[0], r.fields[F::block_y] = launch.block[1];
+  r.fields[F::block_z] = launch.block[2];
+  r.fields[F::smem_bytes] = launch.smem_bytes;
+  r.fields[F::cluster_x] = launch.cluster[0], r.fields[F::cluster_y] = launch.cluster[1];
+  r.fields[F::cluster_z] = launch.cluster[2];
+  r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
+}
+
+// A launch at broad that is the job's own (not a library's, not inside an NCCL group): its
+// identity alone, so its record waits in this per-thread slot instead of a CallState on the
+// call stack. Everything the general path does for it beyond the record is for fingerprints
+// (level full), which is why this path has half its instructions and touches half its lines:
+// broad's cost is those lines (collectors/README.md, "A call's cost at broad").
+struct BroadLaunch {
+  trace::Record record;
+  Tracer* tracer = nullptr;
+  bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
+};
+constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack token looks so
+// Heap, never freed: hooks run during exit, after thread_local destructors.
+thread_local BroadLaunch* t_broad_launch = nullptr;
+
+LOCKSTEP_HOT BroadLaunch& broad_launch() {
+  if (t_broad_launch == nullptr) t_broad_launch = new BroadLaunch;
+  return *t_broad_launch;
+}
+
+LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot,
+                                         const KernelLaunch& launch) {
+  trace::Record& r = slot.record;
+  {
+    self_time::Scope stamping(self_time::Phase::Stamp);
+    r.clear_fields();  // buffers and payload stay empty on this path
+    tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
+    set_launch_fields(r, launch);
+    // The capture state only labels the record: no driver query before any capture.
+    uint64_t capture_id = 0;
+    CUgraph graph = nullptr;
+    if (capture_begun() &&
+        tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph)) {
+      r.fields[trace::fields::Kernel::capture_id] = capture_id;
+      if (capture_id != 0) note_captured_kernel(capture_id, graph);
+    }
+  }
+  {
+    self_time::Scope timed(self_time::Phase::Describe);
+    r.name = kernel_brief(tracer, launch.handle_kind, launch.handle).name_id;  // may throw
+  }
+  tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // as the general path (none here)
+  slot.tracer = tracer;
+  slot.open = true;
+  ++api.launch_depth;
+  return kBroadLaunchToken;
+}
+
+LOCKSTEP_HOT void broad_launch_end(int result) {
+  BroadLaunch& slot = broad_launch();
+  if (!slot.open) return;
+  slot.open = false;
+  if (result == CUDA_SUCCESS) slot.tracer->append(slot.record);
+  OpenApi& api = open_api();
+  --api.launch_depth;
+  if (api.depth == 0) api.outer_api = 0;
+}
+}  // namespace
+
 LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
   self_time::Scope timed(self_time::Phase::KernelBegin);
@@ -235,6 +307,10 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // launched lately) overlaps that work instead of coming first.
   const bool in_library = api.depth > 0;
   if (!in_library) __builtin_prefetch(&brief_slot(launch.handle));
+  if (!in_library && api.nccl_group == 0 && tracer->level() == Level::Broad) {
+    BroadLaunch& slot = broad_launch();
+    if (!slot.open) return broad_launch_begin(tracer, api, slot, launch);
+  }
   auto describe = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
     return kernel_brief(tracer, launch.handle_kind, launch.handle);
@@ -261,14 +337,7 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   std::optional<self_time::Scope> stamping(std::in_place, self_time::Phase::Stamp);
   tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
   using F = trace::fields::Kernel;
-  r.fields[F::grid_x] = launch.grid[0], r.fields[F::grid_y] = launch.grid[1];
-  r.fields[F::grid_z] = launch.grid[2];
-  r.fields[F::block_x] = launch.block[0], r.fields[F::block_y] = launch.block[1];
-  r.fields[F::block_z] = launch.block[2];
-  r.fields[F::smem_bytes] = launch.smem_bytes;
-  r.fields[F::cluster_x] = launch.cluster[0], r.fields[F::cluster_y] = launch.cluster[1];
-  r.fields[F::cluster_z] = launch.cluster[2];
-  r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
+  set_launch_fields(r, launch);
   uint64_t capture_id = 0;
   CUgraph graph = nullptr;
   // Below full the capture state only labels the record: no driver query before any capture.
@@ -430,6 +499,11 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
 }
 
 LOCKSTEP_HOT void kernel_launch_end(uint64_t token, int result) {
+  if (token == kBroadLaunchToken) {
+    self_time::Scope timed(self_time::Phase::KernelEnd);
+    broad_launch_end(result);
+    return;
+  }
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   self_time::Scope timed(self_time::Phase::KernelEnd);

@@ -43,6 +43,7 @@ enum class WarningCode : uint64_t {
   NestedKernels = 5,         // count = kernels attributed to an enclosing library call
   ReadOnlyWritten = 6,       // count = kernel pointer words learned read-only, then seen written
   FillDiffered = 7,          // count = fills whose bytes differed from an earlier same fill's
+  LtCacheMismatch = 8,       // count = cuBLASLt objects whose bytes matched but attributes did not
 };
 
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
@@ -217,6 +218,9 @@ class Tracer {
   void close();                // flush and close the writer (atexit); idempotent
   void abandon_after_fork();   // child side of fork
 
+  std::atomic<uint64_t> lt_reads_cached{0};      // cuBLASLt layouts/algorithms known by their bytes
+  std::atomic<uint64_t> lt_reads_missed{0};      // read from the library (counted at debug only)
+  std::atomic<uint64_t> lt_cache_mismatches{0};  // equal bytes, other attributes: cache turned off
   std::atomic<uint64_t> nested_kernels{0};
   std::atomic<uint64_t> capture_skipped{0};
   std::atomic<uint64_t> fingerprints_dropped{0};

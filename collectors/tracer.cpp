@@ -280,7 +280,7 @@ LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind, s
   record->stream = stream_ordinal(stream, per_thread_default);
   record->step = steps().current();
   record->thread = thread_ordinal();
-  record->name = intern(name);
+  record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call
 }
 
 void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
@@ -1217,6 +1217,9 @@ void Tracer::close() {
                         fills_recalled.load(), bytes_recalled.load(), fills_differed.load()));
     debug(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                       frees_deferred.load()));
+    debug(fmt::format("cuBLASLt layouts and algorithms known by their bytes: {}, read from the "
+                      "library: {}",
+                      lt_reads_cached.load(), lt_reads_missed.load()));
     debug("shim self time: " + self_time::report());
     // What the job's threads spent in the shim per step, steady state: the overhead of off,
     // metrics and broad measured without the noise of comparing whole runs.
@@ -1240,6 +1243,10 @@ void Tracer::close() {
     warn(WarningCode::FillDiffered, n,
          "fills wrote other bytes than an earlier fill of the same value and size (bad memory or "
          "a bad SM? LOCKSTEP_RECALL_FILLS=0 hashes every fill)");
+  if (uint64_t n = lt_cache_mismatches.load())
+    warn(WarningCode::LtCacheMismatch, n,
+         "cuBLASLt layouts or algorithms with the bytes of an earlier one read other attributes: "
+         "GEMM records before that may carry the earlier one's shape or algorithm");
   if (uint64_t n = writer_->stats().dropped)
     warn(WarningCode::RecordsDropped, n, "records dropped by the trace writer");
   closed_.store(true);

@@ -30,15 +30,24 @@ namespace {
 namespace fs = std::filesystem;
 
 // ---- fakes ---------------------------------------------------------------------------------------
+// A stand-in for a cuBLASLt descriptor or layout. The shim knows a layout by its first 64 bytes
+// (collectors/bytes_keyed_cache.h), as cuBLASLt's own struct keeps its attributes in them: so
+// every set changes those bytes here too (a process-wide version), and nothing else is in them
+// (the map's pointers would make the cache's sets differ from run to run).
+inline uint64_t g_fake_attribute_version = 0;
 struct FakeAttributes {
+  uint64_t version = 0;
+  uint64_t padding[7] = {};
   std::map<int, std::vector<uint8_t>> values;
   template <typename T>
   void set(int attr, T value) {
     std::vector<uint8_t> bytes(sizeof(T));
     std::memcpy(bytes.data(), &value, sizeof(T));
     values[attr] = bytes;
+    version = ++g_fake_attribute_version;
   }
 };
+static_assert(sizeof(FakeAttributes) >= sizeof(cublasLtMatrixLayoutOpaque_t));
 
 cublasStatus_t fake_get(const FakeAttributes* attrs, int attr, void* buf, size_t size,
                         size_t* written) {
@@ -94,6 +103,7 @@ void lt_call_reading(const LtMatmul& mm, int expected) {
   lt_matmul_end(lt_matmul_begin(mm), 0);
   if (g_layout_reads != expected) {
     std::fprintf(stderr, "layout reads: %d, expected %d\n", g_layout_reads, expected);
+    std::fflush(stderr);  // _Exit does not flush (stderr is a file in the child)
     std::_Exit(9);
   }
 }
@@ -556,6 +566,57 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
   EXPECT_EQ(gemms, 2);
 }
 
+// A layout whose bytes were seen before is not read again (PyTorch makes new layouts for every
+// GEMM, with the same bytes step after step); one with other bytes is. Every 16th hit of an
+// entry is read all the same: bytes that match while the attributes do not turn the cache off
+// (a Warning record at exit), and from then on every GEMM reads the library.
+TEST_F(RuntimeTest, LayoutsSeenBeforeAreKnownByTheirBytesAndCheckedEverySixteenth) {
+  ChildResult child = run_child(env("broad"), [] {
+    const CUdeviceptr base = 0x7f0000000000;
+    on_alloc(base, 1 << 22);
+    static FakeAttributes desc, a, b, c, d;
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
+    a = layout(CUDA_R_16BF, 64, 32, 64);
+    b = layout(CUDA_R_16BF, 32, 16, 32);
+    c = layout(CUDA_R_16BF, 64, 16, 64);
+    d = layout(CUDA_R_16BF, 64, 16, 64);
+    d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 2);
+    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000,
+                                &c, base + 0x100000, &d);
+    lt_call_reading(mm, 4 + 1 + 1 + 4);  // 1: every layout read
+    lt_call_reading(mm, 0);              // 2: all four known by their bytes
+    d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 3);  // new bytes: D read again
+    lt_call_reading(mm, 4);              // 3 (batch 3)
+    // Attributes changed behind equal bytes (what the cache cannot see): the next GEMMs carry
+    // the old batch count until D's entry is checked on its 16th hit (GEMM 19), which finds it
+    // and turns the cache off. A, B and C are checked on their 16th hit (GEMM 17): unchanged.
+    d.values[CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT] = {5, 0, 0, 0};
+    for (int gemm = 4; gemm <= 18; ++gemm) lt_call_reading(mm, gemm == 17 ? 4 + 1 + 1 : 0);
+    lt_call_reading(mm, 4 + 1);          // 19: D checked and changed; C, after it, read
+    lt_call_reading(mm, 4 + 1 + 1 + 4);  // 20: off, everything read
+  });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<uint64_t> batches;
+  uint64_t mismatches = 0;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::Gemm) batches.push_back(r.fields[trace::fields::Gemm::batch]);
+    if (r.kind == trace::RecordKind::Warning &&
+        r.fields[trace::fields::Warning::code] == uint64_t(WarningCode::LtCacheMismatch))
+      mismatches += r.fields[trace::fields::Warning::count];
+    return true;
+  });
+  std::vector<uint64_t> expected = {2, 2, 3};
+  expected.resize(18, 3);  // GEMMs 4-18: D known by its bytes (the stale count)
+  expected.push_back(5);   // 19: read again, found changed
+  expected.push_back(5);   // 20
+  EXPECT_EQ(batches, expected);
+  EXPECT_EQ(mismatches, 1u);
+}
+
 TEST_F(RuntimeTest, BadSettingGivesOneLineAndNoTrace) {
   ChildResult child = run_child(env("fast"), [] {
     on_alloc(0x1000, 64);
@@ -774,6 +835,91 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
     EXPECT_EQ(k.fields[trace::fields::Kernel::args_digest], 0u);
     EXPECT_EQ(reader->string(k.name), "kernel(float*, int, float)");
   }
+}
+
+// At broad a launch of the job's own takes a path of its own (a per-thread record, no call
+// stack: kernels.cpp). Its records must be what the general path writes: one per launch however
+// the runtime reaches the driver, none for a failed launch, the library's launches attributed to
+// it, and a launch after any of these recorded again.
+TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
+  ChildResult child = run_child(env("broad"), [] {
+    auto launch_shape = [](unsigned grid, LaunchApi api, CUstream stream) {
+      KernelLaunch l;
+      l.api = api;
+      l.handle_kind = FunctionHandle::DriverFunction;
+      l.handle = reinterpret_cast<const void*>(0x1234);
+      l.grid[0] = grid, l.grid[1] = 2, l.grid[2] = 3;
+      l.block[0] = 128, l.block[1] = 4, l.block[2] = 1;
+      l.cluster[0] = 2, l.cluster[1] = 1, l.cluster[2] = 1;
+      l.smem_bytes = 4096;
+      l.stream = stream;
+      return l;
+    };
+    const auto* stream_b = reinterpret_cast<CUstream>(0xb0b);
+    auto once = [&](unsigned grid, int result = CUDA_SUCCESS, CUstream stream = nullptr) {
+      kernel_launch_end(kernel_launch_begin(launch_shape(grid, LaunchApi::DriverLaunch, stream)),
+                        result);
+    };
+    once(1);
+    // A runtime launch that reaches the driver: one record, the runtime's.
+    const uint64_t outer = kernel_launch_begin(launch_shape(2, LaunchApi::RuntimeLaunch, nullptr));
+    once(99);
+    kernel_launch_end(outer, CUDA_SUCCESS);
+    once(98, CUDA_ERROR_INVALID_VALUE);  // failed: no record
+    // Inside a cuBLAS call: the GEMM's (no Kernel record, counted).
+    CublasGemm gemm;
+    gemm.api = "cublasSgemm_v2";
+    gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
+    const uint64_t g = cublas_gemm_begin(gemm);
+    once(97);
+    cublas_gemm_end(g, 0);
+    // Inside an NCCL group a kernel not named nccl* is the job's (the general path).
+    nccl_group_start();
+    once(3);
+    nccl_group_end(ncclSuccess);
+    once(4, CUDA_SUCCESS, const_cast<CUstream>(stream_b));
+    once(5);
+  }, &fake_resolver_with_driver);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
+      << "status " << child.status << ": " << child.stderr_text;
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  std::vector<trace::Record> kernels;
+  uint64_t nested = 0, last_seq = 0;
+  reader->for_each_record([&](const trace::Record& r) {
+    EXPECT_GT(r.seq, last_seq);
+    last_seq = r.seq;
+    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
+    if (r.kind == trace::RecordKind::Warning &&
+        r.fields[trace::fields::Warning::code] == uint64_t(WarningCode::NestedKernels))
+      nested = r.fields[trace::fields::Warning::count];
+    return true;
+  });
+  using F = trace::fields::Kernel;
+  std::vector<uint64_t> grids, apis, streams;
+  for (const auto& k : kernels) {
+    grids.push_back(k.fields[F::grid_x]);
+    apis.push_back(k.fields[F::launch_api]);
+    streams.push_back(k.stream);
+    EXPECT_EQ(reader->string(k.name), "kernel(float*, int, float)");
+    EXPECT_TRUE(k.buffers.empty());
+    EXPECT_EQ(k.fields[F::grid_y], 2u);
+    EXPECT_EQ(k.fields[F::grid_z], 3u);
+    EXPECT_EQ(k.fields[F::block_x], 128u);
+    EXPECT_EQ(k.fields[F::block_y], 4u);
+    EXPECT_EQ(k.fields[F::smem_bytes], 4096u);
+    EXPECT_EQ(k.fields[F::cluster_x], 2u);
+    EXPECT_EQ(k.fields[F::args_digest], 0u);
+    EXPECT_EQ(k.thread, kernels[0].thread);
+  }
+  EXPECT_EQ(grids, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  const auto driver = uint64_t(LaunchApi::DriverLaunch), runtime = uint64_t(LaunchApi::RuntimeLaunch);
+  EXPECT_EQ(apis, (std::vector<uint64_t>{driver, runtime, driver, driver, driver}));
+  ASSERT_EQ(streams.size(), 5u);
+  EXPECT_NE(streams[3], streams[0]);  // stream_b has an ordinal of its own
+  EXPECT_EQ(streams[4], streams[0]);
+  EXPECT_EQ(nested, 1u);
 }
 
 // Below full a kernel record's capture state is a label only, and the driver's capture query is
