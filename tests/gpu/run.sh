@@ -21,7 +21,8 @@
 #   GPT_DET_LEVELS  levels of group e's "gpt det" pairs (default: broad full)
 #   PYTHON    python with torch (default: python3)
 #   OVERHEAD_ROUNDS, OVERHEAD_MODES  group f's interleaved rounds (default 3) and modes (default
-#             off,metrics,broad,full); DDP_OVERHEAD_ROUNDS: groups o and x (default 3)
+#             off,metrics,broad,full); DDP_OVERHEAD_ROUNDS: the ddp and tpdp overhead rows
+#             (groups o and x; default 3)
 #   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3:
 #             the median; one run's figure moves by a tenth or more on one machine)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
@@ -768,7 +769,9 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     else
       row "tpdp culprit rank" SKIP "time budget"
     fi
-    broad_overhead_row tpdp "$n" 2
+    # As many rounds as ddp's: with two, one slow run of either mode decided the row (broad
+    # x1.073 and x0.976 on one build, 2026-11-30, its runs 28.7/25.2 ms against 25.9/25.0).
+    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_ROUNDS:-3}"
   fi
 fi
 
