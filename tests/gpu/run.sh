@@ -738,6 +738,10 @@ if want x; then
     traced tpdp-broad-1 broad 240 "${tpdp[@]}"
     traced tpdp-broad-2 broad 240 "${tpdp[@]}"
     diff_runs tpdp-det-diff tpdp-broad-1 tpdp-broad-2
+    # What broad fingerprints in this job (the collectives' send and recv), into the run log:
+    # a LOCKSTEP_DEBUG run on 2026-11-30 counted 2.2 GB hashed per step per rank, far more than
+    # this model's tensors suggest. No row.
+    runlog tpdp-broad-stats 60 "$LOCKSTEP" stats "$WORK/tpdp-broad-1" || true
     drc=$?
     verdict=$(check_diff "$WORK/tpdp-det-diff.out" --expect identical)
     numbers=$(same_losses "$WORK/tpdp-untraced.out" "$WORK/tpdp-broad-1.out")
