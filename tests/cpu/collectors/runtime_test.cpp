@@ -313,6 +313,14 @@ class RuntimeTest : public ::testing::Test {
       if (e.path().extension() == ".lstrace") out.push_back(e.path());
     return out;
   }
+  // The one trace the child wrote, opened; null (and a failure naming the child's stderr) when
+  // it wrote none or several.
+  std::unique_ptr<trace::TraceReader> only_trace(const ChildResult& child) const {
+    auto files = traces();
+    EXPECT_EQ(files.size(), 1u) << child.stderr_text;
+    if (files.size() != 1) return nullptr;
+    return trace::TraceReader::open(files[0].string());
+  }
   fs::path dir_;
 };
 
@@ -424,9 +432,8 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   EXPECT_EQ(reader->header()["rank"], 0);
 
   std::vector<trace::Record> records;
@@ -534,9 +541,8 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   int gemms = 0;
   reader->for_each_record([&](const trace::Record& r) {
     if (r.kind != trace::RecordKind::Gemm) return true;
@@ -597,9 +603,8 @@ TEST_F(RuntimeTest, LayoutsSeenBeforeAreKnownByTheirBytesAndCheckedEverySixteent
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u) << child.stderr_text;
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<uint64_t> batches;
   uint64_t mismatches = 0;
   reader->for_each_record([&](const trace::Record& r) {
@@ -676,9 +681,8 @@ TEST_F(RuntimeTest, MetricsLevelKeepsOnlyMetricsAndSteps) {
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<trace::RecordKind> kinds;
   reader->for_each_record([&](const trace::Record& r) {
     kinds.push_back(r.kind);
@@ -712,9 +716,8 @@ TEST_F(RuntimeTest, ForkedChildNeverWritesTheParentsTrace) {
   });
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   reader->verify_all();
   std::vector<std::string> markers;
   reader->for_each_record([&](const trace::Record& r) {
@@ -767,9 +770,8 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
   }, &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<trace::Record> records;
   reader->for_each_record([&](const trace::Record& r) {
     if (r.kind == trace::RecordKind::GraphLaunch || r.kind == trace::RecordKind::Kernel)
@@ -821,9 +823,8 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
   }, &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
   reader->for_each_record([&](const trace::Record& r) {
     if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
@@ -882,9 +883,8 @@ TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
   }, &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
   uint64_t nested = 0, last_seq = 0;
   reader->for_each_record([&](const trace::Record& r) {
@@ -944,9 +944,8 @@ TEST_F(RuntimeTest, CaptureStateIsQueriedBelowFullOnlyOnceACaptureBegan) {
       launch_captured();
     }, &fake_resolver_with_driver);
     ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
-    auto files = traces();
-    ASSERT_EQ(files.size(), 1u);
-    auto reader = trace::TraceReader::open(files[0].string());
+    auto reader = only_trace(child);
+    ASSERT_TRUE(reader);
     std::vector<uint64_t> capture_ids;
     reader->for_each_record([&](const trace::Record& r) {
       if (r.kind == trace::RecordKind::Kernel)
@@ -988,9 +987,8 @@ TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   }, &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
       << "status " << child.status << ": " << child.stderr_text;
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
   uint64_t nested = 0;
   reader->for_each_record([&](const trace::Record& r) {
