@@ -121,19 +121,33 @@ struct BriefSlot {
 constexpr size_t kBriefSlots = 1024;
 thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap, never freed
 
-BriefSlot& brief_slot(const void* handle) {
-  if (t_brief_slots == nullptr) t_brief_slots = new BriefSlot[kBriefSlots]();
+// The rare paths out of line, so that the per-launch ones below inline into the launch.
+[[gnu::noinline, gnu::cold]] BriefSlot* new_brief_slots() {
+  return t_brief_slots = new BriefSlot[kBriefSlots]();
+}
+[[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer,
+                                              FunctionHandle kind, const void* handle) {
+  const KernelInfo* found = find_or_describe(tracer, kind, handle);
+  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
+  return slot.brief;
+}
+
+inline BriefSlot& brief_slot(const void* handle) {
+  BriefSlot* slots = t_brief_slots;
+  if (slots == nullptr) [[unlikely]] slots = new_brief_slots();
   const auto bits = reinterpret_cast<uintptr_t>(handle);
-  return t_brief_slots[(bits >> 4 ^ bits >> 14) & (kBriefSlots - 1)];
+  return slots[(bits >> 4 ^ bits >> 14) & (kBriefSlots - 1)];
+}
+
+inline KernelBrief brief_of(Tracer* tracer, FunctionHandle kind, const void* handle) {
+  BriefSlot& slot = brief_slot(handle);
+  if (slot.handle == handle && handle != nullptr) [[likely]] return slot.brief;
+  return fill_brief_slot(slot, tracer, kind, handle);
 }
 }  // namespace
 
 LOCKSTEP_HOT KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle) {
-  BriefSlot& slot = brief_slot(handle);
-  if (slot.handle == handle && handle != nullptr) return slot.brief;
-  const KernelInfo* found = find_or_describe(tracer, kind, handle);
-  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
-  return slot.brief;
+  return brief_of(tracer, kind, handle);
 }
 
 const KernelInfo& kernel_info(Tracer* tracer, FunctionHandle kind, const void* handle) {
@@ -251,9 +265,13 @@ constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack 
 // Heap, never freed: hooks run during exit, after thread_local destructors.
 thread_local BroadLaunch* t_broad_launch = nullptr;
 
-LOCKSTEP_HOT BroadLaunch& broad_launch() {
-  if (t_broad_launch == nullptr) t_broad_launch = new BroadLaunch;
-  return *t_broad_launch;
+[[gnu::noinline, gnu::cold]] BroadLaunch* new_broad_launch() {
+  return t_broad_launch = new BroadLaunch;
+}
+inline BroadLaunch& broad_launch() {
+  BroadLaunch* slot = t_broad_launch;
+  if (slot == nullptr) [[unlikely]] slot = new_broad_launch();
+  return *slot;
 }
 
 LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot,
@@ -275,7 +293,7 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
   }
   {
     self_time::Scope timed(self_time::Phase::Describe);
-    r.name = kernel_brief(tracer, launch.handle_kind, launch.handle).name_id;  // may throw
+    r.name = brief_of(tracer, launch.handle_kind, launch.handle).name_id;  // may throw
   }
   tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // as the general path (none here)
   slot.tracer = tracer;
@@ -313,7 +331,7 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   }
   auto describe = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
-    return kernel_brief(tracer, launch.handle_kind, launch.handle);
+    return brief_of(tracer, launch.handle_kind, launch.handle);
   };
   KernelBrief brief;  // info null: not read yet
   if (!in_library && api.nccl_group > 0) brief = describe();

@@ -342,6 +342,9 @@ class Tracer {
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
   bool take_deferred(Deferred* out);
   void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference
+  // stream_ordinal's path for a stream other than the thread's last one (noinline: the
+  // per-call path stays small).
+  [[gnu::noinline]] uint32_t other_stream_ordinal(uintptr_t key);
   void flush_deferred_slow(FlushCause cause);
   // Fills one digest; true when that was the record's last outstanding one.
   bool deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid);

@@ -215,18 +215,27 @@ void Tracer::debug(const std::string& line) const {
   if (config_.debug) std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
+namespace {
+// The last stream this thread used, asked first: launches come in runs on one stream.
+struct LastStream {
+  const Tracer* tracer;
+  uintptr_t key;
+  uint32_t ordinal;
+};
+thread_local LastStream t_last_stream{nullptr, 0, 0};
+}  // namespace
+
 LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   uintptr_t key = reinterpret_cast<uintptr_t>(stream);
   if (key == 0) key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
                                          : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
-  // The last stream this thread used first: launches come in runs on one stream.
-  struct LastStream {
-    const Tracer* tracer;
-    uintptr_t key;
-    uint32_t ordinal;
-  };
-  thread_local LastStream last{nullptr, 0, 0};
-  if (last.tracer == this && last.key == key) return last.ordinal;
+  const LastStream& last = t_last_stream;
+  if (last.tracer == this && last.key == key) [[likely]] return last.ordinal;
+  return other_stream_ordinal(key);
+}
+
+uint32_t Tracer::other_stream_ordinal(uintptr_t key) {
+  LastStream& last = t_last_stream;
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache = new std::unordered_map<uintptr_t, uint32_t>;
   if (auto it = cache->find(key); it != cache->end()) {
