@@ -76,6 +76,14 @@ def parse_args(argv=None):
                    help="comma-separated modes to measure: lockstep levels, or full-caching, "
                         "full-nocache, untraced-async (untraced always runs)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--max-rounds", type=int,
+                   help="after --rounds, more rounds (up to this many in all) while some mode's "
+                        "runs spread by more than --spread: one slow run of two or three moves "
+                        "a pooled median; the rule looks at the runs' spread, never at the "
+                        "ratios (default: --rounds, no extra rounds)")
+    p.add_argument("--spread", type=float, default=0.05,
+                   help="the spread of a mode's run medians (slowest / fastest - 1) that asks "
+                        "for another round under --max-rounds (default 0.05)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--skip", type=int, default=5, help="steps dropped at the start of each run")
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
@@ -130,7 +138,17 @@ def parse_args(argv=None):
             p.error(f"unknown mode {lv!r} (one of {', '.join(LEVELS + tuple(EXTRA_MODES))})")
     if args.skip >= args.steps:
         p.error("--skip must be smaller than --steps")
+    if args.max_rounds is None:
+        args.max_rounds = args.rounds
+    if args.rounds < 1 or args.max_rounds < args.rounds:
+        p.error("--rounds must be 1 or more and --max-rounds no fewer than --rounds")
     return args
+
+
+def widest_spread(run_medians):
+    """The largest slowest/fastest - 1 among the modes' run medians (0 with fewer than 2 runs)."""
+    spreads = [max(v) / min(v) - 1 for v in run_medians.values() if len(v) > 1 and min(v) > 0]
+    return max(spreads, default=0.0)
 
 
 def job_command(args, out_json):
@@ -277,7 +295,11 @@ def main(argv=None):
     run_medians = {m: [] for m in modes}  # one per run: how far runs of one mode spread
     trace_bytes = {m: [] for m in modes}
     errors = []
-    for r in range(args.rounds):
+    rounds_run = 0
+    while rounds_run < args.rounds or (rounds_run < args.max_rounds and
+                                       widest_spread(run_medians) > args.spread):
+        r = rounds_run
+        rounds_run += 1
         order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotate: no fixed position
         for mode in order:
             t, b, err, _ = run_once(args, mode, r, work, log, cpus)
@@ -336,7 +358,11 @@ def main(argv=None):
         return format(v, spec) if v is not None else "-".rjust(width)
 
     size = "job arguments " + " ".join(args.job_args) if args.job_args else f"size {args.size}"
-    print(f"overhead: job {args.job}, {size}, {args.rounds} rounds x {args.steps} steps "
+    extra = ""
+    if args.max_rounds > args.rounds:
+        extra = (f" (of {args.rounds} to {args.max_rounds}: more while some mode's runs spread "
+                 f"by more than {100 * args.spread:.0f}%)")
+    print(f"overhead: job {args.job}, {size}, {rounds_run} rounds{extra} x {args.steps} steps "
           f"(first {args.skip} dropped), interleaved, {pinned}")
     print(f"{'mode':<14} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
           f"{'trace B/step/rank':>18}  runs (median ms each)")
@@ -369,7 +395,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "size": None if args.job_args else args.size,
-                       "rounds": args.rounds, "steps": args.steps,
+                       "rounds": rounds_run, "min_rounds": args.rounds,
+                       "max_rounds": args.max_rounds, "spread_limit": args.spread,
+                       "widest_spread": widest_spread(run_medians), "steps": args.steps,
                        "cpus": sorted(cpus) if cpus else None,
                        "skip": args.skip, "job_args": args.job_args, "rows": rows,
                        "errors": errors, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")},

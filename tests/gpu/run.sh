@@ -22,7 +22,8 @@
 #   PYTHON    python with torch (default: python3)
 #   OVERHEAD_ROUNDS, OVERHEAD_MODES  group f's interleaved rounds (default 3) and modes (default
 #             off,metrics,broad,full); DDP_OVERHEAD_ROUNDS: the ddp and tpdp overhead rows
-#             (groups o and x; default 3)
+#             (groups o and x; default 3); EXTRA_ROUNDS: rounds past those while some mode's
+#             runs spread by more than 5% (overhead.py --max-rounds; default 1)
 #   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3:
 #             the median; one run's figure moves by a tenth or more on one machine)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
@@ -176,7 +177,8 @@ broad_overhead_row() {
   local job=$1 nproc=$2 rounds=$3 rc line ms ratio target ok bytes
   if ! fits 90; then row "$job overhead broad" SKIP "time budget"; return; fi
   runlog "$job-overhead" 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-    --python "$PY" --job "$job" --nproc "$nproc" --levels broad --rounds "$rounds" --steps 20 \
+    --python "$PY" --job "$job" --nproc "$nproc" --levels broad --rounds "$rounds" \
+    --max-rounds $((rounds + ${EXTRA_ROUNDS:-1})) --steps 20 \
     --skip 5 --json "$OUTDIR/overhead-$job.json" --log "$LOG"
   rc=$?
   cat "$WORK/$job-overhead.out"
@@ -567,7 +569,8 @@ if want f; then
     # same level on PyTorch's caching allocator: x2.53 on 2026-11-30) through OVERHEAD_MODES;
     # it is left out by default for time (the group takes about 5 minutes as it is).
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-      --python "$PY" --rounds "$rounds" --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
+      --python "$PY" --rounds "$rounds" --max-rounds $((rounds + ${EXTRA_ROUNDS:-1})) \
+      --steps 25 --skip 5 --json "$OUTDIR/overhead.json" \
       --levels "${OVERHEAD_MODES:-off,metrics,broad,full}" --size gpu-bound \
       --log "$LOG"
     overhead_rows $? overhead "overhead"

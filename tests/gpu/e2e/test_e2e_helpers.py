@@ -164,6 +164,42 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertIn("no such file", proc.stdout)
 
 
+class OverheadRoundsTest(unittest.TestCase):
+    """bench/overhead/overhead.py --max-rounds: rounds past --rounds while some mode's runs spread
+    by more than --spread, and only then."""
+
+    def run_overhead(self, cycle):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad", "--rounds", "2", "--max-rounds", "4", "--steps", "6",
+             "--skip", "1", "--cpus", "all", "--json", out],
+            env=dict(os.environ, FAKE_STEP_S_CYCLE=cycle,
+                     FAKE_RUN_COUNTER=os.path.join(tmp, "runs")),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            return json.load(f), proc.stdout
+
+    def test_runs_that_agree_take_the_rounds_asked_for(self):
+        result, _ = self.run_overhead("0.010")
+        self.assertEqual(result["rounds"], 2)
+        self.assertEqual(result["widest_spread"], 0.0)
+
+    def test_runs_that_spread_take_more_rounds_up_to_the_limit(self):
+        # Runs alternate 10 and 12 ms: every mode spreads by 20% once it has two runs.
+        result, text = self.run_overhead("0.010,0.012")
+        self.assertEqual(result["rounds"], 4)
+        for row in result["rows"]:
+            self.assertEqual(len(row["run_medians_ms"]), 4, row)
+        self.assertAlmostEqual(result["widest_spread"], 0.2, places=6)
+        self.assertIn("4 rounds (of 2 to 4: more while some mode's runs spread by more than 5%)",
+                      text)
+
+
 class RunShTest(unittest.TestCase):
     """tests/gpu/run.sh against the stand-ins in fake/."""
 
