@@ -146,6 +146,14 @@ using LayoutCache = BytesKeyedCache<sizeof(cublasLtMatrixLayoutOpaque_t), LtLayo
 using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), uint64_t>;
 thread_local LayoutCache* t_layouts = nullptr;
 thread_local AlgoCache* t_algos = nullptr;
+LayoutCache& layout_cache() {
+  if (t_layouts == nullptr) t_layouts = new LayoutCache;
+  return *t_layouts;
+}
+AlgoCache& algo_cache() {
+  if (t_algos == nullptr) t_algos = new AlgoCache;
+  return *t_algos;
+}
 
 // One GEMM's lookups, counted when it is described: a mismatch always (a debug line and the
 // exit warning), hits and misses for the LOCKSTEP_DEBUG line at exit.
@@ -169,10 +177,8 @@ class CountLookups {
 
  private:
   static BytesKeyedCacheStats sum() {
-    if (t_layouts == nullptr) t_layouts = new LayoutCache;
-    if (t_algos == nullptr) t_algos = new AlgoCache;
-    const auto& l = t_layouts->stats();
-    const auto& a = t_algos->stats();
+    const auto& l = layout_cache().stats();
+    const auto& a = algo_cache().stats();
     return {l.hits + a.hits, l.misses + a.misses, l.verified + a.verified,
             l.mismatches + a.mismatches};
   }
@@ -182,11 +188,10 @@ class CountLookups {
 
 LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout, LayoutRead what) {
   if (get == nullptr || layout == nullptr) return {};
-  if (t_layouts == nullptr) t_layouts = new LayoutCache;
-  return t_layouts->get(layout, static_cast<uint8_t>(what), g_layout_cache_off,
-                        [&](uint8_t depth) {
-                          return read_layout_attributes(get, layout, LayoutRead{depth});
-                        });
+  return layout_cache().get(layout, static_cast<uint8_t>(what), g_layout_cache_off,
+                            [&](uint8_t depth) {
+                              return read_layout_attributes(get, layout, LayoutRead{depth});
+                            });
 }
 
 // Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
@@ -205,8 +210,7 @@ LOCKSTEP_HOT uint64_t read_algo_code(const cublasLtMatmulAlgo_t* algo) {
 
 LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
   if (algo == nullptr) return kNoAlgo;
-  if (t_algos == nullptr) t_algos = new AlgoCache;
-  return t_algos->get(algo, 1, g_algo_cache_off, [&](uint8_t) { return read_algo_code(algo); });
+  return algo_cache().get(algo, 1, g_algo_cache_off, [&](uint8_t) { return read_algo_code(algo); });
 }
 
 int compute_type_bytes(int32_t compute_type) {

@@ -251,6 +251,19 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
   r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
 }
 
+// Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
+// Below full the state only labels the record: no driver query before any capture began.
+LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLaunch& launch) {
+  if (tracer->level() != Level::Full && !capture_begun()) return false;
+  uint64_t capture_id = 0;
+  CUgraph graph = nullptr;
+  const bool capturing =
+      tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
+  r.fields[trace::fields::Kernel::capture_id] = capture_id;
+  if (capture_id != 0) note_captured_kernel(capture_id, graph);
+  return capturing;
+}
+
 // A launch at broad that is the job's own (not a library's, not inside an NCCL group): its
 // identity alone, so its record waits in this per-thread slot instead of a CallState on the
 // call stack. Everything the general path does for it beyond the record is for fingerprints
@@ -282,20 +295,14 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     r.clear_fields();  // buffers and payload stay empty on this path
     tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
     set_launch_fields(r, launch);
-    // The capture state only labels the record: no driver query before any capture.
-    uint64_t capture_id = 0;
-    CUgraph graph = nullptr;
-    if (capture_begun() &&
-        tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph)) {
-      r.fields[trace::fields::Kernel::capture_id] = capture_id;
-      if (capture_id != 0) note_captured_kernel(capture_id, graph);
-    }
+    label_capture(tracer, r, launch);
   }
   {
     self_time::Scope timed(self_time::Phase::Describe);
     r.name = brief_of(tracer, launch.handle_kind, launch.handle).name_id;  // may throw
   }
-  tracer->flush_deferred(Tracer::FlushCause::KernelUnhashed);  // as the general path (none here)
+  // No deferred output hashes to flush, unlike the general path: only held records defer them
+  // (kernels, GEMMs and copies with fingerprints), and below full none is held.
   slot.tracer = tracer;
   slot.open = true;
   ++api.launch_depth;
@@ -356,14 +363,7 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
   using F = trace::fields::Kernel;
   set_launch_fields(r, launch);
-  uint64_t capture_id = 0;
-  CUgraph graph = nullptr;
-  // Below full the capture state only labels the record: no driver query before any capture.
-  const bool capturing =
-      (tracer->level() == Level::Full || capture_begun()) &&
-      tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
-  r.fields[F::capture_id] = capture_id;
-  if (capture_id != 0) note_captured_kernel(capture_id, graph);
+  const bool capturing = label_capture(tracer, r, launch);
   stamping.reset();
   if (brief.info == nullptr) brief = describe();
   r.name = brief.name_id;

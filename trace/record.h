@@ -133,6 +133,21 @@ struct Record {
 #pragma GCC unroll 8
     for (int i = 0; i < kMaxFields; i += 2) std::memcpy(&fields[i], kZero, sizeof kZero);
   }
+  // `*this = other`, but a record without buffers or payload (a launch at broad: most records)
+  // is copied without the two vector assignments, whose code is most of what the copy would run;
+  // this record's vectors are emptied, their capacity kept.
+  void copy_from(const Record& other) {
+    if (!other.buffers.empty() || !other.payload.empty()) {
+      *this = other;
+      return;
+    }
+    kind = other.kind;
+    seq = other.seq, stream = other.stream, step = other.step, thread = other.thread;
+    name = other.name;
+    fields = other.fields;
+    buffers.clear();
+    payload.clear();
+  }
   bool operator==(const Record&) const = default;
 };
 

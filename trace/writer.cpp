@@ -97,25 +97,6 @@ inline void prefetch_for_write(const Record* slot) {
   __builtin_prefetch(bytes + sizeof(Record) - 1, 1, 3);
 }
 
-// A record without buffers or payload (a launch at broad: most records) is its fixed part: copied
-// without the two vector assignments, whose code is most of what the copy would run. The slot's
-// own vectors are emptied, their capacity kept.
-LOCKSTEP_HOT inline void stage_record(Record& slot, const Record& record) {
-  if (!record.buffers.empty() || !record.payload.empty()) {
-    slot = record;
-    return;
-  }
-  slot.kind = record.kind;
-  slot.seq = record.seq;
-  slot.stream = record.stream;
-  slot.step = record.step;
-  slot.thread = record.thread;
-  slot.name = record.name;
-  slot.fields = record.fields;
-  slot.buffers.clear();
-  slot.payload.clear();
-}
-
 // Records copied as appended, in order; their Records keep their vectors' capacity when reused.
 struct StagedBatch {
   uint32_t count = 0;
@@ -231,7 +212,7 @@ class Writer final : public TraceWriter {
     }
     StagedBatch* batch = tb->filling.get();
     if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
-    stage_record(batch->records[batch->count++], record);
+    batch->records[batch->count++].copy_from(record);
     if (batch->count == kBatchRecords) {
       tb->full.push_back(std::move(tb->filling));
       backlog = tb->full.size();
