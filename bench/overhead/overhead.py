@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """lockstep's overhead on a real PyTorch training job.
 
-Runs examples/pytorch/train_gpt.py (or the DDP version) untraced and under `lockstep run` at
-each level, interleaved round by round so that drift in the machine hits every mode alike. Each
-run reports its per-step wall times (the job syncs once per step on loss.item()); the first
---skip steps of every run are dropped (warm-up, cuBLAS heuristics, allocator growth). Prints one
-table: median step time per mode, ratio to untraced, the issue's target, and trace bytes per
-step per rank.
+Runs examples/pytorch/train_gpt.py (or the DDP / TP x DP version) untraced and under `lockstep
+run` at each level, interleaved so that drift in the machine hits every mode alike. By default
+(--interleave chunks) one process per mode stays alive and the modes take turns of a few steps
+each, the order rotating every round: on a shared host whose slow phases last seconds, whole runs
+of identical jobs differ by 10-20% per step, turns seconds apart do not. Each job reports its
+per-step wall times (it syncs once per step on loss.item()); the first --skip steps are dropped
+(warm-up, cuBLAS heuristics, allocator growth). Prints one table: median step time per mode,
+ratio to untraced, the issue's target, trace bytes per step per rank, and how far the measure
+spread (the quartiles of each turn's ratio to the untraced turn of its round).
 
   python3 bench/overhead/overhead.py --lockstep build/tools/lockstep
   python3 bench/overhead/overhead.py --job ddp --nproc 2 --levels broad
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import statistics
 import subprocess
@@ -75,7 +79,18 @@ def parse_args(argv=None):
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated modes to measure: lockstep levels, or full-caching, "
                         "full-nocache, untraced-async (untraced always runs)")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--interleave", choices=["chunks", "runs"], default="chunks",
+                   help="chunks (default): one process per mode, all alive at once, taking turns "
+                        "of --chunk-steps steps (the jobs wait between turns: "
+                        "examples/pytorch/step_gate.py), so that a slow phase of the machine "
+                        "(seconds long on a shared host) falls on every mode alike; runs: one "
+                        "whole run per mode per round (--rounds, --steps)")
+    p.add_argument("--chunks", type=int, default=24,
+                   help="--interleave chunks: turns per mode after the warm-up (default 24)")
+    p.add_argument("--chunk-steps", type=int, default=5,
+                   help="--interleave chunks: steps per turn (default 5)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="--interleave runs: runs per mode (default 3)")
     p.add_argument("--max-rounds", type=int,
                    help="after --rounds, more rounds (up to this many in all) while some mode's "
                         "runs spread by more than --spread: one slow run of two or three moves "
@@ -136,6 +151,8 @@ def parse_args(argv=None):
     for lv in args.levels:
         if lv not in LEVELS and lv not in EXTRA_MODES:
             p.error(f"unknown mode {lv!r} (one of {', '.join(LEVELS + tuple(EXTRA_MODES))})")
+    if args.chunks < 1 or args.chunk_steps < 1:
+        p.error("--chunks and --chunk-steps must be 1 or more")
     if args.skip >= args.steps:
         p.error("--skip must be smaller than --steps")
     if args.max_rounds is None:
@@ -151,9 +168,9 @@ def widest_spread(run_medians):
     return max(spreads, default=0.0)
 
 
-def job_command(args, out_json):
+def job_command(args, out_json, steps):
     extra = args.job_args or SIZES[args.size]
-    common = ["--steps", str(args.steps), "--out", out_json] + extra
+    common = ["--steps", str(steps), "--out", out_json] + extra
     if args.job == "gpt":
         return [args.python, os.path.join(REPO, "examples", "pytorch", "train_gpt.py")] + common
     script = "train_ddp.py" if args.job == "ddp" else "train_tp_dp.py"
@@ -219,12 +236,11 @@ def dir_bytes(path):
     return total
 
 
-def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
-    """One run; returns (step times after --skip, trace bytes or None, error or None, output).
-    debug: with LOCKSTEP_DEBUG=1 (the shim's counters at exit are in the output)."""
-    tag = f"{mode}-r{round_index}"
+def mode_command(args, mode, tag, work, debug=False, gate=None):
+    """The command, environment, --out path and trace folder (None: untraced) of one run."""
     out_json = os.path.join(work, f"{tag}.json" if args.job == "gpt" else f"{tag}.{{rank}}.json")
-    cmd = job_command(args, out_json)
+    steps = args.steps if gate is None else chunk_steps_total(args)
+    cmd = job_command(args, out_json, steps) + (["--gate", gate] if gate else [])
     trace_dir = None
     level, torch_alloc, extra_env = EXTRA_MODES.get(mode, (mode, None, {}))
     if mode == "untraced":
@@ -234,12 +250,43 @@ def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
         shutil.rmtree(trace_dir, ignore_errors=True)
         alloc = ["--torch-alloc", torch_alloc] if torch_alloc else []
         cmd = [args.lockstep, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
+    env = dict(os.environ, **extra_env, **({"LOCKSTEP_DEBUG": "1"} if debug else {}))
+    return cmd, env, out_json, trace_dir
+
+
+def ranks_of(args):
+    return [0] if args.job == "gpt" else list(range(args.nproc))
+
+
+def read_results(args, tag, out_json, trace_dir, steps):
+    """(every step's time, the slowest rank's, trace bytes per step per rank or None, error)."""
+    per_rank = []
+    for rank in ranks_of(args):
+        path = out_json.replace("{rank}", str(rank))
+        try:
+            with open(path) as f:
+                per_rank.append(json.load(f)["step_times_s"])
+        except (OSError, ValueError, KeyError) as e:
+            return None, None, f"{tag}: no step times in {path}: {e}"
+    # A step ends when the slowest rank ends it.
+    times = [max(ts) for ts in zip(*per_rank)]
+    trace = None
+    if trace_dir is not None:
+        trace = dir_bytes(trace_dir) / steps / len(per_rank)
+        if not args.keep:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+    return times, trace, None
+
+
+def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
+    """One run; returns (step times after --skip, trace bytes or None, error or None, output).
+    debug: with LOCKSTEP_DEBUG=1 (the shim's counters at exit are in the output)."""
+    tag = f"{mode}-r{round_index}"
+    cmd, env, out_json, trace_dir = mode_command(args, mode, tag, work, debug)
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=args.timeout, errors="replace",
-                              env=dict(os.environ, **extra_env,
-                                       **({"LOCKSTEP_DEBUG": "1"} if debug else {})),
+                              timeout=args.timeout, errors="replace", env=env,
                               preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         output, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
@@ -252,23 +299,142 @@ def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
         log.flush()
     if rc != 0:
         return None, None, f"{tag}: exit {rc}: {output.strip().splitlines()[-1:] or ''}", output
-    ranks = [0] if args.job == "gpt" else list(range(args.nproc))
-    per_rank = []
-    for rank in ranks:
-        path = out_json.replace("{rank}", str(rank))
+    times, trace, err = read_results(args, tag, out_json, trace_dir, args.steps)
+    if err:
+        return None, None, err, output
+    return times[args.skip:], trace, None, output
+
+
+def chunk_steps_total(args):
+    return args.skip + args.chunks * args.chunk_steps
+
+
+class GatedJob:
+    """One mode's job, alive for the whole measurement, stepping when the driver lets it
+    (examples/pytorch/step_gate.py): a FIFO pair per rank, held open read-write here so that
+    neither side's open() waits for the other."""
+
+    def __init__(self, args, mode, work, log_path, cpus):
+        self.mode, self.error = mode, None
+        self.tag = f"{mode}-chunks"
+        gate = os.path.join(work, f"gate-{mode}")
+        os.makedirs(gate, exist_ok=True)
+        self.go, self.done, self.pending = [], [], []
+        for rank in ranks_of(args):
+            for name, fds in (("go", self.go), ("done", self.done)):
+                path = os.path.join(gate, f"{name}.{rank}")
+                if os.path.exists(path):
+                    os.unlink(path)
+                os.mkfifo(path)
+                fds.append(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+            self.pending.append(b"")
+        self.cmd, env, self.out_json, self.trace_dir = mode_command(args, mode, self.tag, work,
+                                                                    gate=gate)
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+
+    def fail(self, why):
+        if self.error is None:
+            self.error = f"{self.tag}: {why}"
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def step(self, n, timeout):
+        """Lets every rank run n steps and waits until all have (False on error or timeout)."""
+        if self.error:
+            return False
+        for fd in self.go:
+            os.write(fd, f"{n}\n".encode())
+        deadline = time.monotonic() + timeout
+        waiting = set(range(len(self.done)))
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail(f"no step done within {timeout:.0f} s")
+                return False
+            ready, _, _ = select.select([self.done[r] for r in waiting], [], [], min(left, 1.0))
+            for r in list(waiting):
+                if self.done[r] in ready:
+                    self.pending[r] += os.read(self.done[r], 4096)
+                    if self.pending[r].endswith(b"\n"):
+                        self.pending[r] = b""
+                        waiting.discard(r)
+            if waiting and self.proc.poll() is not None:
+                self.fail(f"exit {self.proc.returncode} before its steps were done: "
+                          f"{last_line(self.log_path)}")
+                return False
+        return True
+
+    def finish(self, args):
+        """Waits for the job to exit; returns (every step's time, trace bytes per step per rank)."""
         try:
-            with open(path) as f:
-                per_rank.append(json.load(f)["step_times_s"])
-        except (OSError, ValueError, KeyError) as e:
-            return None, None, f"{tag}: no step times in {path}: {e}", output
-    # A step ends when the slowest rank ends it.
-    times = [max(ts) for ts in zip(*per_rank)][args.skip:]
-    trace = None
-    if trace_dir is not None:
-        trace = dir_bytes(trace_dir) / args.steps / len(ranks)
-        if not args.keep:
-            shutil.rmtree(trace_dir, ignore_errors=True)
-    return times, trace, None, output
+            rc = self.proc.wait(timeout=args.timeout) if not self.error else None
+        except subprocess.TimeoutExpired:
+            self.fail("did not exit after its last step")
+            rc = None
+        for fd in self.go + self.done:
+            os.close(fd)
+        self.log.close()
+        if self.error:
+            return None, None
+        if rc != 0:
+            self.error = f"{self.tag}: exit {rc}: {last_line(self.log_path)}"
+            return None, None
+        times, trace, err = read_results(args, self.tag, self.out_json, self.trace_dir,
+                                         chunk_steps_total(args))
+        self.error = err
+        return times, trace
+
+
+def last_line(path):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().strip().splitlines()
+        return lines[-1] if lines else ""
+    except OSError:
+        return ""
+
+
+def run_chunks(args, modes, work, log, cpus):
+    """Every mode's job at once, each running --chunk-steps steps in turn (the order rotating by
+    one mode every round), after a first chunk of --skip warm-up steps. Returns {mode: (list of
+    chunks of step times, trace bytes or None)} and the errors."""
+    jobs = [GatedJob(args, mode, work, os.path.join(work, f"{mode}-chunks.log"), cpus)
+            for mode in modes]
+    # Start-up (imports, the model, CUDA) overlaps; the warm-up chunk runs one job at a time.
+    schedule = ([args.skip] if args.skip else []) + [args.chunk_steps] * args.chunks
+    for c, n in enumerate(schedule):
+        order = jobs[c % len(jobs):] + jobs[:c % len(jobs)]
+        for job in order:
+            job.step(n, args.timeout)
+    results, errors = {}, []
+    for job in jobs:
+        times, trace = job.finish(args)
+        if log:
+            with open(job.log_path, errors="replace") as f:
+                log.write(f"\n=== overhead {job.tag} {'error' if job.error else 'ok'}: "
+                          f"{' '.join(job.cmd)}\n{f.read()[-4000:]}\n")
+            log.flush()
+        if job.error:
+            errors.append(job.error)
+            continue
+        measured = times[args.skip:]
+        chunks = [measured[i:i + args.chunk_steps]
+                  for i in range(0, len(measured), args.chunk_steps)]
+        results[job.mode] = (chunks, trace)
+    return results, errors
+
+
+def quartiles(values):
+    """(25th, 75th percentile) of values, or None with fewer than two."""
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 SELF_TIME = re.compile(r"shim self time per step: ([0-9.]+) us steady")
@@ -278,6 +444,19 @@ def self_time_us(output):
     """The largest per-rank 'shim self time per step' a LOCKSTEP_DEBUG run printed, or None."""
     values = [float(v) for v in SELF_TIME.findall(output or "")]
     return max(values) if values else None
+
+
+def spread_text(row, chunks):
+    """The table's last column: how far the measurement of this mode spread."""
+    if row["chunk_ratio_quartiles"]:
+        lo, hi = row["chunk_ratio_quartiles"]
+        return f"{chunks} chunks, ratio IQR {lo:.3f}-{hi:.3f}"
+    if row["chunk_ms_quartiles"]:
+        lo, hi = row["chunk_ms_quartiles"]
+        return f"{chunks} chunks, IQR {lo:.1f}-{hi:.1f} ms"
+    if chunks:
+        return f"{chunks} chunks"
+    return "runs " + " ".join(f"{t:.1f}" for t in row["run_medians_ms"])
 
 
 def main(argv=None):
@@ -296,8 +475,19 @@ def main(argv=None):
     trace_bytes = {m: [] for m in modes}
     errors = []
     rounds_run = 0
-    while rounds_run < args.rounds or (rounds_run < args.max_rounds and
-                                       widest_spread(run_medians) > args.spread):
+    chunk_medians = {m: [] for m in modes}  # --interleave chunks: one per chunk
+    if args.interleave == "chunks":
+        results, errors = run_chunks(args, modes, work, log, cpus)
+        for err in errors:
+            print(f"overhead.py: {err}", file=sys.stderr)
+        for mode, (chunks, b) in results.items():
+            times[mode] = [t for chunk in chunks for t in chunk]
+            chunk_medians[mode] = [statistics.median(c) for c in chunks if c]
+            if b is not None:
+                trace_bytes[mode].append(b)
+    while args.interleave == "runs" and (
+            rounds_run < args.rounds or (rounds_run < args.max_rounds and
+                                         widest_spread(run_medians) > args.spread)):
         r = rounds_run
         rounds_run += 1
         order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotate: no fixed position
@@ -330,7 +520,8 @@ def main(argv=None):
     base = statistics.median(times["untraced"]) if times["untraced"] else None
     # The self time's share is taken of the fastest untraced run (its median step): the strictest
     # reading when the untraced runs themselves spread.
-    fastest = min(run_medians["untraced"]) if run_medians["untraced"] else None
+    # (With chunks: the fastest untraced turn.)
+    fastest = min(run_medians["untraced"] or chunk_medians["untraced"] or [None])
     rows = []
     for mode in modes:
         med = statistics.median(times[mode]) if times[mode] else None
@@ -345,7 +536,16 @@ def main(argv=None):
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
             "shim_self_us_per_step": self_us.get(mode),
             "shim_self_us_runs": self_runs.get(mode, []),
+            "chunk_medians_ms": [round(t * 1e3, 3) for t in chunk_medians[mode]],
         })
+        # Chunks: each chunk's median against the untraced chunk of the same round (seconds
+        # apart), their quartiles: how precisely the interleaving pins the ratio down.
+        base_chunks = chunk_medians["untraced"]
+        paired = [m / u for m, u in zip(chunk_medians[mode], base_chunks) if u > 0]
+        rows[-1]["chunk_ratio_quartiles"] = quartiles(paired) if mode != "untraced" else None
+        rows[-1]["chunk_ms_quartiles"] = (
+            tuple(q * 1e3 for q in quartiles(chunk_medians[mode]))
+            if mode == "untraced" and len(chunk_medians[mode]) > 1 else None)
         # The self time against the same target: its share of the untraced step.
         us = self_us.get(mode)
         share = us / (fastest * 1e6) if us is not None and fastest else None
@@ -358,17 +558,22 @@ def main(argv=None):
         return format(v, spec) if v is not None else "-".rjust(width)
 
     size = "job arguments " + " ".join(args.job_args) if args.job_args else f"size {args.size}"
-    extra = ""
-    if args.max_rounds > args.rounds:
-        extra = (f" (of {args.rounds} to {args.max_rounds}: more while some mode's runs spread "
-                 f"by more than {100 * args.spread:.0f}%)")
-    print(f"overhead: job {args.job}, {size}, {rounds_run} rounds{extra} x {args.steps} steps "
-          f"(first {args.skip} dropped), interleaved, {pinned}")
+    if args.interleave == "chunks":
+        print(f"overhead: job {args.job}, {size}, one process per mode, {args.chunks} chunks of "
+              f"{args.chunk_steps} steps each in turn (after {args.skip} warm-up steps), "
+              f"{pinned}")
+    else:
+        extra = ""
+        if args.max_rounds > args.rounds:
+            extra = (f" (of {args.rounds} to {args.max_rounds}: more while some mode's runs "
+                     f"spread by more than {100 * args.spread:.0f}%)")
+        print(f"overhead: job {args.job}, {size}, {rounds_run} rounds{extra} x {args.steps} "
+              f"steps (first {args.skip} dropped), interleaved, {pinned}")
     print(f"{'mode':<14} {'median step ms':>14} {'ratio':>7} {'target':>7} {'ok':>3} "
-          f"{'trace B/step/rank':>18}  runs (median ms each)")
+          f"{'trace B/step/rank':>18}  spread")
     for row in rows:
         ok = {True: "yes", False: "NO", None: "-"}[row["within_target"]]
-        spread = " ".join(f"{t:.1f}" for t in row["run_medians_ms"])
+        spread = spread_text(row, len(chunk_medians[row["mode"]]))
         print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
               f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
@@ -395,7 +600,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "size": None if args.job_args else args.size,
-                       "rounds": rounds_run, "min_rounds": args.rounds,
+                       "interleave": args.interleave, "chunks": args.chunks,
+                       "chunk_steps": args.chunk_steps, "rounds": rounds_run, "min_rounds": args.rounds,
                        "max_rounds": args.max_rounds, "spread_limit": args.spread,
                        "widest_spread": widest_spread(run_medians), "steps": args.steps,
                        "cpus": sorted(cpus) if cpus else None,

@@ -63,6 +63,9 @@ def parse_args(argv=None):
                         "ring exchange and two coalesced all-reduces")
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
+    p.add_argument("--gate", metavar="DIR",
+                   help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
+                        "--interleave chunks; see step_gate.py)")
     p.add_argument("--out", help="JSON losses per rank: '{rank}' in the name is replaced, "
                                  "otherwise '.rank<R>' is appended")
     args = p.parse_args(argv)
@@ -158,6 +161,7 @@ def main(argv=None):
         return 2
 
     import gpt_model
+    from step_gate import StepGate
     from step_markers import StepMarkers
 
     device = torch.device("cuda", local_rank)
@@ -179,6 +183,7 @@ def main(argv=None):
                                              args.seed + 1 + 1000 * rank, device)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1)
     markers = StepMarkers(args.markers)
+    gate = StepGate(args.gate, rank)
     if rank == 0:
         print(f"train_ddp.py: world {world}, {torch.cuda.get_device_name(device)}, torch "
               f"{torch.__version__}, steps {args.steps}, plant {args.plant_kind} rank "
@@ -187,6 +192,7 @@ def main(argv=None):
 
     losses, times = [], []
     for step in range(1, args.steps + 1):
+        gate.before_step()
         started = time.perf_counter()
         markers.begin()
         plant_state.step = step
@@ -213,6 +219,7 @@ def main(argv=None):
         # writes can interleave with the other rank's.
         sys.stdout.flush()
         os.write(sys.stdout.fileno(), (line + "\n").encode())
+        gate.after_step(step)
 
     if args.out:
         path = args.out.replace("{rank}", str(rank)) if "{rank}" in args.out \

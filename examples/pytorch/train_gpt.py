@@ -55,6 +55,9 @@ def parse_args(argv=None):
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
     p.add_argument("--out", help="write losses (and step times) as JSON to this file")
+    p.add_argument("--gate", metavar="DIR",
+                   help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
+                        "--interleave chunks; see step_gate.py)")
     p.add_argument("--profile", metavar="FILE",
                    help="profile the last 4 steps with torch.profiler and write device time "
                         "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE")
@@ -117,6 +120,7 @@ def main(argv=None):
         return 2
 
     import gpt_model
+    from step_gate import StepGate
     from step_markers import StepMarkers
 
     device = torch.device("cuda", 0)
@@ -142,6 +146,7 @@ def main(argv=None):
                                   capturable=args.cuda_graph)
     forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
     markers = StepMarkers(args.markers)
+    gate = StepGate(args.gate)
     print(f"train_gpt.py: {torch.cuda.get_device_name(device)}, torch {torch.__version__}, "
           f"{sum(p.numel() for p in model.parameters())} parameters, steps {args.steps}, "
           f"compile {args.compile}, cuda-graph {args.cuda_graph}, plant step "
@@ -169,6 +174,7 @@ def main(argv=None):
     profiler = None
     profile_from = max(2, args.steps - 3)
     for step in range(1, args.steps + 1):
+        gate.before_step()
         if args.profile and step == profile_from:
             torch.cuda.synchronize()
             profiler = torch.profiler.profile(activities=[
@@ -205,6 +211,7 @@ def main(argv=None):
             static_y.copy_(y)
             graph.replay()
             finish_step(step, static_loss, started)
+        gate.after_step(step)
 
     if profiler is not None:
         torch.cuda.synchronize()

@@ -56,6 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--plant-layer", type=int, default=0)
     p.add_argument("--plant-delta", type=float, default=1e-2)
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
+    p.add_argument("--gate", metavar="DIR",
+                   help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
+                        "--interleave chunks; see step_gate.py)")
     p.add_argument("--out", help="JSON losses per rank: '{rank}' in the name is replaced, "
                                  "otherwise '.rank<R>' is appended")
     args = p.parse_args(argv)
@@ -187,6 +190,7 @@ def main(argv=None):
         return 2
 
     import gpt_model
+    from step_gate import StepGate
     from step_markers import StepMarkers
 
     device = torch.device("cuda", local_rank)
@@ -199,6 +203,7 @@ def main(argv=None):
                                              args.seed + 1 + 1000 * dp_index, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     markers = StepMarkers(args.markers)
+    gate = StepGate(args.gate, rank)
     planted_block = model.blocks[args.plant_layer]
     if rank == 0:
         print(f"train_tp_dp.py: world {world} = TP {args.tp} x DP {dp}, "
@@ -208,6 +213,7 @@ def main(argv=None):
 
     losses, times = [], []
     for step in range(1, args.steps + 1):
+        gate.before_step()
         started = time.perf_counter()
         markers.begin()
         # The same fill on every rank and step, with the delta only where planted: the fill
@@ -229,6 +235,7 @@ def main(argv=None):
         line = f"rank {rank} step {step} loss {value:.6f} loss_hex {float_hex(value)}\n"
         sys.stdout.flush()
         os.write(sys.stdout.fileno(), line.encode())  # one write(2): ranks share stdout
+        gate.after_step(step)
 
     if args.out:
         path = args.out.replace("{rank}", str(rank)) if "{rank}" in args.out \

@@ -282,10 +282,19 @@ int child_main(const char* out_path) {
 }
 
 // ---- parent ----------------------------------------------------------------------------------
+// The shim of this build folder: next door to this binary when the folder was moved (carried to
+// the GPU machine), else where the build put it.
+std::string shim_path() {
+  const fs::path moved =
+      fs::read_symlink("/proc/self/exe").parent_path() / "../../../interpose/liblockstep.so";
+  return fs::exists(moved) ? fs::weakly_canonical(moved).string() : LOCKSTEP_SHIM_PATH;
+}
+
 TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr)
     GTEST_SKIP() << "no libcuda.so.1: " << dlerror();
-  if (!fs::exists(LOCKSTEP_SHIM_PATH)) GTEST_SKIP() << "no shim at " << LOCKSTEP_SHIM_PATH;
+  const std::string shim = shim_path();
+  if (!fs::exists(shim)) GTEST_SKIP() << "no shim at " << shim;
   const fs::path dir = fs::temp_directory_path() / ("lockstep-collectors-gpu-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -300,7 +309,7 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
       continue;
     env_strings.push_back(var);
   }
-  for (std::string var : {std::string("LD_PRELOAD=") + LOCKSTEP_SHIM_PATH, "LOCKSTEP_DIR=" + trace_dir,
+  for (std::string var : {"LD_PRELOAD=" + shim, "LOCKSTEP_DIR=" + trace_dir,
                           std::string("LOCKSTEP_LEVEL=full"), std::string("LOCKSTEP_STEP_ON=api")})
     env_strings.push_back(var);
   std::vector<char*> envp;

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -175,7 +176,8 @@ class OverheadRoundsTest(unittest.TestCase):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "broad", "--rounds", "2", "--max-rounds", "4", "--steps", "6",
+             "--levels", "broad", "--interleave", "runs", "--rounds", "2", "--max-rounds", "4",
+             "--steps", "6",
              "--skip", "1", "--cpus", "all", "--json", out],
             env=dict(os.environ, FAKE_STEP_S_CYCLE=cycle,
                      FAKE_RUN_COUNTER=os.path.join(tmp, "runs")),
@@ -198,6 +200,62 @@ class OverheadRoundsTest(unittest.TestCase):
         self.assertAlmostEqual(result["widest_spread"], 0.2, places=6)
         self.assertIn("4 rounds (of 2 to 4: more while some mode's runs spread by more than 5%)",
                       text)
+
+
+class OverheadChunksTest(unittest.TestCase):
+    """bench/overhead/overhead.py --interleave chunks (the default): one gated job per mode, the
+    modes taking turns of a few steps. The stand-in machine is slow (x1.3) every other round of
+    turns: a slow phase falls on every mode alike, so the ratios are the modes' own."""
+
+    def run_overhead(self, factors, **env):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out = os.path.join(tmp, "o.json")
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "off,broad", "--chunks", "8", "--chunk-steps", "3", "--skip", "2",
+             "--cpus", "all", "--timeout", "20", "--json", out],
+            env=dict(os.environ, **dict(dict(FAKE_PHASE_S="0.010,0.013", FAKE_PHASE_CHUNKS="3",
+                                             FAKE_TURN_COUNTER=os.path.join(tmp, "turns"),
+                                             FAKE_FACTORS=factors), **env)),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        with open(out) as f:
+            result = json.load(f)
+        return proc, {row["mode"]: row for row in result["rows"]}, result, \
+            time.monotonic() - started
+
+    def test_slow_phases_fall_on_every_mode_alike(self):
+        proc, rows, result, _ = self.run_overhead("broad=1.015")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(result["interleave"], "chunks")
+        # Each mode's turns alternate between the fast and the slow phase.
+        self.assertEqual(rows["untraced"]["chunk_medians_ms"], [13.0, 10.0] * 4)
+        self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
+        self.assertAlmostEqual(rows["broad"]["ratio"], 1.015, places=9)
+        self.assertTrue(rows["broad"]["within_target"])
+        self.assertEqual(len(rows["broad"]["chunk_ratio_quartiles"]), 2)
+        for q in rows["broad"]["chunk_ratio_quartiles"]:
+            self.assertAlmostEqual(q, 1.015, places=9)
+        self.assertIn("8 chunks, ratio IQR 1.015-1.015", proc.stdout)
+
+    def test_a_mode_over_its_target_is_flagged(self):
+        proc, rows, _, _ = self.run_overhead("off=1.02,broad=1.1")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertFalse(rows["off"]["within_target"])
+        self.assertFalse(rows["broad"]["within_target"])
+        self.assertAlmostEqual(rows["broad"]["ratio"], 1.1, places=9)
+
+    def test_a_job_that_dies_is_an_error_not_a_hang(self):
+        # One phase: with a job gone, the rounds are shorter than the stand-in's phases.
+        proc, rows, result, seconds = self.run_overhead("", FAKE_DIE_LEVEL="broad",
+                                                        FAKE_PHASE_S="0.010")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertLess(seconds, 15)  # found within a second of the exit, not at --timeout
+        self.assertIn("broad-chunks: exit 1 before its steps were done", proc.stdout)
+        self.assertIsNone(rows["broad"]["ratio"])
+        self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
 
 
 class RunShTest(unittest.TestCase):
@@ -226,7 +284,7 @@ class RunShTest(unittest.TestCase):
     def run_script(self, checks, **env):
         out = tempfile.mkdtemp(dir=self.tmp)
         full_env = dict(os.environ, BUILD=self.build, OUT=out, CHECKS=checks, BUDGET_S="600",
-                        PYTHON=os.path.join(FAKE, "python"), OVERHEAD_ROUNDS="1",
+                        PYTHON=os.path.join(FAKE, "python"), OVERHEAD_CHUNKS="3",
                         PATH=os.path.join(self.build, "bin") + os.pathsep + os.environ["PATH"],
                         **env)
         proc = subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "run.sh")],
@@ -271,6 +329,13 @@ class RunShTest(unittest.TestCase):
         proc, rows, _ = self.run_script("f", FAKE_SELF_US="1000000000")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
+
+    def test_a_gpu_test_that_skips_on_the_gpu_machine_fails(self):
+        proc, rows, out = self.run_script("b", FAKE_GTEST_SKIP="1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("gtest gtest_gpu_hashing"), "FAIL", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("1 skipped, 0 failed on a GPU: no shim at /nowhere", f.read())
 
     def test_missing_binaries_are_skipped(self):
         proc, rows, _ = self.run_script("c")
