@@ -24,6 +24,7 @@ import os
 import re
 import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -334,14 +335,17 @@ class GatedJob:
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
             self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+            env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+            start_new_session=True)  # its own process group: a failure kills torchrun's ranks too
 
     def fail(self, why):
         if self.error is None:
             self.error = f"{self.tag}: {why}"
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
 
     def step(self, n, timeout):
         """Lets every rank run n steps and waits until all have (False on error or timeout)."""

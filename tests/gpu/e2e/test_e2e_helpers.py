@@ -216,7 +216,7 @@ class OverheadChunksTest(unittest.TestCase):
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
              "--levels", "off,broad", "--chunks", "8", "--chunk-steps", "3", "--skip", "2",
-             "--cpus", "all", "--timeout", "20", "--json", out],
+             "--cpus", "all", "--timeout", env.pop("TIMEOUT", "20"), "--json", out],
             env=dict(os.environ, **dict(dict(FAKE_PHASE_S="0.010,0.013", FAKE_PHASE_CHUNKS="3",
                                              FAKE_TURN_COUNTER=os.path.join(tmp, "turns"),
                                              FAKE_FACTORS=factors), **env)),
@@ -256,6 +256,29 @@ class OverheadChunksTest(unittest.TestCase):
         self.assertIn("broad-chunks: exit 1 before its steps were done", proc.stdout)
         self.assertIsNone(rows["broad"]["ratio"])
         self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
+
+
+    def test_a_job_that_hangs_is_killed_with_its_processes(self):
+        pid_file = os.path.join(tempfile.mkdtemp(), "pid")
+        self.addCleanup(shutil.rmtree, os.path.dirname(pid_file), ignore_errors=True)
+        proc, rows, _, seconds = self.run_overhead(
+            "", FAKE_HANG_LEVEL="broad", FAKE_HANG_PID=pid_file, FAKE_PHASE_S="0.010",
+            TIMEOUT="3")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertIn("broad-chunks: no step done within 3 s", proc.stdout)
+        self.assertLess(seconds, 20)
+        self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
+        with open(pid_file) as f:
+            pid = int(f.read())
+        # The job's own process (under the stand-in `lockstep run`) went with the group: gone,
+        # or a zombie until whoever adopted it reaps it.
+        def alive():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+        self.assertFalse(alive(), f"process {pid} survived")
 
 
 class RunShTest(unittest.TestCase):
