@@ -523,9 +523,14 @@ def main(argv=None):
 
     base = statistics.median(times["untraced"]) if times["untraced"] else None
     # The self time's share is taken of the fastest untraced run (its median step): the strictest
-    # reading when the untraced runs themselves spread.
-    # (With chunks: the fastest untraced turn.)
-    fastest = min(run_medians["untraced"] or chunk_medians["untraced"] or [None])
+    # reading when whole runs spread. With turns, of the untraced job's median step over all its
+    # turns (the one run that run.sh's launch-bound row had before the turns).
+    if args.interleave == "chunks":
+        self_base = base
+        reference = "the untraced median step"
+    else:
+        self_base = min(run_medians["untraced"]) if run_medians["untraced"] else None
+        reference = "the fastest untraced run"
     rows = []
     for mode in modes:
         med = statistics.median(times[mode]) if times[mode] else None
@@ -552,7 +557,7 @@ def main(argv=None):
             if mode == "untraced" and len(chunk_medians[mode]) > 1 else None)
         # The self time against the same target: its share of the untraced step.
         us = self_us.get(mode)
-        share = us / (fastest * 1e6) if us is not None and fastest else None
+        share = us / (self_base * 1e6) if us is not None and self_base else None
         rows[-1]["shim_self_share"] = share
         rows[-1]["shim_self_within_target"] = \
             (1 + share <= target) if share is not None and target else None
@@ -583,8 +588,8 @@ def main(argv=None):
               f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
     if args.self_time and base:
         print("shim self time per step (LOCKSTEP_DEBUG run, steady state, the job's threads; "
-              "the real calls and the GPU not included), against the fastest untraced run "
-              f"({fastest * 1e3:.3f} ms/step):")
+              f"the real calls and the GPU not included), against {reference} "
+              f"({self_base * 1e3:.3f} ms/step):")
         for row in rows:
             us, share, target = (row["shim_self_us_per_step"], row["shim_self_share"],
                                  row["target_ratio"])
