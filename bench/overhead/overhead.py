@@ -86,8 +86,13 @@ def parse_args(argv=None):
                         "examples/pytorch/step_gate.py), so that a slow phase of the machine "
                         "(seconds long on a shared host) falls on every mode alike; runs: one "
                         "whole run per mode per round (--rounds, --steps)")
-    p.add_argument("--chunks", type=int, default=24,
-                   help="--interleave chunks: turns per mode after the warm-up (default 24)")
+    p.add_argument("--chunks", type=int, default=12,
+                   help="--interleave chunks: turns per mode and set after the warm-up "
+                        "(default 12)")
+    p.add_argument("--sets", type=int, default=2,
+                   help="--interleave chunks: sets of processes, one after the other, each with "
+                        "a fresh process per mode (default 2): a process that runs slower as a "
+                        "whole (its memory layout, say) is then one of several")
     p.add_argument("--chunk-steps", type=int, default=5,
                    help="--interleave chunks: steps per turn (default 5)")
     p.add_argument("--rounds", type=int, default=3,
@@ -152,8 +157,8 @@ def parse_args(argv=None):
     for lv in args.levels:
         if lv not in LEVELS and lv not in EXTRA_MODES:
             p.error(f"unknown mode {lv!r} (one of {', '.join(LEVELS + tuple(EXTRA_MODES))})")
-    if args.chunks < 1 or args.chunk_steps < 1:
-        p.error("--chunks and --chunk-steps must be 1 or more")
+    if args.chunks < 1 or args.chunk_steps < 1 or args.sets < 1:
+        p.error("--chunks, --chunk-steps and --sets must be 1 or more")
     if args.skip >= args.steps:
         p.error("--skip must be smaller than --steps")
     if args.max_rounds is None:
@@ -315,10 +320,10 @@ class GatedJob:
     (examples/pytorch/step_gate.py): a FIFO pair per rank, held open read-write here so that
     neither side's open() waits for the other."""
 
-    def __init__(self, args, mode, work, log_path, cpus):
+    def __init__(self, args, mode, set_index, work, cpus):
         self.mode, self.error = mode, None
-        self.tag = f"{mode}-chunks"
-        gate = os.path.join(work, f"gate-{mode}")
+        self.tag = f"{mode}-set{set_index}"
+        gate = os.path.join(work, f"gate-{self.tag}")
         os.makedirs(gate, exist_ok=True)
         self.go, self.done, self.pending = [], [], []
         for rank in ranks_of(args):
@@ -331,8 +336,8 @@ class GatedJob:
             self.pending.append(b"")
         self.cmd, env, self.out_json, self.trace_dir = mode_command(args, mode, self.tag, work,
                                                                     gate=gate)
-        self.log_path = log_path
-        self.log = open(log_path, "w")
+        self.log_path = os.path.join(work, f"{self.tag}.log")
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
@@ -403,12 +408,11 @@ def last_line(path):
         return ""
 
 
-def run_chunks(args, modes, work, log, cpus):
-    """Every mode's job at once, each running --chunk-steps steps in turn (the order rotating by
-    one mode every round), after a first chunk of --skip warm-up steps. Returns {mode: (list of
-    chunks of step times, trace bytes or None)} and the errors."""
-    jobs = [GatedJob(args, mode, work, os.path.join(work, f"{mode}-chunks.log"), cpus)
-            for mode in modes]
+def run_chunks(args, modes, set_index, work, log, cpus):
+    """One set: every mode's job at once, each running --chunk-steps steps in turn (the order
+    rotating by one mode every round), after a first chunk of --skip warm-up steps. Returns
+    {mode: (list of chunks of step times, trace bytes or None)} and the errors."""
+    jobs = [GatedJob(args, mode, set_index, work, cpus) for mode in modes]
     # Start-up (imports, the model, CUDA) overlaps; the warm-up chunk runs one job at a time.
     schedule = ([args.skip] if args.skip else []) + [args.chunk_steps] * args.chunks
     for c, n in enumerate(schedule):
@@ -454,7 +458,8 @@ def spread_text(row, chunks):
     """The table's last column: how far the measurement of this mode spread."""
     if row["chunk_ratio_quartiles"]:
         lo, hi = row["chunk_ratio_quartiles"]
-        return f"{chunks} chunks, ratio IQR {lo:.3f}-{hi:.3f}"
+        sets = " ".join(f"{r:.3f}" for r in row["set_ratios"])
+        return f"{chunks} chunks, ratio IQR {lo:.3f}-{hi:.3f}, sets {sets}"
     if row["chunk_ms_quartiles"]:
         lo, hi = row["chunk_ms_quartiles"]
         return f"{chunks} chunks, IQR {lo:.1f}-{hi:.1f} ms"
@@ -479,16 +484,22 @@ def main(argv=None):
     trace_bytes = {m: [] for m in modes}
     errors = []
     rounds_run = 0
-    chunk_medians = {m: [] for m in modes}  # --interleave chunks: one per chunk
-    if args.interleave == "chunks":
-        results, errors = run_chunks(args, modes, work, log, cpus)
-        for err in errors:
+    # --interleave chunks: each set's turns (their medians), and each set's steps.
+    set_chunks = {m: [] for m in modes}
+    set_times = {m: [] for m in modes}
+    for set_index in range(args.sets if args.interleave == "chunks" else 0):
+        results, set_errors = run_chunks(args, modes, set_index, work, log, cpus)
+        for err in set_errors:
             print(f"overhead.py: {err}", file=sys.stderr)
-        for mode, (chunks, b) in results.items():
-            times[mode] = [t for chunk in chunks for t in chunk]
-            chunk_medians[mode] = [statistics.median(c) for c in chunks if c]
+        errors += set_errors
+        for mode in modes:
+            chunks, b = results.get(mode, ([], None))
+            times[mode] += [t for chunk in chunks for t in chunk]
+            set_times[mode].append([t for chunk in chunks for t in chunk])
+            set_chunks[mode].append([statistics.median(c) for c in chunks if c])
             if b is not None:
                 trace_bytes[mode].append(b)
+    chunk_medians = {m: [t for one in set_chunks[m] for t in one] for m in modes}
     while args.interleave == "runs" and (
             rounds_run < args.rounds or (rounds_run < args.max_rounds and
                                          widest_spread(run_medians) > args.spread)):
@@ -549,9 +560,15 @@ def main(argv=None):
         })
         # Chunks: each chunk's median against the untraced chunk of the same round (seconds
         # apart), their quartiles: how precisely the interleaving pins the ratio down.
-        base_chunks = chunk_medians["untraced"]
-        paired = [m / u for m, u in zip(chunk_medians[mode], base_chunks) if u > 0]
+        paired = [m / u for mine, theirs in zip(set_chunks[mode], set_chunks["untraced"])
+                  for m, u in zip(mine, theirs) if u > 0]
         rows[-1]["chunk_ratio_quartiles"] = quartiles(paired) if mode != "untraced" else None
+        # Each set's own ratio (its processes' medians): a process of its own per set and mode,
+        # so a job that happens to run slower as a process shows as sets that disagree.
+        rows[-1]["set_ratios"] = [
+            statistics.median(mine) / statistics.median(theirs)
+            for mine, theirs in zip(set_times[mode], set_times["untraced"]) if mine and theirs
+        ] if mode != "untraced" else []
         rows[-1]["chunk_ms_quartiles"] = (
             tuple(q * 1e3 for q in quartiles(chunk_medians[mode]))
             if mode == "untraced" and len(chunk_medians[mode]) > 1 else None)
@@ -568,9 +585,9 @@ def main(argv=None):
 
     size = "job arguments " + " ".join(args.job_args) if args.job_args else f"size {args.size}"
     if args.interleave == "chunks":
-        print(f"overhead: job {args.job}, {size}, one process per mode, {args.chunks} chunks of "
-              f"{args.chunk_steps} steps each in turn (after {args.skip} warm-up steps), "
-              f"{pinned}")
+        print(f"overhead: job {args.job}, {size}, {args.sets} set(s) of one process per mode, "
+              f"{args.chunks} chunks of {args.chunk_steps} steps each in turn per set (after "
+              f"{args.skip} warm-up steps), {pinned}")
     else:
         extra = ""
         if args.max_rounds > args.rounds:
@@ -609,7 +626,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "size": None if args.job_args else args.size,
-                       "interleave": args.interleave, "chunks": args.chunks,
+                       "interleave": args.interleave, "chunks": args.chunks, "sets": args.sets,
                        "chunk_steps": args.chunk_steps, "rounds": rounds_run, "min_rounds": args.rounds,
                        "max_rounds": args.max_rounds, "spread_limit": args.spread,
                        "widest_spread": widest_spread(run_medians), "steps": args.steps,

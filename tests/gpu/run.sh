@@ -20,10 +20,10 @@
 #             two GPUs)
 #   GPT_DET_LEVELS  levels of group e's "gpt det" pairs (default: broad full)
 #   PYTHON    python with torch (default: python3)
-#   OVERHEAD_CHUNKS, OVERHEAD_MODES  group f's turns of 5 steps per mode (default 24; one
-#             process per mode, the modes taking turns: overhead.py --interleave chunks) and
-#             modes (default off,metrics,broad,full); DDP_OVERHEAD_CHUNKS: the same for the ddp
-#             and tpdp overhead rows (groups o and x; default 24)
+#   OVERHEAD_CHUNKS, OVERHEAD_MODES  group f's turns of 5 steps per mode in each of 2 sets of
+#             processes (default 12; one process per mode and set, the modes taking turns:
+#             overhead.py --interleave chunks) and modes (default off,metrics,broad,full);
+#             DDP_OVERHEAD_CHUNKS: the same for the ddp and tpdp overhead rows (groups o, x)
 #   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3:
 #             the median; one run's figure moves by a tenth or more on one machine)
 #   KEEP=1    keep the scratch folder of traces (each step's stdout/stderr: OUT/logs.tar.gz)
@@ -177,7 +177,7 @@ broad_overhead_row() {
   local job=$1 nproc=$2 chunks=$3 rc line ms ratio target ok bytes
   if ! fits 90; then row "$job overhead broad" SKIP "time budget"; return; fi
   runlog "$job-overhead" 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-    --python "$PY" --job "$job" --nproc "$nproc" --levels broad --chunks "$chunks" \
+    --python "$PY" --job "$job" --nproc "$nproc" --levels broad --sets 2 --chunks "$chunks" \
     --chunk-steps 5 --skip 5 --json "$OUTDIR/overhead-$job.json" --log "$LOG"
   rc=$?
   cat "$WORK/$job-overhead.out"
@@ -572,7 +572,7 @@ if want f; then
     # One process per mode, taking turns of 5 steps: whole runs of the same untraced job differed
     # by up to 20% per step on one H200 host (slow phases of seconds within and across runs).
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-      --python "$PY" --chunks "${OVERHEAD_CHUNKS:-24}" --chunk-steps 5 \
+      --python "$PY" --sets 2 --chunks "${OVERHEAD_CHUNKS:-12}" --chunk-steps 5 \
       --skip 5 --json "$OUTDIR/overhead.json" \
       --levels "${OVERHEAD_MODES:-off,metrics,broad,full}" --size gpu-bound \
       --log "$LOG"
@@ -582,14 +582,15 @@ if want f; then
     # targets are for the training job as written, with fused attention.
     if fits 150; then
       runlog overhead-explicit 240 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-        --python "$PY" --chunks 8 --chunk-steps 5 --skip 5 --json "$OUTDIR/overhead-explicit.json" \
+        --python "$PY" --sets 1 --chunks 8 --chunk-steps 5 --skip 5 \
+        --json "$OUTDIR/overhead-explicit.json" \
         --levels full --size gpu-bound-explicit --log "$LOG"
       overhead_rows $? overhead-explicit "overhead explicit-attention" unjudged
     else
       row "overhead explicit-attention" SKIP "time budget"
     fi
     runlog overhead-launch 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-      --python "$PY" --chunks 8 --chunk-steps 5 --steps 25 --skip 5 \
+      --python "$PY" --sets 1 --chunks 8 --chunk-steps 5 --steps 25 --skip 5 \
       --json "$OUTDIR/overhead-launch-bound.json" \
       --levels off,metrics,broad,full --size launch-bound --self-time \
       --self-time-runs "${SELF_TIME_RUNS:-3}" --log "$LOG"
@@ -782,7 +783,7 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     fi
     # As many rounds as ddp's: with two, one slow run of either mode decided the row (broad
     # x1.073 and x0.976 on one build, 2026-11-30, its runs 28.7/25.2 ms against 25.9/25.0).
-    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-24}"
+    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-12}"
   fi
 fi
 
@@ -793,7 +794,7 @@ if want o; then
   elif ! have_torch || ! have_lockstep; then
     row "ddp overhead broad" SKIP "needs torch with CUDA and $LOCKSTEP"
   else
-    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-24}"
+    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-12}"
   fi
 fi
 

@@ -216,7 +216,8 @@ class OverheadChunksTest(unittest.TestCase):
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
              "--levels", "off,broad", "--chunks", "8", "--chunk-steps", "3", "--skip", "2",
-             "--cpus", "all", "--timeout", env.pop("TIMEOUT", "20"), "--json", out],
+             "--sets", env.pop("SETS", "1"), "--cpus", "all", "--timeout", env.pop("TIMEOUT", "20"),
+             "--json", out],
             env=dict(os.environ, **dict(dict(FAKE_PHASE_S="0.010,0.013", FAKE_PHASE_CHUNKS="3",
                                              FAKE_TURN_COUNTER=os.path.join(tmp, "turns"),
                                              FAKE_FACTORS=factors), **env)),
@@ -238,7 +239,20 @@ class OverheadChunksTest(unittest.TestCase):
         self.assertEqual(len(rows["broad"]["chunk_ratio_quartiles"]), 2)
         for q in rows["broad"]["chunk_ratio_quartiles"]:
             self.assertAlmostEqual(q, 1.015, places=9)
-        self.assertIn("8 chunks, ratio IQR 1.015-1.015", proc.stdout)
+        self.assertIn("8 chunks, ratio IQR 1.015-1.015, sets 1.015", proc.stdout)
+
+    def test_a_process_slower_as_a_whole_shows_as_sets_that_disagree(self):
+        procs = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, procs, ignore_errors=True)
+        proc, rows, result, _ = self.run_overhead(
+            "", SETS="2", FAKE_PHASE_S="0.010", FAKE_FIRST_FACTORS="broad=1.1",
+            FAKE_PROCESS_DIR=procs)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(result["sets"], 2)
+        self.assertEqual(len(rows["broad"]["chunk_medians_ms"]), 16)
+        self.assertEqual([round(r, 6) for r in rows["broad"]["set_ratios"]], [1.1, 1.0])
+        self.assertEqual([round(r, 6) for r in rows["off"]["set_ratios"]], [1.0, 1.0])
+        self.assertIn("16 chunks, ratio IQR 1.000-1.100, sets 1.100 1.000", proc.stdout)
 
     def test_a_mode_over_its_target_is_flagged(self):
         proc, rows, _, _ = self.run_overhead("off=1.02,broad=1.1")
@@ -253,7 +267,7 @@ class OverheadChunksTest(unittest.TestCase):
                                                         FAKE_PHASE_S="0.010")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         self.assertLess(seconds, 15)  # found within a second of the exit, not at --timeout
-        self.assertIn("broad-chunks: exit 1 before its steps were done", proc.stdout)
+        self.assertIn("broad-set0: exit 1 before its steps were done", proc.stdout)
         self.assertIsNone(rows["broad"]["ratio"])
         self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
 
@@ -265,7 +279,7 @@ class OverheadChunksTest(unittest.TestCase):
             "", FAKE_HANG_LEVEL="broad", FAKE_HANG_PID=pid_file, FAKE_PHASE_S="0.010",
             TIMEOUT="3")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        self.assertIn("broad-chunks: no step done within 3 s", proc.stdout)
+        self.assertIn("broad-set0: no step done within 3 s", proc.stdout)
         self.assertLess(seconds, 20)
         self.assertAlmostEqual(rows["off"]["ratio"], 1.0, places=9)
         with open(pid_file) as f:
