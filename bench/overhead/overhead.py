@@ -545,11 +545,22 @@ def main(argv=None):
     rows = []
     for mode in modes:
         med = statistics.median(times[mode]) if times[mode] else None
-        ratio = med / base if med and base else None
+        pooled_ratio = med / base if med and base else None
+        # Turns: each turn's median against the untraced turn of the same round (a second or so
+        # apart), per set. Their median is the ratio: a slow phase of the machine falls on both
+        # turns of a pair, while a ratio of pooled medians moves with how many slow steps each
+        # mode happened to draw (pooled step times are bimodal on a host with slow phases).
+        paired_sets = [[m / u for m, u in zip(mine, theirs) if u > 0]
+                       for mine, theirs in zip(set_chunks[mode], set_chunks["untraced"])]
+        paired = [r for one in paired_sets for r in one]
+        ratio = pooled_ratio
+        if args.interleave == "chunks":
+            ratio = statistics.median(paired) if paired else None
         target = TARGETS.get(mode)
         rows.append({
             "mode": mode, "median_step_ms": med * 1e3 if med else None,
             "steps_measured": len(times[mode]), "ratio": ratio, "target_ratio": target,
+            "pooled_ratio": pooled_ratio,
             "run_medians_ms": [round(t * 1e3, 3) for t in run_medians[mode]],
             "within_target": (ratio <= target) if ratio and target else None,
             "trace_bytes_per_step_per_rank":
@@ -558,17 +569,13 @@ def main(argv=None):
             "shim_self_us_runs": self_runs.get(mode, []),
             "chunk_medians_ms": [round(t * 1e3, 3) for t in chunk_medians[mode]],
         })
-        # Chunks: each chunk's median against the untraced chunk of the same round (seconds
-        # apart), their quartiles: how precisely the interleaving pins the ratio down.
-        paired = [m / u for mine, theirs in zip(set_chunks[mode], set_chunks["untraced"])
-                  for m, u in zip(mine, theirs) if u > 0]
-        rows[-1]["chunk_ratio_quartiles"] = quartiles(paired) if mode != "untraced" else None
-        # Each set's own ratio (its processes' medians): a process of its own per set and mode,
-        # so a job that happens to run slower as a process shows as sets that disagree.
-        rows[-1]["set_ratios"] = [
-            statistics.median(mine) / statistics.median(theirs)
-            for mine, theirs in zip(set_times[mode], set_times["untraced"]) if mine and theirs
-        ] if mode != "untraced" else []
+        # How precisely the turns pin the ratio down: the quartiles of the paired ratios, and
+        # each set's own ratio (fresh processes per set: a process that runs slower as a whole
+        # shows as sets that disagree).
+        untraced = mode == "untraced"
+        rows[-1]["chunk_ratio_quartiles"] = None if untraced else quartiles(paired)
+        rows[-1]["set_ratios"] = [] if untraced else \
+            [statistics.median(one) for one in paired_sets if one]
         rows[-1]["chunk_ms_quartiles"] = (
             tuple(q * 1e3 for q in quartiles(chunk_medians[mode]))
             if mode == "untraced" and len(chunk_medians[mode]) > 1 else None)
@@ -587,7 +594,8 @@ def main(argv=None):
     if args.interleave == "chunks":
         print(f"overhead: job {args.job}, {size}, {args.sets} set(s) of one process per mode, "
               f"{args.chunks} chunks of {args.chunk_steps} steps each in turn per set (after "
-              f"{args.skip} warm-up steps), {pinned}")
+              f"{args.skip} warm-up steps), {pinned}; ratio: the median of each turn's ratio to "
+              f"the untraced turn of its round")
     else:
         extra = ""
         if args.max_rounds > args.rounds:

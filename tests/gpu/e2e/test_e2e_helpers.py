@@ -215,7 +215,8 @@ class OverheadChunksTest(unittest.TestCase):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "off,broad", "--chunks", "8", "--chunk-steps", "3", "--skip", "2",
+             "--levels", "off,broad", "--chunks", env.pop("CHUNKS", "8"), "--chunk-steps", "3",
+             "--skip", "2",
              "--sets", env.pop("SETS", "1"), "--cpus", "all", "--timeout", env.pop("TIMEOUT", "20"),
              "--json", out],
             env=dict(os.environ, **dict(dict(FAKE_PHASE_S="0.010,0.013", FAKE_PHASE_CHUNKS="3",
@@ -253,6 +254,16 @@ class OverheadChunksTest(unittest.TestCase):
         self.assertEqual([round(r, 6) for r in rows["broad"]["set_ratios"]], [1.1, 1.0])
         self.assertEqual([round(r, 6) for r in rows["off"]["set_ratios"]], [1.0, 1.0])
         self.assertIn("16 chunks, ratio IQR 1.000-1.100, sets 1.100 1.000", proc.stdout)
+
+    def test_the_ratio_pairs_turns_where_pooled_medians_draw_unevenly(self):
+        # Phases of 4 turns against rounds of 3: broad happens to draw more slow turns, and its
+        # pooled median is a slow step (x1.3 "overhead" that is not there); the median of its
+        # turns' ratios to the untraced turns of their rounds is 1.
+        proc, rows, _, _ = self.run_overhead("", FAKE_PHASE_CHUNKS="4", CHUNKS="12")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertAlmostEqual(rows["broad"]["pooled_ratio"], 1.3, places=9)
+        self.assertAlmostEqual(rows["broad"]["ratio"], 1.0, places=9)
+        self.assertTrue(rows["broad"]["within_target"])
 
     def test_a_mode_over_its_target_is_flagged(self):
         proc, rows, _, _ = self.run_overhead("off=1.02,broad=1.1")
