@@ -265,7 +265,8 @@ def ranks_of(args):
 
 
 def read_results(args, tag, out_json, trace_dir, steps):
-    """(every step's time, the slowest rank's, trace bytes per step per rank or None, error)."""
+    """(each step's time (the slowest rank's), trace bytes per step per rank or None, error or
+    None) of a finished job."""
     per_rank = []
     for rank in ranks_of(args):
         path = out_json.replace("{rank}", str(rank))
