@@ -21,7 +21,7 @@
 #   GPT_DET_LEVELS  levels of group e's "gpt det" pairs (default: broad full)
 #   PYTHON    python with torch (default: python3)
 #   OVERHEAD_CHUNKS, OVERHEAD_MODES  group f's turns of 5 steps per mode in each of 2 sets of
-#             processes (default 12; one process per mode and set, the modes taking turns:
+#             processes (default 30; one process per mode and set, the modes taking turns:
 #             overhead.py --interleave chunks) and modes (default off,metrics,broad,full);
 #             DDP_OVERHEAD_CHUNKS: the same for the ddp and tpdp overhead rows (groups o, x)
 #   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3:
@@ -572,7 +572,7 @@ if want f; then
     # One process per mode, taking turns of 5 steps: whole runs of the same untraced job differed
     # by up to 20% per step on one H200 host (slow phases of seconds within and across runs).
     runlog overhead 420 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
-      --python "$PY" --sets 2 --chunks "${OVERHEAD_CHUNKS:-12}" --chunk-steps 5 \
+      --python "$PY" --sets 2 --chunks "${OVERHEAD_CHUNKS:-30}" --chunk-steps 5 \
       --skip 5 --json "$OUTDIR/overhead.json" \
       --levels "${OVERHEAD_MODES:-off,metrics,broad,full}" --size gpu-bound \
       --log "$LOG"
@@ -783,7 +783,7 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     fi
     # As many rounds as ddp's: with two, one slow run of either mode decided the row (broad
     # x1.073 and x0.976 on one build, 2026-11-30, its runs 28.7/25.2 ms against 25.9/25.0).
-    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-12}"
+    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-30}"
   fi
 fi
 
@@ -794,7 +794,7 @@ if want o; then
   elif ! have_torch || ! have_lockstep; then
     row "ddp overhead broad" SKIP "needs torch with CUDA and $LOCKSTEP"
   else
-    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-12}"
+    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-30}"
   fi
 fi
 
