@@ -365,6 +365,11 @@ class RunShTest(unittest.TestCase):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
         self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
+        with open(os.path.join(out, "table.txt")) as f:
+            table = f.read()
+        for job in ("tpdp", "ddp"):  # the shim's own time per step, shown beside the ratio
+            self.assertRegex(table, job + r" overhead broad +PASS .*; shim 1\.0 us/step "
+                                          r"\([0-9.]+%, not judged\)")
 
     def test_a_nondeterministic_job_fails(self):
         proc, rows, _ = self.run_script("d", FAKE_NONDETERMINISTIC="1")
