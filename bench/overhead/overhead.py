@@ -8,8 +8,9 @@ each, the order rotating every round: on a shared host whose slow phases last se
 of identical jobs differ by 10-20% per step, turns seconds apart do not. Each job reports its
 per-step wall times (it syncs once per step on loss.item()); the first --skip steps are dropped
 (warm-up, cuBLAS heuristics, allocator growth). Prints one table: median step time per mode,
-ratio to untraced, the issue's target, trace bytes per step per rank, and how far the measure
-spread (the quartiles of each turn's ratio to the untraced turn of its round).
+ratio to untraced (with turns: the median of each turn's ratio to the untraced turn of its
+round), the issue's target, trace bytes per step per rank, and how far the measure spread (the
+quartiles of those turn ratios, and each set's ratio).
 
   python3 bench/overhead/overhead.py --lockstep build/tools/lockstep
   python3 bench/overhead/overhead.py --job ddp --nproc 2 --levels broad
@@ -105,7 +106,8 @@ def parse_args(argv=None):
     p.add_argument("--spread", type=float, default=0.05,
                    help="the spread of a mode's run medians (slowest / fastest - 1) that asks "
                         "for another round under --max-rounds (default 0.05)")
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=30,
+                   help="steps of each whole run (--interleave runs, and the --self-time runs)")
     p.add_argument("--skip", type=int, default=5, help="steps dropped at the start of each run")
     p.add_argument("--timeout", type=float, default=180, help="seconds per run")
     p.add_argument("--work", help="directory for traces and per-run files (default: a temp dir)")
