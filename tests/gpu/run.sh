@@ -787,8 +787,8 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     else
       row "tpdp culprit rank" SKIP "time budget"
     fi
-    # As many rounds as ddp's: with two, one slow run of either mode decided the row (broad
-    # x1.073 and x0.976 on one build, 2026-11-30, its runs 28.7/25.2 ms against 25.9/25.0).
+    # Turns, as ddp's: with whole runs, one slow run of either mode decided the row (broad
+    # x1.073, x0.976 and x1.271 on one shim, 2026-11-30; untraced runs of 17 and 24 ms in one call).
     broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-30}"
   fi
 fi
