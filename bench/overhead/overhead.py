@@ -356,9 +356,10 @@ class GatedJob:
             self.proc.wait()
 
     def step(self, n, timeout):
-        """Lets every rank run n steps and waits until all have (False on error or timeout)."""
+        """Lets every rank run n steps and waits until all have; on an exit or a timeout the job
+        is failed (self.error) and killed, and its later turns are skipped."""
         if self.error:
-            return False
+            return
         for fd in self.go:
             os.write(fd, f"{n}\n".encode())
         deadline = time.monotonic() + timeout
@@ -367,7 +368,7 @@ class GatedJob:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.fail(f"no step done within {timeout:.0f} s")
-                return False
+                return
             ready, _, _ = select.select([self.done[r] for r in waiting], [], [], min(left, 1.0))
             for r in list(waiting):
                 if self.done[r] in ready:
@@ -378,8 +379,7 @@ class GatedJob:
             if waiting and self.proc.poll() is not None:
                 self.fail(f"exit {self.proc.returncode} before its steps were done: "
                           f"{last_line(self.log_path)}")
-                return False
-        return True
+                return
 
     def finish(self, args):
         """Waits for the job to exit; returns (every step's time, trace bytes per step per rank)."""

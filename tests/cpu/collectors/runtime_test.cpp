@@ -313,9 +313,12 @@ class RuntimeTest : public ::testing::Test {
       if (e.path().extension() == ".lstrace") out.push_back(e.path());
     return out;
   }
-  // The one trace the child wrote, opened; null (and a failure naming the child's stderr) when
-  // it wrote none or several.
+  // The one trace of a child that exited 0, opened; null (and a failure naming the child's
+  // status and stderr) when it did not exit 0, or wrote no trace or several.
   std::unique_ptr<trace::TraceReader> only_trace(const ChildResult& child) const {
+    const bool clean = WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0;
+    EXPECT_TRUE(clean) << "status " << child.status << ": " << child.stderr_text;
+    if (!clean) return nullptr;
     auto files = traces();
     EXPECT_EQ(files.size(), 1u) << child.stderr_text;
     if (files.size() != 1) return nullptr;
@@ -430,8 +433,6 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
 
     lockstep_mark("phase");
   });
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   EXPECT_EQ(reader->header()["rank"], 0);
@@ -539,8 +540,6 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
     lt_call_reading(mm, 4 + 1 + 1 + 4);  // A shape, B type, C type, D shape
     cublas_gemm_end(cublas_gemm_begin(small_gemm_ex(base)), 0);
   });
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   int gemms = 0;
@@ -601,8 +600,6 @@ TEST_F(RuntimeTest, LayoutsSeenBeforeAreKnownByTheirBytesAndCheckedEverySixteent
     lt_call_reading(mm, 4 + 1);          // 19: D checked and changed; C, after it, read
     lt_call_reading(mm, 4 + 1 + 1 + 4);  // 20: off, everything read
   });
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<uint64_t> batches;
@@ -679,8 +676,6 @@ TEST_F(RuntimeTest, MetricsLevelKeepsOnlyMetricsAndSteps) {
     call.comm = reinterpret_cast<ncclComm_t>(0x5);
     EXPECT_EQ(nccl_begin(call), 0u);
   });
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::RecordKind> kinds;
@@ -714,8 +709,6 @@ TEST_F(RuntimeTest, ForkedChildNeverWritesTheParentsTrace) {
     waitpid(grandchild, &status, 0);
     marker_step("after fork");
   });
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   reader->verify_all();
@@ -768,8 +761,6 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
     on_free(kGraphBase);  // freed since instantiation: never read again
     graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
   }, &fake_resolver_with_driver);
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> records;
@@ -821,8 +812,6 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
     launch({reinterpret_cast<float*>(base + 64), 5, 2.f}, false);
     launch({reinterpret_cast<float*>(base + 64), 6, 2.f}, false);
   }, &fake_resolver_with_driver);
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
@@ -881,8 +870,6 @@ TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
     once(4, CUDA_SUCCESS, const_cast<CUstream>(stream_b));
     once(5);
   }, &fake_resolver_with_driver);
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
@@ -943,7 +930,6 @@ TEST_F(RuntimeTest, CaptureStateIsQueriedBelowFullOnlyOnceACaptureBegan) {
       capture_begins();
       launch_captured();
     }, &fake_resolver_with_driver);
-    ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
     auto reader = only_trace(child);
     ASSERT_TRUE(reader);
     std::vector<uint64_t> capture_ids;
@@ -985,8 +971,6 @@ TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
     launch({p, 5, 2.f}, false);
     cublas_gemm_end(g, 0);
   }, &fake_resolver_with_driver);
-  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
-      << "status " << child.status << ": " << child.stderr_text;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
