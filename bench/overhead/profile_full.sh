@@ -1,27 +1,44 @@
 #!/usr/bin/env bash
-# bench/overhead/profile_full.sh: where the time of a full-level run goes. Runs the GPT example
-# under torch.profiler untraced (cudaMallocAsync, as full uses), at full, and at full with every
-# pointer region capped to 64 bytes (the same hash launches, almost no bytes), and prints each
-# run's device time per step for the job's kernels and for lockstep's hash kernels. MODES picks
-# the runs (also full-skip: LOCKSTEP_SKIP_UNWRITTEN=1, full-adjacent:
-# LOCKSTEP_MERGE_HASHES=adjacent, full-nolearn: LOCKSTEP_LEARN_READONLY=0, full-norecall:
-# LOCKSTEP_RECALL_FILLS=0).
-# Traced runs have LOCKSTEP_DEBUG=1; their logs (the shim's counters) land in OUT too.
-#   BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh [train_gpt.py args...]
+# bench/overhead/profile_full.sh: where a traced run's device time goes. Runs a PyTorch example
+# under torch.profiler (its last 4 steps) untraced and traced, and prints each run's device time
+# per step for the job's kernels and for lockstep's own hash kernels: what tracing adds on the
+# GPU, free of the run-to-run noise that step times carry.
+#   JOB=gpt (default): examples/pytorch/train_gpt.py; MODES default "untraced full full-64B"
+#   JOB=tpdp: examples/pytorch/train_tp_dp.py on NPROC (2) GPUs, one profile per rank;
+#             MODES default "untraced-caching broad"
+# Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
+# broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: the same hash
+# launches, almost no bytes), full-skip (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent
+# (LOCKSTEP_MERGE_HASHES=adjacent), full-nolearn (LOCKSTEP_LEARN_READONLY=0), full-norecall
+# (LOCKSTEP_RECALL_FILLS=0). Traced runs have LOCKSTEP_DEBUG=1; their logs (the shim's counters)
+# land in OUT too. Extra arguments go to the job (for example overhead.py's gpu-bound size:
+# --dim 1024 --layers 8 --batch 32 --seq 512).
+#   BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh [job args...]
+#   JOB=tpdp BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh --dim 1024 --layers 8 ...
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 OUTDIR=${OUT:-/tmp/lockstep-profile}
 PY=${PYTHON:-python3}
+JOB=${JOB:-gpt}
 mkdir -p "$OUTDIR"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-profile.XXXXXX")
-GPT=("$PY" "$ROOT/examples/pytorch/train_gpt.py" --steps 14 "$@")
+case $JOB in
+  gpt) CMD=("$PY" "$ROOT/examples/pytorch/train_gpt.py" --steps 14 "$@")
+       DEFAULT_MODES="untraced full full-64B" ;;
+  tpdp) CMD=("$PY" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}"
+             "$ROOT/examples/pytorch/train_tp_dp.py" --steps 14 "$@")
+        DEFAULT_MODES="untraced-caching broad" ;;
+  *) echo "profile_full.sh: JOB=$JOB: expected gpt or tpdp" >&2; exit 2 ;;
+esac
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
-for mode in ${MODES:-untraced full full-64B}; do
+for mode in ${MODES:-$DEFAULT_MODES}; do
   extra=()
+  level=full
   case $mode in
-    untraced) ;;
+    untraced|untraced-caching) ;;
+    broad) level=broad ;;
     full) ;;
     full-64B) extra=(LOCKSTEP_MAX_REGION=64) ;;
     full-skip) extra=(LOCKSTEP_SKIP_UNWRITTEN=1) ;;
@@ -30,14 +47,28 @@ for mode in ${MODES:-untraced full full-64B}; do
     full-norecall) extra=(LOCKSTEP_RECALL_FILLS=0) ;;
     *) echo "profile_full.sh: unknown mode $mode" >&2; exit 2 ;;
   esac
-  if [[ $mode = untraced ]]; then
-    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${GPT[@]}" \
-      --profile "$OUTDIR/profile-$mode.txt" >"$OUTDIR/$mode.log" 2>&1
-  else
-    env "${extra[@]}" LOCKSTEP_DEBUG=1 "$BUILD/tools/lockstep" run -o "$WORK/$mode" --level full \
-      -- "${GPT[@]}" --profile "$OUTDIR/profile-$mode.txt" >"$OUTDIR/$mode.log" 2>&1
-  fi
+  profile=$OUTDIR/profile-$mode.txt
+  [[ $JOB = tpdp ]] && profile=$OUTDIR/profile-$mode.rank{rank}.txt
+  case $mode in
+    untraced)
+      PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${CMD[@]}" --profile "$profile" \
+        >"$OUTDIR/$mode.log" 2>&1 ;;
+    untraced-caching)
+      "${CMD[@]}" --profile "$profile" >"$OUTDIR/$mode.log" 2>&1 ;;
+    *)
+      env "${extra[@]}" LOCKSTEP_DEBUG=1 "$BUILD/tools/lockstep" run -o "$WORK/$mode" \
+        --level "$level" -- "${CMD[@]}" --profile "$profile" >"$OUTDIR/$mode.log" 2>&1 ;;
+  esac
   echo "== $mode: rc $?"
-  head -n 3 "$OUTDIR/profile-$mode.txt" 2>/dev/null || tail -n 5 "$OUTDIR/$mode.log"
+  shown=0
+  files=("$profile")
+  [[ $JOB = tpdp ]] && files=("$OUTDIR/profile-$mode.rank"[0-9]*.txt)
+  for f in "${files[@]}"; do
+    [[ -f $f ]] || continue
+    [[ $JOB = tpdp ]] && echo "-- ${f##*/}"
+    head -n 3 "$f"
+    shown=1
+  done
+  [[ $shown = 1 ]] || tail -n 5 "$OUTDIR/$mode.log"
 done
 rm -rf "$WORK"

@@ -84,30 +84,6 @@ def float_hex(value):
     return struct.pack(">f", value).hex()
 
 
-def write_profile(path, profiler, steps, wall_s):
-    """Device time per kernel name over the profiled steps, lockstep's hash kernels apart."""
-    rows = []
-    for e in profiler.key_averages():
-        us = getattr(e, "self_device_time_total", None)
-        if us is None:
-            us = getattr(e, "self_cuda_time_total", 0)
-        if us > 0 and getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type):
-            rows.append((us, e.count, e.key))
-    rows.sort(reverse=True)
-    hash_us = sum(us for us, _, key in rows if key.startswith("lsf1_"))
-    hash_n = sum(n for _, n, key in rows if key.startswith("lsf1_"))
-    job_us = sum(us for us, _, key in rows if not key.startswith("lsf1_"))
-    job_n = sum(n for _, n, key in rows if not key.startswith("lsf1_"))
-    with open(path, "w") as f:
-        f.write(f"profiled steps {steps}, wall {1e3 * wall_s / steps:.3f} ms/step\n")
-        f.write(f"job device time {job_us / 1e3 / steps:.3f} ms/step in {job_n / steps:.0f} "
-                f"kernels/copies per step\n")
-        f.write(f"hash device time {hash_us / 1e3 / steps:.3f} ms/step in {hash_n / steps:.0f} "
-                f"launches per step\n")
-        for us, n, key in rows[:30]:
-            f.write(f"{us / steps:10.1f} us/step {n / steps:7.1f}/step  {key[:100]}\n")
-
-
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -122,6 +98,7 @@ def main(argv=None):
     import gpt_model
     from step_gate import StepGate
     from step_markers import StepMarkers
+    from step_profile import StepProfile
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -171,16 +148,10 @@ def main(argv=None):
 
     graph = static_x = static_y = static_loss = None
     side = torch.cuda.Stream() if args.cuda_graph else None
-    profiler = None
-    profile_from = max(2, args.steps - 3)
+    profile = StepProfile(args.profile, args.steps)
     for step in range(1, args.steps + 1):
         gate.before_step()
-        if args.profile and step == profile_from:
-            torch.cuda.synchronize()
-            profiler = torch.profiler.profile(activities=[
-                torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
-            profiler.__enter__()
-            profile_started = time.perf_counter()
+        profile.before_step(step)
         started = time.perf_counter()
         markers.begin()
         x, y = inputs[step - 1], targets[step - 1]
@@ -213,11 +184,7 @@ def main(argv=None):
             finish_step(step, static_loss, started)
         gate.after_step(step)
 
-    if profiler is not None:
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - profile_started
-        profiler.__exit__(None, None, None)
-        write_profile(args.profile, profiler, args.steps - profile_from + 1, wall)
+    profile.finish()
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"losses": losses, "loss_hex": [float_hex(v) for v in losses],

@@ -56,6 +56,10 @@ def parse_args(argv=None):
     p.add_argument("--plant-layer", type=int, default=0)
     p.add_argument("--plant-delta", type=float, default=1e-2)
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
+    p.add_argument("--profile", metavar="FILE",
+                   help="profile the last 4 steps with torch.profiler and write device time "
+                        "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE ('{rank}' "
+                        "in the name is replaced, else .rankR is appended)")
     p.add_argument("--gate", metavar="DIR",
                    help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
                         "--interleave chunks; see step_gate.py)")
@@ -75,6 +79,13 @@ def parse_args(argv=None):
 
 def float_hex(value):
     return struct.pack(">f", value).hex()
+
+
+def rank_path(path, rank):
+    """One file per rank: '{rank}' in PATH replaced, else .rankR appended; None stays None."""
+    if path is None:
+        return None
+    return path.replace("{rank}", str(rank)) if "{rank}" in path else f"{path}.rank{rank}"
 
 
 def build(torch, dist, args, rank, world, device):
@@ -192,6 +203,7 @@ def main(argv=None):
     import gpt_model
     from step_gate import StepGate
     from step_markers import StepMarkers
+    from step_profile import StepProfile
 
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
@@ -204,6 +216,7 @@ def main(argv=None):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     markers = StepMarkers(args.markers)
     gate = StepGate(args.gate, rank)
+    profile = StepProfile(rank_path(args.profile, rank), args.steps)
     planted_block = model.blocks[args.plant_layer]
     if rank == 0:
         print(f"train_tp_dp.py: world {world} = TP {args.tp} x DP {dp}, "
@@ -214,6 +227,7 @@ def main(argv=None):
     losses, times = [], []
     for step in range(1, args.steps + 1):
         gate.before_step()
+        profile.before_step(step)
         started = time.perf_counter()
         markers.begin()
         # The same fill on every rank and step, with the delta only where planted: the fill
@@ -237,10 +251,9 @@ def main(argv=None):
         os.write(sys.stdout.fileno(), line.encode())  # one write(2): ranks share stdout
         gate.after_step(step)
 
+    profile.finish()
     if args.out:
-        path = args.out.replace("{rank}", str(rank)) if "{rank}" in args.out \
-            else f"{args.out}.rank{rank}"
-        with open(path, "w") as f:
+        with open(rank_path(args.out, rank), "w") as f:
             json.dump({"rank": rank, "world": world, "tp": args.tp, "losses": losses,
                        "loss_hex": [float_hex(v) for v in losses], "step_times_s": times},
                       f, indent=1)
