@@ -4,8 +4,8 @@
 # per step for the job's kernels and for lockstep's own hash kernels: what tracing adds on the
 # GPU, free of the run-to-run noise that step times carry.
 #   JOB=gpt (default): examples/pytorch/train_gpt.py; MODES default "untraced full full-64B"
-#   JOB=tpdp: examples/pytorch/train_tp_dp.py on NPROC (2) GPUs, one profile per rank;
-#             MODES default "untraced-caching broad"
+#   JOB=tpdp or ddp: examples/pytorch/train_tp_dp.py or train_ddp.py on NPROC (2) GPUs, one
+#             profile per rank; MODES default "untraced-caching broad"
 # Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
 # broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: the same hash
 # launches, almost no bytes), full-skip (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent
@@ -27,10 +27,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-profile.XXXXXX")
 case $JOB in
   gpt) CMD=("$PY" "$ROOT/examples/pytorch/train_gpt.py" --steps 14 "$@")
        DEFAULT_MODES="untraced full full-64B" ;;
-  tpdp) CMD=("$PY" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}"
-             "$ROOT/examples/pytorch/train_tp_dp.py" --steps 14 "$@")
+  tpdp|ddp) script=train_tp_dp.py
+        [[ $JOB = ddp ]] && script=train_ddp.py
+        CMD=("$PY" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}"
+             "$ROOT/examples/pytorch/$script" --steps 14 "$@")
         DEFAULT_MODES="untraced-caching broad" ;;
-  *) echo "profile_full.sh: JOB=$JOB: expected gpt or tpdp" >&2; exit 2 ;;
+  *) echo "profile_full.sh: JOB=$JOB: expected gpt, tpdp or ddp" >&2; exit 2 ;;
 esac
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 for mode in ${MODES:-$DEFAULT_MODES}; do
@@ -48,7 +50,7 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
     *) echo "profile_full.sh: unknown mode $mode" >&2; exit 2 ;;
   esac
   profile=$OUTDIR/profile-$mode.txt
-  [[ $JOB = tpdp ]] && profile=$OUTDIR/profile-$mode.rank{rank}.txt
+  [[ $JOB != gpt ]] && profile=$OUTDIR/profile-$mode.rank{rank}.txt
   case $mode in
     untraced)
       PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${CMD[@]}" --profile "$profile" \
@@ -62,11 +64,11 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
   echo "== $mode: rc $?"
   shown=0
   files=("$profile")
-  [[ $JOB = tpdp ]] && files=("$OUTDIR/profile-$mode.rank"[0-9]*.txt)
+  [[ $JOB != gpt ]] && files=("$OUTDIR/profile-$mode.rank"[0-9]*.txt)
   for f in "${files[@]}"; do
     [[ -f $f ]] || continue
-    [[ $JOB = tpdp ]] && echo "-- ${f##*/}"
-    head -n 3 "$f"
+    [[ $JOB != gpt ]] && echo "-- ${f##*/}"
+    head -n 4 "$f"
     shown=1
   done
   [[ $shown = 1 ]] || tail -n 5 "$OUTDIR/$mode.log"

@@ -63,6 +63,10 @@ def parse_args(argv=None):
                         "ring exchange and two coalesced all-reduces")
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
+    p.add_argument("--profile", metavar="FILE",
+                   help="profile the last 4 steps with torch.profiler and write device time "
+                        "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE ('{rank}' "
+                        "in the name is replaced, else .rankR is appended)")
     p.add_argument("--gate", metavar="DIR",
                    help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
                         "--interleave chunks; see step_gate.py)")
@@ -163,6 +167,7 @@ def main(argv=None):
     import gpt_model
     from step_gate import StepGate
     from step_markers import StepMarkers
+    from step_profile import StepProfile, rank_path
 
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
@@ -191,8 +196,10 @@ def main(argv=None):
               file=sys.stderr)
 
     losses, times = [], []
+    profile = StepProfile(args.profile, args.steps, rank)
     for step in range(1, args.steps + 1):
         gate.before_step()
+        profile.before_step(step)
         started = time.perf_counter()
         markers.begin()
         plant_state.step = step
@@ -221,9 +228,9 @@ def main(argv=None):
         os.write(sys.stdout.fileno(), (line + "\n").encode())
         gate.after_step(step)
 
+    profile.finish()
     if args.out:
-        path = args.out.replace("{rank}", str(rank)) if "{rank}" in args.out \
-            else f"{args.out}.rank{rank}"
+        path = rank_path(args.out, rank)
         with open(path, "w") as f:
             json.dump({"rank": rank, "world": world, "losses": losses,
                        "loss_hex": [float_hex(v) for v in losses], "step_times_s": times},

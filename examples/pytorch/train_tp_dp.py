@@ -81,13 +81,6 @@ def float_hex(value):
     return struct.pack(">f", value).hex()
 
 
-def rank_path(path, rank):
-    """One file per rank: '{rank}' in PATH replaced, else .rankR appended; None stays None."""
-    if path is None:
-        return None
-    return path.replace("{rank}", str(rank)) if "{rank}" in path else f"{path}.rank{rank}"
-
-
 def build(torch, dist, args, rank, world, device):
     """Process groups, model and optimizer. Returns (model, tp_group, dp_group, dp_size)."""
     import torch.nn as nn
@@ -203,7 +196,7 @@ def main(argv=None):
     import gpt_model
     from step_gate import StepGate
     from step_markers import StepMarkers
-    from step_profile import StepProfile
+    from step_profile import StepProfile, rank_path
 
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
@@ -216,7 +209,7 @@ def main(argv=None):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     markers = StepMarkers(args.markers)
     gate = StepGate(args.gate, rank)
-    profile = StepProfile(rank_path(args.profile, rank), args.steps)
+    profile = StepProfile(args.profile, args.steps, rank)
     planted_block = model.blocks[args.plant_layer]
     if rank == 0:
         print(f"train_tp_dp.py: world {world} = TP {args.tp} x DP {dp}, "

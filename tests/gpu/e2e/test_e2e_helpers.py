@@ -1,5 +1,5 @@
-"""CPU tests of the GPU end-to-end machinery: check_diff.py, losses.py, and tests/gpu/run.sh
-itself, driven against stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest,
+"""CPU tests of the GPU end-to-end machinery: check_diff.py, losses.py, the examples' profile
+summary (examples/pytorch/step_profile.py), and tests/gpu/run.sh itself, driven against stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest,
 nvidia-smi, compute-sanitizer and python-with-torch. They show that the script reports PASS
 when every expectation holds and FAIL when a deterministic job is not deterministic.
 
@@ -23,6 +23,9 @@ sys.path.insert(0, HERE)
 import check_diff  # noqa: E402
 import losses  # noqa: E402
 import metrics_match  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
+import step_profile  # noqa: E402
 
 ORIGIN = {"rank": 1, "step": 3, "kind": "kernel", "classification": "origin",
           "name": "planted_atomic_sum_squares(float const*, int, float*)",
@@ -304,6 +307,57 @@ class OverheadChunksTest(unittest.TestCase):
             except OSError:
                 return False
         self.assertFalse(alive(), f"process {pid} survived")
+
+
+class StepProfileTest(unittest.TestCase):
+    """examples/pytorch/step_profile.py's summary of a torch.profiler run, on stand-in events."""
+
+    class Event:
+        def __init__(self, key, us, count, device="DeviceType.CUDA", annotation=False):
+            self.key, self.self_device_time_total, self.count = key, us, count
+            self.device_type, self.is_user_annotation = device, annotation
+
+    def summary(self, events, steps):
+        profiler = type("Profiler", (), {"key_averages": lambda _: events})()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "profile.txt")
+            step_profile.write_profile(path, profiler, steps, 0.1)
+            with open(path) as f:
+                return f.read().splitlines()
+
+    def test_hash_and_nccl_apart_annotations_and_host_ops_not_summed(self):
+        E = self.Event
+        lines = self.summary([
+            E("nccl:all_reduce", 9000, 8, annotation=True),  # spans the NCCL kernel below
+            E("Optimizer.step#AdamW.step", 5000, 2),  # annotation known by its name
+            E("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3000, 4),
+            E("nvjet_gemm", 1000, 8),
+            E("lsf1_batch_small", 400, 8),
+            E("lsf1_compact_small", 200, 16),
+            E("aten::mm", 7000, 8, device="DeviceType.CPU"),
+        ], steps=2)
+        self.assertEqual(lines[0], "profiled steps 2, wall 50.000 ms/step")
+        self.assertEqual(lines[1], "job device time 2.000 ms/step in 6 kernels/copies per step")
+        self.assertEqual(lines[2], "hash device time 0.300 ms/step in 12 launches per step")
+        self.assertTrue(lines[3].startswith("of the job's, NCCL kernels 1.500 ms/step in 2 "))
+        self.assertIn("nccl:all_reduce  (annotation, not summed)", "\n".join(lines))
+        self.assertNotIn("aten::mm", "\n".join(lines))
+
+    def test_rank_path(self):
+        self.assertEqual(step_profile.rank_path("/t/p.txt", 1), "/t/p.txt.rank1")
+        self.assertEqual(step_profile.rank_path("/t/p.{rank}.txt", 3), "/t/p.3.txt")
+        self.assertIsNone(step_profile.rank_path(None, 0))
+
+    def test_profiles_only_the_last_steps(self):
+        one = step_profile.StepProfile("/t/p.txt", 14)
+        self.assertEqual((one.first, one.steps), (11, 4))
+        short = step_profile.StepProfile("/t/p.txt", 3)  # never step 1
+        self.assertEqual((short.first, short.steps), (2, 2))
+        self.assertEqual(step_profile.StepProfile("/t/p.txt", 8, rank=1).path, "/t/p.txt.rank1")
+        off = step_profile.StepProfile(None, 8)
+        off.before_step(off.first)  # no path: nothing starts (torch is not even imported)
+        off.finish()
+        self.assertIsNone(off.profiler)
 
 
 class RunShTest(unittest.TestCase):
