@@ -1,6 +1,7 @@
 """CPU tests of the GPU end-to-end machinery: check_diff.py, losses.py, the examples' profile
-summary (examples/pytorch/step_profile.py), and tests/gpu/run.sh itself, driven against stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest,
-nvidia-smi, compute-sanitizer and python-with-torch. They show that the script reports PASS
+summary (examples/pytorch/step_profile.py), and tests/gpu/run.sh itself, driven against
+stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest, nvidia-smi,
+compute-sanitizer and python-with-torch. They show that the script reports PASS
 when every expectation holds and FAIL when a deterministic job is not deterministic.
 
   python3 -m unittest -v test_e2e_helpers      (from tests/gpu/e2e)
