@@ -63,6 +63,9 @@ TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch withou
 # 15-36 ms per step, the SM clock going between 345 and 1980 MHz during a run. gpu-bound-explicit is
 # gpu-bound with attention written out (every head's 512x512 scores in fp32 written to memory):
 # the job lockstep's full level was first measured on, kept as the memory-bound worst case.
+# --job ddp and tpdp take the same arguments; the names describe the GPT job: train_tp_dp.py at
+# gpu-bound (MLP blocks only, hidden = dim, one all-reduce per parameter) is host-bound, its GPUs
+# busy ~12 of ~23 ms per step (torch.profiler, two H200s, 2026-11-30).
 SIZES = {
     "gpu-bound": ["--dim", "1024", "--layers", "8", "--batch", "32", "--seq", "512"],
     "launch-bound": ["--dim", "512", "--layers", "6", "--batch", "16", "--seq", "256"],
@@ -139,7 +142,9 @@ def parse_args(argv=None):
                         "but the GPU idles between kernels and its clock changes make identical "
                         "runs differ by 20%% or more; judge it by --self-time), or "
                         "gpu-bound-explicit (gpu-bound with attention written out instead of "
-                        "fused: memory-bound, the most bytes per step for full to hash)")
+                        "fused: memory-bound, the most bytes per step for full to hash); "
+                        "--job ddp and tpdp get the same model arguments (tpdp is host-bound "
+                        "at gpu-bound)")
     p.add_argument("job_args", nargs="*",
                    help="extra arguments for the job, after --  (replace --size's)")
     args = p.parse_args(argv)
