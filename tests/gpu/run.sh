@@ -171,12 +171,15 @@ overhead_rows() {
   done < <(grep -E '^(untraced|off|metrics|broad|full)(-[a-z]+)? ' "$WORK/$name.out")
 }
 
-# broad_overhead_row JOB NPROC CHUNKS: bench/overhead/overhead.py for a multi-process job
-# (ddp, tpdp) untraced and at broad, taking turns; row "JOB overhead broad" with the ratio, and,
-# shown (not judged), the shim's own time per step from one LOCKSTEP_DEBUG run (the log has that
-# run's hash counters: what broad's collective fingerprints cost each rank).
+# broad_overhead_row JOB NPROC CHUNKS JUDGE: bench/overhead/overhead.py for a multi-process job
+# (ddp, tpdp) untraced and at broad, taking turns, plus one LOCKSTEP_DEBUG run for the shim's
+# own time per step (the log has that run's hash counters: what broad's collective fingerprints
+# cost each rank). JUDGE ratio: the row judges the turns' ratio against x1.020, the self time
+# shown; JUDGE self (a host-bound job, as the launch-bound GPT job): the row judges the shim's
+# time per step as a share of the untraced step against the same 2%, the ratio shown (its sets
+# of processes differ by several percent, more than the target).
 broad_overhead_row() {
-  local job=$1 nproc=$2 chunks=$3 rc line ms ratio target ok bytes
+  local job=$1 nproc=$2 chunks=$3 judge=$4 rc line ms ratio target ok bytes
   if ! fits 90; then row "$job overhead broad" SKIP "time budget"; return; fi
   runlog "$job-overhead" 300 "$PY" "$ROOT/bench/overhead/overhead.py" --lockstep "$LOCKSTEP" \
     --python "$PY" --job "$job" --nproc "$nproc" --levels broad --sets 2 --chunks "$chunks" \
@@ -185,17 +188,26 @@ broad_overhead_row() {
   rc=$?
   cat "$WORK/$job-overhead.out"
   line=$(grep -E '^broad ' "$WORK/$job-overhead.out")
-  if [[ $rc -eq 0 && -n $line ]]; then
-    local runs self
-    read -r _ ms ratio target ok bytes runs <<<"$line"
-    # "  broad   1222.0 us  5.96% of the untraced step ..." -> "shim 1222.0 us/step (5.96%)"
-    self=$(awk '$1 == "broad" && $3 == "us" {printf "; shim %s us/step (%s, not judged)", $2, $4}' \
-      "$WORK/$job-overhead.out")
-    local result=PASS
-    [[ $ok == yes ]] || result=FAIL
-    row "$job overhead broad" "$result" "x${ratio} (target x${target}), ${ms} ms/step (${runs}), ${bytes} B/step/rank${self}"
-  else
+  if [[ $rc -ne 0 || -z $line ]]; then
     row "$job overhead broad" FAIL "rc $rc"
+    return
+  fi
+  local runs self_us self_share self_ok turns result=PASS
+  read -r _ ms ratio target ok bytes runs <<<"$line"
+  turns="x${ratio} (target x${target}), ${ms} ms/step (${runs}), ${bytes} B/step/rank"
+  # "  broad   1222.0 us  5.96% of the untraced step  target 2.0% NO" -> 1222.0 5.96% NO
+  read -r self_us self_share self_ok < <(awk '$1 == "broad" && $3 == "us" {print $2, $4, $NF}' \
+    "$WORK/$job-overhead.out")
+  if [[ $judge == self ]]; then
+    if [[ -z $self_us ]]; then
+      row "$job overhead broad" FAIL "no shim self time printed; ${turns}"
+      return
+    fi
+    [[ $self_ok == yes ]] || result=FAIL
+    row "$job overhead broad" "$result" "shim ${self_us} us/step (${self_share} of the untraced step, target 2.0%); ${turns/ (target x${target})/} (not judged: host-bound)"
+  else
+    [[ $ok == yes ]] || result=FAIL
+    row "$job overhead broad" "$result" "${turns}${self_us:+; shim ${self_us} us/step (${self_share}, not judged)}"
   fi
 }
 
@@ -787,9 +799,11 @@ sys.exit(rc)' "$LOCKSTEP" diff "$WORK/tpdp-clean-full" "$WORK/tpdp-plant-full" -
     else
       row "tpdp culprit rank" SKIP "time budget"
     fi
-    # Turns, as ddp's: with whole runs, one slow run of either mode decided the row (broad
-    # x1.073, x0.976 and x1.271 on one shim, 2026-11-30; untraced runs of 17 and 24 ms in one call).
-    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-30}"
+    # Judged by the shim's time per step: at this size the TP job is host-bound (its GPUs busy
+    # ~12 of ~23 ms per step, torch.profiler), and its turns' sets of processes differ by up to
+    # 9% (x1.060, x1.129, x1.042, x1.096 over 4 sets, 2026-11-30), so no affordable number of
+    # turns resolves 2% from wall time; the self time does, as for the launch-bound GPT job.
+    broad_overhead_row tpdp "$n" "${DDP_OVERHEAD_CHUNKS:-30}" self
   fi
 fi
 
@@ -800,7 +814,7 @@ if want o; then
   elif ! have_torch || ! have_lockstep; then
     row "ddp overhead broad" SKIP "needs torch with CUDA and $LOCKSTEP"
   else
-    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-30}"
+    broad_overhead_row ddp 2 "${DDP_OVERHEAD_CHUNKS:-30}" ratio
   fi
 fi
 

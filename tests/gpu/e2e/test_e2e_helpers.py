@@ -422,15 +422,30 @@ class RunShTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
         with open(os.path.join(out, "table.txt")) as f:
             table = f.read()
-        for job in ("tpdp", "ddp"):  # the shim's own time per step, shown beside the ratio
-            self.assertRegex(table, job + r" overhead broad +PASS .*; shim 1\.0 us/step "
-                                          r"\([0-9.]+%, not judged\)")
+        # ddp: the ratio judged, the shim's own time per step shown; tpdp (host-bound): the
+        # shim's time judged, the ratio shown.
+        self.assertRegex(table, r"ddp overhead broad +PASS +x[0-9.]+ \(target x1\.020\), .*; "
+                                r"shim 1\.0 us/step \([0-9.]+%, not judged\)")
+        self.assertRegex(table, r"tpdp overhead broad +PASS +shim 1\.0 us/step \([0-9.]+% of "
+                                r"the untraced step, target 2\.0%\); x[0-9.]+, .* \(not judged: "
+                                r"host-bound\)")
 
     def test_a_nondeterministic_job_fails(self):
         proc, rows, _ = self.run_script("d", FAKE_NONDETERMINISTIC="1")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         for check in ("cuda det broad", "cuda det full", "cuda det off"):
             self.assertEqual(rows.get(check), "FAIL", rows)
+
+    def test_host_bound_tp_job_is_judged_by_its_self_time(self):
+        # A shim that spends more per step than the untraced step's 2%: the tpdp row (judged by
+        # the shim's time) fails, the ddp row (judged by its ratio, which this does not move)
+        # passes and shows the time.
+        proc, rows, out = self.run_script("ox", FAKE_SELF_US="1000000000")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("tpdp overhead broad"), "FAIL", rows)
+        self.assertEqual(rows.get("ddp overhead broad"), "PASS", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"tpdp overhead broad +FAIL +shim 1000000000\.0 us/step")
 
     def test_self_time_over_its_target_fails(self):
         # A shim that spends more per step than the untraced step's 2% at broad.
