@@ -492,9 +492,8 @@ def main(argv=None):
     trace_bytes = {m: [] for m in modes}
     errors = []
     rounds_run = 0
-    # --interleave chunks: each set's turns (their medians), and each set's steps.
+    # --interleave chunks: each set's turns (their medians).
     set_chunks = {m: [] for m in modes}
-    set_times = {m: [] for m in modes}
     for set_index in range(args.sets if args.interleave == "chunks" else 0):
         results, set_errors = run_chunks(args, modes, set_index, work, log, cpus)
         for err in set_errors:
@@ -503,7 +502,6 @@ def main(argv=None):
         for mode in modes:
             chunks, b = results.get(mode, ([], None))
             times[mode] += [t for chunk in chunks for t in chunk]
-            set_times[mode].append([t for chunk in chunks for t in chunk])
             set_chunks[mode].append([statistics.median(c) for c in chunks if c])
             if b is not None:
                 trace_bytes[mode].append(b)

@@ -13,6 +13,12 @@ DIR/go.<rank>, runs N steps, then writes the number of its last step to DIR/done
 import os
 
 
+def add_gate_argument(parser):
+    parser.add_argument("--gate", metavar="DIR",
+                        help="wait between chunks of steps for a driver (bench/overhead/"
+                             "overhead.py --interleave chunks; see step_gate.py)")
+
+
 class StepGate:
     def __init__(self, directory=None, rank=0):
         self._go = self._done = None

@@ -14,6 +14,14 @@ import time
 PROFILED_STEPS = 4
 
 
+def add_profile_argument(parser, per_rank=False):
+    parser.add_argument(
+        "--profile", metavar="FILE",
+        help=f"profile the last {PROFILED_STEPS} steps with torch.profiler and write device time "
+             "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE" +
+             (" ('{rank}' in the name is replaced, else .rankR is appended)" if per_rank else ""))
+
+
 def rank_path(path, rank):
     """One file per rank: '{rank}' in PATH replaced, else .rankR appended; None stays None."""
     if path is None:

@@ -23,6 +23,9 @@ import struct  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+from step_gate import StepGate, add_gate_argument  # noqa: E402
+from step_profile import StepProfile, add_profile_argument  # noqa: E402
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
@@ -55,12 +58,8 @@ def parse_args(argv=None):
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
     p.add_argument("--out", help="write losses (and step times) as JSON to this file")
-    p.add_argument("--gate", metavar="DIR",
-                   help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
-                        "--interleave chunks; see step_gate.py)")
-    p.add_argument("--profile", metavar="FILE",
-                   help="profile the last 4 steps with torch.profiler and write device time "
-                        "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE")
+    add_gate_argument(p)
+    add_profile_argument(p)
     p.add_argument("--probe-plant", type=int, default=0, metavar="K",
                    help="run the planted op K times, print how many results differ, exit")
     args = p.parse_args(argv)
@@ -96,9 +95,7 @@ def main(argv=None):
         return 2
 
     import gpt_model
-    from step_gate import StepGate
     from step_markers import StepMarkers
-    from step_profile import StepProfile
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)

@@ -37,6 +37,9 @@ import struct  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+from step_gate import StepGate, add_gate_argument  # noqa: E402
+from step_profile import StepProfile, add_profile_argument, rank_path  # noqa: E402
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
@@ -56,13 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--plant-layer", type=int, default=0)
     p.add_argument("--plant-delta", type=float, default=1e-2)
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
-    p.add_argument("--profile", metavar="FILE",
-                   help="profile the last 4 steps with torch.profiler and write device time "
-                        "per kernel (lockstep's own hash kernels lsf1_* apart) to FILE ('{rank}' "
-                        "in the name is replaced, else .rankR is appended)")
-    p.add_argument("--gate", metavar="DIR",
-                   help="wait between chunks of steps for a driver (bench/overhead/overhead.py "
-                        "--interleave chunks; see step_gate.py)")
+    add_profile_argument(p, per_rank=True)
+    add_gate_argument(p)
     p.add_argument("--out", help="JSON losses per rank: '{rank}' in the name is replaced, "
                                  "otherwise '.rank<R>' is appended")
     args = p.parse_args(argv)
@@ -194,9 +192,7 @@ def main(argv=None):
         return 2
 
     import gpt_model
-    from step_gate import StepGate
     from step_markers import StepMarkers
-    from step_profile import StepProfile, rank_path
 
     device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)

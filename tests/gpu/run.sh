@@ -192,22 +192,22 @@ broad_overhead_row() {
     row "$job overhead broad" FAIL "rc $rc"
     return
   fi
-  local runs self_us self_share self_ok turns result=PASS
+  local runs self_us self_share self_ok rest result=PASS
   read -r _ ms ratio target ok bytes runs <<<"$line"
-  turns="x${ratio} (target x${target}), ${ms} ms/step (${runs}), ${bytes} B/step/rank"
+  rest="${ms} ms/step (${runs}), ${bytes} B/step/rank"
   # "  broad   1222.0 us  5.96% of the untraced step  target 2.0% NO" -> 1222.0 5.96% NO
   read -r self_us self_share self_ok < <(awk '$1 == "broad" && $3 == "us" {print $2, $4, $NF}' \
     "$WORK/$job-overhead.out")
   if [[ $judge == self ]]; then
     if [[ -z $self_us ]]; then
-      row "$job overhead broad" FAIL "no shim self time printed; ${turns}"
+      row "$job overhead broad" FAIL "no shim self time printed; x${ratio}, ${rest}"
       return
     fi
     [[ $self_ok == yes ]] || result=FAIL
-    row "$job overhead broad" "$result" "shim ${self_us} us/step (${self_share} of the untraced step, target 2.0%); ${turns/ (target x${target})/} (not judged: host-bound)"
+    row "$job overhead broad" "$result" "shim ${self_us} us/step (${self_share} of the untraced step, target 2.0%); x${ratio}, ${rest} (not judged: host-bound)"
   else
     [[ $ok == yes ]] || result=FAIL
-    row "$job overhead broad" "$result" "${turns}${self_us:+; shim ${self_us} us/step (${self_share}, not judged)}"
+    row "$job overhead broad" "$result" "x${ratio} (target x${target}), ${rest}${self_us:+; shim ${self_us} us/step (${self_share}, not judged)}"
   fi
 }
 

@@ -361,6 +361,23 @@ class StepProfileTest(unittest.TestCase):
         self.assertIsNone(off.profiler)
 
 
+class ExampleArgumentsTest(unittest.TestCase):
+    """The examples' --gate and --profile come from step_gate.py and step_profile.py; --help
+    needs no torch, so a broken import or option shows here on the CPU."""
+
+    def test_every_example_takes_gate_and_profile(self):
+        for script, per_rank in (("train_gpt.py", False), ("train_ddp.py", True),
+                                 ("train_tp_dp.py", True)):
+            out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "pytorch", script),
+                                  "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stdout)
+            text = " ".join(out.stdout.split())
+            self.assertIn("--gate DIR wait between chunks of steps", text, script)
+            self.assertIn("--profile FILE profile the last 4 steps", text, script)
+            self.assertEqual("to FILE ('{rank}' in the name is replaced" in text, per_rank, script)
+
+
 class RunShTest(unittest.TestCase):
     """tests/gpu/run.sh against the stand-ins in fake/."""
 
