@@ -64,8 +64,9 @@ TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch withou
 # gpu-bound with attention written out (every head's 512x512 scores in fp32 written to memory):
 # the job lockstep's full level was first measured on, kept as the memory-bound worst case.
 # --job ddp and tpdp take the same arguments; the names describe the GPT job: train_tp_dp.py at
-# gpu-bound (MLP blocks only, hidden = dim, one all-reduce per parameter) is host-bound, its GPUs
-# busy ~12 of ~23 ms per step (torch.profiler, two H200s, 2026-11-30).
+# gpu-bound (MLP blocks only, hidden 4 x dim, bucketed gradients) takes ~18 ms per step with ~700
+# traced calls per step per rank, its GPUs busy ~15 (rank 1) to ~28 ms (rank 0, waiting in NCCL
+# included) per ~32 ms profiled step (torch.profiler, two H200s, 2026-12-01).
 SIZES = {
     "gpu-bound": ["--dim", "1024", "--layers", "8", "--batch", "32", "--seq", "512"],
     "launch-bound": ["--dim", "512", "--layers", "6", "--batch", "16", "--seq", "256"],
@@ -143,8 +144,7 @@ def parse_args(argv=None):
                         "runs differ by 20%% or more; judge it by --self-time), or "
                         "gpu-bound-explicit (gpu-bound with attention written out instead of "
                         "fused: memory-bound, the most bytes per step for full to hash); "
-                        "--job ddp and tpdp get the same model arguments (tpdp is host-bound "
-                        "at gpu-bound)")
+                        "--job ddp and tpdp get the same model arguments")
     p.add_argument("job_args", nargs="*",
                    help="extra arguments for the job, after --  (replace --size's)")
     args = p.parse_args(argv)

@@ -9,9 +9,12 @@ Ranks r*TP .. r*TP+TP-1 form tensor-parallel group r; ranks with the same TP ind
 data-parallel group. Both come from torch.distributed.new_group (NCCL communicators split from
 the world one). Each layer is a Megatron-style MLP block: a column-parallel linear (each TP rank
 holds a slice of the hidden units), GELU, a row-parallel linear, and an all-reduce over the TP
-group; the input's gradient is all-reduced over the TP group in backward. After backward every
-gradient is averaged over the DP group with one all-reduce per parameter. Embedding, norms and
-head are replicated. Every DP replica reads its own batches (seed + DP index).
+group; the input's gradient is all-reduced over the TP group in backward. Under bf16 autocast
+both TP all-reduces move bf16 tensors, as in a bf16 Megatron job. Every parameter's gradient is
+a view of one contiguous fp32 buffer (Megatron's grad buffer; DDP's gradient_as_bucket_view),
+averaged over the DP group with one all-reduce per step (--grad-sync per-param: one all-reduce
+per parameter instead, 52 per step at 8 layers). Embedding, norms and head are replicated.
+Every DP replica reads its own batches (seed + DP index).
 
   --plant-rank R --plant-step S [--plant-layer L] [--plant-delta D]
       global rank R adds D to the first value of layer L's row-parallel output at step S,
@@ -50,7 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--hidden", type=int, default=1024, help="MLP hidden units (divided by --tp)")
+    p.add_argument("--hidden", type=int, default=None,
+                   help="MLP hidden units, divided by --tp (default: 4 x --dim)")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -58,6 +62,9 @@ def parse_args(argv=None):
     p.add_argument("--plant-step", type=int, default=0, help="1-based step of the plant")
     p.add_argument("--plant-layer", type=int, default=0)
     p.add_argument("--plant-delta", type=float, default=1e-2)
+    p.add_argument("--grad-sync", choices=["bucket", "per-param"], default="bucket",
+                   help="DP gradient all-reduce: bucket (default: one all-reduce of the grad "
+                        "buffer per step) or per-param (one per parameter, no buffer)")
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api")
     add_profile_argument(p, per_rank=True)
     add_gate_argument(p)
@@ -66,6 +73,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be at least 1")
+    if args.hidden is None:
+        args.hidden = 4 * args.dim
     if args.tp < 1 or args.hidden % args.tp:
         p.error(f"--tp {args.tp} must be at least 1 and divide --hidden {args.hidden}")
     if args.plant_rank >= 0 and not 1 <= args.plant_step <= args.steps:
@@ -134,10 +143,13 @@ def build(torch, dist, args, rank, world, device):
             self.up_b = nn.Parameter(torch.zeros(args.hidden // tp))
             self.down_w = nn.Parameter(shard(down, 1))
             self.down_b = nn.Parameter(torch.zeros(args.dim))  # added once, after the reduce
-            self.register_buffer("plant", torch.zeros(args.dim))
+            # bf16, the row-parallel output's dtype under autocast: the TP all-reduce stays bf16.
+            self.register_buffer("plant", torch.zeros(args.dim, dtype=torch.bfloat16))
 
         def forward(self, x):
-            h = F.gelu(F.linear(CopyToTP.apply(self.norm(x)), self.up_w, self.up_b))
+            # Cast before the copy, not inside the linear: its gradient's all-reduce is bf16.
+            h = F.gelu(F.linear(CopyToTP.apply(self.norm(x).to(torch.bfloat16)), self.up_w,
+                                self.up_b))
             y = F.linear(h, self.down_w)
             y = y + self.plant  # zero except on the planted rank and step
             return x + ReduceFromTP.apply(y) + self.down_b
@@ -161,6 +173,19 @@ def build(torch, dist, args, rank, world, device):
 
     model = Model().to(device)
     return model, tp_group, dp_group, dp
+
+
+def attach_grad_buffer(torch, model):
+    """One zeroed fp32 buffer holding every parameter's gradient as a view: backward accumulates
+    in place into the views, so one all-reduce of the buffer averages every gradient."""
+    params = list(model.parameters())
+    buffer = torch.zeros(sum(p.numel() for p in params), dtype=torch.float32,
+                         device=params[0].device)
+    offset = 0
+    for p in params:
+        p.grad = buffer[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+    return buffer
 
 
 def main(argv=None):
@@ -203,6 +228,7 @@ def main(argv=None):
     inputs, targets = gpt_model.make_batches(args.steps, args.batch, args.seq, args.vocab,
                                              args.seed + 1 + 1000 * dp_index, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    grad_buffer = attach_grad_buffer(torch, model) if args.grad_sync == "bucket" else None
     markers = StepMarkers(args.markers)
     gate = StepGate(args.gate, rank)
     profile = StepProfile(args.profile, args.steps, rank)
@@ -211,7 +237,7 @@ def main(argv=None):
         print(f"train_tp_dp.py: world {world} = TP {args.tp} x DP {dp}, "
               f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, steps "
               f"{args.steps}, plant rank {args.plant_rank} step {args.plant_step} layer "
-              f"{args.plant_layer}, markers {markers.description}", file=sys.stderr)
+              f"{args.plant_layer}, grad sync {args.grad_sync}, markers {markers.description}", file=sys.stderr)
 
     losses, times = [], []
     for step in range(1, args.steps + 1):
@@ -223,13 +249,20 @@ def main(argv=None):
         # is then the origin on the planted rank, and both runs launch the same kernels.
         planted = rank == args.plant_rank and step == args.plant_step
         planted_block.plant[:1].fill_(args.plant_delta if planted else 0.0)
-        optimizer.zero_grad(set_to_none=True)
+        if grad_buffer is None:
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            grad_buffer.zero_()  # the views stay the parameters' .grad
         with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
             loss = gpt_model.loss_fn(model(inputs[step - 1]), targets[step - 1])
         loss.backward()
-        for p in model.parameters():  # data parallel: average every gradient over DP
-            dist.all_reduce(p.grad, group=dp_group)
-            p.grad.div_(dp)
+        if grad_buffer is None:
+            for p in model.parameters():  # data parallel: average every gradient over DP
+                dist.all_reduce(p.grad, group=dp_group)
+                p.grad.div_(dp)
+        else:
+            dist.all_reduce(grad_buffer, group=dp_group)
+            grad_buffer.div_(dp)
         optimizer.step()
         value = loss.detach().float().item()
         markers.end()
