@@ -188,6 +188,15 @@ def attach_grad_buffer(torch, model):
     return buffer
 
 
+def grads_outside(model, buffer):
+    """Names of the parameters whose .grad backward did not accumulate into BUFFER (a view
+    replaced): the one all-reduce would skip their gradients. Host pointers only, no sync."""
+    low = buffer.data_ptr()
+    high = low + buffer.numel() * buffer.element_size()
+    return [name for name, p in model.named_parameters()
+            if p.grad is None or not low <= p.grad.data_ptr() < high]
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -237,7 +246,8 @@ def main(argv=None):
         print(f"train_tp_dp.py: world {world} = TP {args.tp} x DP {dp}, "
               f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, steps "
               f"{args.steps}, plant rank {args.plant_rank} step {args.plant_step} layer "
-              f"{args.plant_layer}, grad sync {args.grad_sync}, markers {markers.description}", file=sys.stderr)
+              f"{args.plant_layer}, grad sync {args.grad_sync}, markers {markers.description}",
+              file=sys.stderr)
 
     losses, times = [], []
     for step in range(1, args.steps + 1):
@@ -261,6 +271,11 @@ def main(argv=None):
                 dist.all_reduce(p.grad, group=dp_group)
                 p.grad.div_(dp)
         else:
+            outside = grads_outside(model, grad_buffer) if step == 1 else []
+            if outside:
+                print(f"train_tp_dp.py: rank {rank}: gradients outside the grad buffer after "
+                      f"backward: {', '.join(outside[:3])}", file=sys.stderr)
+                return 2
             dist.all_reduce(grad_buffer, group=dp_group)
             grad_buffer.div_(dp)
         optimizer.step()

@@ -176,9 +176,12 @@ overhead_rows() {
 # (ddp, tpdp) untraced and at broad, taking turns, plus one LOCKSTEP_DEBUG run for the shim's
 # own time per step (the log has that run's hash counters: what broad's collective fingerprints
 # cost each rank). JUDGE ratio: the row judges the turns' ratio against x1.020, the self time
-# shown; JUDGE self (a host-bound job, as the launch-bound GPT job): the row judges the shim's
-# time per step as a share of the untraced step against the same 2%, the ratio shown (its sets
-# of processes differ by several percent, more than the target).
+# shown; JUDGE self (as the launch-bound GPT job): the row judges the shim's time per step as a
+# share of the untraced step, the ratio shown (its sets of processes differ by several percent,
+# more than the target): PASS within the 2% goal, KNOWN up to SELF_LIMIT_PCT, FAIL above.
+# The shim's share of a step over which a self-judged row fails: the 7% that Megatron's own
+# tracing work treats as blocking (issue 7); between the 2% goal and this, KNOWN.
+SELF_LIMIT_PCT=7.0
 broad_overhead_row() {
   local job=$1 nproc=$2 chunks=$3 judge=$4 rc line ms ratio target ok bytes
   if ! fits 90; then row "$job overhead broad" SKIP "time budget"; return; fi
@@ -204,13 +207,13 @@ broad_overhead_row() {
       row "$job overhead broad" FAIL "no shim self time printed; x${ratio}, ${rest}"
       return
     fi
-    # Over the 2% goal: KNOWN up to the 7% that Megatron's tracing work calls blocking.
     local verdict="goal 2.0%"
     if [[ $self_ok != yes ]]; then
-      if awk -v s="${self_share%\%}" 'BEGIN { exit !(s <= 7.0) }'; then
-        result=KNOWN verdict="over the 2.0% goal: README, Known limits; FAIL above 7.0%"
+      if awk -v s="${self_share%\%}" -v limit="$SELF_LIMIT_PCT" 'BEGIN { exit !(s <= limit) }'
+      then
+        result=KNOWN verdict="over the 2.0% goal: README, Known limits; FAIL above ${SELF_LIMIT_PCT}%"
       else
-        result=FAIL verdict="over the 7.0% limit"
+        result=FAIL verdict="over the ${SELF_LIMIT_PCT}% limit"
       fi
     fi
     row "$job overhead broad" "$result" "shim ${self_us} us/step (${self_share} of the untraced step, ${verdict}); x${ratio}, ${rest} (ratio not judged)"
