@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "trace/env.h"
+#include "common/env.h"
 
 namespace lockstep::collectors {
 namespace {

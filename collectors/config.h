@@ -1,4 +1,4 @@
-// Configuration of the shim from the environment (names in trace/env.h). Parsed once, validated
+// Configuration of the shim from the environment (names in common/env.h). Parsed once, validated
 // completely: a bad value yields one clear message and tracing stays off for the whole process
 // (LOCKSTEP_FAIL_HARD=1 turns that into an abort with the same message).
 #pragma once

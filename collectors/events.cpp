@@ -6,8 +6,8 @@
 #include "collectors/lockstep.h"
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
-#include "collectors/self_time.h"
-#include "trace/hot.h"
+#include "common/self_time.h"
+#include "common/hot.h"
 
 namespace lockstep::collectors {
 

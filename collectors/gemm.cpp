@@ -8,8 +8,8 @@
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/extents.h"
-#include "collectors/self_time.h"
-#include "trace/hot.h"
+#include "common/self_time.h"
+#include "common/hot.h"
 
 namespace lockstep::collectors {
 namespace {

@@ -16,8 +16,8 @@
 #include "collectors/events.h"
 #include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
-#include "collectors/self_time.h"
-#include "trace/hot.h"
+#include "common/self_time.h"
+#include "common/hot.h"
 
 namespace lockstep::collectors {
 namespace {

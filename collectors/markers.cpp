@@ -4,7 +4,7 @@
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
 #include "collectors/runtime.h"
-#include "collectors/self_time.h"
+#include "common/self_time.h"
 
 namespace lockstep::collectors {
 

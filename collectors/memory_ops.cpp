@@ -6,7 +6,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/metric_snapshots.h"
-#include "trace/hot.h"
+#include "common/hot.h"
 
 namespace lockstep::collectors {
 namespace {

@@ -12,10 +12,10 @@
 
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
-#include "collectors/self_time.h"
+#include "common/self_time.h"
 #include "trace/header.h"
 #include "trace/run_dir.h"
-#include "trace/hot.h"
+#include "common/hot.h"
 
 namespace lockstep::collectors {
 namespace {

@@ -22,7 +22,7 @@
 #include "collectors/events.h"
 #include "interception.h"
 #include "scope.h"
-#include "trace/env.h"
+#include "common/env.h"
 
 namespace lockstep::interpose::validation {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trace/env.h"
+#include "common/env.h"
 
 namespace lockstep::interpose {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "collectors/self_time.h"
+#include "common/self_time.h"
 #include "cupti_validation.h"
 #include "interception.h"
 #include "scope.h"

@@ -51,11 +51,11 @@
 #include <cstdint>
 
 #include "cuda_api.h"
-#include "trace/hot.h"
+#include "common/hot.h"
 
 #define LOCKSTEP_INTERCEPTOR extern "C" __attribute__((visibility("default")))
 // An interceptor on the path of a training step's every few microseconds (launches, GEMMs, async
-// copies): laid out with the collectors' hot path (trace/hot.h).
+// copies): laid out with the collectors' hot path (common/hot.h).
 #define LOCKSTEP_HOT_INTERCEPTOR LOCKSTEP_INTERCEPTOR LOCKSTEP_HOT
 
 namespace lockstep::interpose {

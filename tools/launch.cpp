@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "tools/run_set.h"
-#include "trace/env.h"
+#include "common/env.h"
 #include "trace/run_dir.h"
 
 namespace lockstep::tools {

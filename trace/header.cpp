@@ -10,7 +10,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "trace/env.h"
+#include "common/env.h"
 #include "trace/format.h"
 
 #ifndef LOCKSTEP_VERSION

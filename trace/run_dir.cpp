@@ -14,7 +14,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "trace/env.h"
+#include "common/env.h"
 #include "trace/format.h"
 
 namespace lockstep::trace {

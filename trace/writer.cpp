@@ -38,7 +38,7 @@
 #include "trace/format.h"
 #include "trace/string_table.h"
 #include "trace/writer.h"
-#include "trace/hot.h"
+#include "common/hot.h"
 
 namespace lockstep::trace {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "collectors/config.h"
-#include "trace/env.h"
+#include "common/env.h"
 
 namespace lockstep::collectors {
 namespace {

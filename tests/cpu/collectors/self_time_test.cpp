@@ -1,6 +1,6 @@
-// The self-time counters' arithmetic (collectors/self_time.h): what a scope keeps of what it
+// The self-time counters' arithmetic (common/self_time.h): what a scope keeps of what it
 // read once the timing it cannot help doing is taken out.
-#include "collectors/self_time.h"
+#include "common/self_time.h"
 
 #include <gtest/gtest.h>
 
