@@ -163,14 +163,15 @@ class CountLookups {
   ~CountLookups() {
     const BytesKeyedCacheStats now = sum();
     if (now.mismatches != before_.mismatches) {
-      tracer_->lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
-                                             std::memory_order_relaxed);
+      tracer_->stats.lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
+                                                   std::memory_order_relaxed);
       tracer_->debug("cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
                      "did not: the attribute cache is off");
     }
     if (!tracer_->config().debug) return;
-    tracer_->lt_reads_cached.fetch_add(now.hits - before_.hits, std::memory_order_relaxed);
-    tracer_->lt_reads_missed.fetch_add(now.misses - before_.misses, std::memory_order_relaxed);
+    tracer_->stats.lt_reads_cached.fetch_add(now.hits - before_.hits, std::memory_order_relaxed);
+    tracer_->stats.lt_reads_missed.fetch_add(now.misses - before_.misses,
+                                             std::memory_order_relaxed);
   }
   CountLookups(const CountLookups&) = delete;
   CountLookups& operator=(const CountLookups&) = delete;

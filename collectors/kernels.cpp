@@ -233,8 +233,8 @@ void drop_untouched_tensors(Tracer* tracer, const KernelInfo& info,
     return t >= 0 && !touched[t];
   });
   if (args->pointers.size() != before)
-    tracer->stale_tensor_words.fetch_add(before - args->pointers.size(),
-                                         std::memory_order_relaxed);
+    tracer->stats.stale_tensor_words.fetch_add(before - args->pointers.size(),
+                                               std::memory_order_relaxed);
 }
 
 namespace {
@@ -345,7 +345,7 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   uint64_t token = 0;
   if (in_library || (api.nccl_group > 0 && brief.is_nccl)) {
     // Made by the open cuBLAS/cuBLASLt/NCCL call: attributed to it.
-    tracer->nested_kernels.fetch_add(1, std::memory_order_relaxed);
+    tracer->stats.nested_kernels.fetch_add(1, std::memory_order_relaxed);
     CallState& nested = push_call(CallKind::Nested, &token);
     nested.raised_launch = true;
     ++api.launch_depth;
@@ -444,8 +444,9 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       if (uses[i] == kRepeat) continue;
       const uint64_t bytes_to_end = arg.hit.readable;
       if (i == scratch) {  // no entry: only noted as written
-        tracer->scratch_regions.fetch_add(1, std::memory_order_relaxed);
-        tracer->bytes_scratch.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
+        tracer->stats.scratch_regions.fetch_add(1, std::memory_order_relaxed);
+        tracer->stats.bytes_scratch.fetch_add(std::min(bytes_to_end, cap),
+                                              std::memory_order_relaxed);
         call.writes_only.push_back({static_cast<CUdeviceptr>(arg.value), bytes_to_end, 0,
                                     arg.hit.base, arg.value + bytes_to_end});
         continue;
@@ -454,8 +455,9 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       const void* ptr = reinterpret_cast<const void*>(arg.value);
       const std::optional<AllocationHit> hit = arg.hit;
       if (i == overwritten) {
-        tracer->inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
-        tracer->bytes_overwritten.fetch_add(std::min(bytes_to_end, cap), std::memory_order_relaxed);
+        tracer->stats.inputs_overwritten.fetch_add(1, std::memory_order_relaxed);
+        tracer->stats.bytes_overwritten.fetch_add(std::min(bytes_to_end, cap),
+                                                  std::memory_order_relaxed);
         // A fill: its output is the digest of an earlier same fill's (fill_digests.h).
         FillKind kind{{}, info.whole_write->element_bytes, std::min(bytes_to_end, cap)};
         const bool fill = tracer->recalls_fills() &&
@@ -478,8 +480,8 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
                                    arg.value + bytes_to_end};
         call.writes_only.push_back(region);
         call.recalled.emplace_back(region, *digest);
-        tracer->fills_recalled.fetch_add(1, std::memory_order_relaxed);
-        tracer->bytes_recalled.fetch_add(out.bytes, std::memory_order_relaxed);
+        tracer->stats.fills_recalled.fetch_add(1, std::memory_order_relaxed);
+        tracer->stats.bytes_recalled.fetch_add(out.bytes, std::memory_order_relaxed);
         continue;
       }
       const size_t in_index = r.buffers.size();
@@ -488,8 +490,9 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       if (r.buffers.size() == in_index) continue;  // nothing to hash there
       if (skip_read_only && (uses[i] & kReadOnly)) {
         r.buffers[in_index].flags |= trace::kLearnedReadOnly;
-        tracer->outputs_read_only.fetch_add(1, std::memory_order_relaxed);
-        tracer->bytes_read_only.fetch_add(r.buffers[in_index].bytes, std::memory_order_relaxed);
+        tracer->stats.outputs_read_only.fetch_add(1, std::memory_order_relaxed);
+        tracer->stats.bytes_read_only.fetch_add(r.buffers[in_index].bytes,
+                                                std::memory_order_relaxed);
         continue;
       }
       tracer->add_buffer(&r, &call.outputs, label, trace::Role::Out, trace::DType::Bytes, ptr,

@@ -1,6 +1,8 @@
 // The process-wide Tracer: configuration, trace writer, ordinals, allocation map, communicator
 // registry, step counter, hash engines and the records waiting for their digests. Internal to
-// collectors/ (events.h is the interface).
+// collectors/ (events.h is the interface). Defined in one file per part: tracer_lifecycle.cpp,
+// tracer.cpp (identity), tracer_hashing.cpp, tracer_digest_reuse.cpp, tracer_collector.cpp,
+// tracer_stats.cpp (README, The Tracer's files).
 #pragma once
 
 #include <atomic>
@@ -28,23 +30,12 @@
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
+#include "collectors/tracer_stats.h"
 #include "hashing/engine.h"
 #include "trace/record.h"
 #include "trace/writer.h"
 
 namespace lockstep::collectors {
-
-// Codes of Warning records (name = the message).
-enum class WarningCode : uint64_t {
-  FingerprintsDropped = 1,   // count = buffers whose fingerprint could not be taken
-  RankFromNccl = 2,          // count = rank learned from NCCL (header had none)
-  RecordsDropped = 3,        // count = records the writer dropped
-  CaptureNotFingerprinted = 4,  // count = ops on capturing streams recorded without digests
-  NestedKernels = 5,         // count = kernels attributed to an enclosing library call
-  ReadOnlyWritten = 6,       // count = kernel pointer words learned read-only, then seen written
-  FillDiffered = 7,          // count = fills whose bytes differed from an earlier same fill's
-  LtCacheMismatch = 8,       // count = cuBLASLt objects whose bytes matched but attributes did not
-};
 
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
 struct PlannedRegion {
@@ -165,19 +156,7 @@ class Tracer {
                           const PlannedRegion* regions, size_t n, bool not_capturing,
                           const CallWrites* writes = nullptr);
   static constexpr size_t kChainRegions = 32;  // one small-batch hash launch
-  // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
-  enum class FlushCause : uint8_t {
-    KernelUnhashed,  // the next kernel is not fingerprinted (or has no regions)
-    OtherStream,     // the next fingerprinted kernel is on another stream or context
-    OtherThread,     // another thread deferred a kernel's outputs meanwhile
-    OtherCall,       // a traced call other than a kernel launch
-    ChainFull,       // a chained set reached kChainRegions
-    Free,            // a free or unmap of device memory
-    OrderPoint,      // event record, synchronize, query, capture begin, host callback
-    Step,            // a step marker
-    Close,
-    kCount
-  };
+  using FlushCause = collectors::FlushCause;  // tracer_stats.h
   void flush_deferred(FlushCause cause) {
     if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow(cause);
   }
@@ -188,10 +167,6 @@ class Tracer {
   // `end`: the end of the freed allocation (digests of its regions are forgotten once the
   // deferred hashes that read it are enqueued).
   bool defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream, bool per_thread_default);
-  std::atomic<uint64_t> frees_deferred{0};
-  std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
-  std::atomic<uint64_t> chained_calls{0};     // calls that needed no hash launch of their own
-  std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};  // on their own, by cause
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
   void release(PendingRecord* pending, bool keep = true);
@@ -218,13 +193,9 @@ class Tracer {
   void close();                // flush and close the writer (atexit); idempotent
   void abandon_after_fork();   // child side of fork
 
-  std::atomic<uint64_t> lt_reads_cached{0};      // cuBLASLt layouts/algorithms known by their bytes
-  std::atomic<uint64_t> lt_reads_missed{0};      // read from the library (counted at debug only)
-  std::atomic<uint64_t> lt_cache_mismatches{0};  // equal bytes, other attributes: cache turned off
-  std::atomic<uint64_t> nested_kernels{0};
-  std::atomic<uint64_t> capture_skipped{0};
-  std::atomic<uint64_t> fingerprints_dropped{0};
-  std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
+  // What the shim did that the trace does not say (tracer_stats.h): bumped from every part of
+  // collectors/, reported at close.
+  TracerStats stats;
 
   // ---- reused input digests (region_digests.h), level full ----------------------------------
   bool reuses_digests() const { return reuse_digests_; }
@@ -237,26 +208,8 @@ class Tracer {
   void writes_end(const void* owner, bool unknown);
   void region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base);  // a free, an unmap
   void region_allocated(uint64_t base, uint64_t bytes);  // fresh: inputs in it are not hashed
-  std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
-  std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
-  std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
-  std::atomic<uint64_t> digests_forgotten{0}; // unknown writes that dropped known digests
-  std::atomic<uint64_t> regions_enclosed{0};  // kernel regions given an enclosing region's digest
-  std::atomic<uint64_t> bytes_enclosed{0};    // their own bytes (not read)
-  std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
-  std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
-
   // ---- learned read-only kernel pointers (pointer_roles.h), level full ------------------------
   bool learns_roles() const { return learn_roles_; }
-  std::atomic<uint64_t> outputs_read_only{0};        // kernel outputs not hashed: learned read-only
-  std::atomic<uint64_t> bytes_read_only{0};          // their bytes
-  std::atomic<uint64_t> inputs_overwritten{0};  // kernel inputs a known writer overwrites whole
-  std::atomic<uint64_t> bytes_overwritten{0};   // their bytes (not hashed)
-  std::atomic<uint64_t> scratch_regions{0};     // kernel scratch buffers (kernel_writes.h)
-  std::atomic<uint64_t> bytes_scratch{0};       // their bytes (not hashed)
-  std::atomic<uint64_t> stale_tensor_words{0};  // multi-tensor-apply words of untouched tensors
-  std::atomic<uint64_t> roles_learned{0};            // words learned read-only
-
   // ---- recalled fill digests (fill_digests.h), level full ------------------------------------
   bool recalls_fills() const { return recall_fills_; }
   FillDigests& fill_digests() { return fill_digests_; }
@@ -266,10 +219,6 @@ class Tracer {
                        bool per_thread_default, uint64_t digest);
   // Whether a call writing `writes` would change what the deferred set has still to read.
   bool deferred_overlaps(const std::vector<PlannedRegion>& writes);
-  std::atomic<uint64_t> fills_recalled{0};      // fill outputs not hashed: digest recalled
-  std::atomic<uint64_t> bytes_recalled{0};      // their bytes
-  std::atomic<uint64_t> fills_differed{0};      // verifying fills whose digest differed
-  std::atomic<uint64_t> roles_contradicted{0};       // of those, found written later
   std::atomic<bool> rank_known{false};
 
  private:
