@@ -275,6 +275,11 @@ class Tracer {
  private:
   Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer);
   static Tracer* create();
+  static void close_at_exit();  // registered with atexit (again once CUDA is up)
+  // close()'s parts: records still waiting get what arrived, the rest flagged dropped; then
+  // LOCKSTEP_DEBUG's counters and the Warning records of what was not fingerprinted.
+  void drain_at_close();
+  void report_at_close();
   void collector_loop();
   void wake_collector();
   // Collects finished digests into their records; records now complete go to *complete (to be
