@@ -49,8 +49,8 @@ std::string new_run_id() {
 }  // namespace
 
 std::string find_shim() {
-  if (const char* lib = std::getenv("LOCKSTEP_LIB"); lib && *lib) {
-    if (!fs::exists(lib)) throw InputError(std::string(lib) + ": LOCKSTEP_LIB names no file");
+  if (const char* lib = std::getenv(env::kLib); lib && *lib) {
+    if (!fs::exists(lib)) throw InputError(fmt::format("{}: {} names no file", lib, env::kLib));
     return fs::absolute(lib).string();
   }
   std::error_code ec;
@@ -62,8 +62,8 @@ std::string find_shim() {
     }
   }
   throw InputError(fmt::format("{}: liblockstep.so not found in ../lib or ../interpose next to "
-                               "this binary; set LOCKSTEP_LIB",
-                               ec ? "lockstep" : exe.string()));
+                               "this binary; set {}",
+                               ec ? "lockstep" : exe.string(), env::kLib));
 }
 
 std::string default_trace_dir() {

@@ -218,6 +218,22 @@ TEST(Config, WithFailHardTheMessageSaysTheJobStopsAndNotThatItRunsUntraced) {
   EXPECT_TRUE(r.errors[0].ends_with("; running untraced")) << r.errors[0];
 }
 
+// The trace that cannot be opened at the first CUDA call says the same as a bad setting.
+TEST(Config, AFailureLineSaysWhetherTheJobStopsAndNamesFlagsThroughTheCli) {
+  Config config;
+  const std::string what = "cannot write a trace in /x: LOCKSTEP_DIR /x holds a trace of another "
+                           "run (run id r); use a new directory or LOCKSTEP_OVERWRITE=1";
+  EXPECT_EQ(failure_line(config, "x"), "lockstep: x; running untraced");
+  config.fail_hard = true;
+  EXPECT_EQ(failure_line(config, "x"),
+            "lockstep: x; stopping the job (LOCKSTEP_FAIL_HARD=1, exit code 78)");
+  config.from_cli = true;
+  const std::string line = failure_line(config, what);
+  EXPECT_NE(line.find("use a new directory or --overwrite; stopping the job"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("LOCKSTEP_OVERWRITE"), std::string::npos) << line;
+}
+
 TEST(Config, ABadSwitchNamesEveryValueTheParserAccepts) {
   ConfigResult r = parse({{env::kFailHard, "maybe"}});
   ASSERT_EQ(r.errors.size(), 1u);
