@@ -67,6 +67,7 @@ Examples:
   lockstep run -o runs/b --level full --steps 40-42 -- torchrun --nproc-per-node 8 train.py
   lockstep run --kernels 'gemm|reduce' -- ./my_cuda_app)");
   return [request] {
+    check_request(*request);  // before a default directory is made for a run that cannot start
     if (request->dir.empty()) request->dir = default_trace_dir();
     LaunchResult result = launch_traced(*request);
     std::fprintf(stderr, "lockstep: trace in %s: %s\n", request->dir.c_str(),
