@@ -156,7 +156,8 @@ std::optional<std::string> problem(const Setting& setting, std::string_view valu
     case Kind::Level: {
       if (parse_level(value)) return std::nullopt;
       std::string names;
-      for (std::string_view name : kLevelNames) names += (names.empty() ? "" : "|") + std::string(name);
+      for (std::string_view name : kLevelNames)
+        names += (names.empty() ? "" : "|") + std::string(name);
       return "is not one of " + names;
     }
     case Kind::Steps:
@@ -230,7 +231,8 @@ std::string cli_wording(std::string message) {
   for (const Setting& setting : kTable) {
     const std::string flag = long_flag(setting);
     if (flag.empty()) continue;
-    if (setting.kind.kind == Kind::Switch) replace_all(message, std::string(setting.name) + "=1", flag);
+    if (setting.kind.kind == Kind::Switch)
+      replace_all(message, std::string(setting.name) + "=1", flag);
     replace_all(message, setting.name, flag);
   }
   return message;

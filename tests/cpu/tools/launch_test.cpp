@@ -104,7 +104,8 @@ TEST(RunFlags, LevelsAndStepsAreCheckedByTheShimsParsers) {
   request.level = "FULL";  // the shim takes any case
   EXPECT_EQ(error_of(request), "");
   request.steps = "7-3";
-  EXPECT_TRUE(error_of(request).starts_with("--steps: '7-3' is not a step window")) << error_of(request);
+  EXPECT_TRUE(error_of(request).starts_with("--steps: '7-3' is not a step window"))
+      << error_of(request);
 }
 
 TEST(RunFlags, ABadValueInTheEnvironmentIsRefusedUnlessAFlagReplacesIt) {
