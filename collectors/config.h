@@ -1,6 +1,8 @@
-// Configuration of the shim from the environment (names in common/env.h). Parsed once, validated
-// completely: a bad value yields one clear message and tracing stays off for the whole process
-// (LOCKSTEP_FAIL_HARD=1 turns that into an abort with the same message).
+// Configuration of the shim from the environment (the settings in common/settings.def, whose
+// parsers validate every value). Parsed once, when the shim loads, validated completely: a bad
+// value yields one clear line and tracing stays off for the whole process
+// (LOCKSTEP_FAIL_HARD=1: the line says the job stops, and it stops with exit code
+// settings::kFailHardExitCode).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 namespace lockstep::collectors {
 
+// In the order of settings::kLevelNames, which names them.
 enum class Level : uint8_t { Off = 0, Metrics = 1, Broad = 2, Full = 3 };
 std::string_view level_name(Level level);
 
@@ -47,24 +50,18 @@ struct Config {
   bool skip_unwritten = false;        // inputs in allocations nothing wrote yet: not hashed
   bool learn_read_only = true;        // kernel pointer words seen not written: no output hash
   bool recall_fills = true;           // a known fill's output digest from an earlier same fill
+  bool from_cli = false;              // started by `lockstep run`: messages name its flags
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
+  bool operator==(const Config&) const = default;
 };
 
 inline constexpr const char* kDefaultStepPattern = R"(^(train[ _-]?)?step\b)";
 
-// One row of the configuration table (README.md carries the same table; a test compares them).
-struct EnvVarDoc {
-  const char* name;
-  const char* default_value;
-  const char* meaning;
-};
-const std::vector<EnvVarDoc>& env_var_table();
-std::string env_var_table_markdown();
-
 struct ConfigResult {
   Config config;
-  std::vector<std::string> errors;  // one line each, "lockstep: ...; running untraced"
+  std::vector<std::string> errors;    // one line each: failure_line()
+  std::vector<std::string> warnings;  // one line each, never fatal (unknown LOCKSTEP_* names)
   bool ok() const { return errors.empty(); }
 };
 
@@ -72,9 +69,19 @@ struct ConfigResult {
 using EnvLookup = std::function<const char*(const char* name)>;
 ConfigResult parse_config(const EnvLookup& getenv_fn);
 
-// Pieces, exposed for tests.
-std::optional<uint64_t> parse_byte_size(std::string_view text);  // 123, 4K, 16M, 1G, 2GiB
-std::optional<bool> parse_bool(std::string_view text);           // 0/1/true/false/yes/no/on/off
-bool parse_step_window(std::string_view text, uint32_t* first, uint32_t* last);  // A-B, A-, A
+// What the shim does when it loads: parse_config, a warning for each LOCKSTEP_* variable of
+// `envp` that is no setting, and (when tracing is on) trace_dir_problem() as one more error, so
+// that a directory that cannot be written is said at load, not at the first CUDA call.
+ConfigResult load_config(const EnvLookup& getenv_fn, const char* const* envp);
+
+// Why the trace directory cannot be used, or nullopt. Touches no CUDA and leaves nothing behind:
+// an existing directory gets an unnamed temporary file (O_TMPFILE, else a named one removed at
+// once); a missing one is not created (every preloaded process, a shell included, runs this)
+// but its nearest existing parent must take a file.
+std::optional<std::string> trace_dir_problem(const std::string& dir);
+
+// "lockstep: WHAT; running untraced", or with LOCKSTEP_FAIL_HARD=1 "lockstep: WHAT; stopping the
+// job (LOCKSTEP_FAIL_HARD=1, exit code 78)"; through `lockstep run`, flags for variables.
+std::string failure_line(const Config& config, std::string_view what);
 
 }  // namespace lockstep::collectors

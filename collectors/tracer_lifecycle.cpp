@@ -2,6 +2,7 @@
 // process-wide tracer, created on the first CUDA event with its trace header; the exit and fork
 // handlers; close().
 #include <pthread.h>
+#include <unistd.h>  // environ
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "collectors/runtime.h"
 #include "common/hot.h"
 #include "common/self_time.h"
+#include "common/settings.h"
 #include "trace/header.h"
 #include "trace/run_dir.h"
 
@@ -64,13 +66,13 @@ void Tracer::close_at_exit() {
 
 const ConfigResult& Tracer::configuration() {
   static const ConfigResult result = [] {
-    ConfigResult parsed = parse_config([](const char* name) { return std::getenv(name); });
+    // At load (set_symbol_resolver): settings, unknown LOCKSTEP_* names and the trace directory,
+    // one line each. The error lines already say whether the job stops (failure_line).
+    ConfigResult parsed =
+        load_config([](const char* name) { return std::getenv(name); }, environ);
+    for (const std::string& line : parsed.warnings) std::fprintf(stderr, "%s\n", line.c_str());
     for (const std::string& line : parsed.errors) std::fprintf(stderr, "%s\n", line.c_str());
-    if (!parsed.ok() && parsed.config.fail_hard) {
-      std::fprintf(stderr, "lockstep: LOCKSTEP_FAIL_HARD=1: stopping the job\n");
-      std::fflush(stderr);
-      std::abort();
-    }
+    if (!parsed.ok() && parsed.config.fail_hard) settings::stop_job();
     return parsed;
   }();
   return result;
@@ -148,12 +150,10 @@ Tracer* Tracer::create() {
   std::string error;
   std::unique_ptr<trace::TraceWriter> writer = trace::open_run_writer(run, options, header, &error);
   if (!writer) {
-    std::fprintf(stderr, "lockstep: cannot write a trace in %s: %s; running untraced\n",
-                 config.dir.c_str(), error.c_str());
-    if (config.fail_hard) {
-      std::fflush(stderr);
-      std::abort();
-    }
+    const std::string line =
+        failure_line(config, fmt::format("cannot write a trace in {}: {}", config.dir, error));
+    std::fprintf(stderr, "%s\n", line.c_str());
+    if (config.fail_hard) settings::stop_job();
     return nullptr;
   }
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted

@@ -11,13 +11,15 @@
 #include <random>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include "tools/run_set.h"
 #include "common/env.h"
+#include "common/settings.h"
+#include "tools/run_set.h"
 #include "trace/run_dir.h"
 
 namespace lockstep::tools {
@@ -47,8 +49,8 @@ std::string new_run_id() {
 }  // namespace
 
 std::string find_shim() {
-  if (const char* lib = std::getenv("LOCKSTEP_LIB"); lib && *lib) {
-    if (!fs::exists(lib)) throw InputError(std::string(lib) + ": LOCKSTEP_LIB names no file");
+  if (const char* lib = std::getenv(env::kLib); lib && *lib) {
+    if (!fs::exists(lib)) throw InputError(fmt::format("{}: {} names no file", lib, env::kLib));
     return fs::absolute(lib).string();
   }
   std::error_code ec;
@@ -60,8 +62,8 @@ std::string find_shim() {
     }
   }
   throw InputError(fmt::format("{}: liblockstep.so not found in ../lib or ../interpose next to "
-                               "this binary; set LOCKSTEP_LIB",
-                               ec ? "lockstep" : exe.string()));
+                               "this binary; set {}",
+                               ec ? "lockstep" : exe.string(), env::kLib));
 }
 
 std::string default_trace_dir() {
@@ -70,26 +72,70 @@ std::string default_trace_dir() {
   localtime_r(&now, &local);
   char buf[64];
   std::strftime(buf, sizeof(buf), "lockstep-trace-%Y%m%d-%H%M%S", &local);
-  return buf;
+  // mkdir is atomic: of two commands in one second, one gets the name and the other EEXIST.
+  for (int n = 1; n <= 1000; ++n) {
+    std::string name = n == 1 ? std::string(buf) : fmt::format("{}-{}", buf, n);
+    if (::mkdir(name.c_str(), 0777) == 0) return name;
+    if (errno != EEXIST)
+      throw InputError(fmt::format("{}: cannot be created: {} (choose one with -o)", name,
+                                   strerror(errno)));
+  }
+  throw InputError(fmt::format("{}-1000: taken, like every name before it (choose one with -o)",
+                               buf));
 }
 
 void parse_step_range(const std::string& text, const std::string& what, uint32_t& first,
                       uint32_t& last) {
-  auto bad = [&] { return InputError(fmt::format("{}: '{}' is not a step range A-B", what, text)); };
-  auto number = [&](const std::string& s) -> uint32_t {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 9)
-      throw bad();
-    return static_cast<uint32_t>(std::stoul(s));
-  };
-  size_t dash = text.find('-');
-  if (dash == std::string::npos) {
-    first = last = number(text);
-    return;
+  const settings::Setting& steps = settings::get(settings::Id::Steps);
+  if (auto why = settings::problem(steps, text))
+    throw InputError(fmt::format("{}: '{}' {}", what, text, *why));
+  const settings::StepWindow window = *settings::parse_step_window(text);
+  first = window.first;
+  last = window.last;
+}
+
+RequestField request_field(TraceRequest& request, settings::Id id) {
+  switch (id) {
+    case settings::Id::Dir: return {&request.dir, nullptr};
+    case settings::Id::Level: return {&request.level, nullptr};
+    case settings::Id::Steps: return {&request.steps, nullptr};
+    case settings::Id::Kernels: return {&request.kernels, nullptr};
+    case settings::Id::Overwrite: return {nullptr, &request.overwrite};
+    default: return {};
   }
-  first = number(text.substr(0, dash));
-  std::string tail = text.substr(dash + 1);
-  last = tail.empty() ? UINT32_MAX : number(tail);
-  if (last < first) throw bad();
+}
+
+void check_request(const TraceRequest& request) {
+  TraceRequest copy = request;
+  for (const settings::Setting& setting : settings::all()) {
+    const RequestField field = request_field(copy, setting.id);
+    if (field.text != nullptr && !field.text->empty()) {
+      if (auto why = settings::problem(setting, *field.text))
+        throw InputError(fmt::format("{}: '{}' {}", settings::long_flag(setting), *field.text,
+                                     *why));
+      continue;
+    }
+    if (field.flag != nullptr && *field.flag) continue;
+    // What launch_traced sets itself, and what only this CLI reads (find_shim checks it).
+    if (setting.id == settings::Id::Dir || setting.id == settings::Id::RunId ||
+        setting.id == settings::Id::FromCli || setting.id == settings::Id::Lib)
+      continue;
+    if (const char* value = std::getenv(setting.name)) {
+      if (auto why = settings::problem(setting, value))
+        throw InputError(fmt::format("{}={} (from the environment) {}", setting.name, value,
+                                     *why));
+    }
+  }
+}
+
+bool looks_like_pytorch(const std::vector<std::string>& command) {
+  for (const std::string& arg : command) {
+    const std::string name = fs::path(arg).filename().string();
+    if (name.starts_with("python") || name == "torchrun" || name == "accelerate" ||
+        name == "deepspeed" || (name.size() > 3 && name.ends_with(".py")))
+      return true;
+  }
+  return false;
 }
 
 EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
@@ -117,19 +163,14 @@ EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
 
 LaunchResult launch_traced(const TraceRequest& request) {
   if (request.command.empty()) throw InputError("lockstep: no command given after --");
-  static const char* kLevels[] = {"off", "metrics", "broad", "full"};
-  if (!request.level.empty() &&
-      std::find(std::begin(kLevels), std::end(kLevels), request.level) == std::end(kLevels))
-    throw InputError(fmt::format("--level: '{}' is not off, metrics, broad or full", request.level));
-  if (!request.steps.empty()) {
-    uint32_t first, last;
-    parse_step_range(request.steps, "--steps", first, last);
-  }
+  check_request(request);
+  // The level the shim will use, by its name in lower case (torch_allocator_env compares it).
   std::string level = request.level;
   if (level.empty()) {
     const char* from_env = std::getenv(env::kLevel);
-    level = from_env != nullptr && *from_env ? from_env : "broad";
+    level = from_env != nullptr && *from_env ? from_env : "";
   }
+  level = settings::kLevelNames[settings::parse_level(level).value_or(settings::kDefaultLevel)];
   const EnvChange allocator =
       torch_allocator_env(request.torch_alloc, level, std::getenv("PYTORCH_CUDA_ALLOC_CONF"));
   std::string shim = find_shim();
@@ -138,7 +179,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
   std::string dir = fs::absolute(request.dir).lexically_normal().string();
   std::string error;
   if (!trace::prepare_run_dir({dir, result.run_id, request.overwrite}, &error))
-    throw InputError(error.empty() ? dir + ": cannot be used as a trace directory" : error);
+    throw InputError(error.empty() ? dir + ": cannot be used as a trace directory"
+                                   : settings::cli_wording(error));
 
   // A pipe closed by exec tells the parent whether exec worked.
   int status_pipe[2];
@@ -153,6 +195,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv(env::kDir, dir.c_str(), 1);
     setenv(env::kRunId, result.run_id.c_str(), 1);
+    setenv(env::kFromCli, "1", 1);
     if (!request.level.empty()) setenv(env::kLevel, request.level.c_str(), 1);
     if (!request.steps.empty()) setenv(env::kSteps, request.steps.c_str(), 1);
     if (!request.kernels.empty()) setenv(env::kKernels, request.kernels.c_str(), 1);
@@ -167,7 +210,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
     _exit(127);
   }
   close(status_pipe[1]);
-  if (!allocator.note.empty()) std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
+  if (!allocator.note.empty() && looks_like_pytorch(request.command))
+    std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
   child_pid = pid;
   struct sigaction action {}, previous[std::size(kForwarded)];
   action.sa_sigaction = forward_signal;

@@ -5,11 +5,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.h"
+
 namespace lockstep::tools {
 
+// What `lockstep run` asks of the shim. dir, level, steps, kernels and overwrite are the settings
+// of common/settings.def that have a flag (request_field()).
 struct TraceRequest {
   std::string dir;
-  std::string level;    // off|metrics|broad|full; empty: the shim's default
+  std::string level;    // settings::kLevelNames; empty: the shim's default
   std::string steps;    // A-B; empty: all
   std::string kernels;  // regex; empty: all
   bool overwrite = false;
@@ -24,13 +28,18 @@ struct TraceRequest {
 // are exact. The environment changes for mode (auto: async at level full, else keep; async;
 // none: PYTORCH_NO_CUDA_MEMORY_CACHING=1; keep), given the effective level and the user's
 // PYTORCH_CUDA_ALLOC_CONF (null if unset; auto keeps a user's setting). `note` says what was
-// chosen, empty when nothing changes. Throws InputError for an unknown mode.
+// chosen, empty when nothing changes; launch_traced prints it only for a job that
+// looks_like_pytorch (the variables do nothing to a job without PyTorch, the note would only
+// puzzle its user). Throws InputError for an unknown mode.
 struct EnvChange {
   std::vector<std::pair<std::string, std::string>> set;
   std::string note;
 };
 EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
                               const char* user_alloc_conf);
+// A command that runs Python or a PyTorch launcher: an argument named python*, torchrun,
+// accelerate or deepspeed (after any directory), or a *.py script (mpirun -np 2 python x.py).
+bool looks_like_pytorch(const std::vector<std::string>& command);
 inline constexpr const char* kTorchAllocHelp =
     "PyTorch allocator for exact kernel regions: auto (cudaMallocAsync at --level full), "
     "async, none (no caching), keep";
@@ -45,15 +54,32 @@ struct LaunchResult {
 // tree). Throws InputError when none exists.
 std::string find_shim();
 
-// ./lockstep-trace-YYYYmmdd-HHMMSS
+// lockstep-trace-YYYYmmdd-HHMMSS in the working directory, created here (mkdir: atomic), with
+// -2, -3, ... after it when that name is taken, so that two commands started in one second never
+// share a directory. Throws InputError when none can be created.
 std::string default_trace_dir();
 
-// Prepares the run directory (refusing another run's traces unless overwrite), then runs the
-// command as a child with the shim preloaded, forwarding signals sent to this process. Throws
-// InputError for setup problems (no shim, unusable directory, command not found).
+// The TraceRequest field that a setting's flag sets (`text` for an option, `flag` for a switch);
+// both null for a setting without a field. run.cpp binds every flag of settings.def through it.
+struct RequestField {
+  std::string* text = nullptr;
+  bool* flag = nullptr;
+};
+RequestField request_field(TraceRequest& request, settings::Id id);
+
+// Every value the job would get checked with the shim's own parsers before it starts: the
+// request's flags (InputError "--kernels: '(' is not a valid regular expression (...)") and the
+// LOCKSTEP_* variables of this environment that no flag replaces ("LOCKSTEP_STEPS=7-3 (from the
+// environment) is not ..."), so that the job never runs untraced for a bad value.
+void check_request(const TraceRequest& request);
+
+// check_request, then prepares the run directory (refusing another run's traces unless overwrite;
+// the message names --overwrite), then runs the command as a child with the shim preloaded and
+// LOCKSTEP_FROM_CLI=1, forwarding signals sent to this process. Throws InputError for setup
+// problems (bad value, no shim, unusable directory, command not found).
 LaunchResult launch_traced(const TraceRequest& request);
 
-// Validates "A-B" / "A" / "A-"; throws InputError naming `what`.
+// settings::parse_step_window, throwing InputError naming `what` ("--steps: '7-3' is not ...").
 void parse_step_range(const std::string& text, const std::string& what, uint32_t& first,
                       uint32_t& last);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/settings.h"
 #include "tools/commands/commands.h"
 #include "tools/facts.h"
 #include "tools/launch.h"
@@ -38,11 +39,18 @@ std::string trace_summary_line(const std::string& dir) {
 CommandRunner add_run_command(CLI::App& app) {
   auto request = std::make_shared<TraceRequest>();
   CLI::App* sub = app.add_subcommand("run", "Run a command with the lockstep shim preloaded");
-  sub->add_option("-o,--output", request->dir, "Trace directory (default ./lockstep-trace-<time>)");
-  sub->add_option("--level", request->level, "What to record: off, metrics, broad, full");
-  sub->add_option("--steps", request->steps, "Fingerprint only steps A-B");
-  sub->add_option("--kernels", request->kernels, "Fingerprint only kernels matching this regex");
-  sub->add_flag("--overwrite", request->overwrite, "Replace another run's traces in the directory");
+  // The flags that set a shim setting come from common/settings.def, with its help.
+  for (const settings::Setting& setting : settings::all()) {
+    if (*setting.cli_flag == '\0') continue;
+    const RequestField field = request_field(*request, setting.id);
+    std::string help = settings::cli_help(setting);
+    if (setting.id == settings::Id::Dir) help += " (default ./lockstep-trace-<time>, a new one)";
+    else if (setting.id == settings::Id::Level)
+      help += fmt::format(" (default {})", settings::kLevelNames[settings::kDefaultLevel]);
+    if (field.flag != nullptr) sub->add_flag(setting.cli_flag, *field.flag, help);
+    else if (field.text != nullptr) sub->add_option(setting.cli_flag, *field.text, help);
+    else throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
+  }
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Every process of the job (torchrun, mpirun, srun...) writes its own file into the
@@ -59,6 +67,7 @@ Examples:
   lockstep run -o runs/b --level full --steps 40-42 -- torchrun --nproc-per-node 8 train.py
   lockstep run --kernels 'gemm|reduce' -- ./my_cuda_app)");
   return [request] {
+    check_request(*request);  // before a default directory is made for a run that cannot start
     if (request->dir.empty()) request->dir = default_trace_dir();
     LaunchResult result = launch_traced(*request);
     std::fprintf(stderr, "lockstep: trace in %s: %s\n", request->dir.c_str(),

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -7,6 +8,7 @@
 
 #include "collectors/config.h"
 #include "common/env.h"
+#include "common/settings.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -59,6 +61,7 @@ TEST(Config, StepWindows) {
 }
 
 TEST(Config, ByteSizes) {
+  using settings::parse_byte_size;
   EXPECT_EQ(parse_byte_size("123"), 123u);
   EXPECT_EQ(parse_byte_size("4K"), 4096u);
   EXPECT_EQ(parse_byte_size("16m"), 16u << 20);
@@ -163,13 +166,14 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
                          env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
                          env::kValidate, env::kMergeHashes, env::kReuseDigests,
-                         env::kSkipUnwritten, env::kLearnReadOnly, env::kRecallFills};
+                         env::kSkipUnwritten, env::kLearnReadOnly, env::kRecallFills,
+                         env::kFromCli, env::kLib};
   for (const char* name : names) {
     int seen = 0;
-    for (const EnvVarDoc& row : env_var_table()) seen += std::string(row.name) == name;
+    for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
     EXPECT_EQ(seen, 1) << name;
   }
-  EXPECT_EQ(env_var_table().size(), std::size(names));
+  EXPECT_EQ(settings::all().size(), std::size(names));
 }
 
 TEST(Config, ReadmeCarriesTheSameTable) {
@@ -177,8 +181,121 @@ TEST(Config, ReadmeCarriesTheSameTable) {
   ASSERT_TRUE(readme) << LOCKSTEP_COLLECTORS_README;
   std::stringstream text;
   text << readme.rdbuf();
-  EXPECT_NE(text.str().find(env_var_table_markdown()), std::string::npos)
-      << "collectors/README.md must contain exactly:\n" << env_var_table_markdown();
+  EXPECT_NE(text.str().find(settings::markdown_table()), std::string::npos)
+      << "collectors/README.md must contain exactly:\n" << settings::markdown_table();
+}
+
+// The table's defaults are what README promises: each one that is a value gives the Config
+// that nothing set gives (the others describe, as "all steps").
+TEST(Config, TheTablesDefaultsAreTheConfigsDefaults) {
+  const Config unset = parse({}).config;
+  for (const settings::Setting& row : settings::all()) {
+    const settings::Kind kind = row.kind.kind;
+    if (kind == settings::Kind::Regex || kind == settings::Kind::Steps ||
+        kind == settings::Kind::RunId || row.id == settings::Id::Lib)
+      continue;
+    ConfigResult r = parse({{row.name, row.default_text}});
+    ASSERT_TRUE(r.ok()) << row.name;
+    EXPECT_TRUE(r.config == unset) << row.name << "=" << row.default_text;
+  }
+  EXPECT_EQ(level_name(unset.level), settings::kLevelNames[settings::kDefaultLevel]);
+}
+
+TEST(Config, LevelNamesAreTheCommonOnes) {
+  for (size_t i = 0; i < std::size(settings::kLevelNames); ++i)
+    EXPECT_EQ(level_name(static_cast<Level>(i)), settings::kLevelNames[i]);
+}
+
+TEST(Config, WithFailHardTheMessageSaysTheJobStopsAndNotThatItRunsUntraced) {
+  ConfigResult r = parse({{env::kLevel, "fast"}, {env::kFailHard, "1"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0],
+            "lockstep: LOCKSTEP_LEVEL=fast is not one of off|metrics|broad|full; stopping the job "
+            "(LOCKSTEP_FAIL_HARD=1, exit code 78)");
+  // A bad FAIL_HARD itself is no request to stop.
+  r = parse({{env::kFailHard, "maybe"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_TRUE(r.errors[0].ends_with("; running untraced")) << r.errors[0];
+}
+
+// The trace that cannot be opened at the first CUDA call says the same as a bad setting.
+TEST(Config, AFailureLineSaysWhetherTheJobStopsAndNamesFlagsThroughTheCli) {
+  Config config;
+  const std::string what = "cannot write a trace in /x: LOCKSTEP_DIR /x holds a trace of another "
+                           "run (run id r); use a new directory or LOCKSTEP_OVERWRITE=1";
+  EXPECT_EQ(failure_line(config, "x"), "lockstep: x; running untraced");
+  config.fail_hard = true;
+  EXPECT_EQ(failure_line(config, "x"),
+            "lockstep: x; stopping the job (LOCKSTEP_FAIL_HARD=1, exit code 78)");
+  config.from_cli = true;
+  const std::string line = failure_line(config, what);
+  EXPECT_NE(line.find("use a new directory or --overwrite; stopping the job"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("LOCKSTEP_OVERWRITE"), std::string::npos) << line;
+}
+
+TEST(Config, ABadSwitchNamesEveryValueTheParserAccepts) {
+  ConfigResult r = parse({{env::kFailHard, "maybe"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].find("LOCKSTEP_FAIL_HARD=maybe is not 1, true, yes, on or 0, false, no, "
+                             "off"),
+            std::string::npos)
+      << r.errors[0];
+  r = parse({{env::kDebug, "3"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].find("LOCKSTEP_DEBUG=3 is not 0, 1 or 2"), std::string::npos)
+      << r.errors[0];
+}
+
+TEST(Config, ThroughLockstepRunMessagesNameTheFlags) {
+  ConfigResult r = parse({{env::kFromCli, "1"}, {env::kSteps, "7-3"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_TRUE(r.errors[0].starts_with("lockstep: --steps=7-3 is not a step window")) << r.errors[0];
+  EXPECT_TRUE(r.config.from_cli);
+}
+
+TEST(Config, LoadWarnsOfUnknownVariablesWithoutFailing) {
+  const char* envp[] = {"LOCKSTEP_LEVL=full", "LOCKSTEP_LEVEL=off", nullptr};
+  ConfigResult r = load_config([](const char* name) -> const char* {
+    return std::string(name) == "LOCKSTEP_LEVEL" ? "off" : nullptr;
+  }, envp);
+  EXPECT_TRUE(r.ok());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("(nearest: LOCKSTEP_LEVEL)"), std::string::npos) << r.warnings[0];
+}
+
+TEST(Config, LoadChecksTheTraceDirectoryWhenTracingIsOn) {
+  auto with_dir = [](const char* dir, const char* level) {
+    return load_config([=](const char* name) -> const char* {
+      if (std::string(name) == env::kDir) return dir;
+      if (std::string(name) == env::kLevel) return level;
+      return nullptr;
+    }, nullptr);
+  };
+  ConfigResult r = with_dir("/proc/forbidden", "broad");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_TRUE(r.errors[0].starts_with("lockstep: LOCKSTEP_DIR /proc/forbidden cannot be created"))
+      << r.errors[0];
+  EXPECT_TRUE(with_dir("/proc/forbidden", "off").ok());
+  const std::string file = ::testing::TempDir() + "config-test-a-file";
+  std::ofstream(file) << "x";
+  const std::string under_file = file + "/x";
+  r = with_dir(under_file.c_str(), "broad");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].find(file + " is not a directory"), std::string::npos) << r.errors[0];
+  std::filesystem::remove(file);
+  EXPECT_TRUE(with_dir(::testing::TempDir().c_str(), "full").ok());
+}
+
+TEST(Config, TheTraceDirectoryCheckLeavesNothingBehind) {
+  const std::string parent = ::testing::TempDir() + "config-test-dir-check";
+  std::filesystem::remove_all(parent);
+  EXPECT_FALSE(trace_dir_problem(parent + "/a/b").has_value());
+  EXPECT_FALSE(std::filesystem::exists(parent));
+  std::filesystem::create_directories(parent);
+  EXPECT_FALSE(trace_dir_problem(parent).has_value());
+  EXPECT_TRUE(std::filesystem::is_empty(parent));
+  std::filesystem::remove_all(parent);
 }
 
 }  // namespace

@@ -1,8 +1,17 @@
-// torch_allocator_env: which PyTorch allocator settings `lockstep run` gives the job.
+// What `lockstep run` checks and gives the job: its flags (from common/settings.def), the
+// default trace directory, the PyTorch allocator settings and their note, its messages.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
+#include "common/settings.h"
 #include "tools/launch.h"
 #include "tools/run_set.h"
+#include "trace/run_dir.h"
 
 namespace lockstep::tools {
 namespace {
@@ -40,6 +49,132 @@ TEST(TorchAllocator, ExplicitModes) {
   EXPECT_EQ(value_of(none, "PYTORCH_CUDA_ALLOC_CONF"), "<unset>");
   EXPECT_TRUE(torch_allocator_env("keep", "full", nullptr).set.empty());
   EXPECT_THROW(torch_allocator_env("fast", "full", nullptr), InputError);
+}
+
+TEST(TorchAllocator, TheNoteIsOnlyForJobsThatLookLikePyTorch) {
+  EXPECT_TRUE(looks_like_pytorch({"python", "train.py"}));
+  EXPECT_TRUE(looks_like_pytorch({"/usr/bin/python3.11", "-m", "x"}));
+  EXPECT_TRUE(looks_like_pytorch({"torchrun", "--nproc-per-node", "8", "train.py"}));
+  EXPECT_TRUE(looks_like_pytorch({"mpirun", "-np", "2", "./train.py"}));
+  EXPECT_FALSE(looks_like_pytorch({"./my_cuda_app", "--steps", "5"}));
+  EXPECT_FALSE(looks_like_pytorch({"mpirun", "-np", "2", "/opt/bin/bench"}));
+  EXPECT_FALSE(looks_like_pytorch({".py"}));
+}
+
+std::string error_of(const TraceRequest& request) {
+  try {
+    check_request(request);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunFlags, EveryFlagOfTheSettingsTableSetsARequestField) {
+  TraceRequest request;
+  int flags = 0;
+  for (const settings::Setting& setting : settings::all()) {
+    RequestField field = request_field(request, setting.id);
+    const bool has_field = field.text != nullptr || field.flag != nullptr;
+    EXPECT_EQ(has_field, *setting.cli_flag != '\0') << setting.name;
+    if (field.flag != nullptr) EXPECT_EQ(setting.kind.kind, settings::Kind::Switch) << setting.name;
+    flags += has_field;
+  }
+  EXPECT_EQ(flags, 5);  // -o, --level, --steps, --kernels, --overwrite
+}
+
+TEST(RunFlags, ABadKernelsRegexIsRefusedBeforeTheJobStarts) {
+  TraceRequest request;
+  request.kernels = "(";
+  EXPECT_TRUE(error_of(request).starts_with("--kernels: '(' is not a valid regular expression"))
+      << error_of(request);
+  request.kernels = "gemm|reduce";
+  EXPECT_EQ(error_of(request), "");
+  request.command = {"true"};
+  request.kernels = "(";
+  request.dir = ::testing::TempDir() + "launch-test-never-made";
+  EXPECT_THROW(launch_traced(request), InputError);
+  EXPECT_FALSE(std::filesystem::exists(request.dir));
+}
+
+TEST(RunFlags, LevelsAndStepsAreCheckedByTheShimsParsers) {
+  TraceRequest request;
+  request.level = "loud";
+  EXPECT_EQ(error_of(request), "--level: 'loud' is not one of off|metrics|broad|full");
+  request.level = "FULL";  // the shim takes any case
+  EXPECT_EQ(error_of(request), "");
+  request.steps = "7-3";
+  EXPECT_TRUE(error_of(request).starts_with("--steps: '7-3' is not a step window"))
+      << error_of(request);
+}
+
+TEST(RunFlags, ABadValueInTheEnvironmentIsRefusedUnlessAFlagReplacesIt) {
+  ::setenv("LOCKSTEP_STEPS", "7-3", 1);
+  TraceRequest request;
+  const std::string error = error_of(request);
+  request.steps = "1-2";
+  const std::string replaced = error_of(request);
+  ::unsetenv("LOCKSTEP_STEPS");
+  EXPECT_TRUE(error.starts_with("LOCKSTEP_STEPS=7-3 (from the environment) is not a step window"))
+      << error;
+  EXPECT_EQ(replaced, "");
+}
+
+// One set of limits: what LOCKSTEP_STEPS takes, --steps of run and diff take.
+TEST(RunFlags, StepRangesTakeWhatTheShimTakes) {
+  uint32_t first = 0, last = 0;
+  parse_step_range("4000000000-", "--steps", first, last);
+  EXPECT_EQ(first, 4000000000u);
+  EXPECT_EQ(last, UINT32_MAX);
+  EXPECT_THROW(parse_step_range("4294967296", "--steps", first, last), InputError);
+  EXPECT_THROW(parse_step_range("3-1", "--steps", first, last), InputError);
+}
+
+class InTempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    old_ = std::filesystem::current_path();
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("launch-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::filesystem::current_path(dir_);
+  }
+  void TearDown() override {
+    std::filesystem::current_path(old_);
+    std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path old_, dir_;
+};
+
+TEST_F(InTempDir, DefaultTraceDirectoriesOfOneSecondDiffer) {
+  const std::string a = default_trace_dir();
+  const std::string b = default_trace_dir();
+  const std::string c = default_trace_dir();
+  EXPECT_NE(a, b);
+  EXPECT_NE(b, c);
+  EXPECT_TRUE(a.starts_with("lockstep-trace-")) << a;
+  for (const std::string& dir : {a, b, c}) EXPECT_TRUE(std::filesystem::is_directory(dir)) << dir;
+}
+
+TEST_F(InTempDir, TheRefusalOfAnotherRunsDirectoryNamesTheFlag) {
+  std::string error;
+  ASSERT_TRUE(trace::prepare_run_dir({(dir_ / "t").string(), "other-run", false}, &error)) << error;
+  std::ofstream(dir_ / "shim.so") << "";
+  ::setenv("LOCKSTEP_LIB", (dir_ / "shim.so").c_str(), 1);
+  TraceRequest request;
+  request.dir = (dir_ / "t").string();
+  request.command = {"true"};
+  std::string message;
+  try {
+    launch_traced(request);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  ::unsetenv("LOCKSTEP_LIB");
+  EXPECT_NE(message.find("--overwrite"), std::string::npos) << message;
+  EXPECT_EQ(message.find("LOCKSTEP_"), std::string::npos) << message;
 }
 
 }  // namespace
