@@ -76,6 +76,7 @@ class FileReader final : public TraceReader {
 
   const std::vector<BlockInfo>& blocks() override {
     if (scanned_) return blocks_;
+    blocks_.clear();  // a scan that threw before starts over
     uint64_t offset = data_start_;
     while (offset < size_) {
       if (size_ - offset < sizeof(BlockHeader)) {
@@ -96,8 +97,9 @@ class FileReader final : public TraceReader {
         mark_truncated(offset);  // a sound header whose payload was cut off: the tail of a kill
         break;
       }
+      check_block_bounds(offset, header);
       if (header.type >= static_cast<uint8_t>(BlockType::Records) &&
-          header.type <= static_cast<uint8_t>(BlockType::Summary)) {
+          header.type <= static_cast<uint8_t>(BlockType::End)) {
         BlockInfo info;
         info.offset = offset;
         info.type = static_cast<BlockType>(header.type);
@@ -109,9 +111,19 @@ class FileReader final : public TraceReader {
         blocks_.push_back(info);
       }  // else a block type from a newer writer: skipped
       offset = end;
+      if (header.type == static_cast<uint8_t>(BlockType::End) && offset < size_)
+        fail_at(offset, "data after the end-of-trace block (corrupt)");
     }
     scanned_ = true;
     return blocks_;
+  }
+
+  const std::optional<TraceEnd>& end() override {
+    if (end_loaded_) return end_;
+    const std::vector<BlockInfo>& list = blocks();
+    if (!list.empty() && list.back().type == BlockType::End) end_ = load_end(list.back());
+    end_loaded_ = true;
+    return end_;
   }
 
   std::vector<StepSummary> step_summaries() override {
@@ -155,6 +167,8 @@ class FileReader final : public TraceReader {
     for (const BlockInfo& block : blocks()) {
       if (block.type == BlockType::Strings) {
         load_strings_block(block);
+      } else if (block.type == BlockType::End) {
+        (void)end();
       } else {
         decode_block(block, [&](const Record& record) {
           if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary))
@@ -181,6 +195,46 @@ class FileReader final : public TraceReader {
   [[noreturn]] void fail(const std::string& what) const { throw TraceError(path_ + ": " + what); }
   [[noreturn]] void fail_at(uint64_t offset, const std::string& what) const {
     throw TraceError(path_ + ": " + what + " at offset " + std::to_string(offset));
+  }
+
+  // Numbers a block header claims, bounded before anything trusts them (format.h).
+  void check_block_bounds(uint64_t offset, const BlockHeader& header) const {
+    if (header.min_step > header.max_step)
+      fail_at(offset, "corrupt block header (min step " + std::to_string(header.min_step) +
+                          " > max step " + std::to_string(header.max_step) + ")");
+    // Each record takes at least one byte, each string definition two (id and length).
+    const uint64_t least = header.type == static_cast<uint8_t>(BlockType::Strings)
+                               ? uint64_t{header.record_count} * 2
+                               : uint64_t{header.record_count};
+    if (least > header.payload_bytes)
+      fail_at(offset, "corrupt block header (" + std::to_string(header.record_count) +
+                          " records cannot fit in " + std::to_string(header.payload_bytes) +
+                          " bytes)");
+    if (header.type == static_cast<uint8_t>(BlockType::End) &&
+        (header.payload_bytes < sizeof(EndPayload) || header.payload_bytes > kMaxEndPayload ||
+         header.record_count != 0))
+      fail_at(offset, "corrupt end-of-trace block header");
+  }
+
+  TraceEnd load_end(const BlockInfo& block) {
+    std::vector<uint8_t> payload;
+    load_payload(block, payload);
+    EndPayload fixed{};
+    std::memcpy(&fixed, payload.data(), sizeof(fixed));  // payload_bytes >= sizeof: checked
+    if (fixed.reason_bytes > kMaxEndReason || sizeof(fixed) + fixed.reason_bytes > payload.size() ||
+        fixed.clean > 1)
+      fail_at(block.offset, "corrupt end-of-trace block");
+    TraceEnd end;
+    end.records = fixed.records;
+    end.dropped = fixed.dropped;
+    end.steps = fixed.steps;
+    end.last_step = fixed.last_step;
+    end.write_errors = fixed.write_errors;
+    end.clean = fixed.clean == 1;
+    end.reason.assign(reinterpret_cast<const char*>(payload.data()) + sizeof(fixed), fixed.reason_bytes);
+    for (char c : end.reason)
+      if (c < 0x20 || c >= 0x7f) fail_at(block.offset, "corrupt end-of-trace block (reason)");
+    return end;
   }
 
   void mark_truncated(uint64_t offset) {
@@ -273,7 +327,8 @@ class FileReader final : public TraceReader {
   uint32_t version_ = 0;
   nlohmann::json header_;
   uint64_t data_start_ = 0;
-  bool scanned_ = false, truncated_ = false, strings_loaded_ = false;
+  bool scanned_ = false, truncated_ = false, strings_loaded_ = false, end_loaded_ = false;
+  std::optional<TraceEnd> end_;
   uint64_t truncation_offset_ = 0;
   std::vector<BlockInfo> blocks_;
   std::unordered_map<StringId, std::string> strings_;

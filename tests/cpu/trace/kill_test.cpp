@@ -61,6 +61,7 @@ TEST(Kill, SigkilledWriterLeavesReadablePrefix) {
   });
   const uint64_t records = expected - 1;
   EXPECT_GT(records, 1000u) << "flushes every 20 ms: a 300 ms run must leave records";
+  EXPECT_FALSE(reader->end().has_value()) << "a killed job's trace is a prefix, never complete";
   reader->verify_all();
   for (const auto& summary : reader->step_summaries())  // seq 1..4999 are step 0
     EXPECT_EQ(summary.record_count, summary.step == 0 ? 4999u : 5000u) << summary.step;
@@ -101,6 +102,7 @@ TEST(Kill, WriteErrorsAreCountedAndTheFileStaysValid) {
   auto reader = TraceReader::open(path);
   reader->verify_all();  // failed writes were cut off again: no garbage in the middle
   EXPECT_FALSE(reader->truncated());
+  EXPECT_FALSE(reader->end() && reader->end()->clean) << "a file that lost blocks is never clean";
   EXPECT_GT(testing::read_all_records(*reader).size(), 0u);
 }
 
