@@ -19,6 +19,21 @@ namespace lockstep::trace {
 namespace {
 
 constexpr uint32_t kMaxJsonBytes = 16u << 20;
+// Records one step may claim in its summaries: far above any job (a million kernels a step for
+// a million steps is 2^40), and low enough that summing a file's partial summaries cannot wrap.
+constexpr uint64_t kMaxStepRecords = uint64_t{1} << 40;
+
+// What a file that is not a regular file is, for the one-line refusal; nullptr for a regular
+// file. A directory keeps its own wording (tools suggest a run directory instead).
+const char* irregular_kind(mode_t mode) {
+  if (S_ISREG(mode)) return nullptr;
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "neither a file nor a directory";
+}
 
 std::string first_line(std::string text) {
   if (size_t end = text.find('\n'); end != std::string::npos) text.resize(end);
@@ -33,11 +48,16 @@ class FileReader final : public TraceReader {
   }
 
   void open_and_validate() {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    // Only regular files, and never a blocking open: a FIFO would hold open() until a writer
+    // came, a device could do anything. stat first, then open without blocking and check again
+    // what was opened (the name may have been swapped in between).
     struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    refuse_irregular(st.st_mode);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
     if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) fail("is a directory, not a lockstep trace");
+    refuse_irregular(st.st_mode);
     size_ = static_cast<uint64_t>(st.st_size);
     if (size_ == 0) fail("empty file, not a lockstep trace");
 
@@ -65,6 +85,7 @@ class FileReader final : public TraceReader {
       fail("bad JSON header at offset 24: " + first_line(error.what()));
     }
     if (!header_.is_object()) fail("JSON header at offset 24 is not an object");
+    check_rank_keys();
     data_start_ = sizeof(file) + file.json_bytes;
   }
 
@@ -135,9 +156,12 @@ class FileReader final : public TraceReader {
         const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
         if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
         const auto step = static_cast<uint32_t>(wide_step);
+        const uint64_t count = record.fields[fields::StepSummary::record_count];
         StepSummary& summary = merged[step];  // partial summaries of one step add up
         summary.step = step;
-        summary.record_count += record.fields[fields::StepSummary::record_count];
+        if (count > kMaxStepRecords - summary.record_count)
+          fail_at(block.offset, "summary record count out of range for step " + std::to_string(step));
+        summary.record_count += count;
         summary.digest += record.fields[fields::StepSummary::digest];
         return true;
       });
@@ -193,6 +217,44 @@ class FileReader final : public TraceReader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw TraceError(path_ + ": " + what); }
+
+  void refuse_irregular(mode_t mode) const {
+    const char* kind = irregular_kind(mode);
+    if (!kind) return;
+    if (S_ISDIR(mode)) fail("is a directory, not a lockstep trace");
+    fail(std::string("not a regular file (") + kind + ")");
+  }
+
+  // rank, world_size and local_rank, when present and not null: integers with
+  // 0 <= rank < world_size <= kMaxWorldSize, 0 <= local_rank < world_size. A tool sizes tables
+  // by them, so they are bounded here, before anyone uses them.
+  void check_rank_keys() const {
+    auto integer = [&](const char* key) -> std::optional<int64_t> {
+      auto it = header_.find(key);
+      if (it == header_.end() || it->is_null()) return std::nullopt;
+      std::string shown = it->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+      if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+      if (!it->is_number_integer())
+        fail("JSON header key \"" + std::string(key) + "\" is not an integer: " + shown);
+      if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX})
+        fail("JSON header key \"" + std::string(key) + "\" is out of range: " + shown);
+      return it->get<int64_t>();
+    };
+    auto out_of_range = [&](const char* key, int64_t value, const std::string& allowed) {
+      fail("JSON header key \"" + std::string(key) + "\" is out of range: " +
+           std::to_string(value) + " (" + allowed + ")");
+    };
+    const auto world = integer("world_size");
+    const auto rank = integer("rank");
+    const auto local = integer("local_rank");
+    if (world && (*world < 1 || *world > kMaxWorldSize))
+      out_of_range("world_size", *world, "1.." + std::to_string(kMaxWorldSize));
+    const int64_t limit = world ? *world : kMaxWorldSize;
+    const std::string allowed = world ? "0..world_size-1 = 0.." + std::to_string(limit - 1)
+                                      : "0.." + std::to_string(limit - 1);
+    if (rank && (*rank < 0 || *rank >= limit)) out_of_range("rank", *rank, allowed);
+    if (local && (*local < 0 || *local >= limit)) out_of_range("local_rank", *local, allowed);
+  }
   [[noreturn]] void fail_at(uint64_t offset, const std::string& what) const {
     throw TraceError(path_ + ": " + what + " at offset " + std::to_string(offset));
   }

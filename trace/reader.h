@@ -53,8 +53,9 @@ struct StepSummary {
 
 class TraceReader {
  public:
-  // Opens and validates the file header and JSON header. Throws TraceError (empty file, foreign
-  // file, newer format version, bad JSON...).
+  // Opens and validates the file header and JSON header. Throws TraceError (missing, not a
+  // regular file, empty, foreign, newer format version, bad JSON, rank / world_size / local_rank
+  // out of bounds: format.h). Never blocks: FIFOs, devices and sockets are refused unopened.
   static std::unique_ptr<TraceReader> open(const std::string& path);
   virtual ~TraceReader() = default;
 

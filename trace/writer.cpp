@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -282,6 +283,10 @@ class Writer final : public TraceWriter {
     }
     s.wake.notify_all();
     if (s.thread.joinable()) s.thread.join();
+    if (!unwritten_strings_.empty()) {  // the last cycle failed to write some definitions
+      std::vector<std::unique_ptr<Block>> none;
+      write_cycle(none);
+    }
     // The End block last, after the final flush above: only a file that has one was finished.
     if (header_written_ && take_file()) {
       if (!broken_) {
@@ -780,19 +785,25 @@ class Writer final : public TraceWriter {
 
   // Strings first: every id used by the blocks taken above was interned before they were taken,
   // so its definition is in this strings block or an earlier one.
+  // Definitions whose block failed to write go again in the next cycle (a transient failure must
+  // not leave every later record naming an undefined string).
   void write_cycle(std::vector<std::unique_ptr<Block>>& blocks) {
     State& s = *state_;
-    auto pending = s.strings.take_pending();
+    auto pending = std::exchange(unwritten_strings_, {});
+    auto fresh = s.strings.take_pending();
+    pending.insert(pending.end(), fresh.begin(), fresh.end());
     size_t at = 0;
     while (at < pending.size()) {
       std::vector<uint8_t> payload;
       uint32_t count = 0;
+      const size_t first = at;
       for (; at < pending.size() && payload.size() < (4u << 20); ++at, ++count)
         encode_string(payload, pending[at].first, pending[at].second);
       BlockHeader header{};
       header.type = static_cast<uint8_t>(BlockType::Strings);
       header.record_count = count;
-      write_block(header, payload.data(), payload.size());
+      if (!write_block(header, payload.data(), payload.size()))
+        unwritten_strings_.insert(unwritten_strings_.end(), pending.begin() + first, pending.begin() + at);
     }
     for (auto& block : blocks) {
       BlockHeader header{};
@@ -807,12 +818,14 @@ class Writer final : public TraceWriter {
     blocks.clear();
   }
 
-  void write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
+  bool write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
     header.payload_bytes = static_cast<uint32_t>(bytes);
     seal_block_header(header, payload, bytes);
     State& s = *state_;
-    if (write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
-      s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+    if (!write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
+      return false;
+    s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
   // Appends at the end of the file; a failed write is cut off again so that the file stays a
@@ -955,6 +968,9 @@ class Writer final : public TraceWriter {
   int fd_;
   uint64_t file_offset_ = 0;  // the file's owner only (file_state)
   bool broken_ = false;       // the owner only: a failed write could not be cut off again
+  // String definitions whose block failed to write (background thread only); the views point
+  // into the string table, whose keys never move.
+  std::vector<std::pair<StringId, std::string_view>> unwritten_strings_;
   bool header_written_ = false;  // set by open, before the background thread starts
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();
