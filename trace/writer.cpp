@@ -309,6 +309,10 @@ class Writer final : public TraceWriter {
 
   void seal_after_signal(int signo) noexcept override {
     if (abandoned_.load() || !header_written_) return;
+    struct KeepErrno {  // a signal handler must leave errno as the interrupted code had it
+      int saved = errno;
+      ~KeepErrno() { errno = saved; }
+    } keep_errno;
     State& s = *state_;
     int expected = kFileFree;
     // Never waits: if the background thread (or close) is writing, its block would interleave
