@@ -15,6 +15,23 @@
 //   Strings   string definitions (id, bytes); always written before any block that uses them
 //   Summary   StepSummary records, one per finished step; a diff reads only these to skip
 //             equal steps without decoding their record blocks
+//   End       the end-of-trace block (EndPayload below), the last thing the writer writes: at
+//             close (reason "exit", or "exec" before an exec), or from a fatal signal's handler
+//             (clean = 0, reason "signal N"). A file without one was not finished (the job was
+//             killed, the disk filled, or an older writer): it is a readable prefix, never a
+//             complete trace. Nothing may follow an End block (a reader treats it as corruption).
+//             Header fields: record_count 0, min_step = max_step = last_step, first_seq 0.
+//             Older readers skip unknown block types, so adding End kept kFormatVersion at 1.
+//
+// Bounds a reader enforces before it uses a number (a hostile or corrupt file can claim any):
+// payload_bytes <= kMaxBlockPayload and within the file, record_count <= what payload_bytes can
+// hold (one byte per record, two per string), min_step <= max_step, JSON header <= 16 MiB and
+// within the file; JSON keys rank / world_size / local_rank, when not null, integers with
+// 0 <= rank < world_size <= kMaxWorldSize and 0 <= local_rank < world_size.
+//
+// JSON header keys of note (header.h builds them): rank, world_size, local_rank (null when
+// unknown), run_id (the run directory's id, as in its manifest.json; absent in files written
+// outside a run directory), host, pid, start_time, lockstep_version, format_version.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +53,9 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 24);
 
-enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3 };
+// Adding a type: give it the next number, document its payload above, write it in writer.cpp and
+// read it in reader.cpp (blocks() lists every known type; unknown types are skipped there).
+enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3, End = 4 };
 
 struct BlockHeader {
   uint32_t magic;          // kBlockMagic
@@ -51,8 +70,27 @@ struct BlockHeader {
   uint64_t checksum;       // XXH64 over this header with checksum = 0, then the payload
 };
 static_assert(sizeof(BlockHeader) == 40);
+// Payload of an End block: this fixed part, then reason_bytes bytes of reason (ASCII, no NUL).
+// A later writer may append fields after the reason: readers ignore bytes past it.
+struct EndPayload {
+  uint64_t records;       // records in Records blocks: encoded ones (WriterStats::appended) plus
+                          // the writer's own drop Warnings; a complete file holds exactly these
+  uint64_t dropped;       // records dropped (memory budget, disk too slow)
+  uint64_t steps;         // StepSummary records written (a step summarized in parts counts
+                          // once per part)
+  uint64_t write_errors;  // failed writes: the file may lack blocks
+  uint32_t last_step;     // the highest step summarized (the step current at the end)
+  uint8_t clean;          // 1: closed normally with no failed write; 0 otherwise
+  uint8_t reason_bytes;   // <= kMaxEndReason
+};
+static_assert(sizeof(EndPayload) == 38);
 #pragma pack(pop)
 
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;  // a reader refuses larger blocks
+inline constexpr uint32_t kMaxEndReason = 64;            // bytes of an End block's reason
+inline constexpr uint32_t kMaxEndPayload = 4096;         // a reader refuses larger End blocks
+// Largest world size a header may claim (and the shim takes from the environment): far above
+// any job, far below what would make a tool's per-rank tables a memory bomb.
+inline constexpr int kMaxWorldSize = 1 << 20;
 
 }  // namespace lockstep::trace

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -20,16 +19,52 @@
 namespace lockstep::trace {
 namespace {
 
+// The first variable of `names` that is set and not empty, or nullptr.
 template <size_t N>
-std::optional<int> first_int_env(const char* const (&names)[N]) {
+const char* first_set(const char* const (&names)[N], const char** value) {
   for (const char* name : names) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) continue;
-    int parsed = 0;
-    const char* end = value + std::strlen(value);
-    auto [ptr, ec] = std::from_chars(value, end, parsed);
-    if (ec == std::errc() && ptr == end && parsed >= 0) return parsed;
+    const char* text = std::getenv(name);
+    if (text && *text) {
+      *value = text;
+      return name;
+    }
   }
+  return nullptr;
+}
+
+// A value as a problem line shows it: at most 32 characters, printable ones.
+std::string shown(const char* value) {
+  std::string out;
+  for (const char* c = value; *c && out.size() < 32; ++c)
+    out += (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+  if (std::strlen(value) > 32) out += "...";
+  return out;
+}
+
+// Strict decimal: digits only (no sign, space or hex), at most 9 of them, value in [low, high].
+std::optional<int> parse_decimal(const char* text, int low, int high) {
+  const size_t length = std::strlen(text);
+  if (length == 0 || length > 9) return std::nullopt;
+  int value = 0;
+  for (size_t i = 0; i < length; ++i) {
+    if (text[i] < '0' || text[i] > '9') return std::nullopt;
+    value = value * 10 + (text[i] - '0');
+  }
+  if (value < low || value > high) return std::nullopt;
+  return value;
+}
+
+// Reads the first set variable of `names`; a bad value adds a problem line and is not taken.
+template <size_t N>
+std::optional<int> read_int(const char* const (&names)[N], const char* what, int low, int high,
+                            const std::string& bound, std::vector<std::string>& problems) {
+  const char* value = nullptr;
+  const char* name = first_set(names, &value);
+  if (!name) return std::nullopt;
+  if (auto parsed = parse_decimal(value, low, high)) return parsed;
+  problems.push_back(std::string(name) + "=" + shown(value) + " is not " + what +
+                     ": expected decimal digits " + std::to_string(low) + ".." +
+                     std::to_string(high) + bound + "; the trace records none");
   return std::nullopt;
 }
 
@@ -42,8 +77,16 @@ nlohmann::json optional_int(const std::optional<int>& value) {
 const char* lockstep_version() { return LOCKSTEP_VERSION; }
 
 RankInfo rank_from_env() {
-  return {first_int_env(env::kRankVars), first_int_env(env::kWorldSizeVars),
-          first_int_env(env::kLocalRankVars)};
+  RankInfo info;
+  info.world_size =
+      read_int(env::kWorldSizeVars, "a world size", 1, kMaxWorldSize, "", info.problems);
+  // Ranks are checked against the world size when it is known.
+  const int limit = info.world_size.value_or(kMaxWorldSize) - 1;
+  const std::string bound =
+      info.world_size ? " (below the world size " + std::to_string(*info.world_size) + ")" : "";
+  info.rank = read_int(env::kRankVars, "a rank", 0, limit, bound, info.problems);
+  info.local_rank = read_int(env::kLocalRankVars, "a local rank", 0, limit, bound, info.problems);
+  return info;
 }
 
 std::string host_name() {

@@ -12,9 +12,14 @@ namespace lockstep::trace {
 // Version of lockstep that wrote a file (CMake project version).
 const char* lockstep_version();
 
-// Rank facts from the launcher's environment (env.h lists the variables, first hit wins).
+// Rank facts from the launcher's environment (env.h lists the variables; the first one set and
+// not empty is the one read). Values are strict: decimal digits only, world size 1..kMaxWorldSize
+// (format.h), rank and local rank 0..world size - 1. A bad value is not taken (that fact stays
+// unknown: a trace without a rank) and adds one line to `problems`, naming the variable, its
+// value and what is accepted, for the shim to print once.
 struct RankInfo {
   std::optional<int> rank, world_size, local_rank;
+  std::vector<std::string> problems;
 };
 RankInfo rank_from_env();
 

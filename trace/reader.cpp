@@ -19,6 +19,21 @@ namespace lockstep::trace {
 namespace {
 
 constexpr uint32_t kMaxJsonBytes = 16u << 20;
+// Records one step may claim in its summaries: far above any job (a million kernels a step for
+// a million steps is 2^40), and low enough that summing a file's partial summaries cannot wrap.
+constexpr uint64_t kMaxStepRecords = uint64_t{1} << 40;
+
+// What a file that is not a regular file is, for the one-line refusal; nullptr for a regular
+// file. A directory keeps its own wording (tools suggest a run directory instead).
+const char* irregular_kind(mode_t mode) {
+  if (S_ISREG(mode)) return nullptr;
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "neither a file nor a directory";
+}
 
 std::string first_line(std::string text) {
   if (size_t end = text.find('\n'); end != std::string::npos) text.resize(end);
@@ -33,11 +48,16 @@ class FileReader final : public TraceReader {
   }
 
   void open_and_validate() {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    // Only regular files, and never a blocking open: a FIFO would hold open() until a writer
+    // came, a device could do anything. stat first, then open without blocking and check again
+    // what was opened (the name may have been swapped in between).
     struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) fail(std::string("cannot open: ") + std::strerror(errno));
+    refuse_irregular(st.st_mode);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
     if (::fstat(fd_, &st) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) fail("is a directory, not a lockstep trace");
+    refuse_irregular(st.st_mode);
     size_ = static_cast<uint64_t>(st.st_size);
     if (size_ == 0) fail("empty file, not a lockstep trace");
 
@@ -65,6 +85,7 @@ class FileReader final : public TraceReader {
       fail("bad JSON header at offset 24: " + first_line(error.what()));
     }
     if (!header_.is_object()) fail("JSON header at offset 24 is not an object");
+    check_rank_keys();
     data_start_ = sizeof(file) + file.json_bytes;
   }
 
@@ -76,6 +97,7 @@ class FileReader final : public TraceReader {
 
   const std::vector<BlockInfo>& blocks() override {
     if (scanned_) return blocks_;
+    blocks_.clear();  // a scan that threw before starts over
     uint64_t offset = data_start_;
     while (offset < size_) {
       if (size_ - offset < sizeof(BlockHeader)) {
@@ -96,8 +118,9 @@ class FileReader final : public TraceReader {
         mark_truncated(offset);  // a sound header whose payload was cut off: the tail of a kill
         break;
       }
+      check_block_bounds(offset, header);
       if (header.type >= static_cast<uint8_t>(BlockType::Records) &&
-          header.type <= static_cast<uint8_t>(BlockType::Summary)) {
+          header.type <= static_cast<uint8_t>(BlockType::End)) {
         BlockInfo info;
         info.offset = offset;
         info.type = static_cast<BlockType>(header.type);
@@ -109,9 +132,19 @@ class FileReader final : public TraceReader {
         blocks_.push_back(info);
       }  // else a block type from a newer writer: skipped
       offset = end;
+      if (header.type == static_cast<uint8_t>(BlockType::End) && offset < size_)
+        fail_at(offset, "data after the end-of-trace block (corrupt)");
     }
     scanned_ = true;
     return blocks_;
+  }
+
+  const std::optional<TraceEnd>& end() override {
+    if (end_loaded_) return end_;
+    const std::vector<BlockInfo>& list = blocks();
+    if (!list.empty() && list.back().type == BlockType::End) end_ = load_end(list.back());
+    end_loaded_ = true;
+    return end_;
   }
 
   std::vector<StepSummary> step_summaries() override {
@@ -123,9 +156,12 @@ class FileReader final : public TraceReader {
         const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
         if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
         const auto step = static_cast<uint32_t>(wide_step);
+        const uint64_t count = record.fields[fields::StepSummary::record_count];
         StepSummary& summary = merged[step];  // partial summaries of one step add up
         summary.step = step;
-        summary.record_count += record.fields[fields::StepSummary::record_count];
+        if (count > kMaxStepRecords - summary.record_count)
+          fail_at(block.offset, "summary record count out of range for step " + std::to_string(step));
+        summary.record_count += count;
         summary.digest += record.fields[fields::StepSummary::digest];
         return true;
       });
@@ -155,6 +191,8 @@ class FileReader final : public TraceReader {
     for (const BlockInfo& block : blocks()) {
       if (block.type == BlockType::Strings) {
         load_strings_block(block);
+      } else if (block.type == BlockType::End) {
+        (void)end();
       } else {
         decode_block(block, [&](const Record& record) {
           if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary))
@@ -179,8 +217,86 @@ class FileReader final : public TraceReader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw TraceError(path_ + ": " + what); }
+
+  void refuse_irregular(mode_t mode) const {
+    const char* kind = irregular_kind(mode);
+    if (!kind) return;
+    if (S_ISDIR(mode)) fail("is a directory, not a lockstep trace");
+    fail(std::string("not a regular file (") + kind + ")");
+  }
+
+  // rank, world_size and local_rank, when present and not null: integers with
+  // 0 <= rank < world_size <= kMaxWorldSize, 0 <= local_rank < world_size. A tool sizes tables
+  // by them, so they are bounded here, before anyone uses them.
+  void check_rank_keys() const {
+    auto integer = [&](const char* key) -> std::optional<int64_t> {
+      auto it = header_.find(key);
+      if (it == header_.end() || it->is_null()) return std::nullopt;
+      std::string shown = it->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+      if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+      if (!it->is_number_integer())
+        fail("JSON header key \"" + std::string(key) + "\" is not an integer: " + shown);
+      if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX})
+        fail("JSON header key \"" + std::string(key) + "\" is out of range: " + shown);
+      return it->get<int64_t>();
+    };
+    auto out_of_range = [&](const char* key, int64_t value, const std::string& allowed) {
+      fail("JSON header key \"" + std::string(key) + "\" is out of range: " +
+           std::to_string(value) + " (" + allowed + ")");
+    };
+    const auto world = integer("world_size");
+    const auto rank = integer("rank");
+    const auto local = integer("local_rank");
+    if (world && (*world < 1 || *world > kMaxWorldSize))
+      out_of_range("world_size", *world, "1.." + std::to_string(kMaxWorldSize));
+    const int64_t limit = world ? *world : kMaxWorldSize;
+    const std::string allowed = world ? "0..world_size-1 = 0.." + std::to_string(limit - 1)
+                                      : "0.." + std::to_string(limit - 1);
+    if (rank && (*rank < 0 || *rank >= limit)) out_of_range("rank", *rank, allowed);
+    if (local && (*local < 0 || *local >= limit)) out_of_range("local_rank", *local, allowed);
+  }
   [[noreturn]] void fail_at(uint64_t offset, const std::string& what) const {
     throw TraceError(path_ + ": " + what + " at offset " + std::to_string(offset));
+  }
+
+  // Numbers a block header claims, bounded before anything trusts them (format.h).
+  void check_block_bounds(uint64_t offset, const BlockHeader& header) const {
+    if (header.min_step > header.max_step)
+      fail_at(offset, "corrupt block header (min step " + std::to_string(header.min_step) +
+                          " > max step " + std::to_string(header.max_step) + ")");
+    // Each record takes at least one byte, each string definition two (id and length).
+    const uint64_t least = header.type == static_cast<uint8_t>(BlockType::Strings)
+                               ? uint64_t{header.record_count} * 2
+                               : uint64_t{header.record_count};
+    if (least > header.payload_bytes)
+      fail_at(offset, "corrupt block header (" + std::to_string(header.record_count) +
+                          " records cannot fit in " + std::to_string(header.payload_bytes) +
+                          " bytes)");
+    if (header.type == static_cast<uint8_t>(BlockType::End) &&
+        (header.payload_bytes < sizeof(EndPayload) || header.payload_bytes > kMaxEndPayload ||
+         header.record_count != 0))
+      fail_at(offset, "corrupt end-of-trace block header");
+  }
+
+  TraceEnd load_end(const BlockInfo& block) {
+    std::vector<uint8_t> payload;
+    load_payload(block, payload);
+    EndPayload fixed{};
+    std::memcpy(&fixed, payload.data(), sizeof(fixed));  // payload_bytes >= sizeof: checked
+    if (fixed.reason_bytes > kMaxEndReason || sizeof(fixed) + fixed.reason_bytes > payload.size() ||
+        fixed.clean > 1)
+      fail_at(block.offset, "corrupt end-of-trace block");
+    TraceEnd end;
+    end.records = fixed.records;
+    end.dropped = fixed.dropped;
+    end.steps = fixed.steps;
+    end.last_step = fixed.last_step;
+    end.write_errors = fixed.write_errors;
+    end.clean = fixed.clean == 1;
+    end.reason.assign(reinterpret_cast<const char*>(payload.data()) + sizeof(fixed), fixed.reason_bytes);
+    for (char c : end.reason)
+      if (c < 0x20 || c >= 0x7f) fail_at(block.offset, "corrupt end-of-trace block (reason)");
+    return end;
   }
 
   void mark_truncated(uint64_t offset) {
@@ -273,7 +389,8 @@ class FileReader final : public TraceReader {
   uint32_t version_ = 0;
   nlohmann::json header_;
   uint64_t data_start_ = 0;
-  bool scanned_ = false, truncated_ = false, strings_loaded_ = false;
+  bool scanned_ = false, truncated_ = false, strings_loaded_ = false, end_loaded_ = false;
+  std::optional<TraceEnd> end_;
   uint64_t truncation_offset_ = 0;
   std::vector<BlockInfo> blocks_;
   std::unordered_map<StringId, std::string> strings_;

@@ -33,6 +33,18 @@ struct BlockInfo {
   uint64_t first_seq = 0;
 };
 
+// What an End block says (format.h, EndPayload).
+struct TraceEnd {
+  uint64_t records = 0;       // records the writer encoded into blocks (WriterStats::appended),
+                              // its own drop Warning records included: a complete file holds these
+  uint64_t dropped = 0;       // records dropped (memory, disk)
+  uint64_t steps = 0;         // step summaries written
+  uint32_t last_step = 0;     // the step current at close
+  uint64_t write_errors = 0;  // failed writes (the file may lack blocks)
+  bool clean = false;         // true: closed normally (exit, exec) with no write error
+  std::string reason;         // "exit", "exec", "signal 15", ...
+};
+
 struct StepSummary {
   uint32_t step = 0;
   uint64_t record_count = 0;
@@ -41,8 +53,9 @@ struct StepSummary {
 
 class TraceReader {
  public:
-  // Opens and validates the file header and JSON header. Throws TraceError (empty file, foreign
-  // file, newer format version, bad JSON...).
+  // Opens and validates the file header and JSON header. Throws TraceError (missing, not a
+  // regular file, empty, foreign, newer format version, bad JSON, rank / world_size / local_rank
+  // out of bounds: format.h). Never blocks: FIFOs, devices and sockets are refused unopened.
   static std::unique_ptr<TraceReader> open(const std::string& path);
   virtual ~TraceReader() = default;
 
@@ -51,8 +64,16 @@ class TraceReader {
   virtual const nlohmann::json& header() const = 0;
 
   // Block index from headers only (payloads skipped, checksums not verified). Stops at a cut-off
-  // tail (sets truncated()); throws TraceError on a bad block header in the middle.
+  // tail (sets truncated()); throws TraceError on a bad block header in the middle, on a header
+  // whose numbers are out of bounds (format.h) and on anything after an End block. The End
+  // block, when there is one, is the last entry.
   virtual const std::vector<BlockInfo>& blocks() = 0;
+
+  // After blocks(): the End block when it is the file's last block and its checksum holds;
+  // nullopt for a trace whose writer did not finish (killed, cut off) or an older writer. A block
+  // after an End block is corruption (TraceError), and so is an End block whose checksum fails
+  // or whose payload is malformed.
+  virtual const std::optional<TraceEnd>& end() = 0;
 
   // Step summaries from Summary blocks only, one per step in step order (partial summaries of
   // a step merged).

@@ -195,6 +195,10 @@ std::unique_ptr<TraceWriter> open_run_writer(const RunDirOptions& options,
                                              WriterOptions writer_options,
                                              const nlohmann::json& header, std::string* error) {
   if (!prepare_run_dir(options, error)) return nullptr;
+  // Every file names its run, so that files copied out of their directory still say which run
+  // they belong to (a diff of two files from one run is then recognisable).
+  nlohmann::json with_run_id = header;
+  with_run_id["run_id"] = options.run_id.empty() ? run_id_from_env() : options.run_id;
   std::vector<std::string> names;
   if (auto rank = rank_from_env().rank) names.push_back(rank_trace_name(*rank));
   const std::string fallback = host_pid_trace_name(host_name(), static_cast<long>(::getpid()));
@@ -206,7 +210,7 @@ std::unique_ptr<TraceWriter> open_run_writer(const RunDirOptions& options,
   for (const std::string& name : names) {
     writer_options.path = options.dir + "/" + name;
     errno = 0;
-    if (auto writer = TraceWriter::open(writer_options, header, &last_error)) return writer;
+    if (auto writer = TraceWriter::open(writer_options, with_run_id, &last_error)) return writer;
     if (errno != EEXIST) break;  // only a name collision is worth another name
   }
   if (error) *error = last_error;

@@ -35,7 +35,8 @@ std::string rank_trace_name(int rank);
 std::string host_pid_trace_name(const std::string& host, long pid);
 
 // prepare_run_dir, then TraceWriter::open on this process's name (O_EXCL); if that name is
-// taken, on the host/pid name. writer_options.path is ignored.
+// taken, on the host/pid name. writer_options.path is ignored. The file's JSON header is
+// `header` plus "run_id": the run's id, as in the manifest.
 std::unique_ptr<TraceWriter> open_run_writer(const RunDirOptions& options,
                                              WriterOptions writer_options,
                                              const nlohmann::json& header, std::string* error);

@@ -11,6 +11,11 @@
 // A full block goes to the write queue under a mutex: once per block_bytes.
 //
 // Lock order: encode_mutex -> stage_lock -> queue_mutex / pool_mutex.
+//
+// The file: whoever writes to it owns it through file_state (an atomic, not a mutex, so that a
+// signal handler can try to take it without blocking): the background thread, open (before the
+// thread starts), close (after it stopped), and seal_after_signal when the file is free. Every
+// write is a whole block, or is cut off again, so a free file ends at a block boundary.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -27,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -153,14 +159,16 @@ class Writer final : public TraceWriter {
   Writer(const WriterOptions& options, int fd) : options_(options), fd_(fd) {
     options_.block_bytes = std::clamp<size_t>(options_.block_bytes, 4096, kMaxBlockPayload);
     if (options_.flush_interval_ms <= 0) options_.flush_interval_ms = 200;
+    if (!options_.pwritev) options_.pwritev = ::pwritev;
+    if (!options_.ftruncate) options_.ftruncate = ::ftruncate;
   }
   ~Writer() override {
-    if (abandoned_) {
+    if (abandoned_.load()) {
       // After fork: the parent's mutexes and thread may be in any state; touch nothing.
       (void)state_.release();
       return;
     }
-    close();
+    close("exit");
   }
 
   bool write_file_header(const nlohmann::json& header, std::string* error) {
@@ -172,10 +180,14 @@ class Writer final : public TraceWriter {
     file.json_checksum = XXH64(json.data(), json.size(), 0);
     std::string bytes(reinterpret_cast<const char*>(&file), sizeof(file));
     bytes += json;
-    if (!write_at(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, 0)) {
-      if (error) *error = options_.path + ": cannot write the trace header: " + std::strerror(errno);
+    int write_errno = 0;
+    if (!write_at(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), nullptr, 0,
+                  /*report=*/false, &write_errno)) {
+      if (error)
+        *error = options_.path + ": cannot write the trace header: " + std::strerror(write_errno);
       return false;
     }
+    header_written_ = true;
     return true;
   }
 
@@ -200,6 +212,7 @@ class Writer final : public TraceWriter {
     }
     if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) {
       tb->dropped.fetch_add(1, std::memory_order_relaxed);
+      s.dropped_all.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     bool wake = false;
@@ -208,6 +221,7 @@ class Writer final : public TraceWriter {
     if (!s.accepting.load(std::memory_order_relaxed)) {
       tb->stage_lock.unlock();
       tb->dropped.fetch_add(1, std::memory_order_relaxed);
+      s.dropped_all.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
     StagedBatch* batch = tb->filling.get();
@@ -237,7 +251,7 @@ class Writer final : public TraceWriter {
   }
 
   void end_step(uint32_t step) override {
-    if (abandoned_ || closed_.load()) return;
+    if (abandoned_.load() || closed_.load()) return;
     // The background thread drains, summarizes and writes; the job does not wait for it.
     State& s = *state_;
     {
@@ -249,12 +263,13 @@ class Writer final : public TraceWriter {
   }
 
   void flush() override {
-    if (abandoned_ || closed_.load()) return;
+    if (abandoned_.load() || closed_.load()) return;
     request_flush(std::chrono::milliseconds(10000));
   }
 
-  void close() override {
-    if (abandoned_ || closed_.exchange(true)) return;
+  using TraceWriter::close;
+  void close(std::string_view reason) override {
+    if (abandoned_.load() || closed_.exchange(true)) return;
     State& s = *state_;
     s.accepting.store(false);
     // Every in-flight append finishes (or sees accepting == false) before the last cycle.
@@ -268,6 +283,20 @@ class Writer final : public TraceWriter {
     }
     s.wake.notify_all();
     if (s.thread.joinable()) s.thread.join();
+    if (!unwritten_strings_.empty()) {  // the last cycle failed to write some definitions
+      std::vector<std::unique_ptr<Block>> none;
+      write_cycle(none);
+    }
+    // The End block last, after the final flush above: only a file that has one was finished.
+    if (header_written_ && take_file()) {
+      if (!broken_) {
+        const bool clean = s.write_errors.load() == 0;
+        EndBlock end;
+        const size_t bytes = make_end_block(end, clean, reason.data(), reason.size());
+        write_taken(end.bytes, bytes, nullptr, 0, /*report=*/true, nullptr);
+      }
+      s.file_state.store(kFileClosed, std::memory_order_release);
+    }
     ::close(fd_);
     fd_ = -1;
     std::lock_guard registry(s.registry_mutex);
@@ -278,9 +307,43 @@ class Writer final : public TraceWriter {
     }
   }
 
+  void seal_after_signal(int signo) noexcept override {
+    if (abandoned_.load() || !header_written_) return;
+    struct KeepErrno {  // a signal handler must leave errno as the interrupted code had it
+      int saved = errno;
+      ~KeepErrno() { errno = saved; }
+    } keep_errno;
+    State& s = *state_;
+    int expected = kFileFree;
+    // Never waits: if the background thread (or close) is writing, its block would interleave
+    // with ours, so the trace stays a readable prefix instead.
+    if (!s.file_state.compare_exchange_strong(expected, kFileWriting, std::memory_order_acquire))
+      return;
+    if (broken_) {
+      s.file_state.store(kFileFree, std::memory_order_release);
+      return;
+    }
+    char reason[32] = "signal ";
+    size_t length = 7;
+    char digits[12];
+    size_t count = 0;
+    unsigned value = signo < 0 ? 0u : static_cast<unsigned>(signo);
+    do digits[count++] = static_cast<char>('0' + value % 10); while ((value /= 10) && count < 10);
+    while (count) reason[length++] = digits[--count];
+    EndBlock end;
+    const size_t bytes = make_end_block(end, /*clean=*/false, reason, length);
+    int error = 0;
+    if (write_all(end.bytes, bytes, nullptr, 0, &error)) {
+      s.file_state.store(kFileSealed, std::memory_order_release);
+      return;
+    }
+    // A partial End block reads as a cut-off tail; take it off for a later writer if we can.
+    if (options_.ftruncate(fd_, static_cast<off_t>(file_offset_)) != 0) broken_ = true;
+    s.file_state.store(kFileFree, std::memory_order_release);
+  }
+
   void abandon_after_fork() override {
-    if (abandoned_) return;
-    abandoned_ = true;
+    if (abandoned_.exchange(true)) return;
     State& s = *state_;
     s.accepting.store(false);
     // The thread object refers to a thread that does not exist in this process: never join it.
@@ -292,7 +355,7 @@ class Writer final : public TraceWriter {
   WriterStats stats() const override {
     const State& s = *state_;
     WriterStats out;
-    if (abandoned_) return out;  // the parent's locks may be held forever in this process
+    if (abandoned_.load()) return out;  // the parent's locks may be held forever in this process
     {
       std::lock_guard registry(s.registry_mutex);
       for (const auto& tb : s.threads) {
@@ -310,6 +373,10 @@ class Writer final : public TraceWriter {
   }
 
  private:
+  // file_state: the file is free, being written (by its one owner), ends with an End block a
+  // signal handler wrote (the next write takes it off), or closed for good.
+  static constexpr int kFileFree = 0, kFileWriting = 1, kFileSealed = 2, kFileClosed = 3;
+
   struct State {
     StringTable strings;
     std::atomic<bool> accepting{true};
@@ -334,6 +401,16 @@ class Writer final : public TraceWriter {
 
     std::atomic<uint64_t> blocks_written{0}, bytes_written{0}, write_errors{0};
     uint64_t dropped_reported = 0;  // background thread only
+
+    // What the End block says, kept in plain atomics so that a signal handler can read them
+    // (stats() takes the registry mutex).
+    std::atomic<uint64_t> appended_all{0};      // records encoded, every thread
+    std::atomic<uint64_t> dropped_all{0};       // records dropped by threads (rejected: above)
+    std::atomic<uint64_t> warnings_written{0};  // the writer's own drop Warning records
+    std::atomic<uint64_t> summary_records{0};   // StepSummary records queued
+    std::atomic<uint32_t> last_step{0};         // highest step summarized
+    std::atomic<int> file_state{kFileFree};     // who may write the file (top of this file)
+    std::atomic<bool> error_reported{false};    // on_error was called
     std::thread thread;
   };
 
@@ -382,7 +459,11 @@ class Writer final : public TraceWriter {
       batch->count = 0;
     }
     bump(tb.appended, encoded);
-    if (lost) tb.dropped.fetch_add(lost, std::memory_order_relaxed);
+    state_->appended_all.fetch_add(encoded, std::memory_order_relaxed);
+    if (lost) {
+      tb.dropped.fetch_add(lost, std::memory_order_relaxed);
+      state_->dropped_all.fetch_add(lost, std::memory_order_relaxed);
+    }
     tb.stage_lock.lock();
     for (auto& batch : batches)
       if (tb.spare.size() < kSpareBatches) tb.spare.push_back(std::move(batch));
@@ -548,6 +629,9 @@ class Writer final : public TraceWriter {
     block->min_step = totals.front().step;
     block->max_step = totals.back().step;
     State& s = *state_;
+    s.summary_records.fetch_add(totals.size(), std::memory_order_relaxed);
+    if (totals.back().step > s.last_step.load(std::memory_order_relaxed))
+      s.last_step.store(totals.back().step, std::memory_order_relaxed);  // background thread only
     {
       std::lock_guard lock(s.queue_mutex);
       s.queue.push_back(std::move(block));
@@ -687,6 +771,7 @@ class Writer final : public TraceWriter {
     block->used = encoder->encode(warning, 0, block->data.get()) - block->data.get();
     block->count = 1;
     blocks.push_back(std::move(block));
+    s.warnings_written.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Background thread only: writes the queued blocks now (after a Warning block for records
@@ -704,19 +789,25 @@ class Writer final : public TraceWriter {
 
   // Strings first: every id used by the blocks taken above was interned before they were taken,
   // so its definition is in this strings block or an earlier one.
+  // Definitions whose block failed to write go again in the next cycle (a transient failure must
+  // not leave every later record naming an undefined string).
   void write_cycle(std::vector<std::unique_ptr<Block>>& blocks) {
     State& s = *state_;
-    auto pending = s.strings.take_pending();
+    auto pending = std::exchange(unwritten_strings_, {});
+    auto fresh = s.strings.take_pending();
+    pending.insert(pending.end(), fresh.begin(), fresh.end());
     size_t at = 0;
     while (at < pending.size()) {
       std::vector<uint8_t> payload;
       uint32_t count = 0;
+      const size_t first = at;
       for (; at < pending.size() && payload.size() < (4u << 20); ++at, ++count)
         encode_string(payload, pending[at].first, pending[at].second);
       BlockHeader header{};
       header.type = static_cast<uint8_t>(BlockType::Strings);
       header.record_count = count;
-      write_block(header, payload.data(), payload.size());
+      if (!write_block(header, payload.data(), payload.size()))
+        unwritten_strings_.insert(unwritten_strings_.end(), pending.begin() + first, pending.begin() + at);
     }
     for (auto& block : blocks) {
       BlockHeader header{};
@@ -731,21 +822,76 @@ class Writer final : public TraceWriter {
     blocks.clear();
   }
 
-  void write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
+  bool write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
     header.payload_bytes = static_cast<uint32_t>(bytes);
     seal_block_header(header, payload, bytes);
     State& s = *state_;
-    if (write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
-      s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+    if (!write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
+      return false;
+    s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
-  // Appends at the end of the file; a failed or short write is cut off again so that the file
-  // stays a valid trace, and is counted.
-  bool write_at(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes) {
+  // Appends at the end of the file; a failed write is cut off again so that the file stays a
+  // valid trace, and is counted and reported (once). Not for signal handlers: see take_file().
+  bool write_at(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes,
+                bool report = true, int* error_out = nullptr) {
+    if (!take_file()) return false;
+    const bool ok = write_taken(a, a_bytes, b, b_bytes, report, error_out);
+    state_->file_state.store(kFileFree, std::memory_order_release);
+    return ok;
+  }
+
+  // Waits (briefly: a signal handler's few system calls) until the file is free and takes it.
+  // False once the file is closed.
+  bool take_file() {
     State& s = *state_;
-    iovec parts[2] = {{const_cast<uint8_t*>(a), a_bytes}, {const_cast<uint8_t*>(b), b_bytes}};
-    int part_count = b_bytes ? 2 : 1;
-    size_t total = a_bytes + b_bytes, done = 0;
+    for (;;) {
+      int expected = kFileFree;
+      if (s.file_state.compare_exchange_weak(expected, kFileWriting, std::memory_order_acquire))
+        return true;
+      if (expected == kFileClosed) return false;
+      if (expected == kFileSealed &&
+          s.file_state.compare_exchange_strong(expected, kFileWriting, std::memory_order_acquire)) {
+        // A signal handler wrote an End block and the process lived on (the job handled the
+        // signal): take the End block off again; close() writes the real one. If it cannot be
+        // taken off, nothing more is written: the file ends with that (unclean) End block.
+        if (options_.ftruncate(fd_, static_cast<off_t>(file_offset_)) != 0) broken_ = true;
+        return true;
+      }
+      if (expected == kFileWriting) std::this_thread::yield();
+    }
+  }
+
+  // Caller owns the file (file_state == kFileWriting).
+  bool write_taken(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes,
+                   bool report, int* error_out) {
+    State& s = *state_;
+    int error = EIO;
+    if (!broken_ && write_all(a, a_bytes, b, b_bytes, &error)) {
+      file_offset_ += a_bytes + b_bytes;
+      s.bytes_written.fetch_add(a_bytes + b_bytes, std::memory_order_relaxed);
+      return true;
+    }
+    s.write_errors.fetch_add(1, std::memory_order_relaxed);
+    if (!broken_ && options_.ftruncate(fd_, static_cast<off_t>(file_offset_)) != 0) {
+      // The failed block's bytes stay: anything written after them would follow garbage, so
+      // nothing is. The file reads as cut off there.
+      broken_ = true;
+    }
+    if (error_out) *error_out = error;
+    if (report) report_write_error(error);
+    return false;
+  }
+
+  // Writes both parts at file_offset_, going on after short writes. Async-signal-safe (the
+  // injected system calls must be too). On failure sets *error to the errno.
+  bool write_all(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes,
+                 int* error) const noexcept {
+    const iovec parts[2] = {{const_cast<uint8_t*>(a), a_bytes}, {const_cast<uint8_t*>(b), b_bytes}};
+    const int part_count = b_bytes ? 2 : 1;
+    const size_t total = a_bytes + b_bytes;
+    size_t done = 0;
     while (done < total) {
       // Skip what was written already.
       size_t skip = done;
@@ -759,29 +905,81 @@ class Writer final : public TraceWriter {
         rest[n++] = {static_cast<uint8_t*>(parts[i].iov_base) + skip, parts[i].iov_len - skip};
         skip = 0;
       }
-      ssize_t written = ::pwritev(fd_, rest, n, static_cast<off_t>(file_offset_ + done));
+      errno = 0;
+      const ssize_t written =
+          options_.pwritev(fd_, rest, n, static_cast<off_t>(file_offset_ + done));
       if (written < 0 && errno == EINTR) continue;
       if (written <= 0) {
-        s.write_errors.fetch_add(1, std::memory_order_relaxed);
-        if (::ftruncate(fd_, static_cast<off_t>(file_offset_)) != 0) { /* counted above */ }
+        *error = written < 0 && errno != 0 ? errno : EIO;  // 0 bytes for a write: no progress
         return false;
       }
-      done += static_cast<size_t>(written);
+      done += std::min(static_cast<size_t>(written), total - done);
     }
-    file_offset_ += total;
-    s.bytes_written.fetch_add(total, std::memory_order_relaxed);
     return true;
+  }
+
+  // The one line the job's user sees about a failing disk; once per writer.
+  void report_write_error(int error) {
+    State& s = *state_;
+    if (s.error_reported.exchange(true)) return;
+    std::string line = "lockstep: cannot write the trace " + options_.path + " (" +
+                       std::strerror(error) +
+                       "); it will be incomplete, and the job goes on untouched";
+    if (options_.on_error) {
+      options_.on_error(line);
+    } else {
+      line += '\n';
+      if (::write(STDERR_FILENO, line.data(), line.size()) < 0) { /* nowhere else to say it */ }
+    }
+  }
+
+  // An End block (format.h), header and payload, ready to write. No allocation, no lock:
+  // seal_after_signal uses it.
+  struct EndBlock {
+    uint8_t bytes[sizeof(BlockHeader) + sizeof(EndPayload) + kMaxEndReason];
+  };
+  size_t make_end_block(EndBlock& out, bool clean, const char* reason,
+                        size_t reason_bytes) const noexcept {
+    const State& s = *state_;
+    EndPayload payload{};
+    payload.records = s.appended_all.load() + s.warnings_written.load();
+    payload.dropped = s.dropped_all.load() + s.rejected.load();
+    payload.steps = s.summary_records.load();
+    payload.write_errors = s.write_errors.load();
+    payload.last_step = s.last_step.load();
+    payload.clean = clean ? 1 : 0;
+    reason_bytes = std::min<size_t>(reason_bytes, kMaxEndReason);
+    payload.reason_bytes = static_cast<uint8_t>(reason_bytes);
+    uint8_t* body = out.bytes + sizeof(BlockHeader);
+    std::memcpy(body, &payload, sizeof(payload));
+    for (size_t i = 0; i < reason_bytes; ++i) {  // printable ASCII: tools print it
+      const char c = reason[i];
+      body[sizeof(payload) + i] = c >= 0x20 && c < 0x7f ? static_cast<uint8_t>(c) : '?';
+    }
+    const size_t body_bytes = sizeof(payload) + reason_bytes;
+    BlockHeader header{};
+    header.type = static_cast<uint8_t>(BlockType::End);
+    header.payload_bytes = static_cast<uint32_t>(body_bytes);
+    header.min_step = header.max_step = payload.last_step;
+    seal_block_header(header, body, body_bytes);
+    std::memcpy(out.bytes, &header, sizeof(header));
+    return sizeof(header) + body_bytes;
   }
 
   static constexpr size_t kPoolKeep = 16;
 
   WriterOptions options_;
   int fd_;
-  uint64_t file_offset_ = 0;  // background thread (and open) only
+  uint64_t file_offset_ = 0;  // the file's owner only (file_state)
+  bool broken_ = false;       // the owner only: a failed write could not be cut off again
+  // String definitions whose block failed to write (background thread only); the views point
+  // into the string table, whose keys never move.
+  std::vector<std::pair<StringId, std::string_view>> unwritten_strings_;
+  bool header_written_ = false;  // set by open, before the background thread starts
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();
   std::atomic<bool> closed_{false};
-  bool abandoned_ = false;
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace

@@ -9,8 +9,12 @@
 // keep up, records are dropped and counted (stats().dropped) rather than block the job.
 #pragma once
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +30,17 @@ struct WriterOptions {
   size_t memory_budget = 64u << 20;        // all thread buffers + queued blocks
   size_t block_bytes = 256u << 10;         // a thread buffer is handed off when this full
   int flush_interval_ms = 200;
+
+  // The writer's file system calls: the real ones unless a test injects failures
+  // (tests/cpu/trace/write_faults_test.cpp). They are called from the background thread, open,
+  // close and seal_after_signal, so a replacement must be async-signal-safe too.
+  std::function<ssize_t(int fd, const iovec* parts, int count, off_t offset)> pwritev;
+  std::function<int(int fd, off_t length)> ftruncate;
+
+  // Told once, in one line, when a write fails (disk full, I/O error...): the trace will lack
+  // blocks and its End block will not be clean; the job goes on. Called on the writer's
+  // background thread (or close's). Empty: the line goes to stderr.
+  std::function<void(const std::string& line)> on_error;
 };
 
 // Warning record codes the writer itself emits (fields::Warning::code). Codes below 100 are the
@@ -66,9 +81,21 @@ class TraceWriter {
   // Write everything appended so far (blocks until written). Safe from any thread.
   virtual void flush() = 0;
 
-  // Summarize the current step, flush, stop the background thread and close the file.
-  // Idempotent. Called from atexit in the shim.
-  virtual void close() = 0;
+  // Summarize the current step, flush, stop the background thread, write the End block
+  // (format.h) as the file's last block, and close the file. Idempotent. Called from atexit in
+  // the shim (reason "exit") and before an exec (reason "exec"); `reason` is cut to
+  // kMaxEndReason bytes. The End block is clean when no write failed.
+  void close() { close("exit"); }
+  virtual void close(std::string_view reason) = 0;
+
+  // Async-signal-safe, best effort, for the fatal signals the shim catches (SIGTERM, SIGINT,
+  // SIGSEGV...): writes an End block (clean = 0, reason "signal N") unless another thread is
+  // writing to the file at that moment, in which case it does nothing and the trace reads as a
+  // readable prefix. Never blocks, allocates or takes a lock; records still in memory are not
+  // written (the End block's counts say what the writer had taken). If the process lives on
+  // (the job handled the signal), the next write takes the End block off again and close()
+  // writes the real one. Does nothing after close() or abandon_after_fork().
+  virtual void seal_after_signal(int signo) noexcept = 0;
 
   // After fork(), in the child: forget the parent's file and thread without touching them.
   virtual void abandon_after_fork() = 0;

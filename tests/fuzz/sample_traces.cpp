@@ -124,6 +124,7 @@ size_t read_everything(const std::string& path) {
     return true;
   });
   reader->for_each_record(1, 2, [&](const Record&) { return true; });
+  (void)reader->end();
   reader->verify_all();
   return records;
 }

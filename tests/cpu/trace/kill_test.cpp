@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -61,11 +62,107 @@ TEST(Kill, SigkilledWriterLeavesReadablePrefix) {
   });
   const uint64_t records = expected - 1;
   EXPECT_GT(records, 1000u) << "flushes every 20 ms: a 300 ms run must leave records";
+  EXPECT_FALSE(reader->end().has_value()) << "a killed job's trace is a prefix, never complete";
   reader->verify_all();
   for (const auto& summary : reader->step_summaries())  // seq 1..4999 are step 0
     EXPECT_EQ(summary.record_count, summary.step == 0 ? 4999u : 5000u) << summary.step;
   std::printf("killed writer: %llu records readable, truncated=%d\n",
               static_cast<unsigned long long>(records), reader->truncated());
+}
+
+TraceWriter* g_sealed_writer = nullptr;
+
+// What the shim's handler does for a fatal signal: seal, then let the signal kill the process.
+void seal_and_die(int signo) {
+  g_sealed_writer->seal_after_signal(signo);
+  ::signal(signo, SIG_DFL);
+  ::raise(signo);
+}
+
+TEST(Kill, SigtermSealedByAHandlerLeavesAnUncleanEndNeverAComplete) {
+  testing::TempDir dir;
+  int sealed = 0;
+  constexpr int kTrials = 5;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const std::string path = dir.file("term-" + std::to_string(trial) + ".lstrace");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      WriterOptions options;
+      options.path = path;
+      options.flush_interval_ms = 20;
+      std::string error;
+      auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
+      if (!writer) ::_exit(3);
+      g_sealed_writer = writer.get();
+      ::signal(SIGTERM, seal_and_die);
+      Record record;
+      record.kind = RecordKind::Kernel;
+      for (uint64_t seq = 1;; ++seq) {
+        record.seq = seq;
+        record.step = static_cast<uint32_t>(seq / 5000);
+        writer->append(record);
+        if (seq % 5000 == 0) writer->end_step(record.step - 1);
+        if (seq % 1000 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    ASSERT_EQ(::kill(child, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "child exited: " << status;
+    auto reader = TraceReader::open(path);
+    reader->verify_all();  // the End block never interleaves with a block being written
+    const uint64_t records = testing::read_all_records(*reader).size();
+    if (const auto& end = reader->end()) {
+      ++sealed;
+      EXPECT_FALSE(end->clean);
+      EXPECT_EQ(end->reason, "signal " + std::to_string(SIGTERM));
+      EXPECT_GE(end->records, records) << "records still in memory are counted, not written";
+    }
+  }
+  // Best effort: the handler gives up only while the background thread is mid-write.
+  EXPECT_GT(sealed, 0) << "no trial of " << kTrials << " got an End block";
+  std::printf("SIGTERM: %d of %d traces sealed\n", sealed, kTrials);
+}
+
+TEST(Kill, SealsRacingTheBackgroundThreadNeverInterleave) {
+  testing::TempDir dir;
+  WriterOptions options;
+  options.path = dir.file("race.lstrace");
+  options.flush_interval_ms = 1;
+  options.block_bytes = 4096;
+  std::string error;
+  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
+  ASSERT_TRUE(writer) << error;
+  std::atomic<bool> done{false};
+  std::thread job([&] {
+    Record record;
+    record.kind = RecordKind::Kernel;
+    for (uint64_t seq = 1; seq <= 100000; ++seq) {
+      record.seq = seq;
+      record.step = static_cast<uint32_t>(seq / 2000);
+      writer->append(record);
+      if (seq % 2000 == 0) writer->end_step(record.step - 1);
+    }
+    done = true;
+  });
+  int seals = 0;
+  while (!done) {  // a job that handles SIGINT itself and carries on, over and over
+    writer->seal_after_signal(SIGINT);
+    ++seals;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  job.join();
+  writer->close();
+  auto reader = TraceReader::open(options.path);
+  reader->verify_all();
+  ASSERT_TRUE(reader->end().has_value());
+  EXPECT_TRUE(reader->end()->clean);
+  EXPECT_EQ(reader->end()->reason, "exit");
+  EXPECT_EQ(testing::read_all_records(*reader).size(), 100000u);
+  EXPECT_EQ(reader->end()->records, 100000u);
+  EXPECT_GT(seals, 10);
 }
 
 TEST(Kill, WriteErrorsAreCountedAndTheFileStaysValid) {
@@ -101,6 +198,7 @@ TEST(Kill, WriteErrorsAreCountedAndTheFileStaysValid) {
   auto reader = TraceReader::open(path);
   reader->verify_all();  // failed writes were cut off again: no garbage in the middle
   EXPECT_FALSE(reader->truncated());
+  EXPECT_FALSE(reader->end() && reader->end()->clean) << "a file that lost blocks is never clean";
   EXPECT_GT(testing::read_all_records(*reader).size(), 0u);
 }
 

@@ -13,21 +13,7 @@ namespace lockstep::trace {
 namespace {
 
 namespace fs = std::filesystem;
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 TEST(RunDir, ManifestOnceAndOtherRunsRefused) {
   testing::TempDir tmp;
@@ -130,6 +116,28 @@ TEST(RunDir, ManyProcessesOfOneRunStartTogether) {
     EXPECT_EQ(TraceReader::open(files[rank].path)->header()["rank"], rank);
   }
   EXPECT_EQ((*read_manifest(dir))["run_id"], "torchrun-42");
+}
+
+TEST(RunDir, EveryFileNamesItsRunInItsHeader) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("run");
+  std::string error;
+  {
+    auto writer = open_run_writer({dir, "run-42", false}, {}, build_trace_header(), &error);
+    ASSERT_TRUE(writer) << error;
+  }
+  {
+    ScopedEnv id("LOCKSTEP_RUN_ID", "from-env");
+    auto writer = open_run_writer({tmp.file("run2"), "", false}, {}, build_trace_header(), &error);
+    ASSERT_TRUE(writer) << error;
+  }
+  const auto files = list_trace_files(dir);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(TraceReader::open(files[0].path)->header().value("run_id", ""), "run-42");
+  EXPECT_EQ(read_manifest(dir)->value("run_id", ""), "run-42");  // the manifest's id
+  const auto other = list_trace_files(tmp.file("run2"));
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(TraceReader::open(other[0].path)->header().value("run_id", ""), "from-env");
 }
 
 TEST(RunDir, RunIdFromEnvironment) {
