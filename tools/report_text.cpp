@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "tools/diff/compare.h"
+#include "tools/metric_value.h"
 #include "tools/report.h"
 
 namespace lockstep::tools {

@@ -71,8 +71,9 @@ inline void copy_buffers(const BufferFingerprint* from, size_t count, BufferFing
 // Wire ids the decoder knows, as a table: find_record_kind is a linear search.
 constexpr auto kKnownKinds = [] {
   std::array<bool, kKindSlots> known{};
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
-  if ((id) < kKindSlots) known[id] = true;
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...)                                         \
+  static_assert((id) < kKindSlots, "kind " #Enum ": the decoder knows wire ids below 16"); \
+  known[id] = true;
 #include "trace/record_kinds.def"
 #undef LOCKSTEP_RECORD_KIND
   return known;

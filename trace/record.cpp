@@ -7,38 +7,73 @@ namespace lockstep::trace {
 namespace {
 
 // Splits the stringified field list "a, b,\n c" into names; comments are already gone after
-// preprocessing, so only commas and whitespace separate names.
-std::vector<std::string_view> split_field_names(std::string_view list) {
-  std::vector<std::string_view> names;
+// preprocessing, so only commas and whitespace separate names. constexpr, so that the short
+// texts are checked against the field lists at compile time (below).
+constexpr std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\n' || text.front() == '\t'))
+    text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\t'))
+    text.remove_suffix(1);
+  return text;
+}
+
+template <class Visit>
+constexpr void for_each_field_name(std::string_view list, Visit&& visit) {
   size_t pos = 0;
   while (pos < list.size()) {
     size_t comma = list.find(',', pos);
     if (comma == std::string_view::npos) comma = list.size();
-    std::string_view name = list.substr(pos, comma - pos);
-    while (!name.empty() && (name.front() == ' ' || name.front() == '\n' || name.front() == '\t'))
-      name.remove_prefix(1);
-    while (!name.empty() && (name.back() == ' ' || name.back() == '\n' || name.back() == '\t'))
-      name.remove_suffix(1);
-    if (!name.empty()) names.push_back(name);
+    std::string_view name = trim(list.substr(pos, comma - pos));
+    if (!name.empty()) visit(name);
     pos = comma + 1;
   }
+}
+
+std::vector<std::string_view> split_field_names(std::string_view list) {
+  std::vector<std::string_view> names;
+  for_each_field_name(list, [&](std::string_view name) { names.push_back(name); });
   return names;
 }
 
+// Index of `name` in the field list, or -1.
+constexpr int field_index(std::string_view list, std::string_view name) {
+  int index = 0, found = -1;
+  for_each_field_name(list, [&](std::string_view field) {
+    if (field == name && found < 0) found = index;
+    ++index;
+  });
+  return found;
+}
+
+// Every "{name}" of a short text names a field of the row, and braces pair.
+constexpr bool short_text_names_fields(std::string_view text, std::string_view list) {
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    if (text[pos] == '}') return false;
+    if (text[pos] != '{') continue;
+    size_t close = text.find('}', pos);
+    if (close == std::string_view::npos) return false;
+    if (field_index(list, text.substr(pos + 1, close - pos - 1)) < 0) return false;
+    pos = close;
+  }
+  return true;
+}
+
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, text, ...)  \
+  static_assert(fields::Enum::kCount <= kMaxFields, "too many fields in kind " #Enum); \
+  static_assert(short_text_names_fields(text, #__VA_ARGS__),                           \
+                "kind " #Enum ": its short text names a field it does not have");
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+static_assert(kMaxFields <= 32, "KindDiff::volatile_mask holds one bit per field");
+
 std::vector<RecordKindInfo> build_kind_table() {
   std::vector<RecordKindInfo> kinds;
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
-  kinds.push_back({RecordKind::Enum, name, split_field_names(#__VA_ARGS__)});
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, text, ...) \
+  kinds.push_back({RecordKind::Enum, name, split_field_names(#__VA_ARGS__), fields::Enum::kDiff});
 #include "trace/record_kinds.def"
 #undef LOCKSTEP_RECORD_KIND
   return kinds;
 }
-
-// Field counts checked against the table at compile time.
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
-  static_assert(fields::Enum::kCount <= kMaxFields, "too many fields in kind " #Enum);
-#include "trace/record_kinds.def"
-#undef LOCKSTEP_RECORD_KIND
 
 }  // namespace
 
@@ -57,6 +92,25 @@ const RecordKindInfo* find_record_kind(std::string_view name) {
   for (const RecordKindInfo& info : record_kinds())
     if (info.name == name) return &info;
   return nullptr;
+}
+
+std::string short_text(RecordKind kind, std::span<const uint64_t> fields) {
+  const RecordKindInfo* info = find_record_kind(static_cast<uint8_t>(kind));
+  if (!info) return {};
+  std::string_view text = info->diff.short_text;
+  std::string out;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    size_t close = text[pos] == '{' ? text.find('}', pos) : std::string_view::npos;
+    if (close == std::string_view::npos) {
+      out += text[pos];
+      continue;
+    }
+    std::string_view field = text.substr(pos + 1, close - pos - 1);
+    for (size_t i = 0; i < info->field_names.size(); ++i)
+      if (info->field_names[i] == field) out += std::to_string(i < fields.size() ? fields[i] : 0);
+    pos = close;
+  }
+  return out;
 }
 
 std::string_view record_kind_name(RecordKind kind) {

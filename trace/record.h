@@ -5,6 +5,9 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,23 +22,84 @@ enum class RecordKind : uint8_t {
 #undef LOCKSTEP_RECORD_KIND
 };
 
-// Per-kind field indices: fields::Kernel::grid_x, fields::Gemm::m, ... and fields::X::kCount.
+// What a kind means to the diff: the diff columns of record_kinds.def (see there).
+enum class DiffRole : uint8_t { Compared, Ignored };
+enum class Regions : uint8_t { ExactExtents, GuessedRegions };
+inline constexpr int kMaxIdentityFields = 2;
+
+struct KindDiff {
+  DiffRole role = DiffRole::Compared;
+  Regions regions = Regions::ExactExtents;
+  uint32_t volatile_mask = 0;  // bit i: field i may differ between two identical runs
+  uint8_t identity_count = 0;  // 0: the k-th record of its (kind, name) on the stream
+  std::array<uint8_t, kMaxIdentityFields> identity{};  // field indices, in the row's order
+  std::string_view short_text;  // "{field}" stands for the field's value
+
+  bool ignored() const { return role == DiffRole::Ignored; }
+  bool guessed_regions() const { return regions == Regions::GuessedRegions; }
+  bool is_volatile(int field) const {
+    return field >= 0 && field < 32 && ((volatile_mask >> field) & 1u);
+  }
+};
+
+namespace detail {
+// The identity(...) and volatile_fields(...) columns, as values of distinct types so that two
+// columns written in each other's place do not compile.
+struct IdentityColumn {
+  uint8_t count = 0;
+  std::array<uint8_t, kMaxIdentityFields> fields{};
+};
+struct VolatileColumn {
+  uint32_t mask = 0;
+};
+consteval IdentityColumn identity_column(std::initializer_list<int> fields) {
+  IdentityColumn column;
+  // More fields than kMaxIdentityFields: not a constant expression (a compile error).
+  for (int f : fields) column.fields.at(column.count++) = static_cast<uint8_t>(f);
+  return column;
+}
+consteval VolatileColumn volatile_column(std::initializer_list<int> fields) {
+  VolatileColumn column;
+  for (int f : fields) column.mask |= 1u << f;
+  return column;
+}
+consteval KindDiff make_kind_diff(DiffRole role, Regions regions, IdentityColumn identity,
+                                  VolatileColumn noisy, std::string_view short_text) {
+  return KindDiff{role, regions, noisy.mask, identity.count, identity.fields, short_text};
+}
+}  // namespace detail
+
+// Expanded inside fields::<Kind>, where the row's field names are enumerators.
+#define LOCKSTEP_KIND_COLUMN_identity(...) \
+  ::lockstep::trace::detail::identity_column({__VA_ARGS__})
+#define LOCKSTEP_KIND_COLUMN_volatile_fields(...) \
+  ::lockstep::trace::detail::volatile_column({__VA_ARGS__})
+
+// Per-kind field indices: fields::Kernel::grid_x, fields::Gemm::m, ... and fields::X::kCount;
+// fields::X::kDiff is the row's diff columns.
 namespace fields {
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) \
-  struct Enum {                                   \
-    enum : uint8_t { __VA_ARGS__, kCount };       \
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, short_text, ...) \
+  struct Enum {                                                                               \
+    enum : uint8_t { __VA_ARGS__, kCount };                                                   \
+    static constexpr KindDiff kDiff = detail::make_kind_diff(                                 \
+        DiffRole::diff, Regions::regions, LOCKSTEP_KIND_COLUMN_##identity,                    \
+        LOCKSTEP_KIND_COLUMN_##noisy, short_text);                                            \
   };
 #include "trace/record_kinds.def"
 #undef LOCKSTEP_RECORD_KIND
 }  // namespace fields
 
-// Every kind in id order, with its CLI name and field names.
+// Every kind in id order, with its CLI name, field names and diff columns.
 struct RecordKindInfo {
   RecordKind kind;
   std::string_view name;
   std::vector<std::string_view> field_names;
+  KindDiff diff;
 };
 const std::vector<RecordKindInfo>& record_kinds();
+// The kind's short text (record_kinds.def) with each {field} replaced by that field's value of
+// `fields` (the record's fields in table order); "" for a kind without one.
+std::string short_text(RecordKind kind, std::span<const uint64_t> fields);
 // nullptr for an unknown wire id (a newer writer); the reader reports it.
 const RecordKindInfo* find_record_kind(uint8_t wire_id);
 const RecordKindInfo* find_record_kind(std::string_view name);
@@ -54,6 +118,21 @@ inline constexpr auto kFieldCounts = [] {
 }  // namespace detail
 inline int fast_field_count(RecordKind kind) {
   return detail::kFieldCounts[static_cast<uint8_t>(kind)];
+}
+
+// A kind's diff columns as a table lookup for the diff's per-record paths; an unknown kind gets
+// the defaults (compared, by occurrence, exact extents, nothing volatile).
+namespace detail {
+inline constexpr auto kKindDiffs = [] {
+  std::array<KindDiff, 256> diffs{};
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...) diffs[id] = fields::Enum::kDiff;
+#include "trace/record_kinds.def"
+#undef LOCKSTEP_RECORD_KIND
+  return diffs;
+}();
+}  // namespace detail
+inline const KindDiff& kind_diff(RecordKind kind) {
+  return detail::kKindDiffs[static_cast<uint8_t>(kind)];
 }
 
 // ---- element types -----------------------------------------------------------------------

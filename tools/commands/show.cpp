@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
-#include "tools/diff/compare.h"
+#include "tools/metric_value.h"
 #include "tools/run_set.h"
 #include "trace/reader.h"
 

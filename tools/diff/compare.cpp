@@ -1,8 +1,6 @@
 #include "tools/diff/compare.h"
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstring>
 #include <span>
 #include <unordered_map>
@@ -46,27 +44,14 @@ bool blame_before(const Divergence& x, const Divergence& y) {
 
 namespace {
 
-bool is_ignored_kind(RecordKind kind) {
-  return kind == RecordKind::Warning || kind == RecordKind::StepSummary;
-}
+// What a kind means to the diff (ignored, volatile fields, guessed regions, identity, short
+// text) is its row of trace/record_kinds.def: trace::kind_diff(kind), read here instead of
+// lists of kinds.
+using trace::kind_diff;
 
+// Collectives order the ranks against each other (collective epochs, the collective list,
+// received_from): that is what a collective is to the blame, not a column of the table.
 bool is_collective(RecordKind kind) { return kind == RecordKind::Collective; }
-
-// Fields that may differ between two identical runs, so they never make a divergence alone.
-// args_digest covers the raw bytes of by-value kernel parameters, and parameter structs carry
-// padding that holds whatever the caller's stack held (seen on the H200: PyTorch's
-// LoadWithCast<1> is a 1-byte dtype plus padding). A real change of a scalar argument shows in
-// the kernel's output fingerprints; the differing digest is then mentioned in the detail.
-bool is_volatile_field(RecordKind kind, int index) {
-  return kind == RecordKind::Kernel &&
-         (index == fields::Kernel::capture_id || index == fields::Kernel::args_digest);
-}
-
-// Kernel launches and graph replays fingerprint regions that run from a pointer to the end
-// of its allocation: guesses, unlike the API extents of GEMMs, collectives and copies.
-bool has_guessed_regions(RecordKind kind) {
-  return kind == RecordKind::Kernel || kind == RecordKind::GraphLaunch;
-}
 
 // Ops of one step and stream, in seq order: index ranges into Grouping's order arrays.
 using Ids = std::span<const uint32_t>;
@@ -123,7 +108,7 @@ struct Grouping {
     uint32_t last_group = 0;
     for (uint32_t i = 0; i < table.size(); ++i) {
       const Op& op = table[i];
-      if (is_ignored_kind(op.kind)) continue;
+      if (kind_diff(op.kind).ignored()) continue;
       uint64_t key = group_key(op.step, op.stream);
       if (key != last_key) {
         auto [it, inserted] = index.try_emplace(key, static_cast<uint32_t>(keys.size()));
@@ -154,13 +139,15 @@ struct Grouping {
   }
 };
 
-// Identity of an op inside its group (see compare.h).
+// Identity of an op inside its group (see compare.h and the identity column of
+// record_kinds.def).
 struct Identity {
   RecordKind kind;
   uint32_t name;
-  uint64_t x, y;  // collective: comm_id, comm_seq; otherwise: occurrence, 0
+  uint64_t x, y;  // the identity fields (a collective: comm_id, comm_seq); else occurrence, 0
   bool operator==(const Identity&) const = default;
 };
+static_assert(trace::kMaxIdentityFields == 2, "Identity holds two identity fields");
 struct IdentityHash {
   size_t operator()(const Identity& id) const {
     uint64_t h = (static_cast<uint64_t>(id.kind) << 56) ^ (static_cast<uint64_t>(id.name) << 20);
@@ -172,9 +159,9 @@ struct IdentityHash {
 
 bool same_identity_head(const OpTable& ta, const Op& a, const OpTable& tb, const Op& b) {
   if (a.kind != b.kind || a.name != b.name) return false;
-  if (is_collective(a.kind))
-    return ta.field(a, fields::Collective::comm_id) == tb.field(b, fields::Collective::comm_id) &&
-           ta.field(a, fields::Collective::comm_seq) == tb.field(b, fields::Collective::comm_seq);
+  const trace::KindDiff& diff = kind_diff(a.kind);
+  for (int i = 0; i < diff.identity_count; ++i)
+    if (ta.field(a, diff.identity[i]) != tb.field(b, diff.identity[i])) return false;
   return true;
 }
 
@@ -184,9 +171,11 @@ std::vector<Identity> identities(const OpTable& table, Ids ids) {
   std::unordered_map<uint64_t, uint64_t> occurrences;
   for (uint32_t i : ids) {
     const Op& op = table[i];
-    if (is_collective(op.kind)) {
-      out.push_back({op.kind, op.name, table.field(op, fields::Collective::comm_id),
-                     table.field(op, fields::Collective::comm_seq)});
+    const trace::KindDiff& diff = kind_diff(op.kind);
+    if (diff.identity_count > 0) {
+      uint64_t x = table.field(op, diff.identity[0]);
+      uint64_t y = diff.identity_count > 1 ? table.field(op, diff.identity[1]) : 0;
+      out.push_back({op.kind, op.name, x, y});
     } else {
       uint64_t k = (static_cast<uint64_t>(op.kind) << 32) | op.name;
       out.push_back({op.kind, op.name, ++occurrences[k], 0});
@@ -195,17 +184,20 @@ std::vector<Identity> identities(const OpTable& table, Ids ids) {
   return out;
 }
 
-// One 64-bit key per op for the sequence alignment: kind and name, and for a collective its
-// communicator and position on it.
+// One 64-bit key per op for the sequence alignment: kind and name, and the identity fields (a
+// collective: its communicator and position on it).
 std::vector<uint64_t> identity_keys(const OpTable& table, Ids ids) {
+  static constexpr uint64_t kMix[trace::kMaxIdentityFields] = {0x9e3779b97f4a7c15ull,
+                                                               0xc2b2ae3d27d4eb4full};
   std::vector<uint64_t> keys;
   keys.reserve(ids.size());
   for (uint32_t i : ids) {
     const Op& op = table[i];
     uint64_t key = (static_cast<uint64_t>(op.kind) << 32) | op.name;
-    if (is_collective(op.kind)) {
-      key = key * 0x9e3779b97f4a7c15ull + table.field(op, fields::Collective::comm_id);
-      key = key * 0xc2b2ae3d27d4eb4full + table.field(op, fields::Collective::comm_seq);
+    const trace::KindDiff& diff = kind_diff(op.kind);
+    if (diff.identity_count > 0) {
+      for (int f = 0; f < diff.identity_count; ++f)
+        key = key * kMix[f] + table.field(op, diff.identity[f]);
       key |= 1ull << 63;
     }
     keys.push_back(key);
@@ -264,11 +256,8 @@ uint32_t occurrence_in_group(const OpTable& table, Ids ids,
 
 std::string short_text(const OpTable& table, const Op& op, const StringPool& pool) {
   std::string text = fmt::format("{} {}", trace::record_kind_name(op.kind), pool.text(op.name));
-  if (is_collective(op.kind))
-    text += fmt::format(" comm {} #{}", table.field(op, fields::Collective::comm_id),
-                        table.field(op, fields::Collective::comm_seq));
-  if (op.kind == RecordKind::Gemm)
-    text += fmt::format(" algo {}", table.field(op, fields::Gemm::algo));
+  std::string extra = trace::short_text(op.kind, table.fields(op));
+  if (!extra.empty()) text += " " + extra;
   return text;
 }
 
@@ -308,7 +297,7 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     std::string detail;
     for (size_t i = 0; i < std::max(fa.size(), fb.size()); ++i) {
       uint64_t x = i < fa.size() ? fa[i] : 0, y = i < fb.size() ? fb[i] : 0;
-      if (x == y || is_volatile_field(a.kind, static_cast<int>(i))) continue;
+      if (x == y || kind_diff(a.kind).is_volatile(static_cast<int>(i))) continue;
       std::string_view field =
           info && i < info->field_names.size() ? info->field_names[i] : std::string_view("?");
       detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field, x, y);
@@ -327,7 +316,7 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
   thread_local std::vector<std::pair<int, int>> pairs;
   pairs.clear();
   size_t incomparable = 0;
-  const bool guessed = has_guessed_regions(a.kind);
+  const bool guessed = kind_diff(a.kind).guessed_regions();
   if (!guessed) {
     if (ba.size() != bb.size()) {
       outcome.what = PairOutcome::Buffers;
@@ -418,6 +407,8 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
   }
   if (outcome.in_index >= 0 || outcome.out_index >= 0 || outcome.payload_differs) {
     outcome.what = PairOutcome::Value;
+    // The kernel's scalar argument digest is volatile (record_kinds.def says why), so it never
+    // decides; but next to a value difference it is a lead worth naming.
     const size_t args = fields::Kernel::args_digest;
     if (a.kind == RecordKind::Kernel && args < fa.size() && args < fb.size() && fa[args] != fb[args])
       outcome.detail += std::string(outcome.detail.empty() ? "" : "; ") +
@@ -596,10 +587,9 @@ class WindowComparer {
     // only the earliest is kept (checked before building it: noisy traces have many).
     // But when an output region that matched before the op differs after it, the op changed
     // it: an origin (that read some differing unwritten bytes as well).
-    const bool fresh_origin = outcome.in_index >= 0 && has_guessed_regions(x.kind) &&
-                              outcome.fresh_out_index >= 0;
-    const bool unexplained =
-        outcome.in_index >= 0 && has_guessed_regions(x.kind) && !fresh_origin;
+    const bool guessed = kind_diff(x.kind).guessed_regions();
+    const bool fresh_origin = outcome.in_index >= 0 && guessed && outcome.fresh_out_index >= 0;
+    const bool unexplained = outcome.in_index >= 0 && guessed && !fresh_origin;
     if (unexplained) {
       ++result_.unexplained;
       if (result_.first_unexplained &&
@@ -720,72 +710,11 @@ class WindowComparer {
   const std::unordered_map<uint32_t, std::vector<uint64_t>>* collective_seqs_ = nullptr;
 };
 
-template <class T>
-T load_le(const uint8_t* p) {
-  T value;
-  std::memcpy(&value, p, sizeof(T));
-  return value;
-}
-
-float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
-
-float f16_to_float(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float value;
-  if (exp == 0) value = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31) value = mant ? NAN : INFINITY;
-  else value = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  return sign ? -value : value;
-}
-
 }  // namespace
 
 void compare_window(const OpTable& a, const OpTable& b, const StringPool& pool,
                     const CompareOptions& options, RankResult& result) {
   WindowComparer(a, b, pool, options, result).run();
-}
-
-std::string format_metric_value(const std::vector<uint8_t>& payload, uint64_t dtype_hint) {
-  using trace::DType;
-  DType dtype = static_cast<DType>(dtype_hint);
-  int width = trace::dtype_bits(dtype) / 8;
-  bool known = dtype_hint != 0 && width > 0 && payload.size() % width == 0;
-  if (!known) {
-    if (payload.size() == 2) dtype = DType::BF16;
-    else if (payload.size() == 4) dtype = DType::F32;
-    else if (payload.size() == 8) dtype = DType::F64;
-    else dtype = DType::Bytes;
-    width = std::max(1, trace::dtype_bits(dtype) / 8);
-  }
-  std::string values;
-  size_t count = payload.size() / width;
-  for (size_t i = 0; i < count && i < 4; ++i) {
-    const uint8_t* p = payload.data() + i * width;
-    std::string v;
-    switch (dtype) {
-      case DType::F32: v = fmt::format("{}", load_le<float>(p)); break;
-      case DType::F64: v = fmt::format("{}", load_le<double>(p)); break;
-      case DType::BF16: v = fmt::format("{}", bf16_to_float(load_le<uint16_t>(p))); break;
-      case DType::F16: v = fmt::format("{}", f16_to_float(load_le<uint16_t>(p))); break;
-      case DType::I32: v = fmt::format("{}", load_le<int32_t>(p)); break;
-      case DType::U32: v = fmt::format("{}", load_le<uint32_t>(p)); break;
-      case DType::I64: v = fmt::format("{}", load_le<int64_t>(p)); break;
-      case DType::U64: v = fmt::format("{}", load_le<uint64_t>(p)); break;
-      default: v = fmt::format("{}", static_cast<unsigned>(*p)); break;
-    }
-    values += (i ? ", " : "") + v;
-  }
-  if (count > 4) values += ", ...";
-  std::string hex;
-  for (size_t i = 0; i < payload.size() && i < 32; ++i) {
-    // Most significant byte first for one element, as people read a float's bits.
-    size_t element = i / width, within = i % width;
-    size_t index = element * width + (width - 1 - within);
-    if (index < payload.size()) hex += fmt::format("{:02x}", payload[index]);
-    if (within == static_cast<size_t>(width) - 1 && i + 1 < payload.size()) hex += ' ';
-  }
-  if (payload.size() > 32) hex += "...";
-  return fmt::format("{} {} (0x{})", trace::dtype_name(dtype), values, hex);
 }
 
 }  // namespace lockstep::tools

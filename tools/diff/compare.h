@@ -2,9 +2,12 @@
 // per step and stream by identity, and classifies what differs. Works on in-memory tables only,
 // so it is tested without files.
 //
-// Identity: a collective is the comm_seq-th operation of communicator comm_id; any other op is
-// the k-th occurrence of its (kind, name) on its stream in its step. Timestamps, seq numbers and
-// the interleaving of threads are never used to pair records, only to order what was found.
+// Identity: what the kind's row of trace/record_kinds.def says (its identity column): a
+// collective is the comm_seq-th operation of communicator comm_id; any other op is the k-th
+// occurrence of its (kind, name) on its stream in its step. Timestamps, seq numbers and the
+// interleaving of threads are never used to pair records, only to order what was found. Which
+// kinds are compared, which fields are volatile and whose regions are guesses come from the same
+// row (trace::kind_diff).
 #pragma once
 
 #include <cstddef>
@@ -24,10 +27,6 @@ struct CompareOptions {
 // into `result` (first divergence, structural list, metric, collectives, counters).
 void compare_window(const OpTable& a, const OpTable& b, const StringPool& pool,
                     const CompareOptions& options, RankResult& result);
-
-// "2.5 (0x40200000)" for a metric payload: element type guessed from dtype_hint, else from the
-// byte count (2: bf16, 4: f32, 8: f64); at most 4 elements shown.
-std::string format_metric_value(const std::vector<uint8_t>& payload, uint64_t dtype_hint);
 
 // Blame order of first divergences: step, collective epoch, class (origin first), seq, rank.
 bool blame_before(const Divergence& x, const Divergence& y);

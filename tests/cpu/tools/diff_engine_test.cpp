@@ -1,9 +1,13 @@
 // The diff engine on in-memory records: alignment, classification, blame order, step skipping.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "tests/cpu/tools/synthetic.h"
 #include "tools/diff/engine.h"
 #include "tools/diff/memory_input.h"
+#include "tools/metric_value.h"
+#include "trace/record.h"
 
 namespace lockstep::tools {
 namespace {
@@ -463,6 +467,119 @@ TEST(DiffEngine, GemmBufferOfAnotherSizeIsStructural) {
   ASSERT_TRUE(r.first);
   EXPECT_EQ(r.first->classification, Classification::Structural);
   EXPECT_EQ(r.first->structural, StructuralKind::Buffers);
+}
+
+// ---- the record table drives the diff (trace/record_kinds.def) ------------------------------
+// These tests read the table's diff columns and check the diff does what each row says, for
+// every kind: a column changed in the table changes what they expect, a diff that stops reading
+// a column fails them.
+
+// A record of `kind` on stream 1 of step 0 whose fields are base, base + 1, ...
+trace::Record& add_kind(SyntheticRank& r, trace::RecordKind kind, const std::string& name,
+                        uint64_t base = 1) {
+  trace::Record record;
+  record.kind = kind;
+  record.stream = 1, record.seq = ++r.seq, record.name = r.str(name);
+  for (int i = 0; i < trace::field_count(kind); ++i) record.fields[i] = base + i;
+  r.records.push_back(record);
+  return r.records.back();
+}
+
+RankResult diff_records(const SyntheticRank& a, const SyntheticRank& b) {
+  auto ia = input(a, false), ib = input(b, false);
+  return diff_rank(0, *ia, *ib, DiffOptions{});
+}
+
+TEST(DiffEngineKindTable, KindsMarkedIgnoredAreSkippedAndEveryOtherKindIsCompared) {
+  for (const trace::RecordKindInfo& info : trace::record_kinds()) {
+    SyntheticRank a, b;
+    a.kernel(0, 1, "k", 1, 2), b.kernel(0, 1, "k", 1, 2);
+    add_kind(b, info.kind, "only-in-b");
+    RankResult r = diff_records(a, b);
+    if (info.diff.ignored()) {
+      EXPECT_FALSE(r.first) << info.name << ": " << r.first->detail;
+      EXPECT_EQ(r.records_compared, 1u) << info.name;
+    } else {
+      ASSERT_TRUE(r.first) << info.name;
+      EXPECT_EQ(r.first->structural, StructuralKind::Inserted) << info.name;
+      EXPECT_EQ(r.first->kind, info.name);
+    }
+  }
+}
+
+TEST(DiffEngineKindTable, AVolatileFieldAloneIsNoDivergenceAndAnyOtherFieldIs) {
+  for (const trace::RecordKindInfo& info : trace::record_kinds()) {
+    if (info.diff.ignored()) continue;
+    for (size_t field = 0; field < info.field_names.size(); ++field) {
+      SyntheticRank a, b;
+      add_kind(a, info.kind, "op");
+      add_kind(b, info.kind, "op").fields[field] += 1000;
+      RankResult r = diff_records(a, b);
+      const bool is_volatile = info.diff.is_volatile(static_cast<int>(field));
+      EXPECT_EQ(r.first.has_value(), !is_volatile) << info.name << "." << info.field_names[field];
+    }
+  }
+}
+
+TEST(DiffEngineKindTable, GuessedRegionsOfAnotherSizeAreNotComparedExactExtentsAreStructural) {
+  for (const trace::RecordKindInfo& info : trace::record_kinds()) {
+    if (info.diff.ignored()) continue;
+    SyntheticRank a, b;
+    add_kind(a, info.kind, "op").buffers = {a.buffer(trace::Role::In, "x", 1),
+                                            a.buffer(trace::Role::Out, "y", 2)};
+    add_kind(b, info.kind, "op").buffers = {b.buffer(trace::Role::In, "x", 1),
+                                            b.buffer(trace::Role::Out, "y", 3, 8192)};
+    RankResult r = diff_records(a, b);
+    if (info.diff.guessed_regions()) {
+      EXPECT_FALSE(r.first) << info.name << ": " << r.first->detail;
+    } else {
+      ASSERT_TRUE(r.first) << info.name;
+      EXPECT_EQ(r.first->structural, StructuralKind::Buffers) << info.name;
+    }
+  }
+}
+
+// Two ops of one name in the other order: a kind with identity fields pairs them by those
+// (each found at another place: reordered); a kind without pairs them by occurrence, so the
+// first of A meets the first of B and their fields differ.
+TEST(DiffEngineKindTable, IdentityFieldsPairOpsWhereverTheyStandElseOccurrencePairs) {
+  for (const trace::RecordKindInfo& info : trace::record_kinds()) {
+    if (info.diff.ignored()) continue;
+    SyntheticRank a, b;
+    add_kind(a, info.kind, "op", 1), add_kind(a, info.kind, "op", 100);
+    add_kind(b, info.kind, "op", 100), add_kind(b, info.kind, "op", 1);
+    RankResult r = diff_records(a, b);
+    ASSERT_TRUE(r.first) << info.name;
+    EXPECT_EQ(r.first->structural, info.diff.identity_count > 0 ? StructuralKind::Reordered
+                                                                : StructuralKind::Fields)
+        << info.name;
+  }
+}
+
+TEST(DiffEngineKindTable, ContextLinesCarryEachKindsShortText) {
+  for (const trace::RecordKindInfo& info : trace::record_kinds()) {
+    if (info.diff.ignored()) continue;
+    SyntheticRank a, b;
+    const trace::Record& before = add_kind(a, info.kind, "op", 5);
+    add_kind(b, info.kind, "op", 5);
+    b.kernel(0, 1, "extra", 1, 2);
+    std::string expected = fmt::format("{} op", info.name);
+    std::string text = trace::short_text(info.kind, before.fields);
+    if (!text.empty()) expected += " " + text;
+    RankResult r = diff_records(a, b);
+    ASSERT_TRUE(r.first) << info.name;
+    ASSERT_FALSE(r.first->context_b.empty()) << info.name;
+    EXPECT_EQ(r.first->context_b.front().text, expected);
+  }
+  // What the table's rows give today.
+  SyntheticRank a, b;
+  a.all_reduce(0, 1, 7, 1, 2, 3), a.gemm(0, 1, 9, 1, 2);
+  b.all_reduce(0, 1, 7, 1, 2, 3), b.gemm(0, 1, 9, 1, 2), b.kernel(0, 1, "extra", 1, 2);
+  RankResult r = diff_records(a, b);
+  ASSERT_TRUE(r.first);
+  ASSERT_GE(r.first->context_b.size(), 2u);
+  EXPECT_EQ(r.first->context_b[0].text, "collective ncclAllReduce comm 3 #7");
+  EXPECT_EQ(r.first->context_b[1].text, "gemm cublasLtMatmul algo 9");
 }
 
 }  // namespace

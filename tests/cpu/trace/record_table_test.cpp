@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "trace/encoding.h"
 #include "trace/record.h"
 
 namespace lockstep::trace {
@@ -30,6 +35,98 @@ TEST(RecordTable, KindsInIdOrderWithNamesAndFields) {
   EXPECT_EQ(find_record_kind(uint8_t{0}), nullptr);
   EXPECT_EQ(find_record_kind(uint8_t{200}), nullptr);
   EXPECT_EQ(find_record_kind("no-such-kind"), nullptr);
+}
+
+// The diff columns of record_kinds.def: every name they give is a field of the row, and the
+// columns do not contradict each other.
+TEST(RecordTable, DiffColumnsNameFieldsOfTheirRow) {
+  for (const RecordKindInfo& info : record_kinds()) {
+    const KindDiff& diff = info.diff;
+    const int count = static_cast<int>(info.field_names.size());
+    EXPECT_LT(static_cast<int>(info.kind), kKindSlots) << info.name << ": the decoder refuses it";
+    EXPECT_EQ(diff.volatile_mask >> count, 0u) << info.name << ": a volatile field past its fields";
+    ASSERT_LE(diff.identity_count, kMaxIdentityFields) << info.name;
+    std::set<int> identity;
+    for (int i = 0; i < diff.identity_count; ++i) {
+      EXPECT_LT(diff.identity[i], count) << info.name;
+      EXPECT_TRUE(identity.insert(diff.identity[i]).second) << info.name << ": repeated";
+      // A field that differs between identical runs would pair nothing across them.
+      EXPECT_FALSE(diff.is_volatile(diff.identity[i])) << info.name << ": volatile identity";
+    }
+    std::string_view text = diff.short_text;
+    for (size_t pos = text.find('{'); pos != std::string_view::npos; pos = text.find('{', pos)) {
+      size_t close = text.find('}', pos);
+      ASSERT_NE(close, std::string_view::npos) << info.name << ": " << text;
+      std::string_view field = text.substr(pos + 1, close - pos - 1);
+      EXPECT_NE(std::find(info.field_names.begin(), info.field_names.end(), field),
+                info.field_names.end())
+          << info.name << ": short text names '" << field << "'";
+      pos = close;
+    }
+    // An ignored kind is never paired nor printed by the diff: other columns would mislead.
+    if (diff.ignored()) {
+      EXPECT_EQ(diff.volatile_mask, 0u) << info.name;
+      EXPECT_EQ(diff.identity_count, 0) << info.name;
+      EXPECT_TRUE(diff.short_text.empty()) << info.name;
+      EXPECT_FALSE(diff.guessed_regions()) << info.name;
+    }
+    // The diff's lookup table holds the same row.
+    const KindDiff& fast = kind_diff(info.kind);
+    EXPECT_EQ(fast.role, diff.role) << info.name;
+    EXPECT_EQ(fast.regions, diff.regions) << info.name;
+    EXPECT_EQ(fast.volatile_mask, diff.volatile_mask) << info.name;
+    EXPECT_EQ(fast.identity_count, diff.identity_count) << info.name;
+    EXPECT_EQ(fast.identity, diff.identity) << info.name;
+    EXPECT_EQ(fast.short_text, diff.short_text) << info.name;
+  }
+}
+
+// The rows as the diff has always treated them (tools/README.md, "How diff works").
+TEST(RecordTable, DiffColumnsOfTheKnownKinds) {
+  for (RecordKind kind : {RecordKind::Warning, RecordKind::StepSummary})
+    EXPECT_TRUE(kind_diff(kind).ignored()) << record_kind_name(kind);
+  for (RecordKind kind : {RecordKind::Kernel, RecordKind::Gemm, RecordKind::Collective,
+                          RecordKind::Memcpy, RecordKind::Memset, RecordKind::Metric,
+                          RecordKind::StepMarker, RecordKind::GraphLaunch})
+    EXPECT_FALSE(kind_diff(kind).ignored()) << record_kind_name(kind);
+
+  const KindDiff& kernel = kind_diff(RecordKind::Kernel);
+  EXPECT_EQ(kernel.volatile_mask,
+            (1u << fields::Kernel::args_digest) | (1u << fields::Kernel::capture_id));
+  EXPECT_TRUE(kernel.guessed_regions());
+  EXPECT_TRUE(kind_diff(RecordKind::GraphLaunch).guessed_regions());
+  EXPECT_FALSE(kind_diff(RecordKind::Gemm).guessed_regions());
+  EXPECT_FALSE(kind_diff(RecordKind::Collective).guessed_regions());
+  EXPECT_FALSE(kind_diff(RecordKind::Memcpy).guessed_regions());
+
+  const KindDiff& collective = kind_diff(RecordKind::Collective);
+  ASSERT_EQ(collective.identity_count, 2);
+  EXPECT_EQ(collective.identity[0], fields::Collective::comm_id);
+  EXPECT_EQ(collective.identity[1], fields::Collective::comm_seq);
+  EXPECT_EQ(kernel.identity_count, 0);
+  EXPECT_EQ(kind_diff(RecordKind::Gemm).identity_count, 0);
+
+  // A wire id outside the table (a newer writer) gets the defaults: compared, by occurrence.
+  const KindDiff& unknown = kind_diff(static_cast<RecordKind>(200));
+  EXPECT_FALSE(unknown.ignored());
+  EXPECT_FALSE(unknown.guessed_regions());
+  EXPECT_EQ(unknown.volatile_mask, 0u);
+  EXPECT_EQ(unknown.identity_count, 0);
+}
+
+TEST(RecordTable, ShortTextReplacesFieldNamesWithValues) {
+  Record r;
+  r.fields[fields::Collective::comm_id] = 4;
+  r.fields[fields::Collective::comm_seq] = 19;
+  EXPECT_EQ(short_text(RecordKind::Collective, r.fields), "comm 4 #19");
+  r.fields = {};
+  r.fields[fields::Gemm::algo] = 7;
+  EXPECT_EQ(short_text(RecordKind::Gemm, r.fields), "algo 7");
+  EXPECT_EQ(short_text(RecordKind::Kernel, r.fields), "");
+  EXPECT_EQ(short_text(static_cast<RecordKind>(200), r.fields), "");
+  // Fewer values than fields (a table of another version): the missing ones read as 0.
+  EXPECT_EQ(short_text(RecordKind::Collective, std::span<const uint64_t>(r.fields.data(), 1)),
+            "comm 0 #0");
 }
 
 TEST(RecordTable, DTypes) {
