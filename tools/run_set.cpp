@@ -55,7 +55,8 @@ std::optional<int64_t> bounded_header_number(const nlohmann::json& header, const
                                              int64_t low, int64_t high, const std::string& file) {
   auto it = header.find(key);
   if (it == header.end() || it->is_null()) return std::nullopt;
-  bool ok = it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX);
+  bool ok = it->is_number_integer() &&
+            !(it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX);
   int64_t value = ok ? it->get<int64_t>() : 0;
   if (!ok || value < low || value > high)
     throw InputError(fmt::format("{}: \"{}\": {} in its header is out of range ({}-{})", file, key,

@@ -81,7 +81,8 @@ CommandRunner add_stats_command(CLI::App& app) {
   sub->add_option("--top", *top, "How many kernels to list")->capture_default_str();
   sub->add_flag("--salvage", *salvage,
                 "Count the valid prefix of a file with a corrupt block (else exit 2)");
-  sub->footer("Exit status: 0 done, 2 invalid input or a corrupt block.\n\nExample:\n  lockstep stats runs/a");
+  sub->footer("Exit status: 0 done, 2 invalid input or a corrupt block.\n\n"
+              "Example:\n  lockstep stats runs/a");
   return [dir, top, salvage] {
     std::fputs(stats_report(*dir, *top, *salvage).c_str(), stdout);
     return 0;

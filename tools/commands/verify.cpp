@@ -19,7 +19,8 @@ int run_verify(const std::string& dir, bool print) {
   std::vector<RankFacts> facts = scan_run(run, ScanOptions{true, true});
   std::vector<std::string> problems;
   if (!run.missing_ranks.empty())
-    problems.push_back(fmt::format("{}: {} rank{} of world size {} {} no trace file (first: rank {})",
+    problems.push_back(fmt::format("{}: {} rank{} of world size {} {} no trace file (first: "
+                                   "rank {})",
                                    dir, run.missing_ranks.size(),
                                    run.missing_ranks.size() == 1 ? "" : "s", run.world_size,
                                    run.missing_ranks.size() == 1 ? "has" : "have",
@@ -54,7 +55,8 @@ int run_verify(const std::string& dir, bool print) {
       }
     }
     uint64_t dropped = std::max(f.dropped_records, end ? end->dropped : 0);
-    if (dropped) mine.push_back(fmt::format("{}: {} records dropped by the writer", f.path, dropped));
+    if (dropped)
+      mine.push_back(fmt::format("{}: {} records dropped by the writer", f.path, dropped));
     if (end && end->write_errors)
       mine.push_back(fmt::format("{}: {} failed writes", f.path, end->write_errors));
     if (end && !end->clean)

@@ -77,7 +77,8 @@ std::vector<std::string> FileRankInput::incomplete() {
     reasons.push_back(path + ": no end record (the writer did not finish)" + prefix);
   if (const std::optional<trace::TraceEnd>& end = *end_) {
     if (end->dropped)
-      reasons.push_back(path + ": " + std::to_string(end->dropped) + " records dropped by the writer");
+      reasons.push_back(path + ": " + std::to_string(end->dropped) +
+                        " records dropped by the writer");
     if (end->write_errors)
       reasons.push_back(path + ": " + std::to_string(end->write_errors) + " failed writes");
     if (!end->clean)
