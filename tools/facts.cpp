@@ -19,7 +19,7 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
   facts.path = file.path;
   std::error_code ec;
   facts.file_bytes = std::filesystem::file_size(file.path, ec);
-  std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(file.path);
+  std::unique_ptr<trace::TraceReader> reader = file.open();
   if (options.verify) {
     try {
       reader->verify_all();

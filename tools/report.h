@@ -12,7 +12,7 @@
 
 namespace lockstep::tools {
 
-inline constexpr int kDiffSchemaVersion = 1;
+inline constexpr int kDiffSchemaVersion = 2;  // 2: verdict incomplete, compared, not_compared
 
 struct DiffContext {
   std::string a, b;  // run paths

@@ -72,13 +72,18 @@ std::string op_label(const Divergence& d) {
 
 std::string diff_text(const DiffResult& result, const DiffContext& context, const Style& style) {
   std::string out;
-  out += fmt::format("lockstep diff: {}\n", result.divergent ? style.red(style.bold("DIVERGENT"))
-                                                              : style.green("IDENTICAL"));
+  Verdict verdict = verdict_of(result);
+  out += fmt::format("lockstep diff: {}\n",
+                     verdict == Verdict::Divergent    ? style.red(style.bold("DIVERGENT"))
+                     : verdict == Verdict::Incomplete ? style.yellow(style.bold("INCOMPLETE"))
+                                                      : style.green("IDENTICAL"));
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
   out += fmt::format("  {} rank{} compared; {} records in {} steps compared, {} steps skipped "
                      "as equal by their summaries\n",
                      context.ranks.size(), context.ranks.size() == 1 ? "" : "s",
                      result.records_compared, result.steps_compared, result.steps_skipped);
+  // What the verdict covers, and what it does not (cut off, salvaged, unfinished files).
+  out += fmt::format("  {}\n", coverage_line(result));
   if (result.unexplained > 0)
     out += fmt::format("  {} kernel record{} read differing bytes that no traced op wrote "
                        "(scratch or uninitialised memory): not counted as divergences\n",

@@ -1,12 +1,20 @@
 #include "tools/run_set.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "trace/format.h"
+#include "trace/run_dir.h"
 
 namespace lockstep::tools {
 
@@ -15,6 +23,9 @@ namespace fs = std::filesystem;
 int header_int(const nlohmann::json& header, const char* key, int fallback) {
   auto it = header.find(key);
   if (it == header.end() || !it->is_number_integer()) return fallback;
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > INT32_MAX
+                               : (it->get<int64_t>() > INT32_MAX || it->get<int64_t>() < INT32_MIN))
+    return fallback;
   return it->get<int>();
 }
 
@@ -36,14 +47,86 @@ void RunSet::require_complete() const {
                                  path, missing_ranks.front(), world_size, missing_ranks.size()));
 }
 
-RunSet open_run_set(const std::string& path) {
+namespace {
+
+// A header number a command sizes or loops by: absent (nullopt), or in [low, high]; anything
+// else is refused with one line before it is used.
+std::optional<int64_t> bounded_header_number(const nlohmann::json& header, const char* key,
+                                             int64_t low, int64_t high, const std::string& file) {
+  auto it = header.find(key);
+  if (it == header.end() || it->is_null()) return std::nullopt;
+  bool ok = it->is_number_integer() &&
+            !(it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX);
+  int64_t value = ok ? it->get<int64_t>() : 0;
+  if (!ok || value < low || value > high)
+    throw InputError(fmt::format("{}: \"{}\": {} in its header is out of range ({}-{})", file, key,
+                                 it->dump(), low, high));
+  return value;
+}
+
+// check_file on every path, several at once (it reads each file through once).
+std::vector<FileIntegrity> check_files(const std::vector<std::string>& paths) {
+  std::vector<FileIntegrity> out(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < paths.size(); i = next++) {
+      try {
+        out[i] = check_file(paths[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, paths.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+// A temporary directory removed when the last RunSet holding it goes.
+std::shared_ptr<void> make_salvage_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/lockstep-salvage-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    throw InputError(pattern + ": cannot create a directory for the salvaged prefixes");
+  return std::shared_ptr<void>(new std::string(pattern), [](void* p) {
+    auto* dir = static_cast<std::string*>(p);
+    std::error_code ec;
+    fs::remove_all(*dir, ec);
+    delete dir;
+  });
+}
+
+// Copies the first `bytes` of `from` (the blocks before the corrupt one) to `to`.
+void copy_prefix(const std::string& from, const std::string& to, uint64_t bytes) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  std::vector<char> buffer(1 << 20);
+  while (bytes > 0 && in) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(bytes, buffer.size()));
+    in.read(buffer.data(), static_cast<std::streamsize>(chunk));
+    out.write(buffer.data(), in.gcount());
+    bytes -= static_cast<uint64_t>(in.gcount());
+  }
+  if (bytes > 0 || !out.flush()) throw InputError(to + ": cannot write the salvaged prefix");
+}
+
+}  // namespace
+
+RunSet open_run_set(const std::string& path, const OpenOptions& options) {
   RunSet run;
   run.path = path;
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throw InputError(path + ": no such file or directory");
   std::vector<std::string> paths;
-  if (fs::is_directory(status)) {
+  bool directory = fs::is_directory(status);
+  if (directory) {
     for (const fs::directory_entry& entry : fs::directory_iterator(path, ec))
       if (entry.path().extension() == trace::kTraceFileSuffix) paths.push_back(entry.path());
     if (ec) throw InputError(path + ": cannot list: " + ec.message());
@@ -54,14 +137,58 @@ RunSet open_run_set(const std::string& path) {
     paths.push_back(path);
   }
   std::sort(paths.begin(), paths.end());
+  std::vector<FileIntegrity> integrity = check_files(paths);
+
+  // One run: the manifest's id, and every header that carries one agrees with it.
+  std::string id_source;
+  const fs::path manifest_path = fs::path(path) / trace::kManifestName;
+  if (directory && fs::exists(fs::symlink_status(manifest_path, ec)))
+    require_regular_file(manifest_path);  // a FIFO would block the manifest's reader
+  if (directory)
+    if (std::optional<nlohmann::json> manifest = trace::read_manifest(path))
+      if (auto it = manifest->find("run_id"); it != manifest->end() && it->is_string()) {
+        run.run_id = it->get<std::string>();
+        id_source = manifest_path.string();
+      }
 
   std::vector<RankFile> unranked;
   std::map<int, std::string> world_sizes;  // size -> a file that says so
-  for (const std::string& file : paths) {
-    std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(file);
-    RankFile rf{header_int(reader->header(), "rank", -1), file, reader->header()};
-    int world = header_int(rf.header, "world_size", 0);
-    if (world > 0) world_sizes.emplace(world, file);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& file = paths[i];
+    RankFile rf;
+    rf.path = rf.read_path = file;
+    rf.integrity = std::move(integrity[i]);
+    if (rf.integrity.corrupt_offset) {
+      if (options.salvage) {
+        if (!run.salvage_dir) run.salvage_dir = make_salvage_dir();
+        rf.read_path = (fs::path(*static_cast<std::string*>(run.salvage_dir.get())) /
+                        fmt::format("{}-{}", i, fs::path(file).filename().string()))
+                           .string();
+        copy_prefix(file, rf.read_path, *rf.integrity.corrupt_offset);
+        rf.salvaged = true;
+      } else if (options.corrupt_is_error) {
+        throw InputError(rf.integrity.corruption +
+                         " (--salvage reads the valid prefix before it)");
+      }
+    }
+    std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(rf.read_path);
+    rf.header = reader->header();
+    std::optional<int64_t> rank =
+        bounded_header_number(rf.header, "rank", 0, trace::kMaxWorldSize - 1, file);
+    std::optional<int64_t> world =
+        bounded_header_number(rf.header, "world_size", 1, trace::kMaxWorldSize, file);
+    rf.rank = rank ? static_cast<int>(*rank) : -1;
+    if (world) world_sizes.emplace(static_cast<int>(*world), file);
+    if (auto it = rf.header.find("run_id"); it != rf.header.end() && it->is_string()) {
+      const std::string id = it->get<std::string>();
+      if (run.run_id.empty()) {
+        run.run_id = id;
+        id_source = file;
+      } else if (id != run.run_id) {
+        throw InputError(fmt::format("{}: mixes two runs: {} has run id {}, but {} has run id {}",
+                                     path, file, id, id_source, run.run_id));
+      }
+    }
     if (rf.rank < 0) unranked.push_back(std::move(rf));
     else run.files.push_back(std::move(rf));
   }

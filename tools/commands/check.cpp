@@ -31,8 +31,9 @@ CommandRunner add_check_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--json", request->json, "Print each diff as JSON");
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
-  sub->footer(R"(Exit status: 0 all runs identical, 1 divergent, 2 invalid (the command failed, or a
-trace could not be read).
+  sub->footer(R"(Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, unfinished
+or dropping records: not everything was compared) or invalid (the command failed, or a trace
+could not be read).
 
 Examples:
   lockstep check -- python train.py --steps 5
@@ -52,17 +53,24 @@ Examples:
                                      request->trace.command[0], launched.exit_code, i));
       dirs.push_back(trace.dir);
     }
-    int worst = kExitIdentical;
+    // A divergence anywhere is real whatever else is missing; otherwise one incomplete diff
+    // makes the gate incomplete (exit 2), never deterministic.
+    bool divergent = false, incomplete = false;
     for (size_t i = 1; i < dirs.size(); ++i) {
       DiffRequest diff;
       diff.a = dirs[0];
       diff.b = dirs[i];
       diff.json = request->json;
-      worst = std::max(worst, run_diff(diff));
+      DiffResult result;
+      run_diff(diff, &result);
+      Verdict verdict = verdict_of(result);
+      divergent = divergent || verdict == Verdict::Divergent;
+      incomplete = incomplete || verdict == Verdict::Incomplete;
     }
+    int worst = divergent ? kExitDivergent : incomplete ? kExitIncomplete : kExitIdentical;
     std::printf("lockstep check: %s (%d runs in %s)\n",
-                worst == kExitIdentical ? "DETERMINISTIC" : "DIVERGENT", request->runs,
-                base.c_str());
+                divergent ? "DIVERGENT" : incomplete ? "INCOMPLETE" : "DETERMINISTIC",
+                request->runs, base.c_str());
     return worst;
   };
 }

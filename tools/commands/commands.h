@@ -23,8 +23,11 @@ CommandRunner add_stats_command(CLI::App& app);
 CommandRunner add_verify_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
 
-// Exit codes shared by diff, check and hunt.
-inline constexpr int kExitIdentical = 0, kExitDivergent = 1, kExitInvalid = 2;
+// Exit codes shared by diff, check and hunt. Incomplete (no divergence in what was compared, but
+// not everything was compared) shares 2 with invalid input: a gate must not pass either.
+inline constexpr int kExitIdentical = 0, kExitDivergent = 1, kExitInvalid = 2,
+                     kExitIncomplete = 2;
+int exit_code(Verdict verdict);
 
 struct DiffRequest {
   std::string a, b;
@@ -33,12 +36,19 @@ struct DiffRequest {
   std::string steps;  // A-B
   int context = 3;
   bool exhaustive = false;
+  bool salvage = false;  // read the prefix before a corrupt block (the verdict says so)
   int threads = 0;
   bool print = true;  // write the report to stdout
 };
 
 // Diffs two runs; returns the exit code (throws InputError / TraceError for bad input).
 int run_diff(const DiffRequest& request, DiffResult* result = nullptr);
+
+// verify's check: 0 certified, 2 not (reasons on stderr when printing).
+int run_verify(const std::string& dir, bool print);
+
+// stats' report of a run (throws InputError for a corrupt block unless salvaging).
+std::string stats_report(const std::string& dir, int top, bool salvage);
 
 // "lockstep: warning: ..." on stderr.
 void warn(const std::string& message);

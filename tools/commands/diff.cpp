@@ -13,6 +13,15 @@
 
 namespace lockstep::tools {
 
+int exit_code(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Identical: return kExitIdentical;
+    case Verdict::Divergent: return kExitDivergent;
+    case Verdict::Incomplete: return kExitIncomplete;
+  }
+  return kExitInvalid;
+}
+
 void warn(const std::string& message) {
   std::fprintf(stderr, "lockstep: warning: %s\n", message.c_str());
 }
@@ -27,8 +36,10 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
   options.exhaustive = request.exhaustive;
   options.threads = request.threads;
 
-  RunSet a = open_run_set(request.a);
-  RunSet b = open_run_set(request.b);
+  OpenOptions open_options;
+  open_options.salvage = request.salvage;
+  RunSet a = open_run_set(request.a, open_options);
+  RunSet b = open_run_set(request.b, open_options);
   for (const RunSet* run : {&a, &b})
     for (const std::string& w : run->warnings) warn(w);
   if (a.world_size != b.world_size)
@@ -51,17 +62,23 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
     const RankFile* fb = b.find(r);
     if (!fa) throw InputError(fmt::format("{}: rank {} has no trace file", request.a, r));
     if (!fb) throw InputError(fmt::format("{}: rank {} has no trace file", request.b, r));
-    auto opener = [](std::string path) {
-      return [path] {
+    auto opener = [](const RankFile& file) {
+      return [file] {
         return std::unique_ptr<RankInput>(
-            std::make_unique<FileRankInput>(trace::TraceReader::open(path)));
+            std::make_unique<FileRankInput>(file.open(), file.integrity, file.salvaged));
       };
     };
-    pairs.push_back({r, opener(fa->path), opener(fb->path)});
+    pairs.push_back({r, opener(*fa), opener(*fb)});
   }
   Progress progress("diff: ranks");
   options.progress = [&](int done, int total) { progress.update(done, total); };
-  DiffResult result = diff_ranks(pairs, options);
+  DiffResult result;
+  try {
+    result = diff_ranks(pairs, options);
+  } catch (const StepRangeError& e) {
+    progress.clear();
+    throw InputError(fmt::format("--steps {}: {}", request.steps, e.what()));
+  }
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
 
@@ -72,7 +89,7 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
     else std::fputs(diff_text(result, context, Style(stdout)).c_str(), stdout);
     std::fflush(stdout);
   }
-  int code = result.divergent ? kExitDivergent : kExitIdentical;
+  int code = exit_code(verdict_of(result));
   if (result_out) *result_out = std::move(result);
   return code;
 }
@@ -91,7 +108,12 @@ CommandRunner add_diff_command(CLI::App& app) {
   sub->add_flag("--exhaustive", request->exhaustive,
                 "Decode and compare every step, even those whose summaries match");
   sub->add_option("--threads", request->threads, "Worker threads (default: one per core)");
-  sub->footer(R"(Exit status: 0 identical, 1 divergent, 2 invalid input.
+  sub->add_flag("--salvage", request->salvage,
+                "Read the valid prefix of a file with a corrupt block (else exit 2)");
+  sub->footer(R"(Exit status: 0 identical: every step both runs hold was compared and nothing was cut off,
+dropped, corrupt or unfinished; 1 divergent (in what was compared, whatever else is missing);
+2 incomplete (no divergence, but not everything was compared: the report says what was) or
+invalid input.
 
 Examples:
   lockstep diff run-a run-b                 # text report: metric, culprit, per-rank blame

@@ -16,6 +16,7 @@ namespace {
 
 struct ExportRequest {
   std::string dir, perfetto, against;
+  bool salvage = false;
 };
 
 }  // namespace
@@ -28,6 +29,8 @@ CommandRunner add_export_command(CLI::App& app) {
   sub->add_option("--perfetto", request->perfetto, "Output JSON file")->required();
   sub->add_option("--against", request->against,
                   "Another run of the same job: divergent ops are marked (diff of DIR vs it)");
+  sub->add_flag("--salvage", request->salvage,
+                "Export the valid prefix of a file with a corrupt block (else exit 2)");
   sub->footer(R"(One process per rank, one thread track per stream. Records carry no clock, so the
 time axis is the op's sequence number (1 us per op). Open the file at https://ui.perfetto.dev.
 
@@ -42,13 +45,16 @@ Examples:
       d.a = request->dir;
       d.b = request->against;
       d.print = false;
+      d.salvage = request->salvage;
       run_diff(d, &diff);
       for (const Divergence& x : diff.structural)
         if (x.seq_a) marks[{x.rank, x.seq_a}] = &x;
       for (const Divergence& x : diff.first_by_epoch)
         if (x.seq_a) marks[{x.rank, x.seq_a}] = &x;
     }
-    RunSet run = open_run_set(request->dir);
+    OpenOptions open_options;
+    open_options.salvage = request->salvage;
+    RunSet run = open_run_set(request->dir, open_options);
     for (const std::string& w : run.warnings) warn(w);
     FILE* out = std::fopen(request->perfetto.c_str(), "w");
     if (!out) throw InputError(request->perfetto + ": cannot write");
@@ -61,7 +67,8 @@ Examples:
     std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
     uint64_t events = 0;
     for (const RankFile& file : run.files) {
-      std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(file.path);
+      std::unique_ptr<trace::TraceReader> reader = file.open();
+      if (file.salvaged) warn(file.integrity.corruption + "; exporting the prefix before it");
       emit({{"ph", "M"}, {"pid", file.rank}, {"name", "process_name"},
             {"args", {{"name", fmt::format("rank {}", file.rank)}}}});
       emit({{"ph", "M"}, {"pid", file.rank}, {"name", "process_sort_index"},

@@ -77,7 +77,8 @@ CommandRunner add_hunt_command(CLI::App& app) {
 Stage 2: two runs at --level full, fingerprinting only that step, find the op whose inputs
 matched and whose outputs differed; nondeterminism need not recur in every pair of runs, so
 stage 2 tries up to --attempts pairs. Each stage prints how long it took.
-Exit status: 0 no divergence, 1 divergence found, 2 invalid (command failed, unreadable trace).
+Exit status: 0 no divergence, 1 divergence found, 2 incomplete (a trace cut off or unfinished:
+not everything was compared) or invalid (command failed, unreadable trace).
 
 Examples:
   lockstep hunt -- python train.py --steps 20
@@ -92,6 +93,10 @@ Examples:
     if (code == kExitIdentical) {
       std::printf("%s\n", style.green("no divergence").c_str());
       return kExitIdentical;
+    }
+    if (code == kExitIncomplete) {  // no divergence in what could be compared: not a pass
+      std::printf("%s: %s\n", style.yellow("INCOMPLETE").c_str(), coverage_line(broad).c_str());
+      return kExitIncomplete;
     }
     uint32_t step = broad.first_by_epoch.empty() ? broad.metric->step
                                                  : broad.first_by_epoch.front().step;
@@ -111,6 +116,10 @@ Examples:
       code = traced_pair(*request, "full", full_tag, window, full);
       std::printf("stage 2 (full, steps %s, 2 runs + diff, attempt %d of %d): %.2f s: ",
                   window.c_str(), attempt, request->attempts, since(start));
+      if (code == kExitIncomplete) {
+        std::printf("%s: %s\n", style.yellow("INCOMPLETE").c_str(), coverage_line(full).c_str());
+        return kExitIncomplete;
+      }
       if (code != kExitIdentical) break;
       std::printf("%s\n", style.yellow("no divergence in the window this time").c_str());
       std::fflush(stdout);

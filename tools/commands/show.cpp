@@ -18,6 +18,7 @@ struct ShowRequest {
   std::optional<uint32_t> step;
   std::string grep;
   uint64_t limit = 0;
+  bool salvage = false;
 };
 
 std::string record_line(int rank, const trace::Record& r, trace::TraceReader& reader) {
@@ -58,6 +59,8 @@ CommandRunner add_show_command(CLI::App& app) {
   sub->add_option("--step", request->step, "Only this step");
   sub->add_option("--grep", request->grep, "Only records whose name matches this regex");
   sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");
+  sub->add_flag("--salvage", request->salvage,
+                "Show the valid prefix of a file with a corrupt block (else exit 2)");
   sub->footer(R"(Examples:
   lockstep show runs/a --rank 0 --step 3
   lockstep show runs/a --grep 'ncclAllReduce|gemm' --limit 20)");
@@ -70,13 +73,16 @@ CommandRunner add_show_command(CLI::App& app) {
         throw InputError(fmt::format("--grep: '{}' is not a valid regex: {}", request->grep, e.what()));
       }
     }
-    RunSet run = open_run_set(request->dir);
+    OpenOptions open_options;
+    open_options.salvage = request->salvage;
+    RunSet run = open_run_set(request->dir, open_options);
     for (const std::string& w : run.warnings) warn(w);
     if (request->rank && !run.find(*request->rank))
       throw InputError(fmt::format("{}: no trace file for rank {}", request->dir, *request->rank));
     for (const RankFile& file : run.files) {
       if (request->rank && file.rank != *request->rank) continue;
-      std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(file.path);
+      std::unique_ptr<trace::TraceReader> reader = file.open();
+      if (file.salvaged) warn(file.integrity.corruption + "; showing the prefix before it");
       uint32_t first = request->step.value_or(0), last = request->step.value_or(UINT32_MAX);
       uint64_t shown = 0;
       std::string out;

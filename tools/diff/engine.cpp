@@ -58,14 +58,17 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     if (auto through = input->complete_through())
       complete = complete ? std::min(*complete, *through) : *through;
   if (complete)
-    std::erase_if(steps, [&](const StepPair& p) { return static_cast<int64_t>(p.step) > *complete; });
+    std::erase_if(steps,
+                  [&](const StepPair& p) { return static_cast<int64_t>(p.step) > *complete; });
   StringPool pool;
   thread_local OpTable table_a, table_b;  // reused: no fresh pages for every rank
   bool metrics_seen = false;
   size_t i = 0;
   while (i < steps.size()) {
+    if (!result.first_step) result.first_step = steps[i].step;
     if (!options.exhaustive && steps[i].summaries_match()) {
       ++result.steps_skipped;
+      result.last_step = steps[i].step;
       ++i;
       continue;
     }
@@ -84,6 +87,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     metrics_seen = metrics_seen || has_metrics(table_a) || has_metrics(table_b);
     compare_window(table_a, table_b, pool, options.compare, result);
     result.steps_compared += end - i;
+    result.last_step = steps[end - 1].step;
     i = end;
     // The first divergence is final once its window is done; keep going only to find the
     // first differing metric, if the runs record any.
@@ -146,6 +150,8 @@ void combine_ranks(DiffResult& result) {
   result.structural.clear();
   result.structural_total = 0;
   result.records_compared = result.steps_compared = result.steps_skipped = 0;
+  result.first_step.reset();
+  result.last_step.reset();
   result.divergent_records = 0;
   result.unexplained = 0;
   for (const RankResult& r : result.ranks) {
@@ -159,6 +165,10 @@ void combine_ranks(DiffResult& result) {
     result.unexplained += r.unexplained;
     result.steps_compared += r.steps_compared;
     result.steps_skipped += r.steps_skipped;
+    if (r.first_step && (!result.first_step || *r.first_step < *result.first_step))
+      result.first_step = r.first_step;
+    if (r.last_step && (!result.last_step || *r.last_step > *result.last_step))
+      result.last_step = r.last_step;
     for (const std::string& w : r.warnings) result.warnings.push_back(w);
   }
   std::stable_sort(result.structural.begin(), result.structural.end(),
@@ -203,33 +213,61 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   result.ranks.resize(ranks.size());
   int threads = options.threads > 0 ? options.threads
                                     : static_cast<int>(std::thread::hardware_concurrency());
-  // Collectives tie the ranks together: when one file is cut off, every rank is compared only
+  // Collectives tie the ranks together: when one file is not whole, every rank is compared only
   // up to the last step complete everywhere.
-  std::vector<std::optional<int64_t>> complete(ranks.size());
+  struct Survey {
+    std::optional<int64_t> complete;
+    std::vector<std::string> incomplete;
+    std::optional<uint32_t> first, last;  // steps the inputs hold
+  };
+  std::vector<Survey> surveys(ranks.size());
   parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+    Survey& survey = surveys[i];
     for (const RankInputFactory* open : {&ranks[i].open_a, &ranks[i].open_b}) {
       std::unique_ptr<RankInput> input = (*open)();
-      input->steps();
+      std::vector<StepInfo> steps = input->steps();
+      if (!steps.empty()) {
+        survey.first = std::min(survey.first.value_or(UINT32_MAX), steps.front().step);
+        survey.last = std::max(survey.last.value_or(0), steps.back().step);
+      }
       if (auto through = input->complete_through())
-        complete[i] = complete[i] ? std::min(*complete[i], *through) : *through;
+        survey.complete = survey.complete ? std::min(*survey.complete, *through) : *through;
+      for (std::string& reason : input->incomplete())
+        survey.incomplete.push_back(std::move(reason));
     }
   });
+  std::optional<int64_t> complete;
+  for (const Survey& survey : surveys) {
+    if (survey.first)
+      result.trace_first_step =
+          std::min(result.trace_first_step.value_or(UINT32_MAX), *survey.first);
+    if (survey.last)
+      result.trace_last_step = std::max(result.trace_last_step.value_or(0), *survey.last);
+    if (survey.complete)
+      complete = complete ? std::min(*complete, *survey.complete) : *survey.complete;
+    result.not_compared.insert(result.not_compared.end(), survey.incomplete.begin(),
+                               survey.incomplete.end());
+  }
+  // A range outside the trace compares nothing: that is a mistake, not a verdict.
+  bool ranged = options.first_step != 0 || options.last_step != UINT32_MAX;
+  if (ranged && (!result.trace_first_step || options.first_step > *result.trace_last_step ||
+                 options.last_step < *result.trace_first_step))
+    throw StepRangeError(
+        result.trace_first_step
+            ? "steps " + std::to_string(options.first_step) + "-" +
+                  std::to_string(options.last_step) + " hold no step of either run (they hold " +
+                  std::to_string(*result.trace_first_step) + "-" +
+                  std::to_string(*result.trace_last_step) + ")"
+            : std::string("the runs hold no steps"));
   DiffOptions effective = options;
-  for (const std::optional<int64_t>& c : complete) {
-    if (!c) continue;
-    int64_t last = std::min<int64_t>(effective.last_step, *c);
+  if (complete) {
+    int64_t last = std::min<int64_t>(effective.last_step, *complete);
     if (last < static_cast<int64_t>(effective.first_step)) {
       effective.last_step = 0, effective.first_step = 1;  // nothing to compare
     } else {
       effective.last_step = static_cast<uint32_t>(last);
     }
   }
-  if (effective.last_step != options.last_step || effective.first_step != options.first_step)
-    result.warnings.push_back(
-        effective.first_step > effective.last_step
-            ? std::string("a file is cut off before its first complete step; nothing compared")
-            : "a file is cut off; all ranks compared up to step " +
-                  std::to_string(effective.last_step) + " only");
   std::atomic<int> done{0};
   parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
     std::unique_ptr<RankInput> a = ranks[i].open_a();
@@ -241,6 +279,35 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   combine_ranks(result);
   result.warnings.insert(result.warnings.begin(), warnings.begin(), warnings.end());
   return result;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Identical: return "identical";
+    case Verdict::Divergent: return "divergent";
+    case Verdict::Incomplete: return "incomplete";
+  }
+  return "?";
+}
+
+std::string coverage_line(const DiffResult& r) {
+  std::string line;
+  if (r.first_step && r.last_step)
+    line = "compared steps " + std::to_string(*r.first_step) + "-" + std::to_string(*r.last_step) +
+           " (" + std::to_string(r.records_compared) + " records decoded, " +
+           std::to_string(r.steps_skipped) + " steps equal by their summaries)";
+  else
+    line = "compared nothing";
+  if (r.trace_last_step && (!r.last_step || *r.last_step < *r.trace_last_step) &&
+      !r.not_compared.empty()) {
+    uint32_t from = r.last_step ? *r.last_step + 1 : *r.trace_first_step;
+    line += from == *r.trace_last_step
+                ? "; step " + std::to_string(from) + " not compared"
+                : "; steps " + std::to_string(from) + "-" + std::to_string(*r.trace_last_step) +
+                      " not compared";
+  }
+  for (const std::string& reason : r.not_compared) line += "; " + reason;
+  return line;
 }
 
 }  // namespace lockstep::tools

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,13 @@ class RankInput {
   virtual void load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) = 0;
   // Problems worth telling the user that do not stop the diff (a cut-off file). After steps().
   virtual std::vector<std::string> warnings() { return {}; }
-  // For a cut-off file: the last step known complete (-1: none). nullopt: the file is whole.
-  // After steps(). The diff compares only steps complete in both runs.
+  // For a file that is not whole (cut off, salvaged, no end record): the last step known
+  // complete (-1: none). nullopt: the file is whole. After steps(). The diff compares only steps
+  // complete in both runs.
   virtual std::optional<int64_t> complete_through() { return std::nullopt; }
+  // Why this input is not whole, one reason each ("FILE: no end record ..."); empty when it
+  // is. After steps(). Any reason makes a diff without divergence INCOMPLETE, never IDENTICAL.
+  virtual std::vector<std::string> incomplete() { return {}; }
 };
 
 using RankInputFactory = std::function<std::unique_ptr<RankInput>()>;
@@ -56,7 +61,11 @@ struct DiffOptions {
   std::function<void(int ranks_done, int ranks_total)> progress;  // called from workers
 };
 
-// Throws what the inputs throw (trace::TraceError for a bad file), from the calling thread.
+// Throws what the inputs throw (trace::TraceError for a bad file), from the calling thread, and
+// StepRangeError when options' step range holds no step of either run.
+struct StepRangeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& options);
 
 // The per-rank part, exposed for tests.

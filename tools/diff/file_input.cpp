@@ -42,27 +42,50 @@ std::vector<std::string> FileRankInput::warnings() {
           "; using the valid prefix"};
 }
 
+bool FileRankInput::whole() {
+  if (!end_) end_ = end_of(*reader_);
+  if (salvaged_ || reader_->truncated()) return false;
+  if (integrity_ && !integrity_->whole()) return false;
+  return end_->has_value();
+}
+
 std::optional<int64_t> FileRankInput::complete_through() {
-  if (!reader_->truncated()) return std::nullopt;
-  // The last summarized step whose records all made it into the valid prefix (block headers
-  // say how many records of each single-step block survived). Steps before it are complete:
-  // the writer flushes every step before it summarizes the next.
-  std::map<uint32_t, uint64_t> kept;
-  std::map<uint32_t, bool> spanned;  // covered by a multi-step block: unknown
-  for (const trace::BlockInfo& block : reader_->blocks()) {
-    if (block.type != trace::BlockType::Records) continue;
-    if (block.min_step == block.max_step) kept[block.min_step] += block.record_count;
-    else
-      for (uint64_t s = block.min_step; s <= block.max_step && s - block.min_step < 4096; ++s)
-        spanned[static_cast<uint32_t>(s)] = true;
+  if (whole()) return std::nullopt;
+  // Records of a step may sit in blocks that also hold the next steps, so the steps that
+  // survived are counted record by record against their summaries.
+  if (!complete_) complete_ = last_complete_step(*reader_);
+  return complete_;
+}
+
+std::vector<std::string> FileRankInput::incomplete() {
+  std::vector<std::string> reasons;
+  const std::string& path = integrity_ ? integrity_->path : reader_->path();
+  std::string prefix;
+  if (!whole()) {
+    int64_t through = *complete_through();
+    prefix = through < 0 ? std::string(": no complete step") : ": readable prefix up to step " +
+                                                                   std::to_string(through);
   }
-  std::vector<trace::StepSummary> summaries = reader_->step_summaries();
-  std::sort(summaries.begin(), summaries.end(),
-            [](const auto& x, const auto& y) { return x.step > y.step; });
-  for (const trace::StepSummary& summary : summaries)
-    if (!spanned.count(summary.step) && kept[summary.step] >= summary.record_count)
-      return summary.step;
-  return -1;
+  if (salvaged_)
+    reasons.push_back(integrity_->corruption + ", salvaged the prefix before it" + prefix);
+  else if (reader_->truncated() || (integrity_ && integrity_->truncated))
+    reasons.push_back(path + ": cut off at offset " +
+                      std::to_string(integrity_ && integrity_->truncated
+                                         ? integrity_->truncation_offset
+                                         : reader_->truncation_offset()) + prefix);
+  else if (!end_->has_value())
+    reasons.push_back(path + ": no end record (the writer did not finish)" + prefix);
+  if (const std::optional<trace::TraceEnd>& end = *end_) {
+    if (end->dropped)
+      reasons.push_back(path + ": " + std::to_string(end->dropped) +
+                        " records dropped by the writer");
+    if (end->write_errors)
+      reasons.push_back(path + ": " + std::to_string(end->write_errors) + " failed writes");
+    if (!end->clean)
+      reasons.push_back(path + ": the writer did not finish cleanly" +
+                        (end->reason.empty() ? std::string() : " (" + end->reason + ")"));
+  }
+  return reasons;
 }
 
 void FileRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) {

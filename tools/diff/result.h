@@ -84,6 +84,7 @@ struct RankResult {
   uint64_t records_compared = 0;
   uint64_t divergent_records = 0;
   uint64_t steps_compared = 0, steps_skipped = 0;
+  std::optional<uint32_t> first_step, last_step;  // of the steps compared or skipped as equal
   // Kernels whose guessed input region differed before any traced op of this rank had
   // diverged: the differing bytes were written by no traced op (a scratch buffer's leftovers,
   // memory the allocator handed out uninitialised). Not divergences; the first is shown only
@@ -105,6 +106,23 @@ struct DiffResult {
   uint64_t divergent_records = 0;  // counted where steps were decoded (not in skipped steps)
   uint64_t unexplained = 0;        // RankResult::unexplained, all ranks
   std::vector<std::string> warnings;
+  // What the verdict covers: the steps compared or skipped as equal (all ranks), and why
+  // anything the runs hold was not compared (a file cut off, salvaged, without its end record).
+  std::optional<uint32_t> first_step, last_step;
+  std::optional<uint32_t> trace_first_step, trace_last_step;  // steps either run holds
+  std::vector<std::string> not_compared;
 };
+
+// identical: no divergence and every step both runs hold was compared, nothing cut off,
+// dropped, corrupt or unfinished. divergent: a divergence in the compared range (real whatever
+// else is missing). incomplete: neither can be said.
+enum class Verdict { Identical, Divergent, Incomplete };
+inline Verdict verdict_of(const DiffResult& r) {
+  if (r.divergent) return Verdict::Divergent;
+  return r.not_compared.empty() ? Verdict::Identical : Verdict::Incomplete;
+}
+const char* verdict_name(Verdict v);  // "identical" | "divergent" | "incomplete"
+// One line: what was compared (steps A-B, N records) and what was not, and why.
+std::string coverage_line(const DiffResult& r);
 
 }  // namespace lockstep::tools

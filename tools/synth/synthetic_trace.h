@@ -37,6 +37,9 @@ struct Spec {
   std::vector<Plant> plants;
   std::optional<int> only_rank;    // write just this rank's file (one process per rank)
   std::optional<int> header_world_size;  // lie in the header (tests of bad input)
+  std::optional<std::string> header_run_id;  // another run's id in the headers (default: run_id)
+  bool flush_every_step = true;  // false: record blocks span several steps
+  size_t block_bytes = 0;        // the writer's block size (0: its default)
   size_t writer_memory = 64u << 20;
   // Level full's flagged inputs on every fingerprinted kernel: an input "arg1" learned read-only
   // (a digest, no output entry) and an input "arg2" not written since its allocation (no value).

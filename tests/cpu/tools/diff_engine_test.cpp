@@ -236,6 +236,68 @@ TEST(DiffEngine, StepRangeLimitsTheComparison) {
   EXPECT_TRUE(diff_one(a, b, options).first);
 }
 
+// A run whose file was not whole: complete up to `through`, for the reason given.
+class UnfinishedInput : public MemoryRankInput {
+ public:
+  UnfinishedInput(const SyntheticRank& r, int64_t through)
+      : MemoryRankInput(r.records, r.strings, r.steps(true)), through_(through) {}
+  std::optional<int64_t> complete_through() override { return through_; }
+  std::vector<std::string> incomplete() override {
+    return {"b.lstrace: no end record (the writer did not finish): readable prefix up to step " +
+            std::to_string(through_)};
+  }
+
+ private:
+  int64_t through_;
+};
+
+DiffResult diff_unfinished(const SyntheticRank& a, const SyntheticRank& b, int64_t through,
+                           DiffOptions options = {}) {
+  std::vector<RankPair> pairs;
+  pairs.push_back({0, [&] { return std::unique_ptr<RankInput>(input(a)); }, [&] {
+                     return std::unique_ptr<RankInput>(std::make_unique<UnfinishedInput>(b, through));
+                   }});
+  return diff_ranks(pairs, options);
+}
+
+TEST(DiffEngine, WholeIdenticalRunsAreIdenticalOverEveryStep) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 5; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  DiffResult r = diff_world({a}, {b});
+  EXPECT_EQ(verdict_of(r), Verdict::Identical);
+  EXPECT_EQ(r.first_step, 0u);
+  EXPECT_EQ(r.last_step, 4u);
+  EXPECT_TRUE(r.not_compared.empty());
+}
+
+TEST(DiffEngine, AnUnfinishedRunWithoutDivergenceIsIncompleteAndSaysWhatWasCompared) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 5; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  DiffResult r = diff_unfinished(a, b, 2);
+  EXPECT_EQ(verdict_of(r), Verdict::Incomplete);
+  EXPECT_EQ(r.last_step, 2u);
+  EXPECT_EQ(r.trace_last_step, 4u);
+  std::string line = coverage_line(r);
+  EXPECT_NE(line.find("compared steps 0-2"), std::string::npos) << line;
+  EXPECT_NE(line.find("steps 3-4 not compared"), std::string::npos) << line;
+  EXPECT_NE(line.find("no end record"), std::string::npos) << line;
+}
+
+TEST(DiffEngine, ADivergenceInTheComparedPrefixIsDivergentWhateverElseIsMissing) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 5; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  b.records[6].buffers[1].fingerprint ^= 1;  // step 1
+  EXPECT_EQ(verdict_of(diff_unfinished(a, b, 2)), Verdict::Divergent);
+}
+
+TEST(DiffEngine, AStepRangeHoldingNoStepIsAnError) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
+  DiffOptions options;
+  options.first_step = 10;
+  EXPECT_THROW(diff_unfinished(a, b, 2, options), StepRangeError);
+}
+
 }  // namespace
 }  // namespace lockstep::tools
 

@@ -1,0 +1,145 @@
+#include "tools/integrity.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tools/run_set.h"
+#include "trace/block_frame.h"
+#include "trace/format.h"
+
+namespace lockstep::tools {
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// An fd closed on every path out.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+int open_regular(const std::string& path, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const char* kind = file_kind(st.st_mode);
+    ::close(fd);
+    throw InputError(fmt::format("{}: {}, not a trace file (only regular files are read)", path,
+                                 kind));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+size_t read_at(int fd, uint64_t offset, void* out, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t got = ::pread(fd, static_cast<char*>(out) + done, bytes - done,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+}  // namespace
+
+void require_regular_file(const std::string& path) {
+  uint64_t size = 0;
+  Fd fd{open_regular(path, &size)};
+}
+
+FileIntegrity check_file(const std::string& path) {
+  FileIntegrity out;
+  out.path = path;
+  Fd fd{open_regular(path, &out.size)};
+  trace::FileHeader file{};
+  if (read_at(fd.fd, 0, &file, sizeof(file)) != sizeof(file) ||
+      std::memcmp(file.magic, trace::kFileMagic, sizeof(file.magic)) != 0)
+    throw trace::TraceError(path + ": not a lockstep trace (no complete file header)");
+  uint64_t offset = sizeof(file) + uint64_t{file.json_bytes};
+  if (offset > out.size) throw trace::TraceError(path + ": trace cut off inside its JSON header");
+  std::vector<uint8_t> payload;
+  auto corrupt = [&](uint64_t at, const char* what) {
+    out.corrupt_offset = at;
+    out.corruption = fmt::format("{}: {} at offset {}", path, what, at);
+  };
+  while (offset < out.size) {
+    trace::BlockHeader header{};
+    if (out.size - offset < sizeof(header) ||
+        read_at(fd.fd, offset, &header, sizeof(header)) != sizeof(header)) {
+      out.truncated = true, out.truncation_offset = offset;
+      break;
+    }
+    if (header.magic != trace::kBlockMagic) {
+      corrupt(offset, "corrupt block header (bad magic)");
+      break;
+    }
+    if (trace::stored_header_check(header) != trace::block_header_check(header) ||
+        header.payload_bytes > trace::kMaxBlockPayload) {
+      corrupt(offset, "corrupt block header");
+      break;
+    }
+    const uint64_t end = offset + sizeof(header) + header.payload_bytes;
+    if (end > out.size) {
+      out.truncated = true, out.truncation_offset = offset;
+      break;
+    }
+    payload.resize(header.payload_bytes);
+    if (read_at(fd.fd, offset + sizeof(header), payload.data(), payload.size()) != payload.size()) {
+      out.truncated = true, out.truncation_offset = offset;  // the file shrank while we read it
+      break;
+    }
+    if (trace::block_checksum(header, payload.data(), payload.size()) != header.checksum) {
+      corrupt(offset, "block checksum mismatch (corrupt data)");
+      break;
+    }
+    if (out.end_block) {  // the writer writes nothing after its end record
+      corrupt(offset, "block after the end record");
+      out.end_block = false;
+      break;
+    }
+    if (header.type == static_cast<uint8_t>(trace::BlockType::End)) out.end_block = true;
+    offset = end;
+  }
+  return out;
+}
+
+std::optional<trace::TraceEnd> end_of(trace::TraceReader& reader) {
+  reader.blocks();
+  return reader.end();
+}
+
+int64_t last_complete_step(trace::TraceReader& reader) {
+  std::vector<trace::StepSummary> summaries = reader.step_summaries();
+  for (auto it = summaries.rbegin(); it != summaries.rend(); ++it) {
+    uint64_t kept = 0;
+    reader.for_each_record(it->step, it->step, [&](const trace::Record& r) {
+      // Warning records are the writer's, outside every step's summary.
+      if (r.step == it->step && r.kind != trace::RecordKind::Warning) ++kept;
+      return kept < it->record_count;  // enough seen: the step is complete
+    });
+    if (kept >= it->record_count) return it->step;
+  }
+  return -1;
+}
+
+}  // namespace lockstep::tools
