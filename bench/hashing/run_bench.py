@@ -6,11 +6,15 @@ runs (each queued behind a spin so that events time the device, not the host),
 bytes counted. Usage: run_bench.py PATH/TO/hash_bench [--quick] [--markdown OUT.md]"""
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "overhead"))
+import run_facts  # noqa: E402  (commit, GPU, driver, date of the --json file)
 
 SIZES = [4096, 1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -131,7 +135,8 @@ def main():
             fh.write(text + "\n")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": device, "torch": torch.__version__, "rows": records,
+            json.dump({**run_facts.facts(), "device": device, "torch": torch.__version__,
+                       "rows": records,
                        "batch_1000x4KiB_us": batch, "engine": engine,
                        "verdicts": [{"target": text, "ok": ok} for text, ok in verdicts]},
                       fh, indent=1)

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+import run_facts  # this folder: commit, GPU, driver, date of the --json file
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.02, "full": 1.5}  # ratio to untraced
 LEVELS = ("off", "metrics", "broad", "full")
@@ -650,7 +652,7 @@ def main(argv=None):
                        "widest_spread": widest_spread(run_medians), "steps": args.steps,
                        "cpus": sorted(cpus) if cpus else None,
                        "skip": args.skip, "job_args": args.job_args, "rows": rows,
-                       "errors": errors, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
+                       "errors": errors, **run_facts.facts()},
                       f, indent=1)
     if log:
         log.close()

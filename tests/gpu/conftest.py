@@ -97,6 +97,25 @@ def gs():
 
 
 @pytest.fixture
+def traced_run(gs):
+    """traced_run(name, level, limit, cmd): `lockstep run` of cmd into WORK/name (a Run)."""
+    return gs.traced
+
+
+@pytest.fixture
+def run_pair(gs):
+    """run_pair(prefix, level, limit, cmd): the job traced twice (prefix-1, prefix-2)."""
+    return gs.pair
+
+
+@pytest.fixture
+def diff(gs):
+    """diff(name, a, b): `lockstep diff --json` of two traced runs; its report is the Run's .out
+    and its exit code the Run's rc."""
+    return gs.diff
+
+
+@pytest.fixture
 def row(request):
     return Rows(request.node)
 
@@ -116,6 +135,11 @@ def _reason(rep):
     return str(rep.longrepr).splitlines()[-1] if rep.longrepr else ""
 
 
+def _error(call):
+    exc = call.excinfo
+    return f"{exc.typename}: {str(exc.value).strip()[:100]}" if exc else "?"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -133,7 +157,7 @@ def pytest_runtest_makereport(item, call):
         if rep.skipped:
             add("SKIP", _reason(rep))
         elif rep.failed:
-            add("FAIL", f"setup error: {_reason(rep)[:100]}")
+            add("FAIL", f"setup error: {_error(call)}")
         return
     if rep.when != "call":
         return
@@ -143,9 +167,7 @@ def pytest_runtest_makereport(item, call):
             add("SKIP", _reason(rep))
     elif rep.failed:
         if not fails:
-            exc = call.excinfo
-            add("FAIL", f"error: {exc.typename}: {str(exc.value).strip()[:100]}" if exc
-                else "error")
+            add("FAIL", f"error: {_error(call)}")
     elif fails:
         rep.outcome = "failed"
         rep.longrepr = "\n".join(f"{r['check']}: FAIL: {r['figure']}" for r in fails)

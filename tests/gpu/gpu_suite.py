@@ -14,6 +14,7 @@ a FAIL row; a FAIL row fails the test.
 """
 
 import datetime
+import glob
 import json
 import os
 import re
@@ -26,6 +27,8 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench", "overhead"))
+import run_facts  # noqa: E402  (commit, GPU, driver, date: one home for every results JSON)
 E2E = os.path.join(ROOT, "tests", "gpu", "e2e")
 RESULTS = ("PASS", "FAIL", "KNOWN", "SKIP")
 # Group letters (tests/gpu/test_<letter>_*.py), in the order of run.sh's CHECKS.
@@ -83,37 +86,6 @@ def gpu_count(env=None):
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU"))
-
-
-def gpu_facts():
-    """(name, driver, memory) of the first GPU from nvidia-smi, or None."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                              "--format=csv,noheader"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    line = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
-    parts = [p.strip() for p in line.split(",")]
-    return tuple(parts[:3]) if out.returncode == 0 and len(parts) >= 3 else None
-
-
-def commit_of(root=ROOT):
-    """The checkout's commit (short hash, '+dirty' when tracked files changed), or the env
-    LOCKSTEP_COMMIT, or 'unknown' (a copy of the tree without .git)."""
-    if os.environ.get("LOCKSTEP_COMMIT"):
-        return os.environ["LOCKSTEP_COMMIT"]
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=7", "HEAD"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                              timeout=30)
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "-C", root, "diff", "--quiet", "HEAD", "--"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
-        return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 class Table:
@@ -270,6 +242,10 @@ class Suite:
                                       "--level", level, *run_args, "--", *cmd],
                         env=env, libs=True)
 
+    def pair(self, prefix, level, limit, cmd, run_args=()):
+        """The same job traced twice: PREFIX-1 and PREFIX-2."""
+        return tuple(self.traced(f"{prefix}-{i}", level, limit, cmd, run_args) for i in (1, 2))
+
     def diff(self, name, a, b, limit=120):
         """`lockstep diff --json` of two traced runs; the report is the Run's .out."""
         return self.run(name, limit, [self.config.lockstep, "diff", self.path(a), self.path(b),
@@ -303,16 +279,12 @@ class Suite:
         with open(os.path.join(cfg.out, "table.txt"), "w") as f:
             f.write(text)
         self.log.write(text)
-        facts = gpu_facts()
-        commit = commit_of()
-        doc = {"schema": "lockstep-gpu-results", "version": 1, "commit": commit,
-               "date": self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "seconds": round(self.elapsed(), 1), "groups": groups,
-               "gpu": facts[0] if facts else None, "driver": facts[1] if facts else None,
-               "gpu_memory": facts[2] if facts else None, "gpus": self.gpus(),
+        facts = run_facts.facts(self.started_at)
+        doc = {"schema": "lockstep-gpu-results", "version": 1, **facts,
+               "seconds": round(self.elapsed(), 1), "groups": groups, "gpus": self.gpus(),
                "host": os.uname().nodename, "torch": self.torch_version(),
                "source": "tests/gpu (pytest)", "rows": self.table.rows}
-        name = results_name or results_file_name(self.started_at, commit, groups)
+        name = results_name or results_file_name(self.started_at, facts["commit"], groups)
         with open(os.path.join(cfg.out, name), "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
@@ -323,7 +295,6 @@ class Suite:
                 if entry.endswith((".out", ".err")) and os.path.getsize(p) < 2 << 20:
                     tar.add(p, arcname=entry)
         if cfg.save:
-            import glob
             with tarfile.open(os.path.join(cfg.out, "traces.tar.gz"), "w:gz") as tar:
                 for pattern in cfg.save.split():
                     for p in sorted(glob.glob(self.path(pattern))):

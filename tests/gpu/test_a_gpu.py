@@ -7,7 +7,7 @@ import gpu_suite
 
 @pytest.mark.row("gpu")
 def test_a_gpu_is_visible(gs, row):
-    facts = gpu_suite.gpu_facts()
+    facts = gpu_suite.run_facts.gpu_facts()
     n = gs.gpus()
     gs.say(f"nvidia-smi: {facts} ({n} GPUs)")
     if facts and n >= 1:

@@ -52,12 +52,11 @@ def test_d_planted_atomic_varies_between_runs(gs, row, example):
 
 @pytest.mark.row("cuda det {level}")
 @pytest.mark.parametrize("level", ["off", "metrics", "broad", "full"])
-def test_d_deterministic_pair_is_identical(gs, row, example, untraced, level):
+def test_d_deterministic_pair_is_identical(gs, row, run_pair, diff, example, untraced, level):
     """The deterministic job twice at every level: diff exits 0, numbers identical to
     untraced."""
     row.need(30)
-    one = gs.traced(f"cuda-det-{level}-1", level, 120, [example, *ARGS])
-    two = gs.traced(f"cuda-det-{level}-2", level, 120, [example, *ARGS])
+    one, two = run_pair(f"cuda-det-{level}", level, 120, [example, *ARGS])
     if one.rc or two.rc:
         row("FAIL", f"job exit {one.rc}/{two.rc}: {one.last_err(60)}")
         return
@@ -69,8 +68,9 @@ def test_d_deterministic_pair_is_identical(gs, row, example, untraced, level):
         row("PASS" if ok else "FAIL",
             f"no trace; vs untraced: {numbers[6:] if ok else numbers}")
         return
-    drc = gs.diff(f"cuda-det-{level}-diff", one.name, two.name).rc
-    verdict = gs.check_diff(gs.path(f"cuda-det-{level}-diff.out"), "--expect", "identical")
+    report = diff(f"cuda-det-{level}-diff", one.name, two.name)
+    drc = report.rc
+    verdict = gs.check_diff(report.out, "--expect", "identical")
     if drc == 0 and verdict.startswith("PASS") and numbers.startswith("PASS"):
         row("PASS", f"diff 0; {verdict[6:]}; vs untraced: {numbers[6:]}")
     else:

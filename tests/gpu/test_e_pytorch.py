@@ -59,15 +59,15 @@ def test_e_planted_op_varies_between_runs(gs, row, gpt):
 
 @pytest.mark.row("gpt det {level}")
 @pytest.mark.parametrize("level", LEVELS)
-def test_e_deterministic_pair_is_identical(gs, row, gpt, untraced, level):
+def test_e_deterministic_pair_is_identical(gs, row, run_pair, diff, gpt, untraced, level):
     row.need(60)
-    one = gs.traced(f"gpt-det-{level}-1", level, 240, gpt)
-    two = gs.traced(f"gpt-det-{level}-2", level, 240, gpt)
+    one, two = run_pair(f"gpt-det-{level}", level, 240, gpt)
     if one.rc or two.rc:
         row("FAIL", f"job exit {one.rc}/{two.rc}: {one.last_err(60)}")
         return
-    drc = gs.diff(f"gpt-det-{level}-diff", one.name, two.name).rc
-    verdict = gs.check_diff(gs.path(f"gpt-det-{level}-diff.out"), "--expect", "identical")
+    report = diff(f"gpt-det-{level}-diff", one.name, two.name)
+    drc = report.rc
+    verdict = gs.check_diff(report.out, "--expect", "identical")
     numbers = gs.same_losses(untraced.out, one.out)
     if drc == 0 and passed(verdict) and passed(numbers):
         row("PASS", f"diff 0; {verdict[6:]}; losses vs untraced: {numbers[6:]}")
@@ -137,8 +137,7 @@ def test_e_compiled_and_graphed_pairs_are_identical(gs, row, gpt, variant):
     row.need(150)
     job = gpt + [f"--{variant}"]
     untraced = gs.untraced(f"gpt-{variant}-untraced", 240, job)
-    one = gs.traced(f"gpt-{variant}-1", "full", 240, job)
-    two = gs.traced(f"gpt-{variant}-2", "full", 240, job)
+    one, two = gs.pair(f"gpt-{variant}", "full", 240, job)
     if one.rc or two.rc:
         row("FAIL", f"job exit {one.rc}/{two.rc}: {one.last_err(60)}")
         return

@@ -168,6 +168,29 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertIn("no such file", proc.stdout)
 
 
+class OverheadFactsTest(unittest.TestCase):
+    """bench/overhead/overhead.py --json says what it ran on (bench/overhead/run_facts.py)."""
+
+    def test_the_json_holds_commit_gpu_driver_and_date(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad", "--interleave", "runs", "--rounds", "1", "--steps", "4",
+             "--skip", "1", "--cpus", "all", "--json", out],
+            env=dict(os.environ, LOCKSTEP_COMMIT="abc1234",
+                     PATH=FAKE + os.pathsep + os.environ["PATH"]),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            doc = json.load(f)
+        self.assertEqual((doc["commit"], doc["gpu"], doc["driver"]),
+                         ("abc1234", "NVIDIA H200", "580.159"))
+        self.assertRegex(doc["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
 class OverheadRoundsTest(unittest.TestCase):
     """bench/overhead/overhead.py --max-rounds: rounds past --rounds while some mode's runs spread
     by more than --spread, and only then."""

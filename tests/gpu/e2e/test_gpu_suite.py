@@ -42,6 +42,8 @@ class RunShTest(unittest.TestCase):
         layout = {"tools/lockstep": "lockstep",
                   "examples/cuda/lockstep_example_cuda": "lockstep_example_cuda",
                   "tests/gpu/hashing/gtest_gpu_hashing": "gtest_gpu_hashing",
+                  "bench/hashing/hash_bench": "hash_bench",
+                  "bench/collectors/gpu_launch_bench": "gpu_launch_bench",
                   "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
         for dest, src in layout.items():
             path = os.path.join(build, dest)
@@ -107,9 +109,9 @@ class RunShTest(unittest.TestCase):
                       "launch-bound ratios", "launch-bound self time", "ddp untraced",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
-                      "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
+                      "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad",
+                      "launch cost"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
-        self.assertEqual(rows.get("launch cost"), "SKIP", rows)  # no gpu_launch_bench here
         self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
         with open(os.path.join(out, "table.txt")) as f:
@@ -177,8 +179,8 @@ class RunShTest(unittest.TestCase):
         self.assertEqual(rows.get("tpdp overhead broad"), "KNOWN", rows)
         with open(os.path.join(out, "table.txt")) as f:
             self.assertRegex(f.read(), r"tpdp overhead broad +KNOWN +shim 400\.0 us/step "
-                                       r"\([0-9.]+% of the untraced step, over the 2\.0% goal: README, "
-                                       r"Known limits; FAIL above 7\.0%\)")
+                                       r"\([0-9.]+% of the untraced step, over the 2\.0% goal: "
+                                       r"README, Known limits; FAIL above 7\.0%\)")
 
     def test_self_time_over_its_target_fails(self):
         # A shim that spends more per step than the untraced step's 2% at broad.
@@ -195,9 +197,37 @@ class RunShTest(unittest.TestCase):
             self.assertIn("1 skipped, 0 failed on a GPU: no shim at /nowhere", f.read())
 
     def test_missing_binaries_are_skipped(self):
-        proc, rows, _ = self.run_script("c")
+        bare = tempfile.mkdtemp(dir=self.tmp)
+        proc, rows, _ = self.run_script("bcdf", "-k", "launch_cost or not test_f_",
+                                        BUILD=bare)
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         self.assertEqual(rows.get("hash bench"), "SKIP", rows)
+        self.assertEqual(rows.get("launch cost"), "SKIP", rows)
+        self.assertEqual(rows.get("gtest (gpu)"), "SKIP", rows)
+        self.assertEqual(rows.get("cuda det full"), "SKIP", rows)
+
+    def test_hash_bench_row_reads_the_benchmark_json(self):
+        proc, rows, out = self.run_script("c")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"hash bench +PASS +fp32 1 GiB: LSF1 239\.8 us, 4\.48 "
+                                       r"TB/s \(99% of reduce\); torch\.hash_tensor n/a")
+        _, doc = self.results(out)
+        self.assertEqual(doc["rows"][0]["numbers"]["batch_1000x4KiB_us"], 11.0)
+
+    def test_hash_bench_over_a_target_fails_and_names_it(self):
+        proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("hash bench               FAIL   rc 1: fp32 4 KiB: <= 5 us (5.1)",
+                          f.read())
+
+    def test_launch_cost_shows_each_mode(self):
+        proc, rows, out = self.run_script("f", "-k", "launch_cost")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("us/launch: untraced 3.05, off 3.15, metrics 3.15, broad 3.15, full "
+                          "3.15, full-unmerged 3.15, untraced 3.05", f.read())
 
     def test_two_gpu_rows_skip_with_one_gpu(self):
         proc, rows, _ = self.run_script("go", CUDA_VISIBLE_DEVICES="0")
