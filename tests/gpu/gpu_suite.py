@@ -288,11 +288,13 @@ class Suite:
         with open(os.path.join(cfg.out, name), "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
-        # Every step's stdout/stderr (small text files only) in one archive next to the table.
+        # Every step's stdout/stderr and the benchmarks' own JSON and tables (small files only)
+        # in one archive next to the table: the device machine brings back at most 8 files.
         with tarfile.open(os.path.join(cfg.out, "logs.tar.gz"), "w:gz") as tar:
             for entry in sorted(os.listdir(self.work)):
                 p = self.path(entry)
-                if entry.endswith((".out", ".err")) and os.path.getsize(p) < 2 << 20:
+                if (entry.endswith((".out", ".err", ".json", ".md")) and os.path.isfile(p)
+                        and os.path.getsize(p) < 2 << 20):
                     tar.add(p, arcname=entry)
         if cfg.save:
             with tarfile.open(os.path.join(cfg.out, "traces.tar.gz"), "w:gz") as tar:
@@ -426,7 +428,7 @@ def broad_overhead(gs, row, job, nproc, judge):
     untraced step, the ratio shown (its sets of processes differ by several percent, more than
     the target): PASS within the goal, KNOWN up to SELF_LIMIT_PCT, FAIL above."""
     row.need(90)
-    path = os.path.join(gs.config.out, f"overhead-{job}.json")
+    path = gs.path(f"overhead-{job}.json")
     if os.path.exists(path):
         os.unlink(path)
     run = gs.run(f"{job}-overhead", 300, [

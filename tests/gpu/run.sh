@@ -11,8 +11,9 @@
 # Environment:
 #   BUILD     build folder, relative to the repository root or absolute (default: build)
 #   OUT       where run.log (everything), table.txt, the results JSON
-#             (<date>T<time>Z-<commit>-<groups>.json, for results/), overhead*.json,
-#             hash-bench.json, logs.tar.gz and sample-traces.tar.gz go (default: /tmp/lockstep-gpu)
+#             (<date>T<time>Z-<commit>-<groups>.json, for results/), logs.tar.gz (each step's
+#             output, the benchmarks' JSON) and sample-traces.tar.gz go (at most 6 files: the
+#             device machine brings back 8; default: /tmp/lockstep-gpu)
 #   CHECKS    letters of the groups to run (default: all, in this order: abcdevfgxo)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmark
 #               d examples/cuda  e examples/pytorch  v CUPTI coverage (LOCKSTEP_VALIDATE=1)

@@ -12,8 +12,8 @@
 # runs on the other GPU meanwhile (the host has CPUs to spare). Environment as for run.sh
 # (BUILD, OUT, PYTHON, KEEP, SAVE); BUDGET_S applies to each lane (default 520). Group x (TP x
 # DP over every GPU) is not in a lane: run it on its own, e.g. CHECKS=ax tests/gpu/run.sh.
-# Each lane writes its table and results JSON under OUT/<lane>; OUT gets the merged table and
-# one results JSON for the whole run.
+# Each lane writes its table and results JSON under OUT/<lane>; OUT gets the merged table, one
+# results JSON for the whole run and lanes.tar.gz (the lanes' folders).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUTDIR=${OUT:-/tmp/lockstep-gpu}
@@ -71,4 +71,6 @@ if docs:
     json.dump(doc, open(os.path.join(out, name), "w"), indent=1)
     print(f"results: {os.path.join(out, name)}")
 PY
+# The device machine brings back at most 8 files: the lanes' own files go in one archive.
+tar -czf "$OUTDIR/lanes.tar.gz" -C "$OUTDIR" a b c b2 b3 2>/dev/null && rm -rf "$OUTDIR"/{a,b,c,b2,b3}
 exit "$failed"

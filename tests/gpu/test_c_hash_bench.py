@@ -22,10 +22,10 @@ def test_c_hash_bench_meets_its_targets(gs, row):
         row.add("hash bench (no torch)", "PASS" if run.rc == 0 else "FAIL",
                 "ran" if run.rc == 0 else f"rc {run.rc}")
         return
-    out = os.path.join(gs.config.out, "hash-bench.json")
+    out = gs.path("hash-bench.json")
     run = gs.untraced("hash-bench", 240, [
         gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "hashing", "run_bench.py"), bench,
-        "--markdown", os.path.join(gs.config.out, "hash-bench.md"), "--json", out])
+        "--markdown", gs.path("hash-bench.md"), "--json", out])
     try:
         with open(out) as f:
             doc = json.load(f)

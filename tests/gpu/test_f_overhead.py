@@ -29,7 +29,7 @@ def tools(gs):
 
 def overhead(gs, name, limit, json_name, *args):
     """Runs overhead.py; (Run, its rows by mode or None)."""
-    path = os.path.join(gs.config.out, json_name)
+    path = gs.path(json_name)
     if os.path.exists(path):
         os.unlink(path)  # a stale file is not this run's result
     run = gs.run(name, limit, [gs.config.py, OVERHEAD, "--lockstep", gs.config.lockstep,

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -114,6 +115,13 @@ class RunShTest(unittest.TestCase):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
         self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
         self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
+        # The device machine brings back at most 8 files: the benchmarks' JSON is archived.
+        self.assertLessEqual(len(os.listdir(out)), 8, os.listdir(out))
+        with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
+            names = tar.getnames()
+        for name in ("overhead.json", "overhead-tpdp.json", "overhead-ddp.json",
+                     "gpt-det-full-diff.out"):
+            self.assertIn(name, names)
         with open(os.path.join(out, "table.txt")) as f:
             table = f.read()
         # The table is also the end of what the run printed.
