@@ -5,11 +5,16 @@ read-only u64 reduction (same binary, same buffers) and torch.hash_tensor (timed
 runs (each queued behind a spin so that events time the device, not the host),
 bytes counted. Usage: run_bench.py PATH/TO/hash_bench [--quick] [--markdown OUT.md]"""
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "overhead"))
+import run_facts  # noqa: E402  (commit, GPU, driver, date of the --json file)
 
 SIZES = [4096, 1 << 20, 16 << 20, 256 << 20, 1 << 30, 4 << 30]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
@@ -72,6 +77,7 @@ def main():
     parser.add_argument("hash_bench")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--markdown")
+    parser.add_argument("--json", help="the table and the verdicts as JSON (tests/gpu reads it)")
     args = parser.parse_args()
 
     torch_us = {}
@@ -100,13 +106,17 @@ def main():
              "",
              "| dtype | size | LSF1 µs | LSF1 TB/s | reduce µs | reduce TB/s | LSF1/reduce | torch.hash_tensor µs | torch TB/s | GPU==CPU |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    verdicts = []
+    verdicts, records = [], []
     for (name, nbytes), (us, check) in ours.items():
         r_us = reduce[(name, nbytes)][0]
         t = torch_us.get((name, nbytes))
         t_cells = f"{t[0]:.1f}{t[1]} | {tbs(nbytes, t[0]):.2f}" if t else "n/a | n/a"
         lines.append(f"| {name} | {human(nbytes)} | {us:.1f} | {tbs(nbytes, us):.2f} | {r_us:.1f} | "
                      f"{tbs(nbytes, r_us):.2f} | {100 * r_us / us:.0f}% | {t_cells} | {check} |")
+        records.append({"dtype": name, "bytes": nbytes, "size": human(nbytes), "lsf1_us": us,
+                        "lsf1_tb_s": tbs(nbytes, us), "reduce_us": r_us,
+                        "reduce_tb_s": tbs(nbytes, r_us), "torch_us": t[0] if t else None,
+                        "torch_tb_s": tbs(nbytes, t[0]) if t else None, "gpu_equals_cpu": check})
         if nbytes >= 1 << 30:
             verdicts.append((f"{name} {human(nbytes)}: >= 4.0 TB/s and >= 95% of reduce",
                              tbs(nbytes, us) >= 4.0 and r_us / us >= 0.95))
@@ -123,6 +133,13 @@ def main():
     if args.markdown:
         with open(args.markdown, "w") as fh:
             fh.write(text + "\n")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({**run_facts.facts(), "device": device, "torch": torch.__version__,
+                       "rows": records,
+                       "batch_1000x4KiB_us": batch, "engine": engine,
+                       "verdicts": [{"target": text, "ok": ok} for text, ok in verdicts]},
+                      fh, indent=1)
     return 0 if all(ok for _, ok in verdicts) else 1
 
 

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+import run_facts  # this folder: commit, GPU, driver, date of the --json file
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.02, "full": 1.5}  # ratio to untraced
 LEVELS = ("off", "metrics", "broad", "full")
@@ -592,6 +594,10 @@ def main(argv=None):
         rows[-1]["shim_self_within_target"] = \
             (1 + share <= target) if share is not None and target else None
 
+    # The spread column, as printed, also in the JSON: tests/gpu shows it without reading text.
+    for row in rows:
+        row["spread"] = spread_text(row, len(chunk_medians[row["mode"]]))
+
     def fmt(v, spec):
         width = int(spec.split(".")[0].rstrip(",") or 0)
         return format(v, spec) if v is not None else "-".rjust(width)
@@ -613,7 +619,7 @@ def main(argv=None):
           f"{'trace B/step/rank':>18}  spread")
     for row in rows:
         ok = {True: "yes", False: "NO", None: "-"}[row["within_target"]]
-        spread = spread_text(row, len(chunk_medians[row["mode"]]))
+        spread = row["spread"]
         print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {fmt(row['target_ratio'], '7.3f')} {ok:>3} "
               f"{fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
@@ -646,7 +652,7 @@ def main(argv=None):
                        "widest_spread": widest_spread(run_medians), "steps": args.steps,
                        "cpus": sorted(cpus) if cpus else None,
                        "skip": args.skip, "job_args": args.job_args, "rows": rows,
-                       "errors": errors, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")},
+                       "errors": errors, **run_facts.facts()},
                       f, indent=1)
     if log:
         log.close()

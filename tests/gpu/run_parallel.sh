@@ -12,6 +12,8 @@
 # runs on the other GPU meanwhile (the host has CPUs to spare). Environment as for run.sh
 # (BUILD, OUT, PYTHON, KEEP, SAVE); BUDGET_S applies to each lane (default 520). Group x (TP x
 # DP over every GPU) is not in a lane: run it on its own, e.g. CHECKS=ax tests/gpu/run.sh.
+# Each lane writes its table and results JSON under OUT/<lane>; OUT gets the merged table, one
+# results JSON for the whole run and lanes.tar.gz (the lanes' folders).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUTDIR=${OUT:-/tmp/lockstep-gpu}
@@ -54,4 +56,21 @@ for lane in "$lane_a" "$lane_b" "$lane_c"; do wait "$lane" || failed=1; done
   done
 } >"$OUTDIR/table.txt"
 cat "$OUTDIR/table.txt"
+# One results file for the run: the lanes' rows in the table's order, under the lanes' commit.
+python3 - "$OUTDIR" a b c b2 b3 <<'PY'
+import glob, json, os, sys
+out, docs = sys.argv[1], []
+for lane in sys.argv[2:]:
+    docs += [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, lane, "2*.json")))]
+if docs:
+    doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]],
+               seconds=max(d["seconds"] for d in docs), source="tests/gpu/run_parallel.sh",
+               groups="".join(g for g in "abcdevfgxo" if any(g in d["groups"] for d in docs)))
+    name = f"{doc['date'][:13].replace(':', '')}{doc['date'][14:16]}Z-" \
+           f"{doc['commit'].replace('+', '-')}-{doc['groups']}.json"
+    json.dump(doc, open(os.path.join(out, name), "w"), indent=1)
+    print(f"results: {os.path.join(out, name)}")
+PY
+# The device machine brings back at most 8 files: the lanes' own files go in one archive.
+tar -czf "$OUTDIR/lanes.tar.gz" -C "$OUTDIR" a b c b2 b3 2>/dev/null && rm -rf "$OUTDIR"/{a,b,c,b2,b3}
 exit "$failed"

@@ -1,8 +1,7 @@
-"""CPU tests of the GPU end-to-end machinery: check_diff.py, losses.py, the examples' profile
-summary (examples/pytorch/step_profile.py), and tests/gpu/run.sh itself, driven against
-stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest, nvidia-smi,
-compute-sanitizer and python-with-torch. They show that the script reports PASS
-when every expectation holds and FAIL when a deterministic job is not deterministic.
+"""CPU tests of the GPU end-to-end helpers: check_diff.py, losses.py, metrics_match.py,
+bench/overhead/overhead.py on stand-ins (fake/), and the examples' profile summary
+(examples/pytorch/step_profile.py) and options. The GPU suite itself (run.sh and its pytest
+files) is tested in test_gpu_suite.py.
 
   python3 -m unittest -v test_e2e_helpers      (from tests/gpu/e2e)
 """
@@ -167,6 +166,29 @@ class OverheadShimsTest(unittest.TestCase):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
         self.assertEqual(proc.returncode, 2, proc.stdout)
         self.assertIn("no such file", proc.stdout)
+
+
+class OverheadFactsTest(unittest.TestCase):
+    """bench/overhead/overhead.py --json says what it ran on (bench/overhead/run_facts.py)."""
+
+    def test_the_json_holds_commit_gpu_driver_and_date(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad", "--interleave", "runs", "--rounds", "1", "--steps", "4",
+             "--skip", "1", "--cpus", "all", "--json", out],
+            env=dict(os.environ, LOCKSTEP_COMMIT="abc1234",
+                     PATH=FAKE + os.pathsep + os.environ["PATH"]),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            doc = json.load(f)
+        self.assertEqual((doc["commit"], doc["gpu"], doc["driver"]),
+                         ("abc1234", "NVIDIA H200", "580.159"))
+        self.assertRegex(doc["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
 class OverheadRoundsTest(unittest.TestCase):
@@ -376,124 +398,6 @@ class ExampleArgumentsTest(unittest.TestCase):
             self.assertIn("--gate DIR wait between chunks of steps", text, script)
             self.assertIn("--profile FILE profile the last 4 steps", text, script)
             self.assertEqual("to FILE ('{rank}' in the name is replaced" in text, per_rank, script)
-
-
-class RunShTest(unittest.TestCase):
-    """tests/gpu/run.sh against the stand-ins in fake/."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="lockstep-e2e-test-")
-        build = os.path.join(cls.tmp, "build")
-        layout = {"tools/lockstep": "lockstep",
-                  "examples/cuda/lockstep_example_cuda": "lockstep_example_cuda",
-                  "tests/gpu/hashing/gtest_gpu_hashing": "gtest_gpu_hashing",
-                  "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
-        for dest, src in layout.items():
-            path = os.path.join(build, dest)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            shutil.copy2(os.path.join(FAKE, src), path)
-        os.makedirs(os.path.join(build, "interpose"))
-        open(os.path.join(build, "interpose", "liblockstep.so"), "w").close()
-        cls.build = build
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def run_script(self, checks, **env):
-        out = tempfile.mkdtemp(dir=self.tmp)
-        full_env = dict(os.environ, BUILD=self.build, OUT=out, CHECKS=checks, BUDGET_S="600",
-                        PYTHON=os.path.join(FAKE, "python"), OVERHEAD_CHUNKS="3",
-                        PATH=os.path.join(self.build, "bin") + os.pathsep + os.environ["PATH"],
-                        **env)
-        proc = subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "run.sh")],
-                              env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=300)
-        with open(os.path.join(out, "table.txt")) as f:
-            rows = {}
-            for line in f.read().splitlines()[3:]:
-                # "check words... RESULT figure": the result is the first PASS/FAIL/KNOWN/SKIP
-                # word.
-                words = line.split()
-                for i, w in enumerate(words):
-                    if w in ("PASS", "FAIL", "KNOWN", "SKIP"):
-                        rows[" ".join(words[:i])] = w
-                        break
-        return proc, rows, out
-
-    def test_everything_passes_with_deterministic_stand_ins(self):
-        proc, rows, out = self.run_script("abdefgox")
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        for check in ("gpu", "gtest gtest_gpu_hashing", "sanitizer memcheck",
-                      "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
-                      "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
-                      "gpt plant varies", "gpt det broad", "gpt det full", "gpt plant", "gpt hunt",
-                      "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
-                      "overhead broad", "overhead explicit-attention full",
-                      "launch-bound ratios", "launch-bound self time",
-                      "ddp det broad", "ddp det full", "ddp full caching alloc",
-                      "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
-                      "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad"):
-            self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
-        self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
-        self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
-        with open(os.path.join(out, "table.txt")) as f:
-            table = f.read()
-        # ddp: the ratio judged, the shim's own time per step shown; tpdp: the shim's time
-        # judged, the ratio shown.
-        self.assertRegex(table, r"ddp overhead broad +PASS +x[0-9.]+ \(target x1\.020\), .*; "
-                                r"shim 1\.0 us/step \([0-9.]+%, not judged\)")
-        self.assertRegex(table, r"tpdp overhead broad +PASS +shim 1\.0 us/step \([0-9.]+% of "
-                                r"the untraced step, goal 2\.0%\); x[0-9.]+, .* \(ratio not "
-                                r"judged\)")
-
-    def test_a_nondeterministic_job_fails(self):
-        proc, rows, _ = self.run_script("d", FAKE_NONDETERMINISTIC="1")
-        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        for check in ("cuda det broad", "cuda det full", "cuda det off"):
-            self.assertEqual(rows.get(check), "FAIL", rows)
-
-    def test_tp_job_over_its_limit_fails(self):
-        # A shim that spends more per step than 7% of the untraced step: the tpdp row (judged by
-        # the shim's time) fails, the ddp row (judged by its ratio, which this does not move)
-        # passes and shows the time.
-        proc, rows, out = self.run_script("ox", FAKE_SELF_US="1000000000")
-        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        self.assertEqual(rows.get("tpdp overhead broad"), "FAIL", rows)
-        self.assertEqual(rows.get("ddp overhead broad"), "PASS", rows)
-        with open(os.path.join(out, "table.txt")) as f:
-            self.assertRegex(f.read(), r"tpdp overhead broad +FAIL +shim 1000000000\.0 us/step "
-                                       r"\([0-9.]+% of the untraced step, over the 7\.0% limit\)")
-
-    def test_tp_job_between_goal_and_limit_is_known(self):
-        # 400 us of a 10 ms fake step, 4%: over the 2% goal, under the 7% limit. KNOWN, named in
-        # the table, and the run still passes.
-        proc, rows, out = self.run_script("x", FAKE_SELF_US="400")
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        self.assertEqual(rows.get("tpdp overhead broad"), "KNOWN", rows)
-        with open(os.path.join(out, "table.txt")) as f:
-            self.assertRegex(f.read(), r"tpdp overhead broad +KNOWN +shim 400\.0 us/step \([0-9.]+% "
-                                       r"of the untraced step, over the 2\.0% goal: README, "
-                                       r"Known limits; FAIL above 7\.0%\)")
-
-    def test_self_time_over_its_target_fails(self):
-        # A shim that spends more per step than the untraced step's 2% at broad.
-        proc, rows, _ = self.run_script("f", FAKE_SELF_US="1000000000")
-        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
-
-    def test_a_gpu_test_that_skips_on_the_gpu_machine_fails(self):
-        proc, rows, out = self.run_script("b", FAKE_GTEST_SKIP="1")
-        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
-        self.assertEqual(rows.get("gtest gtest_gpu_hashing"), "FAIL", rows)
-        with open(os.path.join(out, "table.txt")) as f:
-            self.assertIn("1 skipped, 0 failed on a GPU: no shim at /nowhere", f.read())
-
-    def test_missing_binaries_are_skipped(self):
-        proc, rows, _ = self.run_script("c")
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        self.assertEqual(rows.get("hash bench"), "SKIP", rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,280 @@
+"""CPU tests of lockstep's GPU suite (tests/gpu/run.sh and the pytest files it runs), driven
+against stand-ins (fake/) for the lockstep CLI, the examples, a GPU gtest, nvidia-smi,
+compute-sanitizer and python-with-torch: PASS when every expectation holds, FAIL when one does
+not (a nondeterministic job, a diff's exit code, a cost over its limit), KNOWN between a goal and
+its limit, SKIP for what this machine lacks; the table and the results JSON they write.
+
+  python3 -m unittest -v test_gpu_suite      (from tests/gpu/e2e; needs python3-pytest)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+FAKE = os.path.join(HERE, "fake")
+
+
+def python_with_pytest():
+    """A python that can run the GPU suite: this one, or Debian's (python3-pytest, which
+    scripts/setup.sh installs)."""
+    for py in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run([py, "-c", "import pytest"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            return py
+    return None
+
+
+class RunShTest(unittest.TestCase):
+    """tests/gpu/run.sh, the pytest suite it runs (tests/gpu/test_*.py), against the stand-ins in
+    fake/."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pytest_python = python_with_pytest()
+        cls.tmp = tempfile.mkdtemp(prefix="lockstep-e2e-test-")
+        build = os.path.join(cls.tmp, "build")
+        layout = {"tools/lockstep": "lockstep",
+                  "examples/cuda/lockstep_example_cuda": "lockstep_example_cuda",
+                  "tests/gpu/hashing/gtest_gpu_hashing": "gtest_gpu_hashing",
+                  "bench/hashing/hash_bench": "hash_bench",
+                  "bench/collectors/gpu_launch_bench": "gpu_launch_bench",
+                  "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
+        for dest, src in layout.items():
+            path = os.path.join(build, dest)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copy2(os.path.join(FAKE, src), path)
+        os.makedirs(os.path.join(build, "interpose"))
+        open(os.path.join(build, "interpose", "liblockstep.so"), "w").close()
+        cls.build = build
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        # Not a skip: CI must run these (scripts/setup.sh installs python3-pytest).
+        self.assertIsNotNone(self.pytest_python, "no python with pytest: install python3-pytest")
+
+    def run_script(self, checks, *args, **env):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        full_env = dict(os.environ, BUILD=self.build, OUT=out, CHECKS=checks, BUDGET_S="600",
+                        PYTHON=os.path.join(FAKE, "python"), OVERHEAD_CHUNKS="3",
+                        DDP_OVERHEAD_CHUNKS="3", PYTEST_PYTHON=self.pytest_python,
+                        PATH=os.path.join(self.build, "bin") + os.pathsep + os.environ["PATH"])
+        full_env.pop("CUDA_VISIBLE_DEVICES", None)
+        full_env.update(env)
+        proc = subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "run.sh"), *args],
+                              env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=400)
+        rows = {}
+        table = os.path.join(out, "table.txt")
+        if os.path.exists(table):
+            with open(table) as f:
+                for line in f.read().splitlines()[4:]:
+                    # "check words... RESULT figure": the result is the first PASS/FAIL/KNOWN/SKIP
+                    # word.
+                    words = line.split()
+                    for i, w in enumerate(words):
+                        if w in ("PASS", "FAIL", "KNOWN", "SKIP"):
+                            rows[" ".join(words[:i])] = w
+                            break
+        return proc, rows, out
+
+    def results(self, out):
+        """The results JSON of a run (one file per run under OUT)."""
+        names = [n for n in os.listdir(out) if n.endswith(".json") and n[:4].isdigit()]
+        self.assertEqual(len(names), 1, os.listdir(out))
+        with open(os.path.join(out, names[0])) as f:
+            return names[0], json.load(f)
+
+    def test_everything_passes_with_deterministic_stand_ins(self):
+        proc, rows, out = self.run_script("abdefgovx")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        for check in ("gpu", "gtest gtest_gpu_hashing", "sanitizer memcheck",
+                      "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
+                      "cuda det metrics", "cuda metrics = printed",
+                      "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
+                      "gpt untraced", "gpt plant varies", "gpt det broad",
+                      "gpt loss.item() = trace", "gpt det full", "gpt plant", "gpt hunt",
+                      "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
+                      "coverage compile", "coverage cuda-graph", "coverage reduce-overhead",
+                      "coverage ddp", "overhead untraced", "overhead off", "overhead metrics",
+                      "overhead broad", "overhead full", "overhead explicit-attention full",
+                      "launch-bound ratios", "launch-bound self time", "ddp untraced",
+                      "ddp det broad", "ddp det full", "ddp full caching alloc",
+                      "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
+                      "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad",
+                      "launch cost"):
+            self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
+        self.assertTrue(os.path.exists(os.path.join(out, "run.log")))
+        self.assertTrue(os.path.exists(os.path.join(out, "sample-traces.tar.gz")))
+        # The device machine brings back at most 8 files: the benchmarks' JSON is archived.
+        self.assertLessEqual(len(os.listdir(out)), 8, os.listdir(out))
+        with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
+            names = tar.getnames()
+        for name in ("overhead.json", "overhead-tpdp.json", "overhead-ddp.json",
+                     "gpt-det-full-diff.out"):
+            self.assertIn(name, names)
+        with open(os.path.join(out, "table.txt")) as f:
+            table = f.read()
+        # The table is also the end of what the run printed.
+        self.assertIn(table.strip().splitlines()[-1], proc.stdout)
+        # ddp: the ratio judged, the shim's own time per step shown; tpdp: the shim's time
+        # judged, the ratio shown.
+        self.assertRegex(table, r"ddp overhead broad +PASS +x[0-9.]+ \(target x1\.020\), .*; "
+                                r"shim 1\.0 us/step \([0-9.]+%, not judged\)")
+        self.assertRegex(table, r"tpdp overhead broad +PASS +shim 1\.0 us/step \([0-9.]+% of "
+                                r"the untraced step, goal 2\.0%\); x[0-9.]+, .* \(ratio not "
+                                r"judged\)")
+
+    def test_results_json_holds_commit_gpu_driver_date_and_every_row(self):
+        proc, rows, out = self.run_script("af", LOCKSTEP_COMMIT="abc1234")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        name, doc = self.results(out)
+        self.assertRegex(name, r"^\d{4}-\d\d-\d\dT\d{4}Z-abc1234-af\.json$")
+        self.assertEqual((doc["commit"], doc["gpu"], doc["driver"], doc["groups"]),
+                         ("abc1234", "NVIDIA H200", "580.159", "af"))
+        self.assertRegex(doc["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertEqual({r["check"]: r["result"] for r in doc["rows"]}, rows)
+        broad = next(r for r in doc["rows"] if r["check"] == "overhead broad")
+        self.assertEqual(broad["numbers"]["target_ratio"], 1.02)
+        self.assertAlmostEqual(broad["numbers"]["ratio"], 1.0, places=6)
+
+    def test_a_nondeterministic_job_fails(self):
+        proc, rows, _ = self.run_script("d", FAKE_NONDETERMINISTIC="1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        for check in ("cuda det broad", "cuda det full", "cuda det off"):
+            self.assertEqual(rows.get(check), "FAIL", rows)
+
+    def test_tp_pair_fails_when_the_diff_exits_nonzero(self):
+        # An identical report from a diff that exited 3: the row reads the diff's exit code
+        # (run.sh's bash once lost it behind `|| true`).
+        proc, rows, out = self.run_script("x", "-k", "det_broad", FAKE_DIFF_RC="3")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows, {"tpdp det broad": "FAIL"})
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("tpdp det broad           FAIL   diff 3;", f.read())
+
+    def test_a_missed_kernel_fails_coverage(self):
+        proc, rows, _ = self.run_script("v", "-k", "compile", FAKE_COVERAGE_MISSED="3")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows, {"coverage compile": "FAIL"})
+
+    def test_tp_job_over_its_limit_fails(self):
+        # A shim that spends more per step than 7% of the untraced step: the tpdp row (judged by
+        # the shim's time) fails, the ddp row (judged by its ratio, which this does not move)
+        # passes and shows the time.
+        proc, rows, out = self.run_script("ox", "-k", "overhead", FAKE_SELF_US="1000000000")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("tpdp overhead broad"), "FAIL", rows)
+        self.assertEqual(rows.get("ddp overhead broad"), "PASS", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"tpdp overhead broad +FAIL +shim 1000000000\.0 us/step "
+                                       r"\([0-9.]+% of the untraced step, over the 7\.0% limit\)")
+
+    def test_tp_job_between_goal_and_limit_is_known(self):
+        # 400 us of a 10 ms fake step, 4%: over the 2% goal, under the 7% limit. KNOWN, named in
+        # the table, and the run still passes.
+        proc, rows, out = self.run_script("x", "-k", "overhead", FAKE_SELF_US="400")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("tpdp overhead broad"), "KNOWN", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"tpdp overhead broad +KNOWN +shim 400\.0 us/step "
+                                       r"\([0-9.]+% of the untraced step, over the 2\.0% goal: "
+                                       r"README, Known limits; FAIL above 7\.0%\)")
+
+    def test_self_time_over_its_target_fails(self):
+        # A shim that spends more per step than the untraced step's 2% at broad.
+        proc, rows, _ = self.run_script("f", "-k", "launch_bound", FAKE_SELF_US="1000000000")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
+        self.assertEqual(rows.get("launch-bound ratios"), "PASS", rows)
+
+    def test_a_gpu_test_that_skips_on_the_gpu_machine_fails(self):
+        proc, rows, out = self.run_script("b", FAKE_GTEST_SKIP="1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("gtest gtest_gpu_hashing"), "FAIL", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("1 skipped, 0 failed on a GPU: no shim at /nowhere", f.read())
+
+    def test_missing_binaries_are_skipped(self):
+        bare = tempfile.mkdtemp(dir=self.tmp)
+        proc, rows, _ = self.run_script("bcdf", "-k", "launch_cost or not test_f_",
+                                        BUILD=bare)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("hash bench"), "SKIP", rows)
+        self.assertEqual(rows.get("launch cost"), "SKIP", rows)
+        self.assertEqual(rows.get("gtest (gpu)"), "SKIP", rows)
+        self.assertEqual(rows.get("cuda det full"), "SKIP", rows)
+
+    def test_hash_bench_row_reads_the_benchmark_json(self):
+        proc, rows, out = self.run_script("c")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"hash bench +PASS +fp32 1 GiB: LSF1 239\.8 us, 4\.48 "
+                                       r"TB/s \(99% of reduce\); torch\.hash_tensor n/a")
+        _, doc = self.results(out)
+        self.assertEqual(doc["rows"][0]["numbers"]["batch_1000x4KiB_us"], 11.0)
+
+    def test_hash_bench_over_a_target_fails_and_names_it(self):
+        proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.1")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("hash bench               FAIL   rc 1: fp32 4 KiB: <= 5 us (5.1)",
+                          f.read())
+
+    def test_launch_cost_shows_each_mode(self):
+        proc, rows, out = self.run_script("f", "-k", "launch_cost")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("us/launch: untraced 3.05, off 3.15, metrics 3.15, broad 3.15, full "
+                          "3.15, full-unmerged 3.15, untraced 3.05", f.read())
+
+    def test_two_gpu_rows_skip_with_one_gpu(self):
+        proc, rows, _ = self.run_script("go", CUDA_VISIBLE_DEVICES="0")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(set(rows.values()), {"SKIP"}, rows)
+        self.assertIn("ddp overhead broad", rows)
+        self.assertIn("ddp culprit rank", rows)
+
+    def test_without_a_gpu_every_check_skips_and_the_run_passes(self):
+        # As CI or plain pytest on a machine without a GPU (REQUIRE_GPU=0).
+        proc, rows, _ = self.run_script("abcdefgovx", CUDA_VISIBLE_DEVICES="", REQUIRE_GPU="0")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(set(rows.values()), {"SKIP"}, rows)
+        self.assertGreater(len(rows), 40, rows)
+
+    def test_without_a_gpu_run_sh_fails_the_gpu_row(self):
+        # run.sh is the GPU machine's entry point: there, no GPU is a failure, not a skip.
+        proc, rows, _ = self.run_script("a", CUDA_VISIBLE_DEVICES="")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows, {"gpu": "FAIL"})
+
+    def test_a_budget_spent_skips_the_checks_that_would_not_fit(self):
+        proc, rows, out = self.run_script("d", BUDGET_S="0")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("cuda det full"), "SKIP", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"cuda det full +SKIP +time budget")
+
+    def test_a_selection_that_matches_nothing_passes(self):
+        # pytest's exit 5 (no test selected) is not a failure.
+        proc, rows, _ = self.run_script("a", "-k", "no_such_check")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows, {})
+
+    def test_an_unknown_group_is_refused(self):
+        proc, _, _ = self.run_script("az")
+        self.assertEqual(proc.returncode, 2, proc.stdout)
+        self.assertIn("no group 'z'", proc.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

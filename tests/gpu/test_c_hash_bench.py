@@ -1,0 +1,49 @@
+"""Group c: the hashing benchmark. One table from one run: LSF1, a read-only u64 sum and
+torch.hash_tensor on the same data (bench/hashing/run_bench.py drives hash_bench and times torch
+in the same process); its targets are judged there and read here from its JSON."""
+
+import json
+import os
+
+import pytest
+
+import gpu_suite
+
+
+@pytest.mark.gpu
+@pytest.mark.row("hash bench")
+def test_c_hash_bench_meets_its_targets(gs, row):
+    bench = os.path.join(gs.config.build, "bench", "hashing", "hash_bench")
+    if not os.access(bench, os.X_OK):
+        row.skip(f"no {bench}")
+    row.need(120)
+    if not gs.have_torch():
+        run = gs.untraced("hash-bench", 120, [bench])
+        row.add("hash bench (no torch)", "PASS" if run.rc == 0 else "FAIL",
+                "ran" if run.rc == 0 else f"rc {run.rc}")
+        return
+    out = gs.path("hash-bench.json")
+    run = gs.untraced("hash-bench", 240, [
+        gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "hashing", "run_bench.py"), bench,
+        "--markdown", gs.path("hash-bench.md"), "--json", out])
+    try:
+        with open(out) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        row("FAIL", f"rc {run.rc}: no JSON from run_bench.py: {run.last_err()}")
+        return
+    big = next((r for r in doc["rows"] if r["bytes"] >= 1 << 30), None)
+    figure = "ran"
+    if big:
+        torch_tbs = big.get("torch_tb_s")
+        figure = (f"{big['dtype']} {big['size']}: LSF1 {big['lsf1_us']:.1f} us, "
+                  f"{big['lsf1_tb_s']:.2f} TB/s ({100 * big['reduce_us'] / big['lsf1_us']:.0f}% "
+                  f"of reduce); torch.hash_tensor "
+                  + (f"{torch_tbs:.2f} TB/s" if torch_tbs else "n/a"))
+    missed = ";".join(v["target"] for v in doc["verdicts"] if not v["ok"])[:100]
+    numbers = {"rows": doc["rows"], "batch_1000x4KiB_us": doc.get("batch_1000x4KiB_us"),
+               "verdicts": doc["verdicts"]}
+    if run.rc == 0 and not missed:
+        row("PASS", figure, numbers)
+    else:
+        row("FAIL", f"rc {run.rc}: {missed or run.last_err()}", numbers)

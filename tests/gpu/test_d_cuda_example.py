@@ -1,0 +1,145 @@
+"""Group d: examples/cuda (kernels, cuBLASLt block-scaled FP8, a planted atomicAdd reduction and
+a planted FP8 scale): deterministic pairs at every level, plants found, hunt."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+STEPS = 6
+PLANT_STEP = 3
+ARGS = ["--steps", STEPS, "--block-scaled"]
+ATOMIC = "planted_atomic_sum_squares"
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def example(gs):
+    """The example's path, after the checks that it and lockstep are there; its untraced run
+    (the numbers every traced run is compared with) once."""
+    if not os.access(gs.config.cuda_example, os.X_OK):
+        pytest.skip(f"no {gs.config.cuda_example}")
+    if not gs.have_lockstep():
+        pytest.skip(f"no {gs.config.lockstep}")
+    return gs.config.cuda_example
+
+
+@pytest.fixture(scope="module")
+def untraced(gs, example):
+    return gs.untraced("cuda-untraced", 60, [example, *ARGS])
+
+
+@pytest.mark.row("cuda untraced")
+def test_d_untraced_runs(row, untraced):
+    if untraced.rc != 0:
+        row("FAIL", f"rc {untraced.rc}: {untraced.last_err()}")
+        return
+    steps = len(re.findall(r"^step", untraced.text(), re.M))
+    gemm = re.search(r"block-scaled FP8 GEMM[^(\n]*", untraced.err_text())
+    row("PASS", f"{steps} steps; {gemm.group(0) if gemm else ''}")
+
+
+@pytest.mark.row("cuda plant varies")
+def test_d_planted_atomic_varies_between_runs(gs, row, example):
+    probe = gs.untraced("cuda-probe", 60, [example, "--probe-atomic", 16]).first(r"^probe-atomic")
+    m = re.match(r"^probe-atomic: (\d+) distinct", probe)
+    if m and int(m.group(1)) > 1:
+        row("PASS", probe[len("probe-atomic: "):])
+    else:
+        row("FAIL", probe or "probe failed")
+
+
+@pytest.mark.row("cuda det {level}")
+@pytest.mark.parametrize("level", ["off", "metrics", "broad", "full"])
+def test_d_deterministic_pair_is_identical(gs, row, run_pair, diff, example, untraced, level):
+    """The deterministic job twice at every level: diff exits 0, numbers identical to
+    untraced."""
+    row.need(30)
+    one, two = run_pair(f"cuda-det-{level}", level, 120, [example, *ARGS])
+    if one.rc or two.rc:
+        row("FAIL", f"job exit {one.rc}/{two.rc}: {one.last_err(60)}")
+        return
+    numbers = gs.same_losses(untraced.out, one.out)
+    has_trace = any(f.endswith(".lstrace") for _, _, fs in os.walk(one.trace) for f in fs)
+    if level == "off" and not has_trace:
+        # `off` may write no trace at all: then only the numbers can be checked.
+        ok = numbers.startswith("PASS")
+        row("PASS" if ok else "FAIL",
+            f"no trace; vs untraced: {numbers[6:] if ok else numbers}")
+        return
+    report = diff(f"cuda-det-{level}-diff", one.name, two.name)
+    drc = report.rc
+    verdict = gs.check_diff(report.out, "--expect", "identical")
+    if drc == 0 and verdict.startswith("PASS") and numbers.startswith("PASS"):
+        row("PASS", f"diff 0; {verdict[6:]}; vs untraced: {numbers[6:]}")
+    else:
+        row("FAIL", f"diff {drc}; {verdict}; vs untraced: {numbers}")
+    if level == "metrics":
+        # The losses the job printed are Metric records of its trace (issue 5).
+        _, line = gs.helper("metrics_match.py", gs.config.lockstep, one.trace, one.out)
+        row.add("cuda metrics = printed", "PASS" if line.startswith("PASS") else "FAIL",
+                line[6:] if line.startswith("PASS") else line)
+
+
+@pytest.mark.row("cuda plant atomic")
+def test_d_planted_atomic_is_the_origin(gs, row, example):
+    """Planted float atomicAdd reduction: two planted runs differ; the origin is that kernel."""
+    row.need(30)
+    plant = [example, "--steps", STEPS, "--plant", "atomic", "--plant-step", PLANT_STEP]
+    gs.traced("cuda-atomic-full-1", "full", 120, plant)
+    gs.traced("cuda-atomic-full-2", "full", 120, plant)
+    drc = gs.diff("cuda-atomic-diff", "cuda-atomic-full-1", "cuda-atomic-full-2").rc
+    verdict = gs.check_diff(gs.path("cuda-atomic-diff.out"), "--expect", "divergent", "--step",
+                            PLANT_STEP, "--name", ATOMIC, "--classification", "origin")
+    if drc == 1 and verdict.startswith("PASS"):
+        row("PASS", verdict[6:])
+    else:
+        row("FAIL", f"diff {drc}; {verdict}")
+
+
+@pytest.mark.row("cuda plant scale")
+def test_d_planted_fp8_scale_names_the_gemm_input(gs, row, example):
+    """A planted run against a clean one: the FP8 GEMM's A_scale shows up."""
+    if not gs.fits(20) or not os.path.isdir(gs.path("cuda-det-full-1")):
+        row.skip("time budget or no clean full run")
+    gs.traced("cuda-scale-full", "full", 120, [example, *ARGS, "--plant", "scale",
+                                               "--plant-step", PLANT_STEP])
+    drc = gs.diff("cuda-scale-diff", "cuda-det-full-1", "cuda-scale-full").rc
+    verdict = gs.check_diff(gs.path("cuda-scale-diff.out"), "--expect", "divergent", "--step",
+                            PLANT_STEP, "--buffer-label", "A_scale", "--buffer-op",
+                            "cublasLtMatmul")
+    if drc == 1 and verdict.startswith("PASS"):
+        row("PASS", verdict[6:])
+    else:
+        row("FAIL", f"diff {drc}; {verdict}")
+
+
+@pytest.mark.row("cuda hunt")
+def test_d_hunt_finds_the_plant_without_hints(gs, row, example):
+    row.need(40)
+    hunt = gs.run("cuda-hunt", 240, [gs.config.lockstep, "hunt", "-o", gs.path("cuda-hunt"),
+                                     "--json", "--", example, "--steps", STEPS, "--plant",
+                                     "atomic", "--plant-step", PLANT_STEP], libs=True)
+    verdict = gs.check_diff(hunt.out, "--expect", "divergent", "--step", PLANT_STEP, "--name",
+                            ATOMIC, "--classification", "origin")
+    if hunt.rc == 1 and verdict.startswith("PASS"):
+        row("PASS", verdict[6:])
+    else:
+        row("FAIL", f"hunt {hunt.rc}; {verdict}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sample_traces(gs):
+    """After the group: small real traces for examples/ (issue 6), a deterministic pair and a
+    diverging pair, as OUT/sample-traces.tar.gz."""
+    yield
+    samples = ["cuda-det-full-1", "cuda-det-full-2", "cuda-atomic-full-1", "cuda-atomic-full-2"]
+    if not all(os.path.isdir(gs.path(s)) for s in samples):
+        return
+    size = sum(os.path.getsize(os.path.join(d, f)) for s in samples
+               for d, _, fs in os.walk(gs.path(s)) for f in fs)
+    if size < 50 * 1024 * 1024:
+        tar = os.path.join(gs.config.out, "sample-traces.tar.gz")
+        subprocess.run(["tar", "-czf", tar, "-C", gs.work, *samples], check=False)
+        gs.say(f"sample traces: {tar} ({size} bytes before compression)")
