@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectors/driver_api.h"
+#include "collectors/fatal_signals.h"
 #include "collectors/runtime.h"
 #include "common/hot.h"
 #include "common/self_time.h"
@@ -160,6 +161,7 @@ Tracer* Tracer::create() {
   if (config.debug) self_time::enable(config.debug_phases);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);
+  seal_trace_on_fatal_signals(tracer->writer_.get());  // a killed job's trace says it was killed
   static std::once_flag fork_once;
   std::call_once(fork_once, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
   tracer->debug(fmt::format("tracing at level {} into {}", level_name(config.level), config.dir));

@@ -20,4 +20,4 @@ if [[ $rc -ne 1 ]]; then
   exit 1
 fi
 echo
-echo "(exit 1: divergent, as planted. Exit codes: 0 identical, 1 divergent, 2 invalid input.)"
+echo "(exit 1: divergent, as planted. Exit codes: 0 identical, 1 divergent, 2 incomplete or invalid input.)"

@@ -3,7 +3,9 @@ a planted FP8 scale): deterministic pairs at every level, plants found, hunt."""
 
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -143,3 +145,57 @@ def sample_traces(gs):
         tar = os.path.join(gs.config.out, "sample-traces.tar.gz")
         subprocess.run(["tar", "-czf", tar, "-C", gs.work, *samples], check=False)
         gs.say(f"sample traces: {tar} ({size} bytes before compression)")
+
+
+def _killed_run(gs, name, example, sig):
+    """`lockstep run` of a long job, killed with `sig` (the whole process group: the CLI and
+    the job) once its trace has some steps on disk. Returns the trace folder."""
+    trace = gs.path(name)
+    cmd = [str(gs.config.lockstep), "run", "-o", trace, "--level", "broad", "--",
+           str(example), "--steps", "100000"]
+    env = dict(os.environ)
+    if gs.extra_libs:
+        env["LD_LIBRARY_PATH"] = ":".join(gs.extra_libs + [env.get("LD_LIBRARY_PATH", "")])
+    with open(gs.path(name + ".err"), "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            sizes = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(trace)
+                     for f in fs]
+            if sizes and max(sizes) > 64 * 1024:  # the trace file (a stand-in's: its stdout)
+                break
+            time.sleep(0.1)
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        proc.wait(timeout=30)
+    return trace
+
+
+@pytest.mark.row("cuda verify")
+def test_d_verify_certifies_a_finished_run_and_never_a_killed_one(gs, row, example):
+    """A clean run is CERTIFIED COMPLETE; a run killed by SIGTERM (End block: signal 15, not
+    clean) or SIGKILL (no End block) is not, and says how far it is readable (issue #32)."""
+    row.need(40)
+    if not os.path.isdir(gs.path("cuda-det-full-1")):
+        row.skip("no clean full run (cuda det full)")
+    lockstep = str(gs.config.lockstep)
+    clean = gs.run("cuda-verify-clean", 60, [lockstep, "verify", gs.path("cuda-det-full-1")])
+    figures = []
+    ok = clean.rc == 0 and "CERTIFIED COMPLETE" in clean.text()
+    figures.append(f"clean rc {clean.rc}")
+    for sig, expect in ((signal.SIGTERM, f"signal {int(signal.SIGTERM)}"),
+                        (signal.SIGKILL, "no end record")):
+        trace = _killed_run(gs, f"cuda-killed-{sig.name}", example, sig)
+        check = gs.run(f"cuda-verify-{sig.name}", 60, [lockstep, "verify", trace])
+        said = check.text() + check.err_text()
+        prefix = re.search(r"readable prefix up to step \d+|no complete step", said)
+        # SIGTERM: the shim's handler seals the trace ("signal 15", not clean) unless the
+        # writer was busy at that instant (then no end record); SIGKILL: never an end record.
+        said_why = next((w for w in (expect, "did not finish") if w in said), "")
+        ok = ok and check.rc == 2 and "NOT CERTIFIED" in said and bool(said_why)
+        figures.append(f"{sig.name} rc {check.rc}: {said_why or 'no reason given'}"
+                       f"{', ' + prefix.group(0) if prefix else ''}")
+    row("PASS" if ok else "FAIL", "; ".join(figures))

@@ -176,13 +176,15 @@ TEST(Config, TableCoversEveryVariableOnce) {
   EXPECT_EQ(settings::all().size(), std::size(names));
 }
 
-TEST(Config, ReadmeCarriesTheSameTable) {
-  std::ifstream readme(LOCKSTEP_COLLECTORS_README);
-  ASSERT_TRUE(readme) << LOCKSTEP_COLLECTORS_README;
-  std::stringstream text;
-  text << readme.rdbuf();
-  EXPECT_NE(text.str().find(settings::markdown_table()), std::string::npos)
-      << "collectors/README.md must contain exactly:\n" << settings::markdown_table();
+TEST(Config, ReadmesCarryTheSameTable) {
+  for (const char* path : {LOCKSTEP_COLLECTORS_README, LOCKSTEP_MAIN_README}) {
+    std::ifstream readme(path);
+    ASSERT_TRUE(readme) << path;
+    std::stringstream text;
+    text << readme.rdbuf();
+    EXPECT_NE(text.str().find(settings::markdown_table()), std::string::npos)
+        << path << " must contain exactly:\n" << settings::markdown_table();
+  }
 }
 
 // The table's defaults are what README promises: each one that is a value gives the Config

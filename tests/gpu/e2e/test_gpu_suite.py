@@ -101,6 +101,7 @@ class RunShTest(unittest.TestCase):
                       "sanitizer racecheck", "cuda untraced", "cuda plant varies", "cuda det off",
                       "cuda det metrics", "cuda metrics = printed",
                       "cuda det full", "cuda plant atomic", "cuda plant scale", "cuda hunt",
+                      "cuda verify",
                       "gpt untraced", "gpt plant varies", "gpt det broad",
                       "gpt loss.item() = trace", "gpt det full", "gpt plant", "gpt hunt",
                       "gpt compile full", "gpt cuda-graph full", "gpt cuda-graph plant",
