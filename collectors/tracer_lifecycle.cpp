@@ -141,6 +141,9 @@ Tracer* Tracer::create() {
   extra["cublas_version"] = version_or_null(cublas_version());
   extra["cublaslt_version"] = version_or_null(cublaslt_version());
   nlohmann::json header = trace::build_trace_header(extra);
+  // A rank variable the launcher set badly is not taken (the trace then has no rank): say so once.
+  for (const std::string& problem : trace::rank_from_env().problems)
+    std::fprintf(stderr, "lockstep: %s\n", problem.c_str());
 
   trace::RunDirOptions run;
   run.dir = config.dir;
