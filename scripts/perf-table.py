@@ -5,8 +5,8 @@ suite run: tests/gpu/run.sh writes it under $OUT; copy it into results/ and run 
     scripts/perf-table.py            # rewrites the tables in docs/performance.md and README.md
     scripts/perf-table.py --check    # exit 1 if either differs from what the results give
 
-The latest results: each group's rows from the newest run that ran that group (a check a
-newer run already gave is not taken again). docs/performance.md gets every such row with its
+The latest results: each check from the newest run that gave it (a rerun of a few checks
+replaces those checks only). docs/performance.md gets every such row with its
 run; README.md a short table of the key rows (KEY below). Each table sits between
 '<!-- perf-table:NAME begin -->' and '<!-- perf-table:NAME end -->' lines, replaced whole.
 To add a key row to README: a line in KEY.
@@ -38,19 +38,15 @@ def load(folder):
 
 
 def latest_rows(docs):
-    """[(row, doc)] in the suite's group order: each group from its newest run."""
-    covered, taken, picked = set(), set(), []
+    """[(row, doc)] in the suite's group order: each check from the newest run that gave it (a
+    run of a few checks of a group, a rerun say, replaces those checks only)."""
+    taken, picked = set(), []
     for doc in sorted(docs, key=lambda d: d["date"], reverse=True):
-        new = set(doc["groups"]) - covered
-        if not new:
-            continue
         for row in doc["rows"]:
-            group = row.get("group")
-            if (group and group not in new) or row["check"] in taken:
+            if row["check"] in taken:
                 continue
             taken.add(row["check"])
             picked.append((row, doc))
-        covered |= new
 
     def rank(item):
         row, doc = item

@@ -53,6 +53,14 @@ class PerfTableTest(unittest.TestCase):
         self.assertEqual([(r["check"], d["commit"]) for r, d in picked],
                          [("gpu", "old"), ("hash bench", "new")])
 
+    def test_a_rerun_of_some_checks_of_a_group_keeps_the_groups_other_checks(self):
+        full = run("f", "2026-12-02T02:38:00Z", "full", [("overhead off", "PASS", "x1.006"),
+                                                         ("launch cost", "PASS", "4 us")])
+        rerun = run("f", "2026-12-02T02:44:00Z", "rerun", [("overhead off", "PASS", "x1.001")])
+        picked = perf_table.latest_rows([full, rerun])
+        self.assertEqual([(r["check"], d["commit"]) for r, d in picked],
+                         [("overhead off", "rerun"), ("launch cost", "full")])
+
     def test_the_key_figure_is_cut_at_its_first_top_level_clause(self):
         self.assertEqual(perf_table.head("x1.004 (target x1.020), 38.6 ms/step (60 chunks, a)"),
                          "x1.004 (target x1.020)")
