@@ -6,7 +6,8 @@
 namespace lockstep::collectors {
 
 void AllocationMap::widen(uintptr_t base, uint64_t bytes) {
-  if (base < lowest_.load(std::memory_order_relaxed)) lowest_.store(base, std::memory_order_relaxed);
+  if (base < lowest_.load(std::memory_order_relaxed))
+    lowest_.store(base, std::memory_order_relaxed);
   if (base + bytes > highest_.load(std::memory_order_relaxed))
     highest_.store(base + bytes, std::memory_order_relaxed);
 }
@@ -61,7 +62,7 @@ void AllocationMap::unmap_locked(uintptr_t begin, uintptr_t end) {
       continue;
     }
     it = mapped_.erase(it);
-    if (piece_begin < begin) mapped_[piece_begin] = begin;          // keep the left part
+    if (piece_begin < begin) mapped_[piece_begin] = begin;            // keep the left part
     if (piece_end > end) it = mapped_.emplace(end, piece_end).first;  // and the right part
   }
 }
@@ -76,7 +77,8 @@ std::map<uintptr_t, AllocationMap::Entry>::const_iterator AllocationMap::contain
 }
 
 std::optional<AllocationHit> AllocationMap::find(uintptr_t ptr) const {
-  if (ptr < lowest_.load(std::memory_order_relaxed) || ptr >= highest_.load(std::memory_order_relaxed))
+  if (ptr < lowest_.load(std::memory_order_relaxed) ||
+      ptr >= highest_.load(std::memory_order_relaxed))
     return std::nullopt;
   std::shared_lock lock(mutex_);
   auto it = containing(ptr);

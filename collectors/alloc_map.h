@@ -18,7 +18,7 @@ namespace lockstep::collectors {
 
 struct AllocationHit {
   uint32_t ordinal = 0;
-  uint64_t offset = 0;       // pointer - allocation (or reservation) base
+  uint64_t offset = 0;  // pointer - allocation (or reservation) base
   uintptr_t base = 0;
   uint64_t readable = 0;     // bytes from the pointer to the end of its mapped run; 0 if unmapped
   bool graph_owned = false;  // a stream-ordered allocation made into a capturing stream
@@ -30,11 +30,11 @@ class AllocationMap {
   // stream, which make a graph memory node: mapped only while the graph runs, so never read
   // from outside it.
   void add(uintptr_t base, uint64_t bytes, bool graph_owned = false);
-  void remove(uintptr_t base);                         // frees of any allocation at base
-  void reserve(uintptr_t base, uint64_t bytes);        // cuMemAddressReserve
+  void remove(uintptr_t base);                               // frees of any allocation at base
+  void reserve(uintptr_t base, uint64_t bytes);              // cuMemAddressReserve
   void release_reservation(uintptr_t base, uint64_t bytes);  // cuMemAddressFree
-  void map(uintptr_t ptr, uint64_t bytes);             // cuMemMap
-  void unmap(uintptr_t ptr, uint64_t bytes);           // cuMemUnmap
+  void map(uintptr_t ptr, uint64_t bytes);                   // cuMemMap
+  void unmap(uintptr_t ptr, uint64_t bytes);                 // cuMemUnmap
 
   std::optional<AllocationHit> find(uintptr_t ptr) const;
   size_t size() const;

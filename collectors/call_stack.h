@@ -19,7 +19,7 @@ enum class CallKind : uint8_t { Nested, Kernel, Graph, Memory, Metric, Gemm, Ncc
 struct CallState {
   CallKind kind = CallKind::Nested;
   Tracer* tracer = nullptr;
-  trace::Record record;            // used when nothing is fingerprinted
+  trace::Record record;  // used when nothing is fingerprinted
   PendingRecord* pending = nullptr;
   std::vector<PlannedRegion> outputs;  // fingerprinted after the call returned
   CUstream stream = nullptr;

@@ -17,8 +17,8 @@ uint64_t CommRegistry::child_id(uint64_t parent_id, int color, uint64_t split_in
   return h | (1ull << 63);
 }
 
-uint64_t CommRegistry::root_created(const void* comm, int nranks, int rank,
-                                    const std::string& api, bool in_group_or_batch) {
+uint64_t CommRegistry::root_created(const void* comm, int nranks, int rank, const std::string& api,
+                                    bool in_group_or_batch) {
   std::lock_guard lock(mutex_);
   const bool joins_batch = in_group_or_batch && roots_ > 0 && api == batch_api_ &&
                            nranks == batch_nranks_ && !batch_ranks_.contains(rank);

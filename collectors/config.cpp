@@ -21,16 +21,24 @@ using settings::Setting;
 // A value that problem() accepted, into the Config. Every row of settings.def is here.
 void apply(const Setting& setting, const std::string& value, Config& config) {
   switch (setting.id) {
-    case Id::Dir: config.dir = value; break;
-    case Id::Level: config.level = static_cast<Level>(*settings::parse_level(value)); break;
+    case Id::Dir:
+      config.dir = value;
+      break;
+    case Id::Level:
+      config.level = static_cast<Level>(*settings::parse_level(value));
+      break;
     case Id::Steps: {
       const settings::StepWindow window = *settings::parse_step_window(value);
       config.first_step = window.first;
       config.last_step = window.last;
       break;
     }
-    case Id::Kernels: config.kernels = value; break;
-    case Id::MaxRegion: config.max_region = *settings::parse_byte_size(value); break;
+    case Id::Kernels:
+      config.kernels = value;
+      break;
+    case Id::MaxRegion:
+      config.max_region = *settings::parse_byte_size(value);
+      break;
     case Id::MetricBytes:
       config.metric_bytes = static_cast<uint32_t>(*settings::parse_byte_size(value));
       break;
@@ -53,12 +61,24 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
       config.debug = value == "2" || *settings::parse_switch(value);
       config.debug_phases = value == "2";
       break;
-    case Id::RunId: config.run_id = value; break;
-    case Id::Overwrite: config.overwrite = *settings::parse_switch(value); break;
-    case Id::FailHard: config.fail_hard = *settings::parse_switch(value); break;
-    case Id::Memory: config.memory = *settings::parse_byte_size(value); break;
-    case Id::HashMemory: config.hash_memory = *settings::parse_byte_size(value); break;
-    case Id::Validate: config.validate = *settings::parse_switch(value); break;
+    case Id::RunId:
+      config.run_id = value;
+      break;
+    case Id::Overwrite:
+      config.overwrite = *settings::parse_switch(value);
+      break;
+    case Id::FailHard:
+      config.fail_hard = *settings::parse_switch(value);
+      break;
+    case Id::Memory:
+      config.memory = *settings::parse_byte_size(value);
+      break;
+    case Id::HashMemory:
+      config.hash_memory = *settings::parse_byte_size(value);
+      break;
+    case Id::Validate:
+      config.validate = *settings::parse_switch(value);
+      break;
     case Id::MergeHashes: {
       std::string word = value;
       for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -70,12 +90,23 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
       }
       break;
     }
-    case Id::ReuseDigests: config.reuse_digests = *settings::parse_switch(value); break;
-    case Id::SkipUnwritten: config.skip_unwritten = *settings::parse_switch(value); break;
-    case Id::LearnReadOnly: config.learn_read_only = *settings::parse_switch(value); break;
-    case Id::RecallFills: config.recall_fills = *settings::parse_switch(value); break;
-    case Id::FromCli: config.from_cli = *settings::parse_switch(value); break;
-    case Id::Lib: break;  // read by the CLI, not the shim
+    case Id::ReuseDigests:
+      config.reuse_digests = *settings::parse_switch(value);
+      break;
+    case Id::SkipUnwritten:
+      config.skip_unwritten = *settings::parse_switch(value);
+      break;
+    case Id::LearnReadOnly:
+      config.learn_read_only = *settings::parse_switch(value);
+      break;
+    case Id::RecallFills:
+      config.recall_fills = *settings::parse_switch(value);
+      break;
+    case Id::FromCli:
+      config.from_cli = *settings::parse_switch(value);
+      break;
+    case Id::Lib:
+      break;  // read by the CLI, not the shim
   }
 }
 
@@ -102,10 +133,9 @@ std::string_view level_name(Level level) {
 
 std::string failure_line(const Config& config, std::string_view what) {
   std::string line =
-      config.fail_hard
-          ? fmt::format("lockstep: {}; stopping the job ({}=1, exit code {})", what,
-                        settings::get(Id::FailHard).name, settings::kFailHardExitCode)
-          : fmt::format("lockstep: {}; running untraced", what);
+      config.fail_hard ? fmt::format("lockstep: {}; stopping the job ({}=1, exit code {})", what,
+                                     settings::get(Id::FailHard).name, settings::kFailHardExitCode)
+                       : fmt::format("lockstep: {}; running untraced", what);
   return config.from_cli ? settings::cli_wording(std::move(line)) : line;
 }
 
@@ -117,8 +147,10 @@ ConfigResult parse_config(const EnvLookup& getenv_fn) {
   auto read = [&](const Setting& setting) {
     const char* value = getenv_fn(setting.name);
     if (value == nullptr) return;
-    if (auto why = settings::problem(setting, value)) rejected.emplace_back(&setting, *why);
-    else apply(setting, value, config);
+    if (auto why = settings::problem(setting, value))
+      rejected.emplace_back(&setting, *why);
+    else
+      apply(setting, value, config);
   };
   // First how to word the messages (stop or run untraced; flags or variables), then the rest.
   read(settings::get(Id::FailHard));
@@ -143,8 +175,7 @@ std::optional<std::string> trace_dir_problem(const std::string& dir) {
          existing != existing.parent_path())
     existing = existing.parent_path();
   if (!fs::is_directory(existing, ec)) {
-    if (existing == target)
-      return fmt::format("{} {} is not a directory", name, dir);
+    if (existing == target) return fmt::format("{} {} is not a directory", name, dir);
     return fmt::format("{} {} cannot be created: {} is not a directory", name, dir,
                        existing.string());
   }

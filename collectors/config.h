@@ -29,28 +29,28 @@ enum class StepSource : uint8_t {
 struct Config {
   std::string dir = "lockstep-trace";
   Level level = Level::Broad;
-  uint32_t first_step = 0;            // LOCKSTEP_STEPS window, inclusive
+  uint32_t first_step = 0;  // LOCKSTEP_STEPS window, inclusive
   uint32_t last_step = UINT32_MAX;
-  std::string kernels;                // regex (ECMAScript); empty = every kernel
-  uint64_t max_region = 256ull << 20; // bytes per pointer region at level full
-  uint32_t metric_bytes = 64;         // D2H copies of at most this many bytes are metrics
+  std::string kernels;                 // regex (ECMAScript); empty = every kernel
+  uint64_t max_region = 256ull << 20;  // bytes per pointer region at level full
+  uint32_t metric_bytes = 64;          // D2H copies of at most this many bytes are metrics
   StepSource step_source = StepSource::Auto;
-  std::string step_pattern;           // regex, case-insensitive, matched against marker text
+  std::string step_pattern;  // regex, case-insensitive, matched against marker text
   bool debug = false;
   bool debug_phases = false;  // LOCKSTEP_DEBUG=2: self time of the nested phases too
-  std::string run_id;                 // empty: the run directory code picks one
+  std::string run_id;         // empty: the run directory code picks one
   bool overwrite = false;
   bool fail_hard = false;
-  uint64_t memory = 64ull << 20;      // trace writer budget
-  uint64_t hash_memory = 16ull << 20; // hash engine device scratch
+  uint64_t memory = 64ull << 20;       // trace writer budget
+  uint64_t hash_memory = 16ull << 20;  // hash engine device scratch
   bool validate = false;
-  bool merge_hashes = true;           // a kernel's output hashes ride on the next launch's
-  bool chain_hashes = true;           // ... also past calls that need no hash launch themselves
-  bool reuse_digests = true;          // an input nothing wrote since its last hash: that digest
-  bool skip_unwritten = false;        // inputs in allocations nothing wrote yet: not hashed
-  bool learn_read_only = true;        // kernel pointer words seen not written: no output hash
-  bool recall_fills = true;           // a known fill's output digest from an earlier same fill
-  bool from_cli = false;              // started by `lockstep run`: messages name its flags
+  bool merge_hashes = true;     // a kernel's output hashes ride on the next launch's
+  bool chain_hashes = true;     // ... also past calls that need no hash launch themselves
+  bool reuse_digests = true;    // an input nothing wrote since its last hash: that digest
+  bool skip_unwritten = false;  // inputs in allocations nothing wrote yet: not hashed
+  bool learn_read_only = true;  // kernel pointer words seen not written: no output hash
+  bool recall_fills = true;     // a known fill's output digest from an earlier same fill
+  bool from_cli = false;        // started by `lockstep run`: messages name its flags
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
   bool operator==(const Config&) const = default;

@@ -61,7 +61,8 @@ void set_symbol_resolver(SymbolResolver resolver) {
   (void)Tracer::configuration();  // validate the environment at load: one line per problem
 }
 
-LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs, bool not_capturing) {
+LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
+                                     bool not_capturing) {
   Tracer* tracer = call.tracer;
   if (inputs.empty() && call.outputs.empty()) {
     // Nothing to ride on. A kernel whose writes are known (a recalled fill) leaves the deferred

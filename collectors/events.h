@@ -48,22 +48,22 @@ void set_symbol_resolver(SymbolResolver resolver);
 
 // ---- kernel launches -----------------------------------------------------------------------
 enum class LaunchApi : uint8_t {
-  RuntimeStub = 1,       // __cudaLaunchKernel(_ptsz): nvcc 13 <<<>>> stubs
-  RuntimeLaunch,         // cudaLaunchKernel(_ptsz)
-  RuntimeLaunchEx,       // cudaLaunchKernelExC(_ptsz)
-  RuntimeCooperative,    // cudaLaunchCooperativeKernel(_ptsz)
-  DriverLaunch,          // cuLaunchKernel(_ptsz)
-  DriverLaunchEx,        // cuLaunchKernelEx(_ptsz)
-  DriverCooperative,     // cuLaunchCooperativeKernel(_ptsz)
-  GraphNode,             // a kernel node of a CUDA graph, recorded at each cudaGraphLaunch
+  RuntimeStub = 1,     // __cudaLaunchKernel(_ptsz): nvcc 13 <<<>>> stubs
+  RuntimeLaunch,       // cudaLaunchKernel(_ptsz)
+  RuntimeLaunchEx,     // cudaLaunchKernelExC(_ptsz)
+  RuntimeCooperative,  // cudaLaunchCooperativeKernel(_ptsz)
+  DriverLaunch,        // cuLaunchKernel(_ptsz)
+  DriverLaunchEx,      // cuLaunchKernelEx(_ptsz)
+  DriverCooperative,   // cuLaunchCooperativeKernel(_ptsz)
+  GraphNode,           // a kernel node of a CUDA graph, recorded at each cudaGraphLaunch
 };
 
 enum class FunctionHandle : uint8_t {
-  HostStub = 1,      // const void* entry (cudaLaunchKernel's func)
-  RuntimeKernel,     // cudaKernel_t (__cudaLaunchKernel); same object as a CUkernel
-  DriverFunction,    // CUfunction
-  DriverKernel,      // CUkernel (remembered from cuLibraryGetKernel / cudaGetKernel)
-  DriverUnknown,     // CUfunction or CUkernel, not known which
+  HostStub = 1,    // const void* entry (cudaLaunchKernel's func)
+  RuntimeKernel,   // cudaKernel_t (__cudaLaunchKernel); same object as a CUkernel
+  DriverFunction,  // CUfunction
+  DriverKernel,    // CUkernel (remembered from cuLibraryGetKernel / cudaGetKernel)
+  DriverUnknown,   // CUfunction or CUkernel, not known which
 };
 
 struct KernelLaunch {
@@ -75,9 +75,9 @@ struct KernelLaunch {
   unsigned block[3] = {1, 1, 1};
   unsigned cluster[3] = {0, 0, 0};  // from launch attributes of Ex launches, 0 = none
   size_t smem_bytes = 0;
-  CUstream stream = nullptr;     // as the caller gave it (cudaStream_t is the same object)
+  CUstream stream = nullptr;  // as the caller gave it (cudaStream_t is the same object)
   void** kernel_params = nullptr;
-  void** extra = nullptr;        // CU_LAUNCH_PARAM_BUFFER_POINTER form
+  void** extra = nullptr;  // CU_LAUNCH_PARAM_BUFFER_POINTER form
 };
 uint64_t kernel_launch_begin(const KernelLaunch& launch);
 void kernel_launch_end(uint64_t token, int result);
@@ -93,7 +93,7 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
 void graph_launch_end(uint64_t token, int result);
 
 // ---- allocations (feeds the allocation interval map) ---------------------------------------
-void on_alloc(CUdeviceptr ptr, size_t bytes);          // cuMemAlloc*, cudaMalloc*, async/pool
+void on_alloc(CUdeviceptr ptr, size_t bytes);  // cuMemAlloc*, cudaMalloc*, async/pool
 // cudaMallocAsync / cuMemAlloc(FromPool)Async: as on_alloc, and remembers whether `stream`
 // was capturing (the allocation is then a graph memory node's).
 void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_thread_default);
@@ -102,23 +102,23 @@ void on_free(CUdeviceptr ptr);
 // real cuMemFreeAsync on `stream` later, right after the hashes that still read the memory):
 // the hook then returns success without forwarding. False: forward it now (as on_free).
 bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default);
-void on_va_reserve(CUdeviceptr ptr, size_t bytes);     // cuMemAddressReserve
-void on_va_free(CUdeviceptr ptr, size_t bytes);        // cuMemAddressFree
-void on_map(CUdeviceptr ptr, size_t bytes);            // cuMemMap: [ptr, ptr+bytes) now backed
-void on_unmap(CUdeviceptr ptr, size_t bytes);          // cuMemUnmap
+void on_va_reserve(CUdeviceptr ptr, size_t bytes);  // cuMemAddressReserve
+void on_va_free(CUdeviceptr ptr, size_t bytes);     // cuMemAddressFree
+void on_map(CUdeviceptr ptr, size_t bytes);         // cuMemMap: [ptr, ptr+bytes) now backed
+void on_unmap(CUdeviceptr ptr, size_t bytes);       // cuMemUnmap
 
 // ---- copies and sets -----------------------------------------------------------------------
 struct MemoryOp {
-  const char* api = "";        // "cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", ...
-  bool is_set = false;         // memset
+  const char* api = "";  // "cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", ...
+  bool is_set = false;   // memset
   bool is_async = false;
-  int direction = 0;           // cudaMemcpyKind value; 4 (default) when the API does not say
+  int direction = 0;  // cudaMemcpyKind value; 4 (default) when the API does not say
   void* dst = nullptr;
   const void* src = nullptr;
   size_t bytes = 0;
   uint32_t set_value = 0;
   unsigned set_element_bytes = 1;
-  CUstream stream = nullptr;   // null for the synchronous APIs (legacy default stream)
+  CUstream stream = nullptr;  // null for the synchronous APIs (legacy default stream)
   bool per_thread_stream = false;
 };
 uint64_t memory_op_begin(const MemoryOp& op);
@@ -126,19 +126,25 @@ void memory_op_end(uint64_t token, int result);
 
 // ---- cuBLAS / cuBLASLt ---------------------------------------------------------------------
 struct CublasGemm {
-  const char* api = "";        // "cublasGemmEx", "cublasSgemm_v2", ...
+  const char* api = "";  // "cublasGemmEx", "cublasSgemm_v2", ...
   cublasHandle_t handle = nullptr;
   cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
   int64_t m = 0, n = 0, k = 0;
-  const void* A = nullptr; int64_t lda = 0; cudaDataType type_a = CUDA_R_32F;
-  const void* B = nullptr; int64_t ldb = 0; cudaDataType type_b = CUDA_R_32F;
-  void* C = nullptr; int64_t ldc = 0; cudaDataType type_c = CUDA_R_32F;
-  int compute_type = 0;        // cublasComputeType_t, or the data type for typed APIs
-  int algo = -1;               // cublasGemmAlgo_t where given
+  const void* A = nullptr;
+  int64_t lda = 0;
+  cudaDataType type_a = CUDA_R_32F;
+  const void* B = nullptr;
+  int64_t ldb = 0;
+  cudaDataType type_b = CUDA_R_32F;
+  void* C = nullptr;
+  int64_t ldc = 0;
+  cudaDataType type_c = CUDA_R_32F;
+  int compute_type = 0;  // cublasComputeType_t, or the data type for typed APIs
+  int algo = -1;         // cublasGemmAlgo_t where given
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // strided batched, in elements
-  bool pointer_arrays = false; // GemmBatchedEx: A/B/C are device arrays of pointers
-  const void* beta = nullptr;  // host or device, per cublasGetPointerMode
+  bool pointer_arrays = false;           // GemmBatchedEx: A/B/C are device arrays of pointers
+  const void* beta = nullptr;            // host or device, per cublasGetPointerMode
   cudaDataType scale_type = CUDA_R_32F;  // type of alpha and beta
 };
 // The type of alpha/beta of a cublas*Ex call: from the compute type, complex when C is.
@@ -146,12 +152,15 @@ inline cudaDataType cublas_scale_type(cublasComputeType_t compute_type, cudaData
   const bool complex = c_type == CUDA_C_16F || c_type == CUDA_C_16BF || c_type == CUDA_C_32F ||
                        c_type == CUDA_C_64F || c_type == CUDA_C_8I || c_type == CUDA_C_32I;
   switch (compute_type) {
-    case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC:
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC:
       return complex ? CUDA_C_16F : CUDA_R_16F;
-    case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC:
     case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
       return complex ? CUDA_C_64F : CUDA_R_64F;
-    case CUBLAS_COMPUTE_32I: case CUBLAS_COMPUTE_32I_PEDANTIC:
+    case CUBLAS_COMPUTE_32I:
+    case CUBLAS_COMPUTE_32I_PEDANTIC:
       return complex ? CUDA_C_32I : CUDA_R_32I;
     default:  // the 32F compute types, TF32/BF16/FP16-accelerated ones included
       return complex ? CUDA_C_32F : CUDA_R_32F;
@@ -164,13 +173,19 @@ void cublas_gemm_end(uint64_t token, int status);
 struct LtMatmul {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
-  const void* alpha = nullptr; const void* beta = nullptr;
-  const void* A = nullptr; cublasLtMatrixLayout_t a_layout = nullptr;
-  const void* B = nullptr; cublasLtMatrixLayout_t b_layout = nullptr;
-  const void* C = nullptr; cublasLtMatrixLayout_t c_layout = nullptr;
-  void* D = nullptr; cublasLtMatrixLayout_t d_layout = nullptr;
+  const void* alpha = nullptr;
+  const void* beta = nullptr;
+  const void* A = nullptr;
+  cublasLtMatrixLayout_t a_layout = nullptr;
+  const void* B = nullptr;
+  cublasLtMatrixLayout_t b_layout = nullptr;
+  const void* C = nullptr;
+  cublasLtMatrixLayout_t c_layout = nullptr;
+  void* D = nullptr;
+  cublasLtMatrixLayout_t d_layout = nullptr;
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  void* workspace = nullptr; size_t workspace_bytes = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
   CUstream stream = nullptr;
 };
 uint64_t lt_matmul_begin(const LtMatmul& matmul);
@@ -178,15 +193,24 @@ void lt_matmul_end(uint64_t token, int status);
 
 // ---- NCCL ----------------------------------------------------------------------------------
 enum class NcclOp : uint8_t {
-  AllReduce = 1, Broadcast, Bcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter,
-  Send, Recv,
+  AllReduce = 1,
+  Broadcast,
+  Bcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter,
+  Send,
+  Recv,
 };
 struct NcclCall {
   NcclOp op = NcclOp::AllReduce;
   const char* api = "";
   const void* send = nullptr;
-  void* recv = nullptr;        // for Bcast: the in-place buffer; for Send: null
-  size_t count = 0;            // as passed to the API
+  void* recv = nullptr;  // for Bcast: the in-place buffer; for Send: null
+  size_t count = 0;      // as passed to the API
   ncclDataType_t datatype = ncclFloat32;
   ncclRedOp_t redop = ncclSum;
   int root_or_peer = -1;
@@ -199,9 +223,9 @@ void nccl_group_start();
 void nccl_group_end(ncclResult_t result);  // after the real ncclGroupEnd returned
 
 struct NcclCommCreated {
-  const char* api = "";        // ncclCommInitRank, ncclCommInitRankConfig, ncclCommSplit, ...
-  ncclComm_t comm = nullptr;   // the new communicator (after the real call returned)
-  ncclComm_t parent = nullptr; // for split / shrink
+  const char* api = "";         // ncclCommInitRank, ncclCommInitRankConfig, ncclCommSplit, ...
+  ncclComm_t comm = nullptr;    // the new communicator (after the real call returned)
+  ncclComm_t parent = nullptr;  // for split / shrink
   int color = 0, key = 0;
   int nranks = 0, rank = 0;
 };
@@ -225,6 +249,6 @@ bool capture_begun();
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
 void marker_range_push(const char* message);  // NVTX range push / start
 void marker_range_pop();
-void marker_step(const char* name);           // lockstep_step() / lockstep_mark(name)
+void marker_step(const char* name);  // lockstep_step() / lockstep_mark(name)
 
 }  // namespace lockstep::collectors

@@ -7,71 +7,146 @@ namespace lockstep::collectors {
 
 size_t nccl_type_bytes(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 trace::DType nccl_dtype(ncclDataType_t type) {
   using trace::DType;
   switch (type) {
-    case ncclInt8: return DType::I8;
-    case ncclUint8: return DType::U8;
-    case ncclInt32: return DType::I32;
-    case ncclUint32: return DType::U32;
-    case ncclInt64: return DType::I64;
-    case ncclUint64: return DType::U64;
-    case ncclFloat16: return DType::F16;
-    case ncclFloat32: return DType::F32;
-    case ncclFloat64: return DType::F64;
-    case ncclBfloat16: return DType::BF16;
-    case ncclFloat8e4m3: return DType::FP8E4M3;
-    case ncclFloat8e5m2: return DType::FP8E5M2;
-    default: return DType::Unknown;
+    case ncclInt8:
+      return DType::I8;
+    case ncclUint8:
+      return DType::U8;
+    case ncclInt32:
+      return DType::I32;
+    case ncclUint32:
+      return DType::U32;
+    case ncclInt64:
+      return DType::I64;
+    case ncclUint64:
+      return DType::U64;
+    case ncclFloat16:
+      return DType::F16;
+    case ncclFloat32:
+      return DType::F32;
+    case ncclFloat64:
+      return DType::F64;
+    case ncclBfloat16:
+      return DType::BF16;
+    case ncclFloat8e4m3:
+      return DType::FP8E4M3;
+    case ncclFloat8e5m2:
+      return DType::FP8E5M2;
+    default:
+      return DType::Unknown;
   }
 }
 
 int cuda_type_bits(cudaDataType type) {
   switch (type) {
-    case CUDA_R_4I: case CUDA_R_4U: case CUDA_R_4F_E2M1: return 4;
-    case CUDA_R_6F_E2M3: case CUDA_R_6F_E3M2: return 8;  // stored one per byte
-    case CUDA_R_8I: case CUDA_R_8U: case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2:
-    case CUDA_R_8F_UE8M0: case CUDA_C_4I: case CUDA_C_4U: return 8;
-    case CUDA_R_16F: case CUDA_R_16BF: case CUDA_R_16I: case CUDA_R_16U: case CUDA_C_8I:
-    case CUDA_C_8U: return 16;
-    case CUDA_R_32F: case CUDA_R_32I: case CUDA_R_32U: case CUDA_C_16F: case CUDA_C_16BF:
-    case CUDA_C_16I: case CUDA_C_16U: return 32;
-    case CUDA_R_64F: case CUDA_R_64I: case CUDA_R_64U: case CUDA_C_32F: case CUDA_C_32I:
-    case CUDA_C_32U: return 64;
-    case CUDA_C_64F: case CUDA_C_64I: case CUDA_C_64U: return 128;
-    default: return 0;
+    case CUDA_R_4I:
+    case CUDA_R_4U:
+    case CUDA_R_4F_E2M1:
+      return 4;
+    case CUDA_R_6F_E2M3:
+    case CUDA_R_6F_E3M2:
+      return 8;  // stored one per byte
+    case CUDA_R_8I:
+    case CUDA_R_8U:
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+    case CUDA_R_8F_UE8M0:
+    case CUDA_C_4I:
+    case CUDA_C_4U:
+      return 8;
+    case CUDA_R_16F:
+    case CUDA_R_16BF:
+    case CUDA_R_16I:
+    case CUDA_R_16U:
+    case CUDA_C_8I:
+    case CUDA_C_8U:
+      return 16;
+    case CUDA_R_32F:
+    case CUDA_R_32I:
+    case CUDA_R_32U:
+    case CUDA_C_16F:
+    case CUDA_C_16BF:
+    case CUDA_C_16I:
+    case CUDA_C_16U:
+      return 32;
+    case CUDA_R_64F:
+    case CUDA_R_64I:
+    case CUDA_R_64U:
+    case CUDA_C_32F:
+    case CUDA_C_32I:
+    case CUDA_C_32U:
+      return 64;
+    case CUDA_C_64F:
+    case CUDA_C_64I:
+    case CUDA_C_64U:
+      return 128;
+    default:
+      return 0;
   }
 }
 
 trace::DType cuda_dtype(cudaDataType type) {
   using trace::DType;
   switch (type) {
-    case CUDA_R_8I: return DType::I8;
-    case CUDA_R_8U: return DType::U8;
-    case CUDA_R_16I: return DType::I16;
-    case CUDA_R_32I: return DType::I32;
-    case CUDA_R_32U: return DType::U32;
-    case CUDA_R_64I: return DType::I64;
-    case CUDA_R_64U: return DType::U64;
-    case CUDA_R_16F: return DType::F16;
-    case CUDA_R_16BF: return DType::BF16;
-    case CUDA_R_32F: return DType::F32;
-    case CUDA_R_64F: return DType::F64;
-    case CUDA_R_8F_E4M3: return DType::FP8E4M3;
-    case CUDA_R_8F_E5M2: return DType::FP8E5M2;
-    case CUDA_R_4F_E2M1: return DType::FP4E2M1;
-    case CUDA_R_8F_UE8M0: return DType::UE8M0;
-    case CUDA_C_32F: return DType::C32;
-    case CUDA_C_64F: return DType::C64;
-    default: return DType::Bytes;
+    case CUDA_R_8I:
+      return DType::I8;
+    case CUDA_R_8U:
+      return DType::U8;
+    case CUDA_R_16I:
+      return DType::I16;
+    case CUDA_R_32I:
+      return DType::I32;
+    case CUDA_R_32U:
+      return DType::U32;
+    case CUDA_R_64I:
+      return DType::I64;
+    case CUDA_R_64U:
+      return DType::U64;
+    case CUDA_R_16F:
+      return DType::F16;
+    case CUDA_R_16BF:
+      return DType::BF16;
+    case CUDA_R_32F:
+      return DType::F32;
+    case CUDA_R_64F:
+      return DType::F64;
+    case CUDA_R_8F_E4M3:
+      return DType::FP8E4M3;
+    case CUDA_R_8F_E5M2:
+      return DType::FP8E5M2;
+    case CUDA_R_4F_E2M1:
+      return DType::FP4E2M1;
+    case CUDA_R_8F_UE8M0:
+      return DType::UE8M0;
+    case CUDA_C_32F:
+      return DType::C32;
+    case CUDA_C_64F:
+      return DType::C64;
+    default:
+      return DType::Bytes;
   }
 }
 
@@ -87,15 +162,26 @@ bool host_scalar_is_zero(const void* value, cudaDataType type) {
     return true;
   };
   switch (type) {
-    case CUDA_R_16F: case CUDA_R_16BF: return bits_zero(uint16_t{}, uint16_t{0x7fff}, 1);
-    case CUDA_R_32F: return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 1);
-    case CUDA_R_64F: return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 1);
-    case CUDA_C_16F: case CUDA_C_16BF: return bits_zero(uint16_t{}, uint16_t{0x7fff}, 2);
-    case CUDA_C_32F: return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 2);
-    case CUDA_C_64F: return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 2);
-    case CUDA_R_32I: return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 1);
-    case CUDA_C_32I: return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 2);
-    default: return false;
+    case CUDA_R_16F:
+    case CUDA_R_16BF:
+      return bits_zero(uint16_t{}, uint16_t{0x7fff}, 1);
+    case CUDA_R_32F:
+      return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 1);
+    case CUDA_R_64F:
+      return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 1);
+    case CUDA_C_16F:
+    case CUDA_C_16BF:
+      return bits_zero(uint16_t{}, uint16_t{0x7fff}, 2);
+    case CUDA_C_32F:
+      return bits_zero(uint32_t{}, uint32_t{0x7fffffffu}, 2);
+    case CUDA_C_64F:
+      return bits_zero(uint64_t{}, uint64_t{0x7fffffffffffffffull}, 2);
+    case CUDA_R_32I:
+      return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 1);
+    case CUDA_C_32I:
+      return bits_zero(uint32_t{}, uint32_t{0xffffffffu}, 2);
+    default:
+      return false;
   }
 }
 

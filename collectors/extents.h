@@ -14,9 +14,9 @@
 namespace lockstep::collectors {
 
 // ---- element types ----------------------------------------------------------------------
-size_t nccl_type_bytes(ncclDataType_t type);      // 0 for an unknown type
+size_t nccl_type_bytes(ncclDataType_t type);  // 0 for an unknown type
 trace::DType nccl_dtype(ncclDataType_t type);
-int cuda_type_bits(cudaDataType type);           // 4 for FP4/INT4, 0 for an unknown type
+int cuda_type_bits(cudaDataType type);  // 4 for FP4/INT4, 0 for an unknown type
 trace::DType cuda_dtype(cudaDataType type);
 // Bytes of `elements` elements of `bits` bits each (FP4: two per byte, rounded up).
 inline uint64_t bits_to_bytes(uint64_t elements, int bits) {
@@ -93,12 +93,12 @@ trace::DType scale_dtype(cublasLtMatmulMatrixScale_t mode);
 
 // ---- epilogues -------------------------------------------------------------------------------
 struct EpilogueBuffers {
-  bool bias = false;          // bias pointer is used
-  bool bias_is_output = false;  // BGRADA, BGRADB, DRELU_BGRAD, DGELU_BGRAD: bias gradient
+  bool bias = false;                // bias pointer is used
+  bool bias_is_output = false;      // BGRADA, BGRADB, DRELU_BGRAD, DGELU_BGRAD: bias gradient
   bool bias_along_columns = false;  // BGRADB: one value per column of D, else per row
-  bool aux = false;           // aux pointer is used
-  bool aux_is_output = false; // *_AUX forward epilogues; input for D* backward ones
-  bool aux_is_bitmask = false;  // ReLU aux is a bit mask (ld in bits)
+  bool aux = false;                 // aux pointer is used
+  bool aux_is_output = false;       // *_AUX forward epilogues; input for D* backward ones
+  bool aux_is_bitmask = false;      // ReLU aux is a bit mask (ld in bits)
 };
 EpilogueBuffers epilogue_buffers(uint32_t epilogue);
 

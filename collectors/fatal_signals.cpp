@@ -9,8 +9,8 @@
 
 namespace lockstep::collectors {
 
-const int kSealedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS,
-                              SIGFPE,  SIGILL, SIGABRT};
+const int kSealedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGSEGV,
+                              SIGBUS,  SIGFPE, SIGILL, SIGABRT};
 const int kSealedSignalCount = sizeof(kSealedSignals) / sizeof(kSealedSignals[0]);
 
 namespace {

@@ -28,7 +28,8 @@ uint64_t nested_gemm() {
   return token;
 }
 
-LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream, uint64_t* token) {
+LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream,
+                                  uint64_t* token) {
   CallState& call = push_call(CallKind::Gemm, token);
   OpenApi& api = open_api();
   ++api.depth, ++api.gemm_depth;
@@ -84,13 +85,14 @@ bool cublas_host_pointer_mode(cublasHandle_t handle) {
 // ---- cuBLASLt descriptor reading ---------------------------------------------------------------
 using DescGet = cublasStatus_t (*)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, void*,
                                    size_t, size_t*);
-using LayoutGet = cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t,
-                                     void*, size_t, size_t*);
-using AlgoGet = cublasStatus_t (*)(const cublasLtMatmulAlgo_t*, cublasLtMatmulAlgoConfigAttributes_t,
-                                   void*, size_t, size_t*);
+using LayoutGet = cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, void*,
+                                     size_t, size_t*);
+using AlgoGet = cublasStatus_t (*)(const cublasLtMatmulAlgo_t*,
+                                   cublasLtMatmulAlgoConfigAttributes_t, void*, size_t, size_t*);
 
 template <typename T>
-T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T fallback) {
+T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+            T fallback) {
   T value{};
   size_t written = 0;
   if (get == nullptr || get(desc, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS)
@@ -100,9 +102,20 @@ T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes
 
 bool is_complex(cudaDataType type) {
   switch (type) {
-    case CUDA_C_16F: case CUDA_C_16BF: case CUDA_C_32F: case CUDA_C_64F: case CUDA_C_8I:
-    case CUDA_C_8U: case CUDA_C_32I: case CUDA_C_32U: case CUDA_C_4I: case CUDA_C_4U:
-    case CUDA_C_16I: case CUDA_C_16U: case CUDA_C_64I: case CUDA_C_64U:
+    case CUDA_C_16F:
+    case CUDA_C_16BF:
+    case CUDA_C_32F:
+    case CUDA_C_64F:
+    case CUDA_C_8I:
+    case CUDA_C_8U:
+    case CUDA_C_32I:
+    case CUDA_C_32U:
+    case CUDA_C_4I:
+    case CUDA_C_4U:
+    case CUDA_C_16I:
+    case CUDA_C_16U:
+    case CUDA_C_64I:
+    case CUDA_C_64U:
       return true;
     default:
       return false;
@@ -165,8 +178,9 @@ class CountLookups {
     if (now.mismatches != before_.mismatches) {
       tracer_->stats.lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
                                                    std::memory_order_relaxed);
-      tracer_->debug("cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
-                     "did not: the attribute cache is off");
+      tracer_->debug(
+          "cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
+          "did not: the attribute cache is off");
     }
     if (!tracer_->config().debug) return;
     tracer_->stats.lt_reads_cached.fetch_add(now.hits - before_.hits, std::memory_order_relaxed);
@@ -189,10 +203,9 @@ class CountLookups {
 
 LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout, LayoutRead what) {
   if (get == nullptr || layout == nullptr) return {};
-  return layout_cache().get(layout, static_cast<uint8_t>(what), g_layout_cache_off,
-                            [&](uint8_t depth) {
-                              return read_layout_attributes(get, layout, LayoutRead{depth});
-                            });
+  return layout_cache().get(
+      layout, static_cast<uint8_t>(what), g_layout_cache_off,
+      [&](uint8_t depth) { return read_layout_attributes(get, layout, LayoutRead{depth}); });
 }
 
 // Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
@@ -216,10 +229,15 @@ LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
 
 int compute_type_bytes(int32_t compute_type) {
   switch (compute_type) {
-    case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC: return 2;
-    case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC:
-    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT: return 8;
-    default: return 4;
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC:
+      return 2;
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+      return 8;
+    default:
+      return 4;
   }
 }
 
@@ -254,12 +272,17 @@ LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
     // Device arrays of pointers: the pointers move between runs and the hash kernel does not
     // follow them; recorded by position only.
     const uint64_t n = e.pointer_array_bytes;
-    tracer->add_buffer(&r, nullptr, "A_ptrs", trace::Role::In, trace::DType::U64, g.A, n, true, false);
-    tracer->add_buffer(&r, nullptr, "B_ptrs", trace::Role::In, trace::DType::U64, g.B, n, true, false);
-    tracer->add_buffer(&r, nullptr, "C_ptrs", trace::Role::In, trace::DType::U64, g.C, n, true, false);
+    tracer->add_buffer(&r, nullptr, "A_ptrs", trace::Role::In, trace::DType::U64, g.A, n, true,
+                       false);
+    tracer->add_buffer(&r, nullptr, "B_ptrs", trace::Role::In, trace::DType::U64, g.B, n, true,
+                       false);
+    tracer->add_buffer(&r, nullptr, "C_ptrs", trace::Role::In, trace::DType::U64, g.C, n, true,
+                       false);
   } else {
-    tracer->add_buffer(&r, &inputs, "A", trace::Role::In, cuda_dtype(g.type_a), g.A, e.a_bytes, true, hash);
-    tracer->add_buffer(&r, &inputs, "B", trace::Role::In, cuda_dtype(g.type_b), g.B, e.b_bytes, true, hash);
+    tracer->add_buffer(&r, &inputs, "A", trace::Role::In, cuda_dtype(g.type_a), g.A, e.a_bytes,
+                       true, hash);
+    tracer->add_buffer(&r, &inputs, "B", trace::Role::In, cuda_dtype(g.type_b), g.B, e.b_bytes,
+                       true, hash);
     // With beta == 0 C is not read: recorded by shape, not fingerprinted.
     const bool reads_c =
         !(cublas_host_pointer_mode(g.handle) && host_scalar_is_zero(g.beta, g.scale_type));
@@ -297,8 +320,10 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   const LtLayout d = read_layout(layout_get, mm.d_layout, shape);
   const LtLayout c =
       mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout, type_only);
-  const auto trans_a = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
-  const auto trans_b = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const auto trans_a =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
+  const auto trans_b =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
   const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                             CUBLASLT_EPILOGUE_DEFAULT);
@@ -337,8 +362,10 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     start_fingerprints(call, inputs);
     return token;
   }
-  const auto scale_type = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);
-  const auto pointer_mode = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
+  const auto scale_type =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);
+  const auto pointer_mode =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, 0);
   const bool hash = tracer->fingerprint_step(r.step);
   auto& outputs = call.outputs;
   using trace::Role;
@@ -366,9 +393,8 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   operand("A", Role::In, mm.A, a, &inputs);
   operand("B", Role::In, mm.B, b, &inputs);
   // With beta == 0 C is not read (C == D is common): recorded by shape, not fingerprinted.
-  const bool reads_c =
-      !(pointer_mode == CUBLASLT_POINTER_MODE_HOST &&
-        host_scalar_is_zero(mm.beta, static_cast<cudaDataType>(scale_type)));
+  const bool reads_c = !(pointer_mode == CUBLASLT_POINTER_MODE_HOST &&
+                         host_scalar_is_zero(mm.beta, static_cast<cudaDataType>(scale_type)));
   if (mm.C != nullptr) operand("C", Role::In, mm.C, c, reads_c ? &inputs : nullptr);
   operand("D", Role::Out, mm.D, d, &outputs);
 
@@ -381,7 +407,8 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     if (!scalar) bytes *= static_cast<uint64_t>(batch);  // per-matrix stride unverified: clamped
     // BLK128x128 padding and batched block scales are not documented exactly: hashed only
     // within a known allocation.
-    const bool exact = scalar || (scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F && batch == 1);
+    const bool exact =
+        scalar || (scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F && batch == 1);
     tracer->add_buffer(&r, role == Role::In ? &inputs : &outputs, label, role,
                        scale_dtype(scale_mode), ptr, bytes, exact, hash);
   };
@@ -399,7 +426,9 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   other_scale("D_out_scale", Role::Out, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER,
               CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE);
   const int amax_bytes = compute_type_bytes(compute);
-  const trace::DType amax_dtype = amax_bytes == 8 ? trace::DType::F64 : amax_bytes == 2 ? trace::DType::F16 : trace::DType::F32;
+  const trace::DType amax_dtype = amax_bytes == 8   ? trace::DType::F64
+                                  : amax_bytes == 2 ? trace::DType::F16
+                                                    : trace::DType::F32;
   tracer->add_buffer(&r, &outputs, "D_amax", Role::Out, amax_dtype,
                      pointer(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER), amax_bytes, true, hash);
 
@@ -410,7 +439,8 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
         desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1));
     if (cuda_type_bits(bias_type) == 0) bias_type = ep.bias_is_output ? c.type : d.type;
     const uint64_t length = ep.bias_along_columns ? n : m;
-    const auto stride = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, 0);
+    const auto stride =
+        desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, 0);
     const int bits = cuda_type_bits(bias_type);
     const uint64_t bytes = strided_batch_bytes(bits_to_bytes(length, bits), batch, stride, bits);
     tracer->add_buffer(&r, ep.bias_is_output ? &outputs : &inputs,
@@ -420,14 +450,14 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   }
   if (ep.aux) {
     const auto ld = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 0);
-    const auto stride = desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, 0);
+    const auto stride =
+        desc_attr<int64_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, 0);
     auto aux_type = static_cast<cudaDataType>(
         desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, -1));
     if (cuda_type_bits(aux_type) == 0) aux_type = d.type;
     const int bits = ep.aux_is_bitmask ? 1 : cuda_type_bits(aux_type);
-    const uint64_t bytes = column_major_strided_bytes(static_cast<int64_t>(m),
-                                                      static_cast<int64_t>(n), ld, batch, stride,
-                                                      bits);
+    const uint64_t bytes = column_major_strided_bytes(
+        static_cast<int64_t>(m), static_cast<int64_t>(n), ld, batch, stride, bits);
     tracer->add_buffer(&r, ep.aux_is_output ? &outputs : &inputs, "aux",
                        ep.aux_is_output ? Role::Out : Role::In,
                        ep.aux_is_bitmask ? trace::DType::Bytes : cuda_dtype(aux_type),
@@ -435,17 +465,21 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     tracer->add_buffer(&r, &inputs, "aux_scale", Role::In, trace::DType::F32,
                        pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER), 4, true, hash);
     tracer->add_buffer(&r, &outputs, "aux_amax", Role::Out, amax_dtype,
-                       pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER), amax_bytes, true, hash);
+                       pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER), amax_bytes, true,
+                       hash);
   }
   // Device-side alpha/beta (POINTER_MODE DEVICE and the vector modes).
   if (pointer_mode != CUBLASLT_POINTER_MODE_HOST) {
     const int bits = cuda_type_bits(static_cast<cudaDataType>(scale_type));
     const bool vector = pointer_mode >= CUBLASLT_POINTER_MODE_DEVICE_VECTOR;
-    tracer->add_buffer(&r, &inputs, "alpha", Role::In, cuda_dtype(static_cast<cudaDataType>(scale_type)),
-                       mm.alpha, bits_to_bytes(vector ? m : 1, bits), true, hash);
-    if (pointer_mode == CUBLASLT_POINTER_MODE_DEVICE || pointer_mode == CUBLASLT_POINTER_MODE_DEVICE_VECTOR)
-      tracer->add_buffer(&r, &inputs, "beta", Role::In, cuda_dtype(static_cast<cudaDataType>(scale_type)),
-                         mm.beta, bits_to_bytes(vector ? m : 1, bits), true, hash);
+    tracer->add_buffer(&r, &inputs, "alpha", Role::In,
+                       cuda_dtype(static_cast<cudaDataType>(scale_type)), mm.alpha,
+                       bits_to_bytes(vector ? m : 1, bits), true, hash);
+    if (pointer_mode == CUBLASLT_POINTER_MODE_DEVICE ||
+        pointer_mode == CUBLASLT_POINTER_MODE_DEVICE_VECTOR)
+      tracer->add_buffer(&r, &inputs, "beta", Role::In,
+                         cuda_dtype(static_cast<cudaDataType>(scale_type)), mm.beta,
+                         bits_to_bytes(vector ? m : 1, bits), true, hash);
   }
   start_fingerprints(call, inputs);
   return token;

@@ -83,8 +83,8 @@ class NodeWalker {
     CUDA_KERNEL_NODE_PARAMS p{};
     if (d_.graphKernelNodeGetParams(node, &p) != CUDA_SUCCESS) return;
     const bool by_function = p.func != nullptr;
-    const void* handle = by_function ? static_cast<const void*>(p.func)
-                                     : static_cast<const void*>(p.kern);
+    const void* handle =
+        by_function ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
     if (handle == nullptr) return;
     const KernelInfo& info = kernel_info(
         tracer_, by_function ? FunctionHandle::DriverFunction : FunctionHandle::DriverKernel,
@@ -97,9 +97,8 @@ class NodeWalker {
     const uint32_t index = static_cast<uint32_t>(exec_->nodes.size());
     if (info.layout_known && gather_param_bytes(info.layout, p.kernelParams, p.extra, &bytes_)) {
       AllocationMap& allocations = tracer_->allocations();
-      DecodedArgs args = decode_args(info.layout, bytes_, [&](uintptr_t v) {
-        return allocations.find(v);
-      });
+      DecodedArgs args =
+          decode_args(info.layout, bytes_, [&](uintptr_t v) { return allocations.find(v); });
       k.args_digest = args.scalar_digest;
       if (info.selected) {
         for (const PointerArg& arg : args.pointers) {
@@ -145,8 +144,7 @@ void graph_instantiated(const void* graph, const void* graph_exec) {
   }
   if (tracer != nullptr && tracer->level() >= Level::Broad) {
     ShimCallGuard guard;  // the walk's driver calls are ours
-    NodeWalker(tracer, exec.get())
-        .walk(reinterpret_cast<CUgraph>(const_cast<void*>(graph)), 0);
+    NodeWalker(tracer, exec.get()).walk(reinterpret_cast<CUgraph>(const_cast<void*>(graph)), 0);
   }
   std::lock_guard lock(g_graph_mutex);
   g_execs[graph_exec] = std::move(exec);
@@ -194,8 +192,8 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
     const void* ptr = reinterpret_cast<const void*>(region.ptr);
     tracer->add_buffer(&r, &inputs, region.label, trace::Role::In, trace::DType::Bytes, ptr,
                        region.bytes, false, true, cap);
-    tracer->add_buffer(&r, &call.outputs, region.label, trace::Role::Out, trace::DType::Bytes,
-                       ptr, region.bytes, false, true, cap);
+    tracer->add_buffer(&r, &call.outputs, region.label, trace::Role::Out, trace::DType::Bytes, ptr,
+                       region.bytes, false, true, cap);
   }
   start_fingerprints(call, inputs);
   return token;

@@ -51,8 +51,10 @@ inline ncclResult_t wait_until_enqueued(const std::function<ncclResult_t()>& asy
     ncclResult_t state = async_error();
     if (state != ncclInProgress) return state;
     if (std::chrono::steady_clock::now() >= deadline) return ncclInProgress;
-    if (spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else std::this_thread::yield();
+    if (spins > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else
+      std::this_thread::yield();
   }
 }
 

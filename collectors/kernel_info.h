@@ -22,11 +22,11 @@ namespace lockstep::collectors {
 struct KernelInfo {
   trace::StringId name_id = 0;
   bool layout_known = false;
-  bool selected = true;        // LOCKSTEP_KERNELS
+  bool selected = true;  // LOCKSTEP_KERNELS
   bool is_nccl = false;
   std::vector<ParamInfo> layout;
-  std::string name;            // demangled
-  std::unique_ptr<PointerRoles> roles;  // level full (LOCKSTEP_LEARN_READONLY), else null
+  std::string name;                       // demangled
+  std::unique_ptr<PointerRoles> roles;    // level full (LOCKSTEP_LEARN_READONLY), else null
   std::optional<WholeWrite> whole_write;  // a known whole-region writer (kernel_writes.h)
   std::optional<ScratchWord> scratch;     // a known scratch word (kernel_writes.h)
   std::optional<TensorList> tensor_list;  // a multi-tensor-apply address table (kernel_writes.h)

@@ -26,8 +26,8 @@ bool gather_param_bytes(const std::vector<ParamInfo>& layout, void** kernel_para
                         std::vector<uint8_t>* out);
 
 struct PointerArg {
-  uint32_t param = 0;       // parameter index
-  uint32_t byte_offset = 0; // offset of the word inside the packed buffer
+  uint32_t param = 0;        // parameter index
+  uint32_t byte_offset = 0;  // offset of the word inside the packed buffer
   uintptr_t value = 0;
   AllocationHit hit;
 };

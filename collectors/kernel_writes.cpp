@@ -12,16 +12,25 @@ namespace {
 // CUDALoops.cuh): vectorized_elementwise_kernel<vec, FillFunctor<T>, std::array<char*, 1>>
 // (int N, FillFunctor<T> f, std::array<char*, 1> data) stores f() to data[0][0..N). The vectorized
 // kernel is launched only for contiguous outputs; strided fills use other kernels (not matched).
-constexpr std::string_view kFillPrefix =
-    "void at::native::vectorized_elementwise_kernel<";
+constexpr std::string_view kFillPrefix = "void at::native::vectorized_elementwise_kernel<";
 constexpr std::string_view kFillFunctor = ", at::native::FillFunctor<";
 constexpr std::string_view kFillTail = ">, std::array<char*, 1ul> >(int, at::native::FillFunctor<";
 
 // Element types a fill is instantiated for, by their demangled spelling.
 constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
-    {"float", 4}, {"double", 8}, {"c10::BFloat16", 2}, {"c10::Half", 2}, {"int", 4},
-    {"long", 8}, {"short", 2}, {"signed char", 1}, {"unsigned char", 1}, {"bool", 1},
-    {"c10::Float8_e4m3fn", 1}, {"c10::Float8_e5m2", 1}, {"c10::complex<float>", 8},
+    {"float", 4},
+    {"double", 8},
+    {"c10::BFloat16", 2},
+    {"c10::Half", 2},
+    {"int", 4},
+    {"long", 8},
+    {"short", 2},
+    {"signed char", 1},
+    {"unsigned char", 1},
+    {"bool", 1},
+    {"c10::Float8_e4m3fn", 1},
+    {"c10::Float8_e5m2", 1},
+    {"c10::complex<float>", 8},
     {"c10::complex<double>", 16},
 }};
 

@@ -125,8 +125,8 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 [[gnu::noinline, gnu::cold]] BriefSlot* new_brief_slots() {
   return t_brief_slots = new BriefSlot[kBriefSlots]();
 }
-[[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer,
-                                              FunctionHandle kind, const void* handle) {
+[[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer, FunctionHandle kind,
+                                              const void* handle) {
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
   slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
   return slot.brief;
@@ -134,14 +134,16 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 
 inline BriefSlot& brief_slot(const void* handle) {
   BriefSlot* slots = t_brief_slots;
-  if (slots == nullptr) [[unlikely]] slots = new_brief_slots();
+  if (slots == nullptr) [[unlikely]]
+    slots = new_brief_slots();
   const auto bits = reinterpret_cast<uintptr_t>(handle);
   return slots[(bits >> 4 ^ bits >> 14) & (kBriefSlots - 1)];
 }
 
 inline KernelBrief brief_of(Tracer* tracer, FunctionHandle kind, const void* handle) {
   BriefSlot& slot = brief_slot(handle);
-  if (slot.handle == handle && handle != nullptr) [[likely]] return slot.brief;
+  if (slot.handle == handle && handle != nullptr) [[likely]]
+    return slot.brief;
   return fill_brief_slot(slot, tracer, kind, handle);
 }
 }  // namespace
@@ -164,15 +166,13 @@ std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layou
 // launch, so they are formatted and interned once per thread.
 trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
                              const std::vector<ParamInfo>& layout) {
-  const uint64_t key =
-      (uint64_t{arg.param} << 32) | (arg.byte_offset - layout[arg.param].offset);
+  const uint64_t key = (uint64_t{arg.param} << 32) | (arg.byte_offset - layout[arg.param].offset);
   thread_local auto* cache = new std::unordered_map<uint64_t, trace::StringId>;  // never freed
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const trace::StringId id = tracer->intern(arg_label(arg, layout));
   if (cache->size() < 4096) cache->emplace(key, id);
   return id;
 }
-
 
 void remember_kernel_handle(const void* handle) {
   std::unique_lock lock(g_kernels_mutex);
@@ -222,8 +222,7 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
 // A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
 // entries, kernel_writes.h): not pointers of this launch.
 void drop_untouched_tensors(Tracer* tracer, const KernelInfo& info,
-                            const std::vector<uint8_t>& bytes, uint32_t grid_x,
-                            DecodedArgs* args) {
+                            const std::vector<uint8_t>& bytes, uint32_t grid_x, DecodedArgs* args) {
   thread_local auto* touched_buffer = new std::vector<uint8_t>;  // never freed (exit)
   std::vector<uint8_t>& touched = *touched_buffer;
   if (!touched_tensors(*info.tensor_list, info.layout, bytes, grid_x, &touched)) return;
@@ -283,7 +282,8 @@ thread_local BroadLaunch* t_broad_launch = nullptr;
 }
 inline BroadLaunch& broad_launch() {
   BroadLaunch* slot = t_broad_launch;
-  if (slot == nullptr) [[unlikely]] slot = new_broad_launch();
+  if (slot == nullptr) [[unlikely]]
+    slot = new_broad_launch();
   return *slot;
 }
 
@@ -386,9 +386,8 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   {
     AllocationMap& allocations = tracer->allocations();
     std::optional<self_time::Scope> decoding(std::in_place, self_time::Phase::Decode);
-    DecodedArgs args = decode_args(info.layout, bytes, [&](uintptr_t p) {
-      return allocations.find(p);
-    });
+    DecodedArgs args =
+        decode_args(info.layout, bytes, [&](uintptr_t p) { return allocations.find(p); });
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);
@@ -534,8 +533,8 @@ LOCKSTEP_HOT void kernel_launch_end(uint64_t token, int result) {
       // The outputs wait for the next kernel on this stream (one hash launch for both), or
       // for whatever comes first that could order other work after this stream.
       if (result == CUDA_SUCCESS)
-        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream,
-                              call->outputs, /*not_capturing=*/true);
+        tracer->defer_outputs(call->pending, call->stream, call->per_thread_stream, call->outputs,
+                              /*not_capturing=*/true);
       tracer->release(call->pending, result == CUDA_SUCCESS);
     } else if (result == CUDA_SUCCESS) {
       tracer->append(call->record);

@@ -11,8 +11,13 @@
 namespace lockstep::collectors {
 namespace {
 
-enum Direction : int { kHostToHost = 0, kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3,
-                       kDefault = 4 };
+enum Direction : int {
+  kHostToHost = 0,
+  kHostToDevice = 1,
+  kDeviceToHost = 2,
+  kDeviceToDevice = 3,
+  kDefault = 4
+};
 
 // Is `host` page-locked (cudaHostAlloc / registered)? Then an async copy into it completes later.
 bool pinned(const void* host) {
@@ -62,7 +67,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
     r.fields[trace::fields::Metric::dtype_hint] = 0;  // the API does not say
     return token;
   }
-  const bool hash = tracer->level() == Level::Full && tracer->fingerprint_step(Tracer::steps().current());
+  const bool hash =
+      tracer->level() == Level::Full && tracer->fingerprint_step(Tracer::steps().current());
   std::vector<PlannedRegion> inputs;
   if (op.is_set) {
     tracer->stamp(&r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
@@ -81,8 +87,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
                          op.bytes, true, hash);
     } else if (src_device) {
       // Host destination: the GPU cannot hash it; the device source is the content.
-      tracer->add_buffer(&r, &inputs, "src", trace::Role::In, trace::DType::Bytes, op.src,
-                         op.bytes, true, hash);
+      tracer->add_buffer(&r, &inputs, "src", trace::Role::In, trace::DType::Bytes, op.src, op.bytes,
+                         true, hash);
     }
   }
   // The destination is all it writes: planned when hashed, or host memory.
@@ -109,8 +115,8 @@ LOCKSTEP_HOT void memory_op_end(uint64_t token, int result) {
       // read our own stream-ordered snapshot of the same device bytes once the stream passed
       // it (the job's buffer only when no snapshot slot could be had).
       const uint64_t size = call->bytes;
-      const uint8_t* snapshot = snapshot_metric(
-          call->stream, call->per_thread_stream, reinterpret_cast<CUdeviceptr>(call->src), size);
+      const uint8_t* snapshot = snapshot_metric(call->stream, call->per_thread_stream,
+                                                reinterpret_cast<CUdeviceptr>(call->src), size);
       const auto* bytes = snapshot != nullptr ? snapshot : static_cast<const uint8_t*>(call->dst);
       tracer->when_stream_done(call->stream, call->per_thread_stream, r.step,
                                [tracer, record = r, bytes, size, snapshot]() mutable {

@@ -23,7 +23,7 @@ struct Snapshots {
 // Allocated once, on first use, with the thread's capture mode relaxed so that a capture in
 // progress on another thread is not invalidated by our pinned allocation.
 Snapshots* snapshots() {
-  static Snapshots* instance = [] () -> Snapshots* {
+  static Snapshots* instance = []() -> Snapshots* {
     const Driver& d = driver();
     if (d.getProcAddress == nullptr) return nullptr;
     ShimCallGuard guard;
@@ -72,8 +72,7 @@ const uint8_t* snapshot_metric(CUstream stream, bool per_thread_stream, CUdevice
 void release_metric_snapshot(const uint8_t* slot) {
   Snapshots* s = snapshots();
   if (s == nullptr || slot == nullptr) return;
-  s->busy[static_cast<size_t>(slot - s->host) / kSlotBytes].store(false,
-                                                                  std::memory_order_release);
+  s->busy[static_cast<size_t>(slot - s->host) / kSlotBytes].store(false, std::memory_order_release);
 }
 
 }  // namespace lockstep::collectors

@@ -91,8 +91,8 @@ uint64_t nccl_begin(const NcclCall& c) {
   r.fields[F::comm_seq] = comm.operations;
   r.fields[F::count] = c.count;
   r.fields[F::datatype] = static_cast<uint64_t>(c.datatype);
-  const bool reduces = c.op == NcclOp::AllReduce || c.op == NcclOp::Reduce ||
-                       c.op == NcclOp::ReduceScatter;
+  const bool reduces =
+      c.op == NcclOp::AllReduce || c.op == NcclOp::Reduce || c.op == NcclOp::ReduceScatter;
   r.fields[F::redop] = reduces ? static_cast<uint64_t>(c.redop) : UINT64_MAX;
   r.fields[F::root_or_peer] = nccl_op_has_root(c.op) || nccl_op_has_peer(c.op)
                                   ? static_cast<uint64_t>(c.root_or_peer)
@@ -106,8 +106,8 @@ uint64_t nccl_begin(const NcclCall& c) {
   const trace::DType dtype = nccl_dtype(c.datatype);
   std::vector<PlannedRegion> inputs;
   tracer->add_buffer(&r, &inputs, "send", trace::Role::In, dtype, send, e.send_bytes, true, hash);
-  tracer->add_buffer(&r, &call.outputs, "recv", trace::Role::Out, dtype, c.recv, e.recv_bytes,
-                     true, hash);
+  tracer->add_buffer(&r, &call.outputs, "recv", trace::Role::Out, dtype, c.recv, e.recv_bytes, true,
+                     hash);
   call.writes_known = hash;  // recv is all it writes
   // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
   start_fingerprints(call, inputs);

@@ -44,7 +44,9 @@ int range_pop() {
   return g_range_depth > 0 ? --g_range_depth : -1;
 }
 // Domain (core2) variants.
-void domain_mark_ex(nvtxDomainHandle_t, const nvtxEventAttributes_t* attributes) { mark_ex(attributes); }
+void domain_mark_ex(nvtxDomainHandle_t, const nvtxEventAttributes_t* attributes) {
+  mark_ex(attributes);
+}
 nvtxRangeId_t domain_range_start_ex(nvtxDomainHandle_t, const nvtxEventAttributes_t* attributes) {
   return range_start_ex(attributes);
 }

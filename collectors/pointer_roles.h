@@ -29,9 +29,9 @@ namespace lockstep::collectors {
 
 class PointerRoles {
  public:
-  static constexpr uint32_t kLearnAfter = 8;     // unchanged launches (over 2+ steps) first
-  static constexpr uint32_t kVerifyEvery = 16;   // every 16th launch hashes every region
-  static constexpr uint32_t kMaxWords = 512;     // parameter words followed (4 KiB, the limit)
+  static constexpr uint32_t kLearnAfter = 8;    // unchanged launches (over 2+ steps) first
+  static constexpr uint32_t kVerifyEvery = 16;  // every 16th launch hashes every region
+  static constexpr uint32_t kMaxWords = 512;    // parameter words followed (4 KiB, the limit)
 
   explicit PointerRoles(const std::string* kernel_name) : kernel_name_(kernel_name) {}
   const std::string& kernel_name() const { return *kernel_name_; }

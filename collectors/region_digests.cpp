@@ -60,8 +60,8 @@ bool RegionDigests::may_remember(uint64_t ptr, uint64_t bytes, uint64_t alloc_ba
   return true;
 }
 
-void RegionDigests::remember(uint64_t ptr, uint64_t bytes, const void* context,
-                             const void* stream, const Known& known) {
+void RegionDigests::remember(uint64_t ptr, uint64_t bytes, const void* context, const void* stream,
+                             const Known& known) {
   if (entries_.size() >= kMaxEntries && !entries_.contains(ptr)) forget_all();
   Entry& entry = entries_[ptr];
   entry.bytes = bytes;
@@ -71,15 +71,14 @@ void RegionDigests::remember(uint64_t ptr, uint64_t bytes, const void* context,
   longest_ = std::max(longest_, bytes);
 }
 
-void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
-                           const void* context, const void* stream, uint64_t slot) {
+void RegionDigests::hashed(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
+                           const void* stream, uint64_t slot) {
   if (!may_remember(ptr, bytes, alloc_base, nullptr)) return;
   remember(ptr, bytes, context, stream, Known{false, false, 0, slot});
 }
 
-void RegionDigests::recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base,
-                             const void* context, const void* stream, uint64_t digest,
-                             const void* owner) {
+void RegionDigests::recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, const void* context,
+                             const void* stream, uint64_t digest, const void* owner) {
   if (!may_remember(ptr, bytes, alloc_base, owner)) return;
   written(ptr, ptr + bytes, alloc_base);
   remember(ptr, bytes, context, stream, Known{false, true, digest, 0});

@@ -87,7 +87,7 @@ class RegionDigests {
   // Nodes from a pool: an entry is made and dropped for about every region of every kernel.
   std::pmr::unsynchronized_pool_resource pool_;
   std::pmr::map<uint64_t, Entry> entries_{&pool_};  // by start address
-  uint64_t longest_ = 0;               // the longest entry ever: bounds the overlap search
+  uint64_t longest_ = 0;  // the longest entry ever: bounds the overlap search
   struct WriteInProgress {
     const void* owner;
     uint64_t ptr, end;

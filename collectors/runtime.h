@@ -56,7 +56,7 @@ struct PendingRecord {
   bool discard = false;  // the call failed: nothing ran, so nothing is appended
   // A kernel at full: whose pointer roles its In/Out digest pairs teach (pointer_roles.h).
   struct RolePair {
-    uint32_t byte_offset;  // the pointer's word in the parameter buffer
+    uint32_t byte_offset;          // the pointer's word in the parameter buffer
     uint32_t in_index, out_index;  // its entries in record.buffers
   };
   PointerRoles* roles = nullptr;
@@ -96,22 +96,22 @@ class Tracer {
   // range (flagged clamped); a pointer outside every known allocation is hashed only when its
   // extent is exact (the API itself reads those bytes).
   void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, std::string_view label,
-                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
-                  bool exact, bool hash, uint64_t cap = UINT64_MAX) {
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes, bool exact,
+                  bool hash, uint64_t cap = UINT64_MAX) {
     add_buffer(record, plan, intern(label), role, dtype, ptr, bytes, exact, hash, cap);
   }
   // The same with the label already interned (the kernel path caches its "argN" labels).
   void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, trace::StringId label,
-                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
-                  bool exact, bool hash, uint64_t cap = UINT64_MAX) {
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes, bool exact,
+                  bool hash, uint64_t cap = UINT64_MAX) {
     add_buffer(record, plan, label, role, dtype, ptr, bytes, exact, hash, cap,
                allocations_.find(reinterpret_cast<uintptr_t>(ptr)));
   }
   // The same with `ptr` already looked up in the allocation map (a kernel's decoded pointers:
   // each lookup walks a map that a training job keeps thousands of entries in).
   void add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan, trace::StringId label,
-                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes,
-                  bool exact, bool hash, uint64_t cap, const std::optional<AllocationHit>& hit);
+                  trace::Role role, trace::DType dtype, const void* ptr, uint64_t bytes, bool exact,
+                  bool hash, uint64_t cap, const std::optional<AllocationHit>& hit);
 
   // ---- appending --------------------------------------------------------------------------
   void append(const trace::Record& record);
@@ -156,7 +156,7 @@ class Tracer {
                           const PlannedRegion* regions, size_t n, bool not_capturing,
                           const CallWrites* writes = nullptr);
   static constexpr size_t kChainRegions = 32;  // one small-batch hash launch
-  using FlushCause = collectors::FlushCause;  // tracer_stats.h
+  using FlushCause = collectors::FlushCause;   // tracer_stats.h
   void flush_deferred(FlushCause cause) {
     if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow(cause);
   }
@@ -190,8 +190,8 @@ class Tracer {
   // Kernel name filter (LOCKSTEP_KERNELS): true when no filter is set.
   bool kernel_selected(std::string_view demangled_name) const;
 
-  void close();                // flush and close the writer (atexit); idempotent
-  void abandon_after_fork();   // child side of fork
+  void close();               // flush and close the writer (atexit); idempotent
+  void abandon_after_fork();  // child side of fork
 
   // What the shim did that the trace does not say (tracer_stats.h): bumped from every part of
   // collectors/, reported at close.
@@ -349,13 +349,13 @@ class Tracer {
   void take_enclosing_locked(const SlotTarget& owner, const PlannedRegion& region, uint64_t start,
                              uint64_t length);
   bool engine_failed_ = false;
-  const bool reuse_digests_;      // config: reuse_digests at level full
-  const bool skip_unwritten_;     // config: skip_unwritten, with reuse_digests_
-  const bool learn_roles_;        // config: learn_read_only at level full
-  const bool recall_fills_;       // config: recall_fills at level full
+  const bool reuse_digests_;   // config: reuse_digests at level full
+  const bool skip_unwritten_;  // config: skip_unwritten, with reuse_digests_
+  const bool learn_roles_;     // config: learn_read_only at level full
+  const bool recall_fills_;    // config: recall_fills at level full
   FillDigests fill_digests_;
   void learn_roles_locked(const PendingRecord& pending);  // at retire: its In/Out pairs
-  RegionDigests region_digests_;  // under pending_mutex_
+  RegionDigests region_digests_;                          // under pending_mutex_
   size_t pending_records_ = 0;
   std::map<uint32_t, size_t> pending_per_step_;
   std::deque<uint32_t> steps_to_end_;
@@ -382,11 +382,11 @@ class Tracer {
 // The library call (cuBLAS, cuBLASLt, NCCL) open on this thread: kernels and copies it makes are
 // attributed to it, not recorded separately.
 struct OpenApi {
-  int depth = 0;          // nesting of library calls
-  int gemm_depth = 0;     // cuBLAS/cuBLASLt calls (an Lt call inside cublasGemmEx is the same GEMM)
-  int nccl_group = 0;     // ncclGroupStart depth (kernels named nccl* inside are NCCL's)
-  int launch_depth = 0;   // kernel launch open (runtime over driver: one record)
-  uint64_t outer_api = 0; // RecordKind of the outermost open call
+  int depth = 0;         // nesting of library calls
+  int gemm_depth = 0;    // cuBLAS/cuBLASLt calls (an Lt call inside cublasGemmEx is the same GEMM)
+  int nccl_group = 0;    // ncclGroupStart depth (kernels named nccl* inside are NCCL's)
+  int launch_depth = 0;  // kernel launch open (runtime over driver: one record)
+  uint64_t outer_api = 0;  // RecordKind of the outermost open call
 };
 OpenApi& open_api();
 

@@ -25,8 +25,8 @@ class StepCounter {
   // Each returns true when the step advanced, with the finished step in *finished (the new step
   // is *finished + 1).
   bool on_marker(std::string_view text, uint32_t* finished);  // NVTX range push/start, mark
-  bool on_metric(uint32_t* finished);                          // a Metric record was taken
-  uint32_t on_explicit();                                      // lockstep_step/mark: finished
+  bool on_metric(uint32_t* finished);                         // a Metric record was taken
+  uint32_t on_explicit();                                     // lockstep_step/mark: finished
 
   bool matches(std::string_view text);
 

@@ -39,7 +39,8 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
 }
 
 void Tracer::debug(const std::string& line) const {
-  if (config_.debug) std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
+  if (config_.debug)
+    std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
 namespace {
@@ -54,10 +55,12 @@ thread_local LastStream t_last_stream{nullptr, 0, 0};
 
 LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   uintptr_t key = reinterpret_cast<uintptr_t>(stream);
-  if (key == 0) key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
-                                         : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
+  if (key == 0)
+    key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
+                             : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
   const LastStream& last = t_last_stream;
-  if (last.tracer == this && last.key == key) [[likely]] return last.ordinal;
+  if (last.tracer == this && last.key == key) [[likely]]
+    return last.ordinal;
   return other_stream_ordinal(key);
 }
 
@@ -109,8 +112,8 @@ LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
   return ordinal;
 }
 
-LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind, std::string_view name,
-                   CUstream stream, bool per_thread_default) {
+LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind,
+                                std::string_view name, CUstream stream, bool per_thread_default) {
   record->kind = kind;
   record->seq = next_seq();
   record->stream = stream_ordinal(stream, per_thread_default);

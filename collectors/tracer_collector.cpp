@@ -62,15 +62,17 @@ void Tracer::learn_roles_locked(const PendingRecord& pending) {
     bool changed = false;
     if (!compared(pair, &changed)) continue;
     switch (pending.roles->observe(pair.byte_offset, pending.record.step, changed, evidence)) {
-      case PointerRoles::Change::None: break;
+      case PointerRoles::Change::None:
+        break;
       case PointerRoles::Change::Learned:
         stats.roles_learned.fetch_add(1, std::memory_order_relaxed);
         break;
       case PointerRoles::Change::Contradicted:
         stats.roles_contradicted.fetch_add(1, std::memory_order_relaxed);
-        debug(fmt::format("pointer learned read-only was written: kernel {}, parameter byte {}, "
-                          "seq {} (hashed after every launch from now on)",
-                          pending.roles->kernel_name(), pair.byte_offset, pending.record.seq));
+        debug(
+            fmt::format("pointer learned read-only was written: kernel {}, parameter byte {}, "
+                        "seq {} (hashed after every launch from now on)",
+                        pending.roles->kernel_name(), pair.byte_offset, pending.record.seq));
         break;
     }
   }
@@ -80,11 +82,13 @@ void Tracer::retire_locked(PendingRecord* pending) {
   if (pending->roles != nullptr && !pending->discard) learn_roles_locked(*pending);
   if (pending->fill && !pending->discard && pending->fill_index < pending->record.buffers.size()) {
     const trace::BufferFingerprint& out = pending->record.buffers[pending->fill_index];
-    if ((out.flags & trace::kFingerprintValid) && !fill_digests_.learn(*pending->fill, out.fingerprint)) {
+    if ((out.flags & trace::kFingerprintValid) &&
+        !fill_digests_.learn(*pending->fill, out.fingerprint)) {
       stats.fills_differed.fetch_add(1, std::memory_order_relaxed);
-      debug(fmt::format("a fill wrote other bytes than an earlier fill of the same value and size: "
-                        "seq {}, {} bytes (this kind is hashed from now on)",
-                        pending->record.seq, out.bytes));
+      debug(
+          fmt::format("a fill wrote other bytes than an earlier fill of the same value and size: "
+                      "seq {}, {} bytes (this kind is hashed from now on)",
+                      pending->record.seq, out.bytes));
     }
   }
   --pending_records_;
@@ -196,8 +200,8 @@ void Tracer::collector_loop() {
       continue;
     }
     collector_idle_ = !busy;
-    collector_wake_.wait_for(lock, busy ? std::chrono::milliseconds(1)
-                                        : std::chrono::milliseconds(50));
+    collector_wake_.wait_for(lock,
+                             busy ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
     collector_idle_ = false;
   }
 }

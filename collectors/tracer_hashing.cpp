@@ -108,13 +108,16 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
         ++same;
       if (same < earlier) {
-        if (also[same].pending == nullptr) also[same] = owner;
-        else extra.emplace_back(same, owner);
+        if (also[same].pending == nullptr)
+          also[same] = owner;
+        else
+          extra.emplace_back(same, owner);
         continue;
       }
       // Inputs only: an output is hashed after its own write, whatever was known before.
       if (reuse) {
-        if (const auto known = known_input_locked(owner.pending->record, region, state, stream_key)) {
+        if (const auto known =
+                known_input_locked(owner.pending->record, region, state, stream_key)) {
           take_known_input_locked(owner, region, *known, state);
           continue;
         }
@@ -132,10 +135,9 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       };
       if (owner.pending->record.kind == trace::RecordKind::Kernel && region.alloc_base != 0) {
         size_t k = 0;
-        while (k < all.size() &&
-               !(bases[k] == region.alloc_base && all[k].ptr <= region.ptr &&
-                 region.ptr + region.bytes <= all[k].ptr + all[k].bytes &&
-                 own_region(all[k].ptr, all[k].bytes)))
+        while (k < all.size() && !(bases[k] == region.alloc_base && all[k].ptr <= region.ptr &&
+                                   region.ptr + region.bytes <= all[k].ptr + all[k].bytes &&
+                                   own_region(all[k].ptr, all[k].bytes)))
           ++k;
         if (k < all.size()) {
           take_enclosing_locked(owner, region, all[k].ptr, all[k].bytes);
@@ -224,9 +226,9 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
 }
 
 std::optional<RegionDigests::Known> Tracer::known_input_locked(const trace::Record& record,
-                                                              const PlannedRegion& region,
-                                                              EngineState* state,
-                                                              const void* stream_key) const {
+                                                               const PlannedRegion& region,
+                                                               EngineState* state,
+                                                               const void* stream_key) const {
   if (region.alloc_base == 0 || record.buffers[region.buffer_index].role != trace::Role::In)
     return std::nullopt;
   auto known = region_digests_.find(region.ptr, region.bytes, state, stream_key);
@@ -287,8 +289,7 @@ void Tracer::defer_outputs(PendingRecord* pending, CUstream stream, bool per_thr
   if (!config_.merge_hashes ||
       (!not_capturing && capturing(stream, per_thread_default, &capture_id))) {
     // Now (merging off), or not at all (capturing: fingerprint() counts them skipped).
-    fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(),
-                not_capturing);
+    fingerprint(pending, stream, per_thread_default, regions.data(), regions.size(), not_capturing);
     return;
   }
   const CUcontext ctx = current_context(driver());
@@ -342,7 +343,8 @@ void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool n
   groups.clear();
   size_t begin = 0;
   for (size_t k = 0; k < deferred.owners.size(); ++k) {
-    groups.push_back({deferred.owners[k], deferred.regions.data() + begin, deferred.ends[k] - begin});
+    groups.push_back(
+        {deferred.owners[k], deferred.regions.data() + begin, deferred.ends[k] - begin});
     begin = deferred.ends[k];
   }
   if (extra != nullptr && extra->pending != nullptr && extra->n > 0) groups.push_back(*extra);
@@ -374,8 +376,7 @@ void Tracer::issue_deferred(Deferred& deferred) {
   }
 }
 
-bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream,
-                        bool per_thread_default) {
+bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream, bool per_thread_default) {
   const Driver& d = driver();
   if (!config_.merge_hashes || d.memFreeAsync == nullptr || ptr == 0 ||
       !has_deferred_.load(std::memory_order_acquire))
@@ -472,9 +473,8 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
   if (has_deferred_.load(std::memory_order_acquire)) {
     // A call on a capturing stream is not chained: enqueue_groups skips its inputs.
     uint64_t capture_id = 0;
-    const bool chainable =
-        writes != nullptr && config_.chain_hashes &&
-        (not_capturing || !capturing(stream, per_thread_default, &capture_id));
+    const bool chainable = writes != nullptr && config_.chain_hashes &&
+                           (not_capturing || !capturing(stream, per_thread_default, &capture_id));
     bool taken = false, same_stream = false;
     {
       std::lock_guard lock(deferred_mutex_);
@@ -500,7 +500,8 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
       return;
     }
     if (taken) {
-      stats.deferred_flushes[size_t(FlushCause::OtherStream)].fetch_add(1, std::memory_order_relaxed);
+      stats.deferred_flushes[size_t(FlushCause::OtherStream)].fetch_add(1,
+                                                                        std::memory_order_relaxed);
       issue_deferred(deferred);
     }
   }

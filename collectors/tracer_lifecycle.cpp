@@ -69,8 +69,7 @@ const ConfigResult& Tracer::configuration() {
   static const ConfigResult result = [] {
     // At load (set_symbol_resolver): settings, unknown LOCKSTEP_* names and the trace directory,
     // one line each. The error lines already say whether the job stops (failure_line).
-    ConfigResult parsed =
-        load_config([](const char* name) { return std::getenv(name); }, environ);
+    ConfigResult parsed = load_config([](const char* name) { return std::getenv(name); }, environ);
     for (const std::string& line : parsed.warnings) std::fprintf(stderr, "%s\n", line.c_str());
     for (const std::string& line : parsed.errors) std::fprintf(stderr, "%s\n", line.c_str());
     if (!parsed.ok() && parsed.config.fail_hard) settings::stop_job();
@@ -98,8 +97,10 @@ LOCKSTEP_HOT Tracer* Tracer::get() {
   tracer = g_tracer.load();
   if (tracer != nullptr || g_disabled.load()) return tracer;
   tracer = create();
-  if (tracer == nullptr) g_disabled.store(true);
-  else g_tracer.store(tracer, std::memory_order_release);
+  if (tracer == nullptr)
+    g_disabled.store(true);
+  else
+    g_tracer.store(tracer, std::memory_order_release);
   return tracer;
 }
 

@@ -14,9 +14,9 @@ namespace lockstep::collectors {
 
 std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& engines,
                                                   const Parts& parts) const {
-  static constexpr const char* kCauseNames[] = {"next kernel unhashed", "other stream",
-                                                "other thread", "other call", "chain full", "free",
-                                                "order point", "step", "close"};
+  static constexpr const char* kCauseNames[] = {
+      "next kernel unhashed", "other stream", "other thread", "other call", "chain full", "free",
+      "order point",          "step",         "close"};
   static_assert(std::size(kCauseNames) == size_t(FlushCause::kCount));
   std::string causes;
   uint64_t alone = 0;
@@ -26,48 +26,54 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
     if (n != 0) causes += fmt::format("{}{} {}", causes.empty() ? "" : ", ", kCauseNames[i], n);
   }
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("hash launches: {} ({} regions, {} bytes); {} carried two kernels' "
-                              "regions, {} deferred sets enqueued on their own ({}); {} regions "
-                              "hashed once for two records; {} calls chained (no hash launch of "
-                              "their own)",
-                              engines.launches, engines.regions_enqueued, engines.bytes_enqueued,
-                              merged_launches.load(), alone, causes.empty() ? "none" : causes,
-                              regions_shared.load(), chained_calls.load()));
+  lines.push_back(fmt::format(
+      "hash launches: {} ({} regions, {} bytes); {} carried two kernels' "
+      "regions, {} deferred sets enqueued on their own ({}); {} regions "
+      "hashed once for two records; {} calls chained (no hash launch of "
+      "their own)",
+      engines.launches, engines.regions_enqueued, engines.bytes_enqueued, merged_launches.load(),
+      alone, causes.empty() ? "none" : causes, regions_shared.load(), chained_calls.load()));
   if (parts.reuse_digests)
-    lines.push_back(fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not "
-                                "read again); every reuse forgotten {} times (writes not known); "
-                                "{} inputs not written since their allocation, not hashed ({} "
-                                "bytes)",
-                                digests_reused.load(), digests_awaited.load(),
-                                bytes_not_reread.load(), digests_forgotten.load(),
-                                inputs_unwritten.load(), bytes_unwritten.load()));
-  lines.push_back(fmt::format("kernel regions inside a larger region of their allocation hashed "
-                              "at the same point (its digest taken): {} ({} bytes not read)",
-                              regions_enclosed.load(), bytes_enclosed.load()));
+    lines.push_back(
+        fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not "
+                    "read again); every reuse forgotten {} times (writes not known); "
+                    "{} inputs not written since their allocation, not hashed ({} "
+                    "bytes)",
+                    digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
+                    digests_forgotten.load(), inputs_unwritten.load(), bytes_unwritten.load()));
+  lines.push_back(
+      fmt::format("kernel regions inside a larger region of their allocation hashed "
+                  "at the same point (its digest taken): {} ({} bytes not read)",
+                  regions_enclosed.load(), bytes_enclosed.load()));
   if (parts.learn_roles)
-    lines.push_back(fmt::format("kernel pointers learned read-only: {} (found written later: {}); "
-                                "{} outputs not hashed ({} bytes)",
-                                roles_learned.load(), roles_contradicted.load(),
-                                outputs_read_only.load(), bytes_read_only.load()));
-  lines.push_back(fmt::format("kernel regions overwritten whole by known writers (fills), input "
-                              "not hashed: {} ({} bytes)",
-                              inputs_overwritten.load(), bytes_overwritten.load()));
-  lines.push_back(fmt::format("kernel scratch buffers not hashed (reduce_kernel's cta_buf): {} "
-                              "({} bytes)",
-                              scratch_regions.load(), bytes_scratch.load()));
-  lines.push_back(fmt::format("multi-tensor-apply address words of tensors the launch does not "
-                              "work on (not pointers of the launch): {}",
-                              stale_tensor_words.load()));
+    lines.push_back(
+        fmt::format("kernel pointers learned read-only: {} (found written later: {}); "
+                    "{} outputs not hashed ({} bytes)",
+                    roles_learned.load(), roles_contradicted.load(), outputs_read_only.load(),
+                    bytes_read_only.load()));
+  lines.push_back(
+      fmt::format("kernel regions overwritten whole by known writers (fills), input "
+                  "not hashed: {} ({} bytes)",
+                  inputs_overwritten.load(), bytes_overwritten.load()));
+  lines.push_back(
+      fmt::format("kernel scratch buffers not hashed (reduce_kernel's cta_buf): {} "
+                  "({} bytes)",
+                  scratch_regions.load(), bytes_scratch.load()));
+  lines.push_back(
+      fmt::format("multi-tensor-apply address words of tensors the launch does not "
+                  "work on (not pointers of the launch): {}",
+                  stale_tensor_words.load()));
   if (parts.recall_fills)
-    lines.push_back(fmt::format("fill outputs recalled, not hashed: {} ({} bytes); fills that "
-                                "differed from an earlier same fill: {}",
-                                fills_recalled.load(), bytes_recalled.load(),
-                                fills_differed.load()));
+    lines.push_back(
+        fmt::format("fill outputs recalled, not hashed: {} ({} bytes); fills that "
+                    "differed from an earlier same fill: {}",
+                    fills_recalled.load(), bytes_recalled.load(), fills_differed.load()));
   lines.push_back(fmt::format("frees held back until their deferred hashes were enqueued: {}",
                               frees_deferred.load()));
-  lines.push_back(fmt::format("cuBLASLt layouts and algorithms known by their bytes: {}, read "
-                              "from the library: {}",
-                              lt_reads_cached.load(), lt_reads_missed.load()));
+  lines.push_back(
+      fmt::format("cuBLASLt layouts and algorithms known by their bytes: {}, read "
+                  "from the library: {}",
+                  lt_reads_cached.load(), lt_reads_missed.load()));
   return lines;
 }
 
@@ -108,17 +114,17 @@ void Tracer::report_at_close() {
         total.bytes_enqueued += s.bytes_enqueued;
       }
     }
-    for (const std::string& line : stats.debug_lines(total, {reuse_digests_, learn_roles_,
-                                                              recall_fills_}))
+    for (const std::string& line :
+         stats.debug_lines(total, {reuse_digests_, learn_roles_, recall_fills_}))
       debug(line);
     debug("shim self time: " + self_time::report());
     // What the job's threads spent in the shim per step, steady state: the overhead of off,
     // metrics and broad measured without the noise of comparing whole runs.
     const uint32_t steps = std::max<uint32_t>(1, Tracer::steps().current());
-    debug(fmt::format("shim self time per step: {:.1f} us steady ({} steps), {:.1f} ms in "
-                      "slow first calls",
-                      self_time::steady_total_ns() / 1e3 / steps, steps,
-                      self_time::slow_total_ns() / 1e6));
+    debug(fmt::format(
+        "shim self time per step: {:.1f} us steady ({} steps), {:.1f} ms in "
+        "slow first calls",
+        self_time::steady_total_ns() / 1e3 / steps, steps, self_time::slow_total_ns() / 1e6));
   }
   for (const TracerStats::Warning& w : stats.warnings()) warn(w.code, w.count, w.message);
   if (uint64_t n = writer_->stats().dropped)

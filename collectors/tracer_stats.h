@@ -19,14 +19,14 @@ namespace lockstep::collectors {
 
 // Codes of Warning records (name = the message).
 enum class WarningCode : uint64_t {
-  FingerprintsDropped = 1,   // count = buffers whose fingerprint could not be taken
-  RankFromNccl = 2,          // count = rank learned from NCCL (header had none)
-  RecordsDropped = 3,        // count = records the writer dropped
+  FingerprintsDropped = 1,      // count = buffers whose fingerprint could not be taken
+  RankFromNccl = 2,             // count = rank learned from NCCL (header had none)
+  RecordsDropped = 3,           // count = records the writer dropped
   CaptureNotFingerprinted = 4,  // count = ops on capturing streams recorded without digests
-  NestedKernels = 5,         // count = kernels attributed to an enclosing library call
-  ReadOnlyWritten = 6,       // count = kernel pointer words learned read-only, then seen written
-  FillDiffered = 7,          // count = fills whose bytes differed from an earlier same fill's
-  LtCacheMismatch = 8,       // count = cuBLASLt objects whose bytes matched but attributes did not
+  NestedKernels = 5,            // count = kernels attributed to an enclosing library call
+  ReadOnlyWritten = 6,          // count = kernel pointer words learned read-only, then seen written
+  FillDiffered = 7,             // count = fills whose bytes differed from an earlier same fill's
+  LtCacheMismatch = 8,  // count = cuBLASLt objects whose bytes matched but attributes did not
 };
 
 // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
@@ -45,9 +45,9 @@ enum class FlushCause : uint8_t {
 
 struct TracerStats {
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
-  std::atomic<uint64_t> frees_deferred{0};    // stream-ordered frees held for the deferred set
-  std::atomic<uint64_t> merged_launches{0};   // hash launches that carried two kernels' regions
-  std::atomic<uint64_t> chained_calls{0};     // calls that needed no hash launch of their own
+  std::atomic<uint64_t> frees_deferred{0};   // stream-ordered frees held for the deferred set
+  std::atomic<uint64_t> merged_launches{0};  // hash launches that carried two kernels' regions
+  std::atomic<uint64_t> chained_calls{0};    // calls that needed no hash launch of their own
   // Deferred sets enqueued on their own, by cause.
   std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};
 
@@ -63,30 +63,30 @@ struct TracerStats {
   std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
 
   // ---- reused input digests (region_digests.h), level full ----------------------------------
-  std::atomic<uint64_t> digests_reused{0};    // inputs filled from an arrived digest
-  std::atomic<uint64_t> digests_awaited{0};   // inputs filled from a digest in flight
-  std::atomic<uint64_t> bytes_not_reread{0};  // their bytes
-  std::atomic<uint64_t> digests_forgotten{0}; // unknown writes that dropped known digests
-  std::atomic<uint64_t> regions_enclosed{0};  // kernel regions given an enclosing region's digest
-  std::atomic<uint64_t> bytes_enclosed{0};    // their own bytes (not read)
-  std::atomic<uint64_t> inputs_unwritten{0};  // inputs in fresh allocations, not hashed
-  std::atomic<uint64_t> bytes_unwritten{0};   // their bytes
+  std::atomic<uint64_t> digests_reused{0};     // inputs filled from an arrived digest
+  std::atomic<uint64_t> digests_awaited{0};    // inputs filled from a digest in flight
+  std::atomic<uint64_t> bytes_not_reread{0};   // their bytes
+  std::atomic<uint64_t> digests_forgotten{0};  // unknown writes that dropped known digests
+  std::atomic<uint64_t> regions_enclosed{0};   // kernel regions given an enclosing region's digest
+  std::atomic<uint64_t> bytes_enclosed{0};     // their own bytes (not read)
+  std::atomic<uint64_t> inputs_unwritten{0};   // inputs in fresh allocations, not hashed
+  std::atomic<uint64_t> bytes_unwritten{0};    // their bytes
 
   // ---- learned read-only kernel pointers (pointer_roles.h), level full ------------------------
-  std::atomic<uint64_t> outputs_read_only{0};        // kernel outputs not hashed: learned read-only
-  std::atomic<uint64_t> bytes_read_only{0};          // their bytes
+  std::atomic<uint64_t> outputs_read_only{0};   // kernel outputs not hashed: learned read-only
+  std::atomic<uint64_t> bytes_read_only{0};     // their bytes
   std::atomic<uint64_t> inputs_overwritten{0};  // kernel inputs a known writer overwrites whole
   std::atomic<uint64_t> bytes_overwritten{0};   // their bytes (not hashed)
   std::atomic<uint64_t> scratch_regions{0};     // kernel scratch buffers (kernel_writes.h)
   std::atomic<uint64_t> bytes_scratch{0};       // their bytes (not hashed)
   std::atomic<uint64_t> stale_tensor_words{0};  // multi-tensor-apply words of untouched tensors
-  std::atomic<uint64_t> roles_learned{0};            // words learned read-only
-  std::atomic<uint64_t> roles_contradicted{0};       // of those, found written later
+  std::atomic<uint64_t> roles_learned{0};       // words learned read-only
+  std::atomic<uint64_t> roles_contradicted{0};  // of those, found written later
 
   // ---- recalled fill digests (fill_digests.h), level full ------------------------------------
-  std::atomic<uint64_t> fills_recalled{0};      // fill outputs not hashed: digest recalled
-  std::atomic<uint64_t> bytes_recalled{0};      // their bytes
-  std::atomic<uint64_t> fills_differed{0};      // verifying fills whose digest differed
+  std::atomic<uint64_t> fills_recalled{0};  // fill outputs not hashed: digest recalled
+  std::atomic<uint64_t> bytes_recalled{0};  // their bytes
+  std::atomic<uint64_t> fills_differed{0};  // verifying fills whose digest differed
 
   // ---- the report at close ------------------------------------------------------------------
   // Which optional parts ran: a part that was off has no line.

@@ -57,9 +57,10 @@ inline constexpr bool is_detail(Phase phase) {
   return phase > kLastOwnTopLevel && phase != Phase::RealCall;
 }
 inline constexpr const char* kPhaseNames[] = {
-    "call begin", "call end", "alloc",  "free",   "order point", "marker", "kernel begin",
-    "kernel end", "gemm begin", "hash enqueue", "engine launch", "lock wait", "describe", "stamp",
-    "capture query", "decode", "plan", "hold", "append", "real call"};
+    "call begin",    "call end",     "alloc",      "free",       "order point",
+    "marker",        "kernel begin", "kernel end", "gemm begin", "hash enqueue",
+    "engine launch", "lock wait",    "describe",   "stamp",      "capture query",
+    "decode",        "plan",         "hold",       "append",     "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 

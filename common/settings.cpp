@@ -116,11 +116,20 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
   }
   if (!value.empty()) {
     switch (value.back()) {
-      case 'k': multiplier = 1ull << 10; break;
-      case 'm': multiplier = 1ull << 20; break;
-      case 'g': multiplier = 1ull << 30; break;
-      case 't': multiplier = 1ull << 40; break;
-      default: break;
+      case 'k':
+        multiplier = 1ull << 10;
+        break;
+      case 'm':
+        multiplier = 1ull << 20;
+        break;
+      case 'g':
+        multiplier = 1ull << 30;
+        break;
+      case 't':
+        multiplier = 1ull << 40;
+        break;
+      default:
+        break;
     }
     if (multiplier != 1) value.pop_back();
   }

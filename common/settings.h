@@ -41,7 +41,7 @@ struct Setting {
   const char* name;          // LOCKSTEP_...
   const char* default_text;  // as README shows it
   KindSpec kind;
-  const char* cli_flag;      // CLI11 names ("-o,--output"), "" if `lockstep run` has none
+  const char* cli_flag;  // CLI11 names ("-o,--output"), "" if `lockstep run` has none
   const char* help;
 };
 
@@ -51,7 +51,7 @@ const Setting* find(std::string_view name);  // by environment variable name; nu
 
 // The levels, lowest first; collectors::Level numbers them in this order.
 inline constexpr std::string_view kLevelNames[] = {"off", "metrics", "broad", "full"};
-inline constexpr size_t kDefaultLevel = 2;  // broad
+inline constexpr size_t kDefaultLevel = 2;                 // broad
 std::optional<size_t> parse_level(std::string_view text);  // index into kLevelNames, any case
 
 // A step window: A-B (A <= B), A- (A to the end) or A, whole numbers up to UINT32_MAX. The one
@@ -63,8 +63,8 @@ struct StepWindow {
 std::optional<StepWindow> parse_step_window(std::string_view text);
 
 std::optional<uint64_t> parse_byte_size(std::string_view text);  // 123, 4K, 16M, 1G, 2GiB, 1T
-std::optional<bool> parse_switch(std::string_view text);          // see Kind::Switch
-bool valid_regex(const std::string& pattern, std::string* why);   // ECMAScript
+std::optional<bool> parse_switch(std::string_view text);         // see Kind::Switch
+bool valid_regex(const std::string& pattern, std::string* why);  // ECMAScript
 
 // Why `value` is not accepted by the setting, as the end of a sentence that lists exactly what
 // is ("is not one of off|metrics|broad|full"); nullopt when it is accepted.

@@ -22,8 +22,8 @@ using lsf1::RegionScratch;
 
 bool all_entry_points(const DriverApi& a) {
   return a.ctxGetCurrent && a.ctxGetDevice && a.moduleLoadData && a.moduleGetFunction &&
-         a.launchKernel && a.memAlloc && a.memFree && a.memHostAlloc &&
-         a.memHostGetDevicePointer && a.memFreeHost && a.memsetD8Async && a.streamIsCapturing &&
+         a.launchKernel && a.memAlloc && a.memFree && a.memHostAlloc && a.memHostGetDevicePointer &&
+         a.memFreeHost && a.memsetD8Async && a.streamIsCapturing &&
          a.threadExchangeStreamCaptureMode && a.getErrorString && a.deviceGetAttribute &&
          a.occupancyMaxActiveBlocksPerMultiprocessor && a.streamCreate && a.streamDestroy &&
          a.streamSynchronize && a.moduleUnload;
@@ -60,9 +60,9 @@ class DriverHashEngine final : public HashEngine {
   CUdeviceptr slots_device_ = 0;
   uint32_t ring_slots_ = 0;
 
-  std::mutex enqueue_mutex_;           // slot assignment and launch order agree
-  uint64_t tail_ = 0;                  // next slot id to hand out (under enqueue_mutex_)
-  std::atomic<uint64_t> head_{0};      // next slot id poll() waits for
+  std::mutex enqueue_mutex_;       // slot assignment and launch order agree
+  uint64_t tail_ = 0;              // next slot id to hand out (under enqueue_mutex_)
+  std::atomic<uint64_t> head_{0};  // next slot id poll() waits for
   BatchParams<lsf1::kSmallBatch> small_params_{};  // under enqueue_mutex_
   BatchParams<lsf1::kLargeBatch> large_params_{};  // under enqueue_mutex_
 
@@ -111,8 +111,8 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
   if (!check(api_.threadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode",
              error))
     return false;
-  bool ok = check(api_.moduleLoadData(&module_, lockstep_hash_kernels_fatbin), "cuModuleLoadData",
-                  error);
+  bool ok =
+      check(api_.moduleLoadData(&module_, lockstep_hash_kernels_fatbin), "cuModuleLoadData", error);
   const char* names[2][2] = {{lsf1::kSmallKernelName, lsf1::kLargeKernelName},
                              {lsf1::kSmallCompactKernelName, lsf1::kLargeCompactKernelName}};
   for (int compact = 0; compact < 2; ++compact) {
@@ -121,8 +121,8 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
       ok = ok &&
            check(api_.moduleGetFunction(&kernels_[compact][large], module_, names[compact][large]),
                  "cuModuleGetFunction", error) &&
-           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(
-                     &per_sm, kernels_[compact][large], lsf1::kThreadsPerBlock, 0),
+           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_[compact][large],
+                                                                lsf1::kThreadsPerBlock, 0),
                  "cuOccupancyMaxActiveBlocksPerMultiprocessor", error);
       max_blocks_[compact][large] = uint32_t(std::max(1, per_sm * sms));
     }
@@ -141,10 +141,12 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
   }
   // Zero the scratch on a private stream: ordered before any later launch on any stream.
   CUstream zero_stream = nullptr;
-  ok = ok && check(api_.streamCreate(&zero_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", error);
+  ok =
+      ok && check(api_.streamCreate(&zero_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", error);
   if (zero_stream) {
-    ok = ok && check(api_.memsetD8Async(scratch_, 0, scratch_bytes, zero_stream), "cuMemsetD8Async",
-                     error) &&
+    ok = ok &&
+         check(api_.memsetD8Async(scratch_, 0, scratch_bytes, zero_stream), "cuMemsetD8Async",
+               error) &&
          check(api_.streamSynchronize(zero_stream), "cuStreamSynchronize", error);
     api_.streamDestroy(zero_stream);
   }
@@ -219,12 +221,11 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
   for (uint32_t i = 0; i < n; ++i) bytes += regions[i].bytes;
   // Little data: latency rules, take the compact kernels; much data: the unrolled bulk ones.
   const int compact = bytes < lsf1::kCompactBelowBytes ? 1 : 0;
-  const bool launched =
-      n <= lsf1::kSmallBatch
-          ? launch(stream, kernels_[compact][0], max_blocks_[compact][0], &small_params_, regions,
-                   n, first)
-          : launch(stream, kernels_[compact][1], max_blocks_[compact][1], &large_params_, regions,
-                   n, first);
+  const bool launched = n <= lsf1::kSmallBatch
+                            ? launch(stream, kernels_[compact][0], max_blocks_[compact][0],
+                                     &small_params_, regions, n, first)
+                            : launch(stream, kernels_[compact][1], max_blocks_[compact][1],
+                                     &large_params_, regions, n, first);
   if (!launched) {
     launch_failures_ += n;
     return false;

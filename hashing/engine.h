@@ -38,8 +38,8 @@ struct DriverApi {
   // Added by hashing/ (additive): sizing the grid, zeroing the scratch once at create on a
   // private stream, unloading the module.
   decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
-  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor) occupancyMaxActiveBlocksPerMultiprocessor =
-      nullptr;
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor)
+      occupancyMaxActiveBlocksPerMultiprocessor = nullptr;
   decltype(&::cuStreamCreate) streamCreate = nullptr;
   decltype(&::cuStreamDestroy_v2) streamDestroy = nullptr;
   decltype(&::cuStreamSynchronize) streamSynchronize = nullptr;

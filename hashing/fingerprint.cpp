@@ -30,7 +30,7 @@ uint64_t fingerprint(const void* data, size_t bytes) {
         std::memcpy(leaf + leaf_bytes, tile_data + at, n);
         leaf_bytes += n;
       }
-      if (leaf_bytes == 0) continue;  // empty leaves do not exist
+      if (leaf_bytes == 0) continue;                              // empty leaves do not exist
       leaf_sum += XXH64(leaf, leaf_bytes, tile * kLanes + lane);  // seed = leaf index
     }
   }

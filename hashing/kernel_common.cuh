@@ -128,7 +128,8 @@ __device__ __forceinline__ ulonglong2 load_stripe(const RegionView& r, u64 at) {
   if (kAligned) return load16(p);
   const unsigned char* lo = p - r.misalign;
   const ulonglong2 a = load16(lo);
-  const ulonglong2 b = (lo + 32 <= r.end) ? load16(lo + 16) : load_bytes(lo + 16, u32(r.end - lo - 16));
+  const ulonglong2 b =
+      (lo + 32 <= r.end) ? load16(lo + 16) : load_bytes(lo + 16, u32(r.end - lo - 16));
   const u32 m = r.misalign;
   if (m < 8) return make_ulonglong2(funnel_bytes(a.x, a.y, m), funnel_bytes(a.y, b.x, m));
   if (m == 8) return make_ulonglong2(a.y, b.x);
@@ -139,7 +140,8 @@ __device__ __forceinline__ ulonglong2 load_stripe(const RegionView& r, u64 at) {
 // loop over load batches rolled: a few KB of code instead of tens, so a launch that touches
 // little data does not wait on instruction-cache misses; bulk launches unroll it fully.
 template <bool kAligned, bool kCompact>
-__device__ __forceinline__ u64 leaf_full_tile(const RegionView& r, u64 tile_at, u32 lane, u64 seed) {
+__device__ __forceinline__ u64 leaf_full_tile(const RegionView& r, u64 tile_at, u32 lane,
+                                              u64 seed) {
   Xxh64Lanes acc(seed);
   const u64 lane_at = tile_at + u64(lane) * kStripeBytes;
   constexpr u32 kRounds = kLeafBytes / 32;  // 16
@@ -204,7 +206,8 @@ __device__ __noinline__ u64 leaf_short_tile(const RegionView& r, u64 tile_at, u3
 #pragma unroll 1
     for (; k < rounds; ++k) {  // the rest, one round at a time
       const u64 at = lane_at + u64(k) * (2 * kLanes * kStripeBytes);
-      acc.consume(load_stripe_of<kKind>(r, at), load_stripe_of<kKind>(r, at + kLanes * kStripeBytes));
+      acc.consume(load_stripe_of<kKind>(r, at),
+                  load_stripe_of<kKind>(r, at + kLanes * kStripeBytes));
     }
     h = acc.converge();
   }

@@ -19,7 +19,10 @@ __device__ __forceinline__ u32 find_region(const BatchParams<kCapacity>& p, u32 
   u32 lo = 0, hi = min(p.count, unit + 1);  // regions[lo].first_unit <= unit < regions[hi]...
   while (hi - lo > 1) {
     const u32 mid = (lo + hi) / 2;
-    if (p.regions[mid].first_unit <= unit) lo = mid; else hi = mid;
+    if (p.regions[mid].first_unit <= unit)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -83,11 +86,11 @@ __device__ __forceinline__ void batch_body(const BatchParams<kCapacity>& p) {
 
 }  // namespace lockstep::hashing::device
 
+using lockstep::hashing::device::batch_body;
 using lockstep::hashing::lsf1::BatchParams;
 using lockstep::hashing::lsf1::kLargeBatch;
 using lockstep::hashing::lsf1::kSmallBatch;
 using lockstep::hashing::lsf1::kThreadsPerBlock;
-using lockstep::hashing::device::batch_body;
 
 // Bulk kernels (fully unrolled tile loop) for launches that read a lot; compact kernels for
 // launches that read little. Same function, same results; the engine picks by total bytes.

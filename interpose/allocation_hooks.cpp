@@ -31,9 +31,8 @@ Result stream_allocation(Forward&& forward, Result success, const CUdeviceptr* p
   const Result r = forward();
   if (r == success && ptr != nullptr) {
     report_state(nesting.outermost(), [&] {
-      collectors::on_stream_alloc(*ptr, bytes(),
-                                  reinterpret_cast<CUstream>(const_cast<void*>(stream)),
-                                  per_thread_default);
+      collectors::on_stream_alloc(
+          *ptr, bytes(), reinterpret_cast<CUstream>(const_cast<void*>(stream)), per_thread_default);
     });
   }
   return r;
@@ -75,32 +74,32 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaMalloc(void** devPtr, size_t size) {
       cudaSuccess, &p, [&] { return size; });
 }
 
-#define LOCKSTEP_RUNTIME_MALLOC_ASYNC(name, per_thread)                                  \
+#define LOCKSTEP_RUNTIME_MALLOC_ASYNC(name, per_thread)                                    \
   LOCKSTEP_INTERCEPTOR cudaError_t name(void** devPtr, size_t size, cudaStream_t stream) { \
-    CUdeviceptr p = 0;                                                                   \
-    return stream_allocation(                                                            \
-        [&] {                                                                            \
-          const cudaError_t r = LOCKSTEP_FORWARD(name, devPtr, size, stream);            \
-          if (devPtr != nullptr) p = as_device(*devPtr);                                 \
-          return r;                                                                      \
-        },                                                                               \
-        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                      \
+    CUdeviceptr p = 0;                                                                     \
+    return stream_allocation(                                                              \
+        [&] {                                                                              \
+          const cudaError_t r = LOCKSTEP_FORWARD(name, devPtr, size, stream);              \
+          if (devPtr != nullptr) p = as_device(*devPtr);                                   \
+          return r;                                                                        \
+        },                                                                                 \
+        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                        \
   }
 LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync, false)
 LOCKSTEP_RUNTIME_MALLOC_ASYNC(cudaMallocAsync_ptsz, true)
 #undef LOCKSTEP_RUNTIME_MALLOC_ASYNC
 
-#define LOCKSTEP_RUNTIME_MALLOC_POOL(name, per_thread)                                     \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(void** ptr, size_t size, cudaMemPool_t memPool,    \
-                                        cudaStream_t stream) {                             \
-    CUdeviceptr p = 0;                                                                     \
-    return stream_allocation(                                                              \
-        [&] {                                                                              \
-          const cudaError_t r = LOCKSTEP_FORWARD(name, ptr, size, memPool, stream);        \
-          if (ptr != nullptr) p = as_device(*ptr);                                         \
-          return r;                                                                        \
-        },                                                                                 \
-        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                        \
+#define LOCKSTEP_RUNTIME_MALLOC_POOL(name, per_thread)                                  \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(void** ptr, size_t size, cudaMemPool_t memPool, \
+                                        cudaStream_t stream) {                          \
+    CUdeviceptr p = 0;                                                                  \
+    return stream_allocation(                                                           \
+        [&] {                                                                           \
+          const cudaError_t r = LOCKSTEP_FORWARD(name, ptr, size, memPool, stream);     \
+          if (ptr != nullptr) p = as_device(*ptr);                                      \
+          return r;                                                                     \
+        },                                                                              \
+        cudaSuccess, &p, [&] { return size; }, stream, per_thread);                     \
   }
 LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync, false)
 LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync_ptsz, true)
@@ -108,7 +107,9 @@ LOCKSTEP_RUNTIME_MALLOC_POOL(cudaMallocFromPoolAsync_ptsz, true)
 
 LOCKSTEP_INTERCEPTOR cudaError_t cudaFree(void* devPtr) {
   return release([&] { return LOCKSTEP_FORWARD(cudaFree, devPtr); },
-                 [&] { if (devPtr != nullptr) collectors::on_free(as_device(devPtr)); });
+                 [&] {
+                   if (devPtr != nullptr) collectors::on_free(as_device(devPtr));
+                 });
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   return stream_release([&] { return LOCKSTEP_FORWARD(cudaFreeAsync, devPtr, stream); },
@@ -136,25 +137,26 @@ LOCKSTEP_INTERCEPTOR CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPit
 }
 LOCKSTEP_INTERCEPTOR CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return release([&] { return LOCKSTEP_FORWARD(cuMemFree_v2, dptr); },
-                 [&] { if (dptr != 0) collectors::on_free(dptr); });
+                 [&] {
+                   if (dptr != 0) collectors::on_free(dptr);
+                 });
 }
 
-#define LOCKSTEP_DRIVER_ALLOC_ASYNC(name, per_thread)                                        \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) { \
-    return stream_allocation(                                                                \
-        [&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, hStream); }, CUDA_SUCCESS, dptr,  \
-        [&] { return bytesize; }, hStream, per_thread);                                      \
+#define LOCKSTEP_DRIVER_ALLOC_ASYNC(name, per_thread)                                            \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {     \
+    return stream_allocation([&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, hStream); },    \
+                             CUDA_SUCCESS, dptr, [&] { return bytesize; }, hStream, per_thread); \
   }
 LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync, false)
 LOCKSTEP_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 #undef LOCKSTEP_DRIVER_ALLOC_ASYNC
 
-#define LOCKSTEP_DRIVER_ALLOC_POOL(name, per_thread)                                         \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,  \
-                                     CUstream hStream) {                                     \
-    return stream_allocation(                                                                \
-        [&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, pool, hStream); }, CUDA_SUCCESS,  \
-        dptr, [&] { return bytesize; }, hStream, per_thread);                                \
+#define LOCKSTEP_DRIVER_ALLOC_POOL(name, per_thread)                                               \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,        \
+                                     CUstream hStream) {                                           \
+    return stream_allocation(                                                                      \
+        [&] { return LOCKSTEP_FORWARD(name, dptr, bytesize, pool, hStream); }, CUDA_SUCCESS, dptr, \
+        [&] { return bytesize; }, hStream, per_thread);                                            \
   }
 LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync, false)
 LOCKSTEP_DRIVER_ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, true)

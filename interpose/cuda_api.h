@@ -32,8 +32,7 @@ extern "C" cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* entry);
 extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                           void** args, size_t sharedMem, cudaStream_t stream);
 extern "C" cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
-                                               void** args, size_t sharedMem,
-                                               cudaStream_t stream);
+                                               void** args, size_t sharedMem, cudaStream_t stream);
 
 namespace lockstep::interpose::sig {
 
@@ -117,17 +116,16 @@ using cublasGemmExFn = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasO
                                       cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 using cublasGemmEx_64Fn = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t,
                                          int64_t, int64_t, int64_t, const void*, const void*,
-                                         cudaDataType, int64_t, const void*, cudaDataType,
-                                         int64_t, const void*, void*, cudaDataType, int64_t,
+                                         cudaDataType, int64_t, const void*, cudaDataType, int64_t,
+                                         const void*, void*, cudaDataType, int64_t,
                                          cublasComputeType_t, cublasGemmAlgo_t);
 template <typename T, typename I>
-using cublasTypedGemm = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, I,
-                                       I, I, const T*, const T*, I, const T*, I, const T*, T*, I);
+using cublasTypedGemm = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, I, I,
+                                       I, const T*, const T*, I, const T*, I, const T*, T*, I);
 template <typename T, typename I>
-using cublasTypedStridedGemm = cublasStatus_t(cublasHandle_t, cublasOperation_t,
-                                              cublasOperation_t, I, I, I, const T*, const T*, I,
-                                              long long, const T*, I, long long, const T*, T*, I,
-                                              long long, I);
+using cublasTypedStridedGemm = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                              I, I, I, const T*, const T*, I, long long, const T*,
+                                              I, long long, const T*, T*, I, long long, I);
 using cublasSgemmFn = cublasTypedGemm<float, int>;
 using cublasSgemm_64Fn = cublasTypedGemm<float, int64_t>;
 using cublasDgemmFn = cublasTypedGemm<double, int>;
@@ -139,17 +137,16 @@ using cublasSgemmStridedBatched_64Fn = cublasTypedStridedGemm<float, int64_t>;
 using cublasHgemmStridedBatchedFn = cublasTypedStridedGemm<__half, int>;
 using cublasHgemmStridedBatched_64Fn = cublasTypedStridedGemm<__half, int64_t>;
 template <typename I>
-using cublasStridedBatchedEx = cublasStatus_t(cublasHandle_t, cublasOperation_t,
-                                              cublasOperation_t, I, I, I, const void*,
-                                              const void*, cudaDataType, I, long long,
-                                              const void*, cudaDataType, I, long long,
+using cublasStridedBatchedEx = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                              I, I, I, const void*, const void*, cudaDataType, I,
+                                              long long, const void*, cudaDataType, I, long long,
                                               const void*, void*, cudaDataType, I, long long, I,
                                               cublasComputeType_t, cublasGemmAlgo_t);
 using cublasGemmStridedBatchedExFn = cublasStridedBatchedEx<int>;
 using cublasGemmStridedBatchedEx_64Fn = cublasStridedBatchedEx<int64_t>;
 template <typename I>
-using cublasBatchedEx = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, I,
-                                       I, I, const void*, const void* const[], cudaDataType, I,
+using cublasBatchedEx = cublasStatus_t(cublasHandle_t, cublasOperation_t, cublasOperation_t, I, I,
+                                       I, const void*, const void* const[], cudaDataType, I,
                                        const void* const[], cudaDataType, I, const void*,
                                        void* const[], cudaDataType, I, I, cublasComputeType_t,
                                        cublasGemmAlgo_t);
@@ -164,8 +161,8 @@ using cublasLtMatmulFn = cublasStatus_t(cublasLtHandle_t, cublasLtMatmulDesc_t, 
 // ---- NCCL ----
 using ncclAllReduceFn = ncclResult_t(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                      ncclComm_t, cudaStream_t);
-using ncclBroadcastFn = ncclResult_t(const void*, void*, size_t, ncclDataType_t, int,
-                                     ncclComm_t, cudaStream_t);
+using ncclBroadcastFn = ncclResult_t(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                                     cudaStream_t);
 using ncclBcastFn = ncclResult_t(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 using ncclReduceFn = ncclResult_t(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int,
                                   ncclComm_t, cudaStream_t);
@@ -175,13 +172,11 @@ using ncclReduceScatterFn = ncclAllReduceFn;
 using ncclAlltoAllFn = ncclAllGatherFn;
 using ncclGatherFn = ncclBroadcastFn;
 using ncclScatterFn = ncclBroadcastFn;
-using ncclSendFn = ncclResult_t(const void*, size_t, ncclDataType_t, int, ncclComm_t,
-                                cudaStream_t);
+using ncclSendFn = ncclResult_t(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 using ncclRecvFn = ncclResult_t(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 using ncclGroupFn = ncclResult_t();
 using ncclCommInitRankFn = ncclResult_t(ncclComm_t*, int, ncclUniqueId, int);
-using ncclCommInitRankConfigFn = ncclResult_t(ncclComm_t*, int, ncclUniqueId, int,
-                                              ncclConfig_t*);
+using ncclCommInitRankConfigFn = ncclResult_t(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
 using ncclCommInitAllFn = ncclResult_t(ncclComm_t*, int, const int*);
 using ncclCommInitRankScalableFn = ncclResult_t(ncclComm_t*, int, int, int, ncclUniqueId*,
                                                 ncclConfig_t*);

@@ -39,14 +39,22 @@ ExternalId decode(uint64_t value) {
 
 const char* source_name(Source source) {
   switch (source) {
-    case Source::NvccStub: return "nvcc_stub";
-    case Source::RuntimeLaunch: return "runtime_launch";
-    case Source::Triton: return "driver_triton";
-    case Source::Cublas: return "cublas";
-    case Source::Nccl: return "nccl";
-    case Source::Graph: return "graph_replay";
-    case Source::Other: return "other";
-    case Source::kCount: break;
+    case Source::NvccStub:
+      return "nvcc_stub";
+    case Source::RuntimeLaunch:
+      return "runtime_launch";
+    case Source::Triton:
+      return "driver_triton";
+    case Source::Cublas:
+      return "cublas";
+    case Source::Nccl:
+      return "nccl";
+    case Source::Graph:
+      return "graph_replay";
+    case Source::Other:
+      return "other";
+    case Source::kCount:
+      break;
   }
   return "other";
 }
@@ -132,9 +140,10 @@ Report aggregate(const Activity& activity) {
       if (report.missed_names.size() < Report::kMaxMissedNames ||
           report.missed_names.count(k.name) != 0)
         ++report.missed_names[k.name];
-      const uint32_t key = api.present
-          ? (static_cast<uint32_t>(api.domain == ApiDomain::Driver) << 16 | (api.cbid & 0xffff))
-          : 0xffffffffu;
+      const uint32_t key =
+          api.present
+              ? (static_cast<uint32_t>(api.domain == ApiDomain::Driver) << 16 | (api.cbid & 0xffff))
+              : 0xffffffffu;
       ++report.missed_cbids[key];
       continue;
     }
@@ -172,7 +181,8 @@ std::string to_json(const Report& report, long pid) {
   }
   j["sources"] = sources;
   nlohmann::json names = nlohmann::json::array();
-  for (const auto& [name, count] : report.missed_names) names.push_back({{"name", name}, {"count", count}});
+  for (const auto& [name, count] : report.missed_names)
+    names.push_back({{"name", name}, {"count", count}});
   j["missed_kernels"] = names;
   nlohmann::json cbids = nlohmann::json::array();
   for (const auto& [key, count] : report.missed_cbids) {
@@ -180,7 +190,8 @@ std::string to_json(const Report& report, long pid) {
       cbids.push_back({{"domain", "none"}, {"cbid", nullptr}, {"count", count}});
     } else {
       cbids.push_back({{"domain", (key >> 16) != 0 ? "driver" : "runtime"},
-                       {"cbid", key & 0xffff}, {"count", count}});
+                       {"cbid", key & 0xffff},
+                       {"count", count}});
     }
   }
   j["missed_apis"] = cbids;

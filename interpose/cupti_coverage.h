@@ -15,10 +15,10 @@ namespace lockstep::interpose::coverage {
 enum class PushScope : uint8_t { None = 0, Launch = 1, Blas = 2, Nccl = 3, Graph = 4 };
 
 struct ExternalId {
-  uint64_t sequence = 0;          // per-process counter
+  uint64_t sequence = 0;  // per-process counter
   PushScope scope = PushScope::None;
   PushScope library = PushScope::None;  // outermost library scope open on the thread (Blas/Nccl)
-  bool traced = true;             // false: the shim forwarded without reporting (its own work)
+  bool traced = true;  // false: the shim forwarded without reporting (its own work)
 };
 uint64_t encode(const ExternalId& id);
 // LOCKSTEP_VALIDATE: "1", "true", "yes", "on" (any case) -> true; anything else or null -> false.
@@ -71,11 +71,11 @@ struct SourceCounts {
 };
 
 struct Report {
-  uint64_t kernels = 0;              // executed, hash kernels excluded
+  uint64_t kernels = 0;  // executed, hash kernels excluded
   uint64_t accounted = 0;
   uint64_t missed = 0;
-  uint64_t shim_internal = 0;        // ran inside a call the shim forwards untraced on purpose
-  uint64_t own_hash_kernels = 0;     // lockstep's fingerprint kernels (excluded from the above)
+  uint64_t shim_internal = 0;     // ran inside a call the shim forwards untraced on purpose
+  uint64_t own_hash_kernels = 0;  // lockstep's fingerprint kernels (excluded from the above)
   uint64_t dropped_records = 0;
   SourceCounts sources[static_cast<int>(Source::kCount)];
   std::map<std::string, uint64_t> missed_names;  // at most kMaxMissedNames names

@@ -84,8 +84,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
   {
     std::lock_guard lock(g_records_mutex);
     CUpti_Activity* record = nullptr;
-    while (valid_bytes > 0 &&
-           g_cupti.next_record(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+    while (valid_bytes > 0 && g_cupti.next_record(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -104,11 +103,11 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
         case CUPTI_ACTIVITY_KIND_RUNTIME:
         case CUPTI_ACTIVITY_KIND_DRIVER: {
           const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-          g_activity->apis.push_back(
-              {a->correlationId,
-               record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? coverage::ApiDomain::Runtime
-                                                           : coverage::ApiDomain::Driver,
-               static_cast<uint32_t>(a->cbid)});
+          g_activity->apis.push_back({a->correlationId,
+                                      record->kind == CUPTI_ACTIVITY_KIND_RUNTIME
+                                          ? coverage::ApiDomain::Runtime
+                                          : coverage::ApiDomain::Driver,
+                                      static_cast<uint32_t>(a->cbid)});
           break;
         }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -144,12 +143,13 @@ void* open_cupti() {
       dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
       if (!dir.empty()) {
         dirs.push_back(dir);
-        dirs.push_back(dir + "/../../cuda_cupti/lib");  // pip wheels, one package per library
+        dirs.push_back(dir + "/../../cuda_cupti/lib");   // pip wheels, one package per library
         dirs.push_back(dir + "/../extras/CUPTI/lib64");  // a toolkit's lib64
       }
     }
   }
-  if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/extras/CUPTI/lib64");
+  if (const char* home = std::getenv("CUDA_HOME"))
+    dirs.push_back(std::string(home) + "/extras/CUPTI/lib64");
   dirs.push_back("/usr/local/cuda/extras/CUPTI/lib64");
   dirs.push_back("/usr/local/cuda/lib64");
   for (const std::string& dir : dirs) {
@@ -181,16 +181,15 @@ bool start() {
     return false;
   }
   Cupti c;
-  const bool bound =
-      bind(handle, "cuptiActivityEnable", &c.activity_enable) &&
-      bind(handle, "cuptiActivityRegisterCallbacks", &c.register_callbacks) &&
-      bind(handle, "cuptiActivityFlushAll", &c.flush_all) &&
-      bind(handle, "cuptiActivityGetNextRecord", &c.next_record) &&
-      bind(handle, "cuptiActivityPushExternalCorrelationId", &c.push) &&
-      bind(handle, "cuptiActivityPopExternalCorrelationId", &c.pop) &&
-      bind(handle, "cuptiActivityGetNumDroppedRecords", &c.dropped) &&
-      bind(handle, "cuptiGetResultString", &c.result_string) &&
-      bind(handle, "cuptiSubscribe", &c.subscribe);
+  const bool bound = bind(handle, "cuptiActivityEnable", &c.activity_enable) &&
+                     bind(handle, "cuptiActivityRegisterCallbacks", &c.register_callbacks) &&
+                     bind(handle, "cuptiActivityFlushAll", &c.flush_all) &&
+                     bind(handle, "cuptiActivityGetNextRecord", &c.next_record) &&
+                     bind(handle, "cuptiActivityPushExternalCorrelationId", &c.push) &&
+                     bind(handle, "cuptiActivityPopExternalCorrelationId", &c.pop) &&
+                     bind(handle, "cuptiActivityGetNumDroppedRecords", &c.dropped) &&
+                     bind(handle, "cuptiGetResultString", &c.result_string) &&
+                     bind(handle, "cuptiSubscribe", &c.subscribe);
   if (!bound) {
     say("libcupti lacks an activity API function; running without validation");
     return false;
@@ -217,8 +216,8 @@ bool start() {
        {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
         CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}) {
     if ((r = c.activity_enable(kind)) != CUPTI_SUCCESS) {
-      say("cuptiActivityEnable(" + std::to_string(static_cast<int>(kind)) + "): " +
-          result_text(r) + "; running without validation");
+      say("cuptiActivityEnable(" + std::to_string(static_cast<int>(kind)) + "): " + result_text(r) +
+          "; running without validation");
       return false;
     }
   }
@@ -303,8 +302,8 @@ Bracket::Bracket(coverage::PushScope scope, bool traced) {
   id.scope = scope;
   id.library = open_library();
   id.traced = traced;
-  pushed_ = g_cupti.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, coverage::encode(id)) ==
-            CUPTI_SUCCESS;
+  pushed_ =
+      g_cupti.push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, coverage::encode(id)) == CUPTI_SUCCESS;
 }
 
 Bracket::~Bracket() {

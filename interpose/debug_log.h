@@ -9,7 +9,7 @@ void debug_log(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace lockstep::interpose
 
-#define LOCKSTEP_DEBUG_LOG(...)                                                     \
-  do {                                                                              \
+#define LOCKSTEP_DEBUG_LOG(...)                                                                \
+  do {                                                                                         \
     if (::lockstep::interpose::debug_enabled()) ::lockstep::interpose::debug_log(__VA_ARGS__); \
   } while (0)

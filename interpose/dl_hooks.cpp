@@ -27,8 +27,8 @@ void* substitute_wrapper(const char* name, void* found) {
   if (!find_hook(name, &id)) return found;
   void* real = real_address(id);
   if (real != found) {
-    LOCKSTEP_DEBUG_LOG("dlsym(%s) = %p (%s) is not the %p we forward to: not wrapped", name,
-                       found, object_name(found), real);
+    LOCKSTEP_DEBUG_LOG("dlsym(%s) = %p (%s) is not the %p we forward to: not wrapped", name, found,
+                       object_name(found), real);
     return found;
   }
   return wrapper_address(id);
@@ -77,8 +77,8 @@ void* next_after_caller(const void* caller, const char* name, const char* versio
           const char* path = object->dlpi_name != nullptr ? object->dlpi_name : "";
           if (!s->seen_caller) {
             const char* caller_path = s->caller->l_name != nullptr ? s->caller->l_name : "";
-            s->seen_caller = object->dlpi_addr == s->caller->l_addr &&
-                             std::strcmp(path, caller_path) == 0;
+            s->seen_caller =
+                object->dlpi_addr == s->caller->l_addr && std::strcmp(path, caller_path) == 0;
             return 0;
           }
           const ElfW(Dyn)* dynamic = nullptr;
@@ -130,8 +130,8 @@ void* default_scope_miss(const void* caller, const char* name, const char* versi
   }
   void* handle = dlopen(map->l_name, RTLD_NOLOAD | RTLD_LAZY);
   if (handle == nullptr) return nullptr;
-  void* found = version != nullptr ? real_dlvsym()(handle, name, version)
-                                   : real_dlsym()(handle, name);
+  void* found =
+      version != nullptr ? real_dlvsym()(handle, name, version) : real_dlsym()(handle, name);
   dlclose(handle);
   return found;
 }
@@ -166,16 +166,17 @@ LOCKSTEP_INTERCEPTOR void* dlvsym(void* handle, const char* name, const char* ve
 
 // dlmopen resolves relative names against the caller's RUNPATH, so it must reach the C library
 // with the caller's return address: the x86-64 entry below logs, then tail-jumps.
-extern "C" __attribute__((visibility("hidden"))) void* lockstep_dlmopen_target(
-    Lmid_t namespace_id, const char* file, int mode) {
+extern "C" __attribute__((visibility("hidden"))) void* lockstep_dlmopen_target(Lmid_t namespace_id,
+                                                                               const char* file,
+                                                                               int mode) {
   LOCKSTEP_DEBUG_LOG("dlmopen(%ld, %s, 0x%x)", static_cast<long>(namespace_id),
                      file != nullptr ? file : "(null)", mode);
   static void* const real = real_dlsym() != nullptr ? real_dlsym()(RTLD_NEXT, "dlmopen") : nullptr;
   return real;
 }
 
-extern "C" __attribute__((visibility("hidden"))) void* lockstep_dlmopen_missing(Lmid_t,
-                                                                                const char*, int) {
+extern "C" __attribute__((visibility("hidden"))) void* lockstep_dlmopen_missing(Lmid_t, const char*,
+                                                                                int) {
   return nullptr;
 }
 

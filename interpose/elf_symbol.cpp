@@ -7,11 +7,11 @@ namespace lockstep::interpose {
 namespace {
 
 struct DynamicTables {
-  const ElfW(Sym)* symtab = nullptr;
+  const ElfW(Sym) * symtab = nullptr;
   const char* strtab = nullptr;
   const uint32_t* gnu_hash = nullptr;
-  const ElfW(Word)* sysv_hash = nullptr;
-  const ElfW(Half)* versym = nullptr;
+  const ElfW(Word) * sysv_hash = nullptr;
+  const ElfW(Half) * versym = nullptr;
 };
 
 // ld.so rewrites most d_ptr entries to run-time addresses; some architectures keep them
@@ -22,16 +22,27 @@ const T* at(ElfW(Addr) bias, ElfW(Addr) value) {
   return reinterpret_cast<const T*>(value);
 }
 
-DynamicTables read_tables(ElfW(Addr) bias, const ElfW(Dyn)* dynamic) {
+DynamicTables read_tables(ElfW(Addr) bias, const ElfW(Dyn) * dynamic) {
   DynamicTables t;
   for (const ElfW(Dyn)* d = dynamic; d != nullptr && d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
-      case DT_SYMTAB: t.symtab = at<ElfW(Sym)>(bias, d->d_un.d_ptr); break;
-      case DT_STRTAB: t.strtab = at<char>(bias, d->d_un.d_ptr); break;
-      case DT_GNU_HASH: t.gnu_hash = at<uint32_t>(bias, d->d_un.d_ptr); break;
-      case DT_HASH: t.sysv_hash = at<ElfW(Word)>(bias, d->d_un.d_ptr); break;
-      case DT_VERSYM: t.versym = at<ElfW(Half)>(bias, d->d_un.d_ptr); break;
-      default: break;
+      case DT_SYMTAB:
+        t.symtab = at<ElfW(Sym)>(bias, d->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        t.strtab = at<char>(bias, d->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        t.gnu_hash = at<uint32_t>(bias, d->d_un.d_ptr);
+        break;
+      case DT_HASH:
+        t.sysv_hash = at<ElfW(Word)>(bias, d->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        t.versym = at<ElfW(Half)>(bias, d->d_un.d_ptr);
+        break;
+      default:
+        break;
     }
   }
   return t;
@@ -72,7 +83,7 @@ ElfSymbol match(ElfW(Addr) bias, const DynamicTables& t, uint32_t index, const c
   return result;
 }
 
-ElfSymbol find(ElfW(Addr) bias, const ElfW(Dyn)* dynamic, const char* name, bool functions_only) {
+ElfSymbol find(ElfW(Addr) bias, const ElfW(Dyn) * dynamic, const char* name, bool functions_only) {
   if (dynamic == nullptr || name == nullptr) return {};
   const DynamicTables t = read_tables(bias, dynamic);
   if (t.symtab == nullptr || t.strtab == nullptr) return {};
@@ -107,11 +118,11 @@ ElfSymbol find(ElfW(Addr) bias, const ElfW(Dyn)* dynamic, const char* name, bool
 
 }  // namespace
 
-void* find_defined_function(ElfW(Addr) bias, const ElfW(Dyn)* dynamic, const char* name) {
+void* find_defined_function(ElfW(Addr) bias, const ElfW(Dyn) * dynamic, const char* name) {
   return find(bias, dynamic, name, true).address;
 }
 
-ElfSymbol find_defined_symbol(ElfW(Addr) bias, const ElfW(Dyn)* dynamic, const char* name) {
+ElfSymbol find_defined_symbol(ElfW(Addr) bias, const ElfW(Dyn) * dynamic, const char* name) {
   return find(bias, dynamic, name, false);
 }
 

@@ -110,9 +110,9 @@ LOCKSTEP_INTERCEPTOR CUresult cuGetProcAddress(const char* symbol, void** pfn, i
   return result;
 }
 
-LOCKSTEP_INTERCEPTOR cudaError_t cudaGetDriverEntryPoint(
-    const char* symbol, void** funcPtr, unsigned long long flags,
-    cudaDriverEntryPointQueryResult* driverStatus) {
+LOCKSTEP_INTERCEPTOR cudaError_t
+cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
+                        cudaDriverEntryPointQueryResult* driverStatus) {
   auto real = REAL(cudaGetDriverEntryPoint);
   if (real == nullptr) return missing_result<cudaError_t>();
   const cudaError_t result = real(symbol, funcPtr, flags, driverStatus);
@@ -122,9 +122,9 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaGetDriverEntryPoint(
   return result;
 }
 
-LOCKSTEP_INTERCEPTOR cudaError_t cudaGetDriverEntryPoint_ptsz(
-    const char* symbol, void** funcPtr, unsigned long long flags,
-    cudaDriverEntryPointQueryResult* driverStatus) {
+LOCKSTEP_INTERCEPTOR cudaError_t
+cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long flags,
+                             cudaDriverEntryPointQueryResult* driverStatus) {
   auto real = REAL(cudaGetDriverEntryPoint_ptsz);
   if (real == nullptr) return missing_result<cudaError_t>();
   const cudaError_t result = real(symbol, funcPtr, flags, driverStatus);

@@ -31,17 +31,16 @@ Result launch_graph(Forward&& forward, const void* exec, const void* stream, boo
     try {
       token = collectors::graph_launch_begin(
           exec, reinterpret_cast<CUstream>(const_cast<void*>(stream)), per_thread);
-    } catch (...) {
-    }
+    } catch (...) {}
   }
-  const Result r = nesting.outermost() && validation::enabled()
-                       ? validation::bracketed(coverage::PushScope::Graph, trace_operations(), forward)
-                       : forward();
+  const Result r =
+      nesting.outermost() && validation::enabled()
+          ? validation::bracketed(coverage::PushScope::Graph, trace_operations(), forward)
+          : forward();
   if (report) {
     try {
       collectors::graph_launch_end(token, static_cast<int>(r));
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   return r;
 }
@@ -49,11 +48,10 @@ Result launch_graph(Forward&& forward, const void* exec, const void* stream, boo
 }  // namespace
 
 LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec,
-                                                      cudaGraph_t graph,
-                                                      unsigned long long flags) {
+                                                      cudaGraph_t graph, unsigned long long flags) {
   return instantiate(
-      [&] { return LOCKSTEP_FORWARD(cudaGraphInstantiate, pGraphExec, graph, flags); },
-      cudaSuccess, graph, pGraphExec);
+      [&] { return LOCKSTEP_FORWARD(cudaGraphInstantiate, pGraphExec, graph, flags); }, cudaSuccess,
+      graph, pGraphExec);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec,
                                                                cudaGraph_t graph,
@@ -84,8 +82,8 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cuda
 LOCKSTEP_INTERCEPTOR cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec,
                                                       cudaStream_t stream) {
   return launch_graph<cudaError_t>(
-      [&] { return LOCKSTEP_FORWARD(cudaGraphLaunch_ptsz, graphExec, stream); }, graphExec,
-      stream, true);
+      [&] { return LOCKSTEP_FORWARD(cudaGraphLaunch_ptsz, graphExec, stream); }, graphExec, stream,
+      true);
 }
 
 LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
@@ -94,8 +92,8 @@ LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphEx
       [&] { return LOCKSTEP_FORWARD(cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags); },
       CUDA_SUCCESS, hGraph, phGraphExec);
 }
-LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithParams(
-    CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+LOCKSTEP_INTERCEPTOR CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                           CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
   return instantiate(
       [&] { return LOCKSTEP_FORWARD(cuGraphInstantiateWithParams, phGraphExec, hGraph, params); },
       CUDA_SUCCESS, hGraph, phGraphExec);

@@ -16,21 +16,33 @@ namespace lockstep::interpose {
 template <typename Result>
 Result missing_result();
 template <>
-inline CUresult missing_result<CUresult>() { return CUDA_ERROR_NOT_FOUND; }
+inline CUresult missing_result<CUresult>() {
+  return CUDA_ERROR_NOT_FOUND;
+}
 template <>
-inline cudaError_t missing_result<cudaError_t>() { return cudaErrorSharedObjectSymbolNotFound; }
+inline cudaError_t missing_result<cudaError_t>() {
+  return cudaErrorSharedObjectSymbolNotFound;
+}
 template <>
-inline cublasStatus_t missing_result<cublasStatus_t>() { return CUBLAS_STATUS_NOT_INITIALIZED; }
+inline cublasStatus_t missing_result<cublasStatus_t>() {
+  return CUBLAS_STATUS_NOT_INITIALIZED;
+}
 template <>
-inline ncclResult_t missing_result<ncclResult_t>() { return ncclSystemError; }
+inline ncclResult_t missing_result<ncclResult_t>() {
+  return ncclSystemError;
+}
 
 // The CUPTI validation scope of a nesting scope (scopes that cannot launch kernels: None).
 inline coverage::PushScope validation_scope(Scope scope) {
   switch (scope) {
-    case Scope::Launch: return coverage::PushScope::Launch;
-    case Scope::Blas: return coverage::PushScope::Blas;
-    case Scope::Nccl: return coverage::PushScope::Nccl;
-    default: return coverage::PushScope::None;
+    case Scope::Launch:
+      return coverage::PushScope::Launch;
+    case Scope::Blas:
+      return coverage::PushScope::Blas;
+    case Scope::Nccl:
+      return coverage::PushScope::Nccl;
+    default:
+      return coverage::PushScope::None;
   }
 }
 
@@ -42,7 +54,8 @@ auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   Nesting nesting(scope);
   if (!nesting.outermost()) return forward();
   if (!trace_operations()) {
-    if (validation::enabled()) return validation::bracketed(validation_scope(scope), false, forward);
+    if (validation::enabled())
+      return validation::bracketed(validation_scope(scope), false, forward);
     return forward();
   }
   namespace self_time = collectors::self_time;
@@ -61,8 +74,7 @@ auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   try {
     self_time::Scope timed(self_time::Phase::CallEnd);
     end(token, result);
-  } catch (...) {
-  }
+  } catch (...) {}
   return result;
 }
 
@@ -73,17 +85,16 @@ void report_state(bool outermost, Report&& report) {
   if (!outermost || !track_state()) return;
   try {
     report();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 }  // namespace lockstep::interpose
 
 // Forward to the real `name`, or return the "missing" status when there is none.
-#define LOCKSTEP_FORWARD(name, ...)                                                     \
-  ([&]() {                                                                              \
-    auto real_fn = REAL(name);                                                          \
-    using ResultType = decltype(real_fn(__VA_ARGS__));                                  \
-    return real_fn != nullptr ? real_fn(__VA_ARGS__)                                    \
-                              : ::lockstep::interpose::missing_result<ResultType>();   \
+#define LOCKSTEP_FORWARD(name, ...)                                                  \
+  ([&]() {                                                                           \
+    auto real_fn = REAL(name);                                                       \
+    using ResultType = decltype(real_fn(__VA_ARGS__));                               \
+    return real_fn != nullptr ? real_fn(__VA_ARGS__)                                 \
+                              : ::lockstep::interpose::missing_result<ResultType>(); \
   }())

@@ -115,6 +115,6 @@ bool inside_own_object(const void* addr);
 
 }  // namespace lockstep::interpose
 
-#define REAL(name)                                          \
-  (reinterpret_cast<::lockstep::interpose::fn::name>(      \
+#define REAL(name)                                    \
+  (reinterpret_cast<::lockstep::interpose::fn::name>( \
       ::lockstep::interpose::real_address(::lockstep::interpose::HookId::name)))

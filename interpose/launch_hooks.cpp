@@ -14,8 +14,12 @@ using collectors::KernelLaunch;
 using collectors::LaunchApi;
 
 void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
-  e.grid[0] = grid.x; e.grid[1] = grid.y; e.grid[2] = grid.z;
-  e.block[0] = block.x; e.block[1] = block.y; e.block[2] = block.z;
+  e.grid[0] = grid.x;
+  e.grid[1] = grid.y;
+  e.grid[2] = grid.z;
+  e.block[0] = block.x;
+  e.block[1] = block.y;
+  e.block[2] = block.z;
 }
 
 // Runs forward() as a traced launch described by describe().
@@ -52,8 +56,8 @@ cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, 
 }
 
 template <typename Forward>
-cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func,
-                           dim3 grid, dim3 block, void** args, size_t smem, cudaStream_t stream) {
+cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func, dim3 grid,
+                           dim3 block, void** args, size_t smem, cudaStream_t stream) {
   return traced_launch(forward, [&] {
     KernelLaunch e;
     e.api = api;
@@ -103,8 +107,12 @@ KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, u
   e.per_thread_stream = ptsz;
   e.handle_kind = FunctionHandle::DriverUnknown;  // a CUfunction or a CUkernel
   e.handle = f;
-  e.grid[0] = gx; e.grid[1] = gy; e.grid[2] = gz;
-  e.block[0] = bx; e.block[1] = by; e.block[2] = bz;
+  e.grid[0] = gx;
+  e.grid[1] = gy;
+  e.grid[2] = gz;
+  e.block[0] = bx;
+  e.block[1] = by;
+  e.block[2] = bz;
   e.smem_bytes = smem;
   e.stream = stream;
   e.kernel_params = params;
@@ -113,17 +121,17 @@ KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, u
 }
 
 template <typename Forward>
-CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config,
-                          CUfunction f, void** params, void** extra) {
+CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config, CUfunction f,
+                          void** params, void** extra) {
   return traced_launch(forward, [&] {
     if (config == nullptr) {
-      return driver_event(LaunchApi::DriverLaunchEx, ptsz, f, 0, 0, 0, 0, 0, 0, 0, nullptr,
-                          params, extra);
+      return driver_event(LaunchApi::DriverLaunchEx, ptsz, f, 0, 0, 0, 0, 0, 0, 0, nullptr, params,
+                          extra);
     }
-    KernelLaunch e = driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX,
-                                  config->gridDimY, config->gridDimZ, config->blockDimX,
-                                  config->blockDimY, config->blockDimZ, config->sharedMemBytes,
-                                  config->hStream, params, extra);
+    KernelLaunch e =
+        driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX, config->gridDimY,
+                     config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
+                     config->sharedMemBytes, config->hStream, params, extra);
     for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
       if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
         e.cluster[0] = config->attrs[i].value.clusterDim.x;
@@ -139,8 +147,7 @@ void remember_kernel(bool ok, const void* handle) {
   if (!ok || handle == nullptr || !track_state()) return;
   try {
     collectors::remember_kernel_handle(handle);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 }  // namespace
@@ -184,12 +191,12 @@ LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary li
 }
 
 // ---- runtime: launches by host stub ----
-#define LOCKSTEP_RUNTIME_LAUNCH(name, api, ptsz)                                                \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,          \
-                                        void** args, size_t sharedMem, cudaStream_t stream) {   \
-    return runtime_launch(                                                                      \
+#define LOCKSTEP_RUNTIME_LAUNCH(name, api, ptsz)                                                  \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,            \
+                                        void** args, size_t sharedMem, cudaStream_t stream) {     \
+    return runtime_launch(                                                                        \
         [&] { return LOCKSTEP_FORWARD(name, func, gridDim, blockDim, args, sharedMem, stream); }, \
-        api, ptsz, func, gridDim, blockDim, args, sharedMem, stream);                           \
+        api, ptsz, func, gridDim, blockDim, args, sharedMem, stream);                             \
   }
 LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, LaunchApi::RuntimeLaunch, false)
 LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch, true)
@@ -211,42 +218,40 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig
 }
 
 // ---- driver ----
-#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                  \
-  LOCKSTEP_HOT_INTERCEPTOR CUresult name(CUfunction f, unsigned int gridDimX,                   \
-                                         unsigned int gridDimY, unsigned int gridDimZ,           \
-                                         unsigned int blockDimX, unsigned int blockDimY,         \
-                                         unsigned int blockDimZ, unsigned int sharedMemBytes,    \
-                                         CUstream hStream, void** kernelParams, void** extra) {  \
-    return traced_launch(                                                                        \
-        [&] {                                                                                    \
-          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,   \
-                                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);      \
-        },                                                                                       \
-        [&] {                                                                                    \
-          return driver_event(api, ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,  \
-                              blockDimZ, sharedMemBytes, hStream, kernelParams, extra);          \
-        });                                                                                      \
+#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                 \
+  LOCKSTEP_HOT_INTERCEPTOR CUresult name(                                                       \
+      CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
+      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
+      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {       \
+    return traced_launch(                                                                       \
+        [&] {                                                                                   \
+          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,  \
+                                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);     \
+        },                                                                                      \
+        [&] {                                                                                   \
+          return driver_event(api, ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
+                              blockDimZ, sharedMemBytes, hStream, kernelParams, extra);         \
+        });                                                                                     \
   }
 LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel, LaunchApi::DriverLaunch, false)
 LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true)
 #undef LOCKSTEP_DRIVER_LAUNCH
 
-#define LOCKSTEP_DRIVER_COOPERATIVE(name, ptsz)                                                  \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, \
-                                     unsigned int gridDimZ, unsigned int blockDimX,              \
-                                     unsigned int blockDimY, unsigned int blockDimZ,             \
-                                     unsigned int sharedMemBytes, CUstream hStream,              \
-                                     void** kernelParams) {                                      \
-    return traced_launch(                                                                        \
-        [&] {                                                                                    \
-          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,   \
-                                  blockDimZ, sharedMemBytes, hStream, kernelParams);             \
-        },                                                                                       \
-        [&] {                                                                                    \
-          return driver_event(LaunchApi::DriverCooperative, ptsz, f, gridDimX, gridDimY,         \
-                              gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,         \
-                              hStream, kernelParams, nullptr);                                   \
-        });                                                                                      \
+#define LOCKSTEP_DRIVER_COOPERATIVE(name, ptsz)                                                    \
+  LOCKSTEP_INTERCEPTOR CUresult name(                                                              \
+      CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,           \
+      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                      \
+      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {                        \
+    return traced_launch(                                                                          \
+        [&] {                                                                                      \
+          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,     \
+                                  blockDimZ, sharedMemBytes, hStream, kernelParams);               \
+        },                                                                                         \
+        [&] {                                                                                      \
+          return driver_event(LaunchApi::DriverCooperative, ptsz, f, gridDimX, gridDimY, gridDimZ, \
+                              blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,            \
+                              kernelParams, nullptr);                                              \
+        });                                                                                        \
   }
 LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel, false)
 LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)

@@ -11,7 +11,7 @@
 namespace lockstep::interpose {
 namespace {
 
-const ElfW(Dyn)* dynamic_section(const dl_phdr_info* info) {
+const ElfW(Dyn) * dynamic_section(const dl_phdr_info* info) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
       return reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);

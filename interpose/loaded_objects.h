@@ -9,10 +9,10 @@
 namespace lockstep::interpose {
 
 struct LoadedObject {
-  std::string path;             // dlpi_name; empty for the main program
-  ElfW(Addr) load_bias = 0;     // dlpi_addr (link_map l_addr)
-  const ElfW(Dyn)* dynamic = nullptr;
-  bool is_own = false;          // the shim itself
+  std::string path;          // dlpi_name; empty for the main program
+  ElfW(Addr) load_bias = 0;  // dlpi_addr (link_map l_addr)
+  const ElfW(Dyn) * dynamic = nullptr;
+  bool is_own = false;  // the shim itself
 };
 
 std::vector<LoadedObject> loaded_objects();

@@ -24,8 +24,8 @@ auto traced_memory_op(Forward&& forward, const MemoryOp& op) {
       });
 }
 
-MemoryOp copy(const char* api, bool async, int direction, void* dst, const void* src,
-              size_t bytes, CUstream stream, bool per_thread) {
+MemoryOp copy(const char* api, bool async, int direction, void* dst, const void* src, size_t bytes,
+              CUstream stream, bool per_thread) {
   MemoryOp op;
   op.api = api;
   op.is_async = async;
@@ -58,22 +58,21 @@ void* host(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 }  // namespace
 
 // ---- runtime ----
-#define LOCKSTEP_RUNTIME_MEMCPY(name, per_thread)                                               \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,               \
-                                        cudaMemcpyKind kind) {                                  \
-    return traced_memory_op([&] { return LOCKSTEP_FORWARD(name, dst, src, count, kind); },      \
-                            copy(#name, false, kind, dst, src, count, nullptr, per_thread));    \
+#define LOCKSTEP_RUNTIME_MEMCPY(name, per_thread)                                            \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,            \
+                                        cudaMemcpyKind kind) {                               \
+    return traced_memory_op([&] { return LOCKSTEP_FORWARD(name, dst, src, count, kind); },   \
+                            copy(#name, false, kind, dst, src, count, nullptr, per_thread)); \
   }
 LOCKSTEP_RUNTIME_MEMCPY(cudaMemcpy, false)
 LOCKSTEP_RUNTIME_MEMCPY(cudaMemcpy_ptds, true)
 #undef LOCKSTEP_RUNTIME_MEMCPY
 
-#define LOCKSTEP_RUNTIME_MEMCPY_ASYNC(name, per_thread)                                         \
-  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,           \
-                                        cudaMemcpyKind kind, cudaStream_t stream) {             \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dst, src, count, kind, stream); },                  \
-        copy(#name, true, kind, dst, src, count, stream, per_thread));                          \
+#define LOCKSTEP_RUNTIME_MEMCPY_ASYNC(name, per_thread)                                            \
+  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* dst, const void* src, size_t count,              \
+                                            cudaMemcpyKind kind, cudaStream_t stream) {            \
+    return traced_memory_op([&] { return LOCKSTEP_FORWARD(name, dst, src, count, kind, stream); }, \
+                            copy(#name, true, kind, dst, src, count, stream, per_thread));         \
   }
 LOCKSTEP_RUNTIME_MEMCPY_ASYNC(cudaMemcpyAsync, false)
 LOCKSTEP_RUNTIME_MEMCPY_ASYNC(cudaMemcpyAsync_ptsz, true)
@@ -89,84 +88,82 @@ LOCKSTEP_RUNTIME_MEMSET(cudaMemset, false)
 LOCKSTEP_RUNTIME_MEMSET(cudaMemset_ptds, true)
 #undef LOCKSTEP_RUNTIME_MEMSET
 
-#define LOCKSTEP_RUNTIME_MEMSET_ASYNC(name, per_thread)                                         \
-  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* devPtr, int value, size_t count,              \
-                                        cudaStream_t stream) {                                  \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, devPtr, value, count, stream); },                   \
-        set(#name, true, devPtr, static_cast<uint8_t>(value), 1, count, stream, per_thread));   \
+#define LOCKSTEP_RUNTIME_MEMSET_ASYNC(name, per_thread)                                       \
+  LOCKSTEP_HOT_INTERCEPTOR cudaError_t name(void* devPtr, int value, size_t count,            \
+                                            cudaStream_t stream) {                            \
+    return traced_memory_op(                                                                  \
+        [&] { return LOCKSTEP_FORWARD(name, devPtr, value, count, stream); },                 \
+        set(#name, true, devPtr, static_cast<uint8_t>(value), 1, count, stream, per_thread)); \
   }
 LOCKSTEP_RUNTIME_MEMSET_ASYNC(cudaMemsetAsync, false)
 LOCKSTEP_RUNTIME_MEMSET_ASYNC(cudaMemsetAsync_ptsz, true)
 #undef LOCKSTEP_RUNTIME_MEMSET_ASYNC
 
 // ---- driver: synchronous copies (legacy / per-thread default stream) ----
-#define LOCKSTEP_DRIVER_DTOH(name, per_thread)                                                  \
-  LOCKSTEP_INTERCEPTOR CUresult name(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {  \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstHost, srcDevice, ByteCount); },                  \
-        copy(#name, false, kDeviceToHost, dstHost, host(srcDevice), ByteCount, nullptr,         \
-             per_thread));                                                                      \
+#define LOCKSTEP_DRIVER_DTOH(name, per_thread)                                                     \
+  LOCKSTEP_INTERCEPTOR CUresult name(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount) {     \
+    return traced_memory_op([&] { return LOCKSTEP_FORWARD(name, dstHost, srcDevice, ByteCount); }, \
+                            copy(#name, false, kDeviceToHost, dstHost, host(srcDevice), ByteCount, \
+                                 nullptr, per_thread));                                            \
   }
 LOCKSTEP_DRIVER_DTOH(cuMemcpyDtoH_v2, false)
 LOCKSTEP_DRIVER_DTOH(cuMemcpyDtoH_v2_ptds, true)
 #undef LOCKSTEP_DRIVER_DTOH
 
-#define LOCKSTEP_DRIVER_HTOD(name, per_thread)                                                  \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, const void* srcHost,                \
-                                     size_t ByteCount) {                                        \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstDevice, srcHost, ByteCount); },                  \
-        copy(#name, false, kHostToDevice, host(dstDevice), srcHost, ByteCount, nullptr,         \
-             per_thread));                                                                      \
+#define LOCKSTEP_DRIVER_HTOD(name, per_thread)                                                     \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, const void* srcHost,                   \
+                                     size_t ByteCount) {                                           \
+    return traced_memory_op([&] { return LOCKSTEP_FORWARD(name, dstDevice, srcHost, ByteCount); }, \
+                            copy(#name, false, kHostToDevice, host(dstDevice), srcHost, ByteCount, \
+                                 nullptr, per_thread));                                            \
   }
 LOCKSTEP_DRIVER_HTOD(cuMemcpyHtoD_v2, false)
 LOCKSTEP_DRIVER_HTOD(cuMemcpyHtoD_v2_ptds, true)
 #undef LOCKSTEP_DRIVER_HTOD
 
-#define LOCKSTEP_DRIVER_DTOD(name, per_thread)                                                  \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, CUdeviceptr srcDevice,              \
-                                     size_t ByteCount) {                                        \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstDevice, srcDevice, ByteCount); },                \
-        copy(#name, false, kDeviceToDevice, host(dstDevice), host(srcDevice), ByteCount,        \
-             nullptr, per_thread));                                                             \
+#define LOCKSTEP_DRIVER_DTOD(name, per_thread)                                                    \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, CUdeviceptr srcDevice,                \
+                                     size_t ByteCount) {                                          \
+    return traced_memory_op(                                                                      \
+        [&] { return LOCKSTEP_FORWARD(name, dstDevice, srcDevice, ByteCount); },                  \
+        copy(#name, false, kDeviceToDevice, host(dstDevice), host(srcDevice), ByteCount, nullptr, \
+             per_thread));                                                                        \
   }
 LOCKSTEP_DRIVER_DTOD(cuMemcpyDtoD_v2, false)
 LOCKSTEP_DRIVER_DTOD(cuMemcpyDtoD_v2_ptds, true)
 #undef LOCKSTEP_DRIVER_DTOD
 
 // ---- driver: asynchronous copies ----
-#define LOCKSTEP_DRIVER_DTOH_ASYNC(name, per_thread)                                            \
-  LOCKSTEP_INTERCEPTOR CUresult name(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,    \
-                                     CUstream hStream) {                                        \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstHost, srcDevice, ByteCount, hStream); },         \
-        copy(#name, true, kDeviceToHost, dstHost, host(srcDevice), ByteCount, hStream,          \
-             per_thread));                                                                      \
+#define LOCKSTEP_DRIVER_DTOH_ASYNC(name, per_thread)                                         \
+  LOCKSTEP_INTERCEPTOR CUresult name(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, \
+                                     CUstream hStream) {                                     \
+    return traced_memory_op(                                                                 \
+        [&] { return LOCKSTEP_FORWARD(name, dstHost, srcDevice, ByteCount, hStream); },      \
+        copy(#name, true, kDeviceToHost, dstHost, host(srcDevice), ByteCount, hStream,       \
+             per_thread));                                                                   \
   }
 LOCKSTEP_DRIVER_DTOH_ASYNC(cuMemcpyDtoHAsync_v2, false)
 LOCKSTEP_DRIVER_DTOH_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, true)
 #undef LOCKSTEP_DRIVER_DTOH_ASYNC
 
-#define LOCKSTEP_DRIVER_HTOD_ASYNC(name, per_thread)                                            \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, const void* srcHost,                \
-                                     size_t ByteCount, CUstream hStream) {                      \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstDevice, srcHost, ByteCount, hStream); },         \
-        copy(#name, true, kHostToDevice, host(dstDevice), srcHost, ByteCount, hStream,          \
-             per_thread));                                                                      \
+#define LOCKSTEP_DRIVER_HTOD_ASYNC(name, per_thread)                                               \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, \
+                                     CUstream hStream) {                                           \
+    return traced_memory_op(                                                                       \
+        [&] { return LOCKSTEP_FORWARD(name, dstDevice, srcHost, ByteCount, hStream); },            \
+        copy(#name, true, kHostToDevice, host(dstDevice), srcHost, ByteCount, hStream,             \
+             per_thread));                                                                         \
   }
 LOCKSTEP_DRIVER_HTOD_ASYNC(cuMemcpyHtoDAsync_v2, false)
 LOCKSTEP_DRIVER_HTOD_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, true)
 #undef LOCKSTEP_DRIVER_HTOD_ASYNC
 
-#define LOCKSTEP_DRIVER_COPY_ASYNC(name, direction, per_thread)                                 \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,        \
-                                     CUstream hStream) {                                        \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dst, src, ByteCount, hStream); },                   \
-        copy(#name, true, direction, host(dst), host(src), ByteCount, hStream, per_thread));    \
+#define LOCKSTEP_DRIVER_COPY_ASYNC(name, direction, per_thread)                              \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,     \
+                                     CUstream hStream) {                                     \
+    return traced_memory_op(                                                                 \
+        [&] { return LOCKSTEP_FORWARD(name, dst, src, ByteCount, hStream); },                \
+        copy(#name, true, direction, host(dst), host(src), ByteCount, hStream, per_thread)); \
   }
 LOCKSTEP_DRIVER_COPY_ASYNC(cuMemcpyDtoDAsync_v2, kDeviceToDevice, false)
 LOCKSTEP_DRIVER_COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, kDeviceToDevice, true)
@@ -175,11 +172,11 @@ LOCKSTEP_DRIVER_COPY_ASYNC(cuMemcpyAsync_ptsz, kUnspecified, true)
 #undef LOCKSTEP_DRIVER_COPY_ASYNC
 
 // ---- driver: sets ----
-#define LOCKSTEP_DRIVER_MEMSET(name, type, element_bytes, per_thread)                           \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, type value, size_t N) {             \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstDevice, value, N); },                            \
-        set(#name, false, host(dstDevice), value, element_bytes, N, nullptr, per_thread));      \
+#define LOCKSTEP_DRIVER_MEMSET(name, type, element_bytes, per_thread)                      \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, type value, size_t N) {        \
+    return traced_memory_op(                                                               \
+        [&] { return LOCKSTEP_FORWARD(name, dstDevice, value, N); },                       \
+        set(#name, false, host(dstDevice), value, element_bytes, N, nullptr, per_thread)); \
   }
 LOCKSTEP_DRIVER_MEMSET(cuMemsetD8_v2, unsigned char, 1, false)
 LOCKSTEP_DRIVER_MEMSET(cuMemsetD8_v2_ptds, unsigned char, 1, true)
@@ -187,12 +184,12 @@ LOCKSTEP_DRIVER_MEMSET(cuMemsetD32_v2, unsigned int, 4, false)
 LOCKSTEP_DRIVER_MEMSET(cuMemsetD32_v2_ptds, unsigned int, 4, true)
 #undef LOCKSTEP_DRIVER_MEMSET
 
-#define LOCKSTEP_DRIVER_MEMSET_ASYNC(name, type, element_bytes, per_thread)                     \
-  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, type value, size_t N,               \
-                                     CUstream hStream) {                                        \
-    return traced_memory_op(                                                                    \
-        [&] { return LOCKSTEP_FORWARD(name, dstDevice, value, N, hStream); },                   \
-        set(#name, true, host(dstDevice), value, element_bytes, N, hStream, per_thread));       \
+#define LOCKSTEP_DRIVER_MEMSET_ASYNC(name, type, element_bytes, per_thread)               \
+  LOCKSTEP_INTERCEPTOR CUresult name(CUdeviceptr dstDevice, type value, size_t N,         \
+                                     CUstream hStream) {                                  \
+    return traced_memory_op(                                                              \
+        [&] { return LOCKSTEP_FORWARD(name, dstDevice, value, N, hStream); },             \
+        set(#name, true, host(dstDevice), value, element_bytes, N, hStream, per_thread)); \
   }
 LOCKSTEP_DRIVER_MEMSET_ASYNC(cuMemsetD8Async, unsigned char, 1, false)
 LOCKSTEP_DRIVER_MEMSET_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1, true)

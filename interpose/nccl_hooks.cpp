@@ -55,14 +55,15 @@ void created(bool outermost, const char* api, ncclComm_t comm, ncclComm_t parent
 
 }  // namespace
 
-#define LOCKSTEP_NCCL_REDUCE_ALL(name, op)                                                     \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,   \
-                                         ncclDataType_t datatype, ncclRedOp_t redop,           \
-                                         ncclComm_t comm, cudaStream_t stream) {               \
-    return traced_nccl(                                                                        \
-        [&] { return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, redop, comm,  \
-                                      stream); },                                              \
-        call(op, #name, sendbuff, recvbuff, count, datatype, redop, -1, comm, stream));        \
+#define LOCKSTEP_NCCL_REDUCE_ALL(name, op)                                                         \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,       \
+                                         ncclDataType_t datatype, ncclRedOp_t redop,               \
+                                         ncclComm_t comm, cudaStream_t stream) {                   \
+    return traced_nccl(                                                                            \
+        [&] {                                                                                      \
+          return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, redop, comm, stream); \
+        },                                                                                         \
+        call(op, #name, sendbuff, recvbuff, count, datatype, redop, -1, comm, stream));            \
   }
 LOCKSTEP_NCCL_REDUCE_ALL(ncclAllReduce, NcclOp::AllReduce)
 LOCKSTEP_NCCL_REDUCE_ALL(pncclAllReduce, NcclOp::AllReduce)
@@ -70,14 +71,15 @@ LOCKSTEP_NCCL_REDUCE_ALL(ncclReduceScatter, NcclOp::ReduceScatter)
 LOCKSTEP_NCCL_REDUCE_ALL(pncclReduceScatter, NcclOp::ReduceScatter)
 #undef LOCKSTEP_NCCL_REDUCE_ALL
 
-#define LOCKSTEP_NCCL_ROOTED(name, op)                                                         \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,   \
-                                         ncclDataType_t datatype, int root, ncclComm_t comm,   \
-                                         cudaStream_t stream) {                                \
-    return traced_nccl(                                                                        \
-        [&] { return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, root, comm,   \
-                                      stream); },                                              \
-        call(op, #name, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream));    \
+#define LOCKSTEP_NCCL_ROOTED(name, op)                                                            \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,      \
+                                         ncclDataType_t datatype, int root, ncclComm_t comm,      \
+                                         cudaStream_t stream) {                                   \
+    return traced_nccl(                                                                           \
+        [&] {                                                                                     \
+          return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, root, comm, stream); \
+        },                                                                                        \
+        call(op, #name, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream));       \
   }
 LOCKSTEP_NCCL_ROOTED(ncclBroadcast, NcclOp::Broadcast)
 LOCKSTEP_NCCL_ROOTED(pncclBroadcast, NcclOp::Broadcast)
@@ -98,27 +100,29 @@ LOCKSTEP_NCCL_BCAST(ncclBcast)
 LOCKSTEP_NCCL_BCAST(pncclBcast)
 #undef LOCKSTEP_NCCL_BCAST
 
-#define LOCKSTEP_NCCL_REDUCE(name)                                                             \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,   \
-                                         ncclDataType_t datatype, ncclRedOp_t redop, int root, \
-                                         ncclComm_t comm, cudaStream_t stream) {               \
-    return traced_nccl(                                                                        \
-        [&] { return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, redop, root,  \
-                                      comm, stream); },                                        \
-        call(NcclOp::Reduce, #name, sendbuff, recvbuff, count, datatype, redop, root, comm,    \
-             stream));                                                                         \
+#define LOCKSTEP_NCCL_REDUCE(name)                                                              \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,    \
+                                         ncclDataType_t datatype, ncclRedOp_t redop, int root,  \
+                                         ncclComm_t comm, cudaStream_t stream) {                \
+    return traced_nccl(                                                                         \
+        [&] {                                                                                   \
+          return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, redop, root, comm, \
+                                  stream);                                                      \
+        },                                                                                      \
+        call(NcclOp::Reduce, #name, sendbuff, recvbuff, count, datatype, redop, root, comm,     \
+             stream));                                                                          \
   }
 LOCKSTEP_NCCL_REDUCE(ncclReduce)
 LOCKSTEP_NCCL_REDUCE(pncclReduce)
 #undef LOCKSTEP_NCCL_REDUCE
 
-#define LOCKSTEP_NCCL_GATHER_ALL(name, op)                                                     \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,   \
-                                         ncclDataType_t datatype, ncclComm_t comm,             \
-                                         cudaStream_t stream) {                                \
-    return traced_nccl(                                                                        \
+#define LOCKSTEP_NCCL_GATHER_ALL(name, op)                                                         \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(const void* sendbuff, void* recvbuff, size_t count,       \
+                                         ncclDataType_t datatype, ncclComm_t comm,                 \
+                                         cudaStream_t stream) {                                    \
+    return traced_nccl(                                                                            \
         [&] { return LOCKSTEP_FORWARD(name, sendbuff, recvbuff, count, datatype, comm, stream); }, \
-        call(op, #name, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream));      \
+        call(op, #name, sendbuff, recvbuff, count, datatype, ncclSum, -1, comm, stream));          \
   }
 LOCKSTEP_NCCL_GATHER_ALL(ncclAllGather, NcclOp::AllGather)
 LOCKSTEP_NCCL_GATHER_ALL(pncclAllGather, NcclOp::AllGather)
@@ -139,44 +143,49 @@ LOCKSTEP_NCCL_SEND(ncclSend)
 LOCKSTEP_NCCL_SEND(pncclSend)
 #undef LOCKSTEP_NCCL_SEND
 
-#define LOCKSTEP_NCCL_RECV(name)                                                               \
+#define LOCKSTEP_NCCL_RECV(name)                                                                \
   LOCKSTEP_INTERCEPTOR ncclResult_t name(void* recvbuff, size_t count, ncclDataType_t datatype, \
-                                         int peer, ncclComm_t comm, cudaStream_t stream) {     \
-    return traced_nccl(                                                                        \
-        [&] { return LOCKSTEP_FORWARD(name, recvbuff, count, datatype, peer, comm, stream); }, \
-        call(NcclOp::Recv, #name, nullptr, recvbuff, count, datatype, ncclSum, peer, comm,     \
-             stream));                                                                         \
+                                         int peer, ncclComm_t comm, cudaStream_t stream) {      \
+    return traced_nccl(                                                                         \
+        [&] { return LOCKSTEP_FORWARD(name, recvbuff, count, datatype, peer, comm, stream); },  \
+        call(NcclOp::Recv, #name, nullptr, recvbuff, count, datatype, ncclSum, peer, comm,      \
+             stream));                                                                          \
   }
 LOCKSTEP_NCCL_RECV(ncclRecv)
 LOCKSTEP_NCCL_RECV(pncclRecv)
 #undef LOCKSTEP_NCCL_RECV
 
 // ---- groups: reported after the real call (start only when it succeeded) ----
-#define LOCKSTEP_NCCL_GROUP_START(name)                                        \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name() {                                   \
-    Nesting nesting(Scope::Nccl);                                              \
-    const ncclResult_t r = LOCKSTEP_FORWARD(name);                             \
-    if (r == ncclSuccess && nesting.outermost() && trace_operations()) {       \
-      try { collectors::nccl_group_start(); } catch (...) {}                   \
-    }                                                                          \
-    return r;                                                                  \
+#define LOCKSTEP_NCCL_GROUP_START(name)                                  \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name() {                             \
+    Nesting nesting(Scope::Nccl);                                        \
+    const ncclResult_t r = LOCKSTEP_FORWARD(name);                       \
+    if (r == ncclSuccess && nesting.outermost() && trace_operations()) { \
+      try {                                                              \
+        collectors::nccl_group_start();                                  \
+      } catch (...) {}                                                   \
+    }                                                                    \
+    return r;                                                            \
   }
 LOCKSTEP_NCCL_GROUP_START(ncclGroupStart)
 LOCKSTEP_NCCL_GROUP_START(pncclGroupStart)
 #undef LOCKSTEP_NCCL_GROUP_START
 
-#define LOCKSTEP_NCCL_GROUP_END(name)                                          \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name() {                                   \
-    Nesting nesting(Scope::Nccl);                                              \
-    /* grouped collectives launch here */                                      \
-    const ncclResult_t r = nesting.outermost() && validation::enabled()        \
-        ? validation::bracketed(coverage::PushScope::Nccl, trace_operations(), \
-                                [&] { return LOCKSTEP_FORWARD(name); })        \
-        : LOCKSTEP_FORWARD(name);                                              \
-    if (nesting.outermost() && trace_operations()) {                           \
-      try { collectors::nccl_group_end(r); } catch (...) {}                    \
-    }                                                                          \
-    return r;                                                                  \
+#define LOCKSTEP_NCCL_GROUP_END(name)                                              \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name() {                                       \
+    Nesting nesting(Scope::Nccl);                                                  \
+    /* grouped collectives launch here */                                          \
+    const ncclResult_t r =                                                         \
+        nesting.outermost() && validation::enabled()                               \
+            ? validation::bracketed(coverage::PushScope::Nccl, trace_operations(), \
+                                    [&] { return LOCKSTEP_FORWARD(name); })        \
+            : LOCKSTEP_FORWARD(name);                                              \
+    if (nesting.outermost() && trace_operations()) {                               \
+      try {                                                                        \
+        collectors::nccl_group_end(r);                                             \
+      } catch (...) {}                                                             \
+    }                                                                              \
+    return r;                                                                      \
   }
 LOCKSTEP_NCCL_GROUP_END(ncclGroupEnd)
 LOCKSTEP_NCCL_GROUP_END(pncclGroupEnd)
@@ -192,54 +201,58 @@ ncclResult_t internal_work(Forward&& forward) {
   return forward();
 }
 
-#define LOCKSTEP_NCCL_INIT_RANK(name)                                                          \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId,    \
-                                         int rank) {                                           \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank); });                 \
-    if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                          \
-      created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);                 \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_INIT_RANK(name)                                                       \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId, \
+                                         int rank) {                                        \
+    Nesting nesting(Scope::Nccl);                                                           \
+    const ncclResult_t r =                                                                  \
+        internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank); });  \
+    if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                       \
+      created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);              \
+    return r;                                                                               \
   }
 LOCKSTEP_NCCL_INIT_RANK(ncclCommInitRank)
 LOCKSTEP_NCCL_INIT_RANK(pncclCommInitRank)
 #undef LOCKSTEP_NCCL_INIT_RANK
 
-#define LOCKSTEP_NCCL_INIT_RANK_CONFIG(name)                                                   \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId,    \
-                                         int rank, ncclConfig_t* config) {                     \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank, config); });         \
-    if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                          \
-      created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);                 \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_INIT_RANK_CONFIG(name)                                                       \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comm, int nranks, ncclUniqueId commId,        \
+                                         int rank, ncclConfig_t* config) {                         \
+    Nesting nesting(Scope::Nccl);                                                                  \
+    const ncclResult_t r =                                                                         \
+        internal_work([&] { return LOCKSTEP_FORWARD(name, comm, nranks, commId, rank, config); }); \
+    if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr)                              \
+      created(nesting.outermost(), #name, *comm, nullptr, 0, 0, nranks, rank);                     \
+    return r;                                                                                      \
   }
 LOCKSTEP_NCCL_INIT_RANK_CONFIG(ncclCommInitRankConfig)
 LOCKSTEP_NCCL_INIT_RANK_CONFIG(pncclCommInitRankConfig)
 #undef LOCKSTEP_NCCL_INIT_RANK_CONFIG
 
-#define LOCKSTEP_NCCL_INIT_ALL(name)                                                           \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comms, int ndev, const int* devlist) {    \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comms, ndev, devlist); });                       \
-    if (r == ncclSuccess && comms != nullptr) {                                                \
-      for (int i = 0; i < ndev; ++i)                                                           \
-        created(nesting.outermost(), #name, comms[i], nullptr, 0, 0, ndev, i);                 \
-    }                                                                                          \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_INIT_ALL(name)                                                        \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* comms, int ndev, const int* devlist) { \
+    Nesting nesting(Scope::Nccl);                                                           \
+    const ncclResult_t r =                                                                  \
+        internal_work([&] { return LOCKSTEP_FORWARD(name, comms, ndev, devlist); });        \
+    if (r == ncclSuccess && comms != nullptr) {                                             \
+      for (int i = 0; i < ndev; ++i)                                                        \
+        created(nesting.outermost(), #name, comms[i], nullptr, 0, 0, ndev, i);              \
+    }                                                                                       \
+    return r;                                                                               \
   }
 LOCKSTEP_NCCL_INIT_ALL(ncclCommInitAll)
 LOCKSTEP_NCCL_INIT_ALL(pncclCommInitAll)
 #undef LOCKSTEP_NCCL_INIT_ALL
 
-#define LOCKSTEP_NCCL_INIT_SCALABLE(name)                                                      \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* newcomm, int nranks, int myrank, int nId, \
-                                         ncclUniqueId* commIds, ncclConfig_t* config) {        \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, newcomm, nranks, myrank, nId, commIds, config); }); \
-    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
-      created(nesting.outermost(), #name, *newcomm, nullptr, 0, 0, nranks, myrank);            \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_INIT_SCALABLE(name)                                                       \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t* newcomm, int nranks, int myrank, int nId,  \
+                                         ncclUniqueId* commIds, ncclConfig_t* config) {         \
+    Nesting nesting(Scope::Nccl);                                                               \
+    const ncclResult_t r = internal_work(                                                       \
+        [&] { return LOCKSTEP_FORWARD(name, newcomm, nranks, myrank, nId, commIds, config); }); \
+    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                        \
+      created(nesting.outermost(), #name, *newcomm, nullptr, 0, 0, nranks, myrank);             \
+    return r;                                                                                   \
   }
 LOCKSTEP_NCCL_INIT_SCALABLE(ncclCommInitRankScalable)
 LOCKSTEP_NCCL_INIT_SCALABLE(pncclCommInitRankScalable)
@@ -247,41 +260,44 @@ LOCKSTEP_NCCL_INIT_SCALABLE(pncclCommInitRankScalable)
 
 // nranks / rank of split and shrink children are not in the arguments (0 here); collectors
 // can ask ncclCommCount / ncclCommUserRank through the symbol resolver.
-#define LOCKSTEP_NCCL_SPLIT(name)                                                              \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm, int color, int key,                  \
-                                         ncclComm_t* newcomm, ncclConfig_t* config) {          \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, color, key, newcomm, config); });          \
-    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
-      created(nesting.outermost(), #name, *newcomm, comm, color, key, 0, 0);                   \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_SPLIT(name)                                                                  \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, \
+                                         ncclConfig_t* config) {                                   \
+    Nesting nesting(Scope::Nccl);                                                                  \
+    const ncclResult_t r =                                                                         \
+        internal_work([&] { return LOCKSTEP_FORWARD(name, comm, color, key, newcomm, config); });  \
+    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                           \
+      created(nesting.outermost(), #name, *newcomm, comm, color, key, 0, 0);                       \
+    return r;                                                                                      \
   }
 LOCKSTEP_NCCL_SPLIT(ncclCommSplit)
 LOCKSTEP_NCCL_SPLIT(pncclCommSplit)
 #undef LOCKSTEP_NCCL_SPLIT
 
-#define LOCKSTEP_NCCL_SHRINK(name)                                                             \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm, int* excludeRanksList,               \
-                                         int excludeRanksCount, ncclComm_t* newcomm,           \
-                                         ncclConfig_t* config, int shrinkFlags) {              \
-    Nesting nesting(Scope::Nccl);                                                              \
-    const ncclResult_t r = internal_work([&] { return LOCKSTEP_FORWARD(name, comm, excludeRanksList, excludeRanksCount,   \
-                                            newcomm, config, shrinkFlags); });                     \
-    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                       \
-      created(nesting.outermost(), #name, *newcomm, comm, 0, 0, 0, 0);                         \
-    return r;                                                                                  \
+#define LOCKSTEP_NCCL_SHRINK(name)                                                              \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm, int* excludeRanksList,                \
+                                         int excludeRanksCount, ncclComm_t* newcomm,            \
+                                         ncclConfig_t* config, int shrinkFlags) {               \
+    Nesting nesting(Scope::Nccl);                                                               \
+    const ncclResult_t r = internal_work([&] {                                                  \
+      return LOCKSTEP_FORWARD(name, comm, excludeRanksList, excludeRanksCount, newcomm, config, \
+                              shrinkFlags);                                                     \
+    });                                                                                         \
+    if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr)                        \
+      created(nesting.outermost(), #name, *newcomm, comm, 0, 0, 0, 0);                          \
+    return r;                                                                                   \
   }
 LOCKSTEP_NCCL_SHRINK(ncclCommShrink)
 LOCKSTEP_NCCL_SHRINK(pncclCommShrink)
 #undef LOCKSTEP_NCCL_SHRINK
 
 // Reported before the real call: the handle is gone once it returns.
-#define LOCKSTEP_NCCL_DESTROY(name)                                                            \
-  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm) {                                    \
-    Nesting nesting(Scope::Nccl);                                                              \
-    if (comm != nullptr)                                                                       \
-      report_state(nesting.outermost(), [&] { collectors::nccl_comm_destroyed(comm); });       \
-    return LOCKSTEP_FORWARD(name, comm);                                                       \
+#define LOCKSTEP_NCCL_DESTROY(name)                                                      \
+  LOCKSTEP_INTERCEPTOR ncclResult_t name(ncclComm_t comm) {                              \
+    Nesting nesting(Scope::Nccl);                                                        \
+    if (comm != nullptr)                                                                 \
+      report_state(nesting.outermost(), [&] { collectors::nccl_comm_destroyed(comm); }); \
+    return LOCKSTEP_FORWARD(name, comm);                                                 \
   }
 LOCKSTEP_NCCL_DESTROY(ncclCommDestroy)
 LOCKSTEP_NCCL_DESTROY(pncclCommDestroy)

@@ -30,11 +30,16 @@ std::atomic<unsigned long long> g_missed_at[kHookCount];
 
 const char* library_prefix(Library library) {
   switch (library) {
-    case Library::cudart: return "libcudart.so";
-    case Library::cuda: return "libcuda.so";
-    case Library::cublas: return "libcublas.so";
-    case Library::cublasLt: return "libcublasLt.so";
-    case Library::nccl: return "libnccl.so";
+    case Library::cudart:
+      return "libcudart.so";
+    case Library::cuda:
+      return "libcuda.so";
+    case Library::cublas:
+      return "libcublas.so";
+    case Library::cublasLt:
+      return "libcublasLt.so";
+    case Library::nccl:
+      return "libnccl.so";
   }
   return nullptr;
 }
@@ -58,7 +63,8 @@ const OwnSegments& own_segments() {
     Dl_info info;
     link_map* map = nullptr;
     if (dladdr1(reinterpret_cast<void*>(&own_anchor), &info, reinterpret_cast<void**>(&map),
-                RTLD_DL_LINKMAP) == 0 || map == nullptr) {
+                RTLD_DL_LINKMAP) == 0 ||
+        map == nullptr) {
       return s;
     }
     struct Search {
@@ -99,7 +105,8 @@ const DlFunctions& dl_functions() {
     Dl_info info;
     link_map* map = nullptr;
     if (dladdr1(reinterpret_cast<void*>(&dlerror), &info, reinterpret_cast<void**>(&map),
-                RTLD_DL_LINKMAP) != 0 && map != nullptr) {
+                RTLD_DL_LINKMAP) != 0 &&
+        map != nullptr) {
       f.dlsym = reinterpret_cast<DlsymFn>(find_defined_function(map->l_addr, map->l_ld, "dlsym"));
       f.dlvsym =
           reinterpret_cast<DlvsymFn>(find_defined_function(map->l_addr, map->l_ld, "dlvsym"));
@@ -214,7 +221,8 @@ void* adopt_real_address(HookId id, void* real) {
   const int i = static_cast<int>(id);
   if (real == nullptr || inside_own_object(real)) return real_address(id);
   void* expected = nullptr;
-  if (g_real_slots[i].compare_exchange_strong(expected, real, std::memory_order_acq_rel)) return real;
+  if (g_real_slots[i].compare_exchange_strong(expected, real, std::memory_order_acq_rel))
+    return real;
   if (expected != real) {
     // Same ABI (driver_entry_points.def names the exported variant), another address: the
     // wrapper keeps forwarding to the first one.

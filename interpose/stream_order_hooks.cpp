@@ -17,8 +17,7 @@ namespace {
 inline void order_point() {
   try {
     if (trace_operations()) collectors::stream_order_point();
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // A capture begin: noted whether or not this thread traces (collectors::capture_begins), then
@@ -32,9 +31,9 @@ inline void capture_point() {
 
 // NAME(PARAMS): POINT() before the real NAME(ARGS), whose result is returned untouched.
 #define LOCKSTEP_ORDER_POINT(POINT, NAME, PARAMS, ARGS) \
-  LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {            \
-    POINT();                                             \
-    return LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);   \
+  LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {           \
+    POINT();                                            \
+    return LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);  \
   }
 #define LOCKSTEP_ARGS(...) __VA_ARGS__
 

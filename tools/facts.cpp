@@ -37,7 +37,8 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
   facts.blocks = blocks->size();
   facts.truncated = reader->truncated();
   facts.truncation_offset = reader->truncation_offset();
-  for (const trace::StepSummary& s : reader->step_summaries()) facts.summary_steps.push_back(s.step);
+  for (const trace::StepSummary& s : reader->step_summaries())
+    facts.summary_steps.push_back(s.step);
   std::sort(facts.summary_steps.begin(), facts.summary_steps.end());
   facts.summary_steps.erase(std::unique(facts.summary_steps.begin(), facts.summary_steps.end()),
                             facts.summary_steps.end());

@@ -23,10 +23,10 @@ struct RankFacts {
   std::map<std::string, uint64_t> by_kind;
   std::map<std::string, uint64_t> kernels;  // kernel and GEMM names -> launches
   uint64_t buffers = 0, buffers_fingerprinted = 0, bytes_fingerprinted = 0;
-  uint64_t dropped_records = 0;                 // from Warning records of the writer
-  std::map<std::string, uint64_t> warnings;     // Warning message -> total count
-  std::vector<uint32_t> record_steps;           // steps that have records, ascending
-  std::vector<uint32_t> summary_steps;          // steps that have a summary, ascending
+  uint64_t dropped_records = 0;              // from Warning records of the writer
+  std::map<std::string, uint64_t> warnings;  // Warning message -> total count
+  std::vector<uint32_t> record_steps;        // steps that have records, ascending
+  std::vector<uint32_t> summary_steps;       // steps that have a summary, ascending
 };
 
 struct ScanOptions {

@@ -41,8 +41,8 @@ int open_regular(const std::string& path, uint64_t* size) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const char* kind = file_kind(st.st_mode);
     ::close(fd);
-    throw InputError(fmt::format("{}: {}, not a trace file (only regular files are read)", path,
-                                 kind));
+    throw InputError(
+        fmt::format("{}: {}, not a trace file (only regular files are read)", path, kind));
   }
   *size = static_cast<uint64_t>(st.st_size);
   return fd;

@@ -17,11 +17,10 @@ namespace lockstep::tools {
 // no writer is refused at once instead of hanging the command.
 void require_regular_file(const std::string& path);
 
-
 struct FileIntegrity {
   std::string path;
   uint64_t size = 0;
-  bool truncated = false;        // a cut-off tail (a partial block at the end)
+  bool truncated = false;  // a cut-off tail (a partial block at the end)
   uint64_t truncation_offset = 0;
   std::optional<uint64_t> corrupt_offset;  // the first block that fails its checks
   std::string corruption;                  // "FILE: problem at offset N"

@@ -41,8 +41,9 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 
 std::string new_run_id() {
   std::random_device device;
-  uint64_t bits = (static_cast<uint64_t>(device()) << 32) ^ device() ^
-                  static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  uint64_t bits =
+      (static_cast<uint64_t>(device()) << 32) ^ device() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return fmt::format("lockstep-{:016x}", bits);
 }
 
@@ -61,9 +62,10 @@ std::string find_shim() {
       if (fs::exists(candidate)) return candidate.string();
     }
   }
-  throw InputError(fmt::format("{}: liblockstep.so not found in ../lib or ../interpose next to "
-                               "this binary; set {}",
-                               ec ? "lockstep" : exe.string(), env::kLib));
+  throw InputError(
+      fmt::format("{}: liblockstep.so not found in ../lib or ../interpose next to "
+                  "this binary; set {}",
+                  ec ? "lockstep" : exe.string(), env::kLib));
 }
 
 std::string default_trace_dir() {
@@ -77,11 +79,11 @@ std::string default_trace_dir() {
     std::string name = n == 1 ? std::string(buf) : fmt::format("{}-{}", buf, n);
     if (::mkdir(name.c_str(), 0777) == 0) return name;
     if (errno != EEXIST)
-      throw InputError(fmt::format("{}: cannot be created: {} (choose one with -o)", name,
-                                   strerror(errno)));
+      throw InputError(
+          fmt::format("{}: cannot be created: {} (choose one with -o)", name, strerror(errno)));
   }
-  throw InputError(fmt::format("{}-1000: taken, like every name before it (choose one with -o)",
-                               buf));
+  throw InputError(
+      fmt::format("{}-1000: taken, like every name before it (choose one with -o)", buf));
 }
 
 void parse_step_range(const std::string& text, const std::string& what, uint32_t& first,
@@ -96,12 +98,18 @@ void parse_step_range(const std::string& text, const std::string& what, uint32_t
 
 RequestField request_field(TraceRequest& request, settings::Id id) {
   switch (id) {
-    case settings::Id::Dir: return {&request.dir, nullptr};
-    case settings::Id::Level: return {&request.level, nullptr};
-    case settings::Id::Steps: return {&request.steps, nullptr};
-    case settings::Id::Kernels: return {&request.kernels, nullptr};
-    case settings::Id::Overwrite: return {nullptr, &request.overwrite};
-    default: return {};
+    case settings::Id::Dir:
+      return {&request.dir, nullptr};
+    case settings::Id::Level:
+      return {&request.level, nullptr};
+    case settings::Id::Steps:
+      return {&request.steps, nullptr};
+    case settings::Id::Kernels:
+      return {&request.kernels, nullptr};
+    case settings::Id::Overwrite:
+      return {nullptr, &request.overwrite};
+    default:
+      return {};
   }
 }
 
@@ -111,8 +119,8 @@ void check_request(const TraceRequest& request) {
     const RequestField field = request_field(copy, setting.id);
     if (field.text != nullptr && !field.text->empty()) {
       if (auto why = settings::problem(setting, *field.text))
-        throw InputError(fmt::format("{}: '{}' {}", settings::long_flag(setting), *field.text,
-                                     *why));
+        throw InputError(
+            fmt::format("{}: '{}' {}", settings::long_flag(setting), *field.text, *why));
       continue;
     }
     if (field.flag != nullptr && *field.flag) continue;
@@ -122,8 +130,7 @@ void check_request(const TraceRequest& request) {
       continue;
     if (const char* value = std::getenv(setting.name)) {
       if (auto why = settings::problem(setting, value))
-        throw InputError(fmt::format("{}={} (from the environment) {}", setting.name, value,
-                                     *why));
+        throw InputError(fmt::format("{}={} (from the environment) {}", setting.name, value, *why));
     }
   }
 }
@@ -156,8 +163,9 @@ EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
   if (conf.find("backend:") != std::string::npos) return change;  // the user chose a backend
   conf += std::string(conf.empty() ? "" : ",") + "backend:cudaMallocAsync";
   change.set.emplace_back("PYTORCH_CUDA_ALLOC_CONF", conf);
-  change.note = "PyTorch allocator: cudaMallocAsync, so that kernel regions are exact tensors "
-                "(--torch-alloc keep to leave it)";
+  change.note =
+      "PyTorch allocator: cudaMallocAsync, so that kernel regions are exact tensors "
+      "(--torch-alloc keep to leave it)";
   return change;
 }
 
@@ -213,11 +221,13 @@ LaunchResult launch_traced(const TraceRequest& request) {
   if (!allocator.note.empty() && looks_like_pytorch(request.command))
     std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
   child_pid = pid;
-  struct sigaction action {}, previous[std::size(kForwarded)];
+  struct sigaction action {
+  }, previous[std::size(kForwarded)];
   action.sa_sigaction = forward_signal;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &action, &previous[i]);
+  for (size_t i = 0; i < std::size(kForwarded); ++i)
+    sigaction(kForwarded[i], &action, &previous[i]);
 
   int exec_errno = 0;
   ssize_t got;
@@ -225,16 +235,17 @@ LaunchResult launch_traced(const TraceRequest& request) {
   while (got < 0 && errno == EINTR);
   close(status_pipe[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   child_pid = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) sigaction(kForwarded[i], &previous[i], nullptr);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < std::size(kForwarded); ++i)
+    sigaction(kForwarded[i], &previous[i], nullptr);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (got == sizeof(exec_errno))
     throw InputError(fmt::format("{}: cannot run: {}", request.command[0], strerror(exec_errno)));
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    result.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    result.exit_code = 128 + WTERMSIG(status);
   return result;
 }
 

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   lockstep hunt -- python train.py                 # broad runs, then full runs on the bad step
 Run 'lockstep COMMAND --help' for a command's options.)");
   std::map<CLI::App*, CommandRunner> runners;
-  auto add = [&](CommandRunner runner) { runners[app.get_subcommands({}).back()] = std::move(runner); };
+  auto add = [&](CommandRunner runner) {
+    runners[app.get_subcommands({}).back()] = std::move(runner);
+  };
   add(add_run_command(app));
   add(add_diff_command(app));
   add(add_check_command(app));

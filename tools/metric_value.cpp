@@ -26,9 +26,12 @@ float bf16_to_float(uint16_t bits) {
 float f16_to_float(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   float value;
-  if (exp == 0) value = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31) value = mant ? NAN : INFINITY;
-  else value = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    value = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31)
+    value = mant ? NAN : INFINITY;
+  else
+    value = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
   return sign ? -value : value;
 }
 
@@ -40,10 +43,14 @@ std::string format_metric_value(const std::vector<uint8_t>& payload, uint64_t dt
   int width = trace::dtype_bits(dtype) / 8;
   bool known = dtype_hint != 0 && width > 0 && payload.size() % width == 0;
   if (!known) {
-    if (payload.size() == 2) dtype = DType::BF16;
-    else if (payload.size() == 4) dtype = DType::F32;
-    else if (payload.size() == 8) dtype = DType::F64;
-    else dtype = DType::Bytes;
+    if (payload.size() == 2)
+      dtype = DType::BF16;
+    else if (payload.size() == 4)
+      dtype = DType::F32;
+    else if (payload.size() == 8)
+      dtype = DType::F64;
+    else
+      dtype = DType::Bytes;
     width = std::max(1, trace::dtype_bits(dtype) / 8);
   }
   std::string values;
@@ -52,15 +59,33 @@ std::string format_metric_value(const std::vector<uint8_t>& payload, uint64_t dt
     const uint8_t* p = payload.data() + i * width;
     std::string v;
     switch (dtype) {
-      case DType::F32: v = fmt::format("{}", load_le<float>(p)); break;
-      case DType::F64: v = fmt::format("{}", load_le<double>(p)); break;
-      case DType::BF16: v = fmt::format("{}", bf16_to_float(load_le<uint16_t>(p))); break;
-      case DType::F16: v = fmt::format("{}", f16_to_float(load_le<uint16_t>(p))); break;
-      case DType::I32: v = fmt::format("{}", load_le<int32_t>(p)); break;
-      case DType::U32: v = fmt::format("{}", load_le<uint32_t>(p)); break;
-      case DType::I64: v = fmt::format("{}", load_le<int64_t>(p)); break;
-      case DType::U64: v = fmt::format("{}", load_le<uint64_t>(p)); break;
-      default: v = fmt::format("{}", static_cast<unsigned>(*p)); break;
+      case DType::F32:
+        v = fmt::format("{}", load_le<float>(p));
+        break;
+      case DType::F64:
+        v = fmt::format("{}", load_le<double>(p));
+        break;
+      case DType::BF16:
+        v = fmt::format("{}", bf16_to_float(load_le<uint16_t>(p)));
+        break;
+      case DType::F16:
+        v = fmt::format("{}", f16_to_float(load_le<uint16_t>(p)));
+        break;
+      case DType::I32:
+        v = fmt::format("{}", load_le<int32_t>(p));
+        break;
+      case DType::U32:
+        v = fmt::format("{}", load_le<uint32_t>(p));
+        break;
+      case DType::I64:
+        v = fmt::format("{}", load_le<int64_t>(p));
+        break;
+      case DType::U64:
+        v = fmt::format("{}", load_le<uint64_t>(p));
+        break;
+      default:
+        v = fmt::format("{}", static_cast<unsigned>(*p));
+        break;
     }
     values += (i ? ", " : "") + v;
   }

@@ -16,7 +16,8 @@ json seq_pair(uint64_t a, uint64_t b) {
 
 json context_json(const std::vector<ContextLine>& lines) {
   json out = json::array();
-  for (const ContextLine& l : lines) out.push_back({{"seq", l.seq}, {"op", l.text}, {"marked", l.marked}});
+  for (const ContextLine& l : lines)
+    out.push_back({{"seq", l.seq}, {"op", l.text}, {"marked", l.marked}});
   return out;
 }
 
@@ -35,8 +36,8 @@ json divergence_json(const Divergence& d) {
                               ? json(nullptr)
                               : json(structural_kind_name(d.structural))},
       {"detail", d.detail},
-      {"collective", d.is_collective ? json{{"comm_id", d.comm_id}, {"comm_seq", d.comm_seq}}
-                                     : json(nullptr)},
+      {"collective",
+       d.is_collective ? json{{"comm_id", d.comm_id}, {"comm_seq", d.comm_seq}} : json(nullptr)},
       {"received_from", d.received_from >= 0 ? json(d.received_from) : json(nullptr)},
       {"buffer", nullptr},
   };

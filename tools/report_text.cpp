@@ -19,7 +19,8 @@ std::string seqs(const Divergence& d) {
 void side_by_side(std::string& out, const Divergence& d, const Style& style) {
   constexpr size_t kWidth = 56;
   auto cell = [&](const ContextLine* line) {
-    return line ? fmt::format("{:>7} {}", line->seq, shorten(line->text, kWidth - 8)) : std::string();
+    return line ? fmt::format("{:>7} {}", line->seq, shorten(line->text, kWidth - 8))
+                : std::string();
   };
   auto row = [&](const ContextLine* left, const ContextLine* right) {
     bool lm = left && left->marked, rm = right && right->marked;
@@ -36,9 +37,12 @@ void side_by_side(std::string& out, const Divergence& d, const Style& style) {
   auto split = [](const std::vector<ContextLine>& lines, size_t before) {
     Parts p;
     for (size_t i = 0; i < lines.size(); ++i) {
-      if (i < before) p.before.push_back(&lines[i]);
-      else if (i == before && lines[i].marked) p.at.push_back(&lines[i]);
-      else p.after.push_back(&lines[i]);
+      if (i < before)
+        p.before.push_back(&lines[i]);
+      else if (i == before && lines[i].marked)
+        p.at.push_back(&lines[i]);
+      else
+        p.after.push_back(&lines[i]);
     }
     return p;
   };
@@ -64,8 +68,10 @@ std::string buffer_line(const BufferDiff& b) {
 
 std::string op_label(const Divergence& d) {
   std::string label = d.kind + " " + d.name;
-  if (d.is_collective) label += fmt::format(" comm {} #{}", d.comm_id, d.comm_seq);
-  else label += fmt::format(" #{}", d.occurrence);
+  if (d.is_collective)
+    label += fmt::format(" comm {} #{}", d.comm_id, d.comm_seq);
+  else
+    label += fmt::format(" #{}", d.occurrence);
   label += fmt::format(" stream {}", d.stream);
   return label;
 }
@@ -78,23 +84,25 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                      : verdict == Verdict::Incomplete ? style.yellow(style.bold("INCOMPLETE"))
                                                       : style.green("IDENTICAL"));
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
-  out += fmt::format("  {} rank{} compared; {} records in {} steps compared, {} steps skipped "
-                     "as equal by their summaries\n",
-                     context.ranks.size(), context.ranks.size() == 1 ? "" : "s",
-                     result.records_compared, result.steps_compared, result.steps_skipped);
+  out += fmt::format(
+      "  {} rank{} compared; {} records in {} steps compared, {} steps skipped "
+      "as equal by their summaries\n",
+      context.ranks.size(), context.ranks.size() == 1 ? "" : "s", result.records_compared,
+      result.steps_compared, result.steps_skipped);
   // What the verdict covers, and what it does not (cut off, salvaged, unfinished files).
   out += fmt::format("  {}\n", coverage_line(result));
   if (result.unexplained > 0)
-    out += fmt::format("  {} kernel record{} read differing bytes that no traced op wrote "
-                       "(scratch or uninitialised memory): not counted as divergences\n",
-                       result.unexplained, result.unexplained == 1 ? "" : "s");
+    out += fmt::format(
+        "  {} kernel record{} read differing bytes that no traced op wrote "
+        "(scratch or uninitialised memory): not counted as divergences\n",
+        result.unexplained, result.unexplained == 1 ? "" : "s");
   if (!result.divergent) return out;
 
   if (result.metric) {
     const MetricDivergence& m = *result.metric;
-    out += fmt::format("\n{}   first differs at step {}, rank {}: {} #{} on stream {} (seq {}/{})\n",
-                       style.bold("metric"), m.step, m.rank, m.name, m.occurrence, m.stream,
-                       m.seq_a, m.seq_b);
+    out += fmt::format(
+        "\n{}   first differs at step {}, rank {}: {} #{} on stream {} (seq {}/{})\n",
+        style.bold("metric"), m.step, m.rank, m.name, m.occurrence, m.stream, m.seq_a, m.seq_b);
     out += fmt::format("         A {}\n         B {}\n", format_metric_value(m.a, m.dtype_hint),
                        format_metric_value(m.b, m.dtype_hint));
   }
@@ -106,9 +114,10 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
   } else if (!result.first_by_epoch.empty()) {
-    out += fmt::format("\n{}  none: no rank has an op whose inputs matched and outputs "
-                       "differed (the difference entered through untraced work)\n",
-                       style.bold("culprit"));
+    out += fmt::format(
+        "\n{}  none: no rank has an op whose inputs matched and outputs "
+        "differed (the difference entered through untraced work)\n",
+        style.bold("culprit"));
   }
   if (!result.first_by_epoch.empty()) {
     out += "\nfirst divergence per rank, in blame order (step, collective epoch, origins first):\n";
@@ -131,8 +140,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     size_t shown = 0;
     for (const Divergence& d : result.structural) {
       if (++shown > 8) break;
-      out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank, d.step,
-                         d.stream, structural_kind_name(d.structural), d.kind, d.name, d.detail);
+      out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank, d.step, d.stream,
+                         structural_kind_name(d.structural), d.kind, d.name, d.detail);
       if (!d.context_a.empty() || !d.context_b.empty()) side_by_side(out, d, style);
     }
   }

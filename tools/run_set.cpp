@@ -55,8 +55,8 @@ std::optional<int64_t> bounded_header_number(const nlohmann::json& header, const
                                              int64_t low, int64_t high, const std::string& file) {
   auto it = header.find(key);
   if (it == header.end() || it->is_null()) return std::nullopt;
-  bool ok = it->is_number_integer() &&
-            !(it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX);
+  bool ok =
+      it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX);
   int64_t value = ok ? it->get<int64_t>() : 0;
   if (!ok || value < low || value > high)
     throw InputError(fmt::format("{}: \"{}\": {} in its header is out of range ({}-{})", file, key,
@@ -131,8 +131,8 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
       if (entry.path().extension() == trace::kTraceFileSuffix) paths.push_back(entry.path());
     if (ec) throw InputError(path + ": cannot list: " + ec.message());
     if (paths.empty())
-      throw InputError(fmt::format("{}: no trace files (*{}) in this directory", path,
-                                   trace::kTraceFileSuffix));
+      throw InputError(
+          fmt::format("{}: no trace files (*{}) in this directory", path, trace::kTraceFileSuffix));
   } else {
     paths.push_back(path);
   }
@@ -167,8 +167,7 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
         copy_prefix(file, rf.read_path, *rf.integrity.corrupt_offset);
         rf.salvaged = true;
       } else if (options.corrupt_is_error) {
-        throw InputError(rf.integrity.corruption +
-                         " (--salvage reads the valid prefix before it)");
+        throw InputError(rf.integrity.corruption + " (--salvage reads the valid prefix before it)");
       }
     }
     std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(rf.read_path);
@@ -189,24 +188,26 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
                                      path, file, id, id_source, run.run_id));
       }
     }
-    if (rf.rank < 0) unranked.push_back(std::move(rf));
-    else run.files.push_back(std::move(rf));
+    if (rf.rank < 0)
+      unranked.push_back(std::move(rf));
+    else
+      run.files.push_back(std::move(rf));
   }
   if (world_sizes.size() > 1) {
     auto first = world_sizes.begin(), second = std::next(first);
-    throw InputError(fmt::format("{}: world size {} in its header, but {} says {}",
-                                 second->second, second->first, first->second, first->first));
+    throw InputError(fmt::format("{}: world size {} in its header, but {} says {}", second->second,
+                                 second->first, first->second, first->first));
   }
   // Files named by host and pid (no rank in the environment): ranks in file name order.
   if (!unranked.empty()) {
     if (!run.files.empty())
-      throw InputError(fmt::format("{}: has no rank in its header while other files do",
-                                   unranked.front().path));
+      throw InputError(
+          fmt::format("{}: has no rank in its header while other files do", unranked.front().path));
     for (size_t i = 0; i < unranked.size(); ++i) unranked[i].rank = static_cast<int>(i);
     run.files = std::move(unranked);
     if (run.files.size() > 1)
-      run.warnings.push_back(fmt::format(
-          "{}: files carry no rank; ranks assigned in file name order", path));
+      run.warnings.push_back(
+          fmt::format("{}: files carry no rank; ranks assigned in file name order", path));
   }
   std::sort(run.files.begin(), run.files.end(),
             [](const RankFile& x, const RankFile& y) { return x.rank < y.rank; });
@@ -214,12 +215,12 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
     if (run.files[i].rank == run.files[i - 1].rank)
       throw InputError(fmt::format("{}: rank {} again (also in {})", run.files[i].path,
                                    run.files[i].rank, run.files[i - 1].path));
-  run.world_size = world_sizes.empty() ? static_cast<int>(run.files.size())
-                                       : world_sizes.begin()->first;
+  run.world_size =
+      world_sizes.empty() ? static_cast<int>(run.files.size()) : world_sizes.begin()->first;
   for (const RankFile& f : run.files)
     if (f.rank >= run.world_size)
-      throw InputError(fmt::format("{}: rank {} but world size {}", f.path, f.rank,
-                                   run.world_size));
+      throw InputError(
+          fmt::format("{}: rank {} but world size {}", f.path, f.rank, run.world_size));
   for (int r = 0; r < run.world_size; ++r)
     if (!run.find(r)) run.missing_ranks.push_back(r);
   return run;

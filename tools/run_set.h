@@ -33,8 +33,8 @@ struct RankFile {
 };
 
 struct OpenOptions {
-  bool salvage = false;           // --salvage: read the prefix before a corrupt block
-  bool corrupt_is_error = true;   // false: verify reports corruption itself
+  bool salvage = false;          // --salvage: read the prefix before a corrupt block
+  bool corrupt_is_error = true;  // false: verify reports corruption itself
 };
 
 struct RunSet {

@@ -12,7 +12,8 @@ bool is_tty(FILE* file) { return isatty(fileno(file)) == 1; }
 Style::Style(FILE* file) {
   const char* no_colour = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
-  colour_ = is_tty(file) && !(no_colour && *no_colour) && !(term && std::string_view(term) == "dumb");
+  colour_ =
+      is_tty(file) && !(no_colour && *no_colour) && !(term && std::string_view(term) == "dumb");
 }
 
 std::string Style::wrap(const char* code, std::string_view s) const {

@@ -9,7 +9,8 @@ uint64_t record_content_hash(const Record& record, std::string_view name,
   // buffer_labels[i] is the text of record.buffers[i].label.
   size_t index = 0;
   return content_hash(record, text_hash(name), [&](StringId) {
-    std::string_view label = index < buffer_labels.size() ? buffer_labels[index] : std::string_view();
+    std::string_view label =
+        index < buffer_labels.size() ? buffer_labels[index] : std::string_view();
     ++index;
     return text_hash(label);
   });

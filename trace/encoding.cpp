@@ -60,18 +60,27 @@ inline void copy_buffers(const BufferFingerprint* from, size_t count, BufferFing
     return;
   }
   switch (count) {
-    case 4: to[3] = from[3]; [[fallthrough]];
-    case 3: to[2] = from[2]; [[fallthrough]];
-    case 2: to[1] = from[1]; [[fallthrough]];
-    case 1: to[0] = from[0]; [[fallthrough]];
-    default: break;
+    case 4:
+      to[3] = from[3];
+      [[fallthrough]];
+    case 3:
+      to[2] = from[2];
+      [[fallthrough]];
+    case 2:
+      to[1] = from[1];
+      [[fallthrough]];
+    case 1:
+      to[0] = from[0];
+      [[fallthrough]];
+    default:
+      break;
   }
 }
 
 // Wire ids the decoder knows, as a table: find_record_kind is a linear search.
 constexpr auto kKnownKinds = [] {
   std::array<bool, kKindSlots> known{};
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...)                                         \
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, ...)                                          \
   static_assert((id) < kKindSlots, "kind " #Enum ": the decoder knows wire ids below 16"); \
   known[id] = true;
 #include "trace/record_kinds.def"
@@ -186,8 +195,10 @@ uint8_t* RecordEncoder::encode(const Record& record, uint32_t thread, uint8_t* o
     if (b.label != p.label) bits |= kLabel, out = put_varint(out, b.label);
     if (b.bytes != p.bytes) bits |= kBytes, out = put_bytes(out, b.bytes);
     if (b.fingerprint != p.fingerprint) bits |= kFingerprint, out = put_fixed64(out, b.fingerprint);
-    if (b.alloc_ordinal != p.alloc_ordinal) bits |= kAllocOrdinal, out = put_varint(out, b.alloc_ordinal);
-    if (b.alloc_offset != p.alloc_offset) bits |= kAllocOffset, out = put_varint(out, b.alloc_offset);
+    if (b.alloc_ordinal != p.alloc_ordinal)
+      bits |= kAllocOrdinal, out = put_varint(out, b.alloc_ordinal);
+    if (b.alloc_offset != p.alloc_offset)
+      bits |= kAllocOffset, out = put_varint(out, b.alloc_offset);
     *bits_at = bits;
   }
 
@@ -263,7 +274,8 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
   }
   out.stream = s.prev_stream, out.step = s.prev_step, out.thread = s.prev_thread;
 
-  if ((tag & kNameChanged) && !get_u32(in, end, s.prev_name[kind])) return fail(error, "bad name id");
+  if ((tag & kNameChanged) && !get_u32(in, end, s.prev_name[kind]))
+    return fail(error, "bad name id");
   out.name = s.prev_name[kind];
   const int slot = DeltaState::slot_for(kind, out.name);
   const DeltaState::Entry& base = s.base(kind, out.name, slot);

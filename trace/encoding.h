@@ -54,7 +54,8 @@ class DeltaState {
 
   void reset();
   static int slot_for(uint8_t kind, StringId name) {
-    return static_cast<int>(((name * 0x9e3779b97f4a7c15ull) ^ (kind * 0xc2b2ae3d27d4eb4full)) >> 56);
+    return static_cast<int>(((name * 0x9e3779b97f4a7c15ull) ^ (kind * 0xc2b2ae3d27d4eb4full)) >>
+                            56);
   }
   // The base record for (kind, name): the cached entry, else the last of the kind, else zeros.
   const Entry& base(uint8_t kind, StringId name, int slot) const {

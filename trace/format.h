@@ -58,16 +58,16 @@ static_assert(sizeof(FileHeader) == 24);
 enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3, End = 4 };
 
 struct BlockHeader {
-  uint32_t magic;          // kBlockMagic
-  uint8_t type;            // BlockType
-  uint8_t reserved[3];     // 24-bit check of this header alone (block_frame.h): a reader
-                           // tells a corrupt length from a cut-off tail without the payload
+  uint32_t magic;       // kBlockMagic
+  uint8_t type;         // BlockType
+  uint8_t reserved[3];  // 24-bit check of this header alone (block_frame.h): a reader
+                        // tells a corrupt length from a cut-off tail without the payload
   uint32_t payload_bytes;
-  uint32_t record_count;   // records or strings in the payload
-  uint32_t min_step;       // steps covered by the records (Summary: summarized steps)
+  uint32_t record_count;  // records or strings in the payload
+  uint32_t min_step;      // steps covered by the records (Summary: summarized steps)
   uint32_t max_step;
-  uint64_t first_seq;      // smallest seq in the block (0 for Strings)
-  uint64_t checksum;       // XXH64 over this header with checksum = 0, then the payload
+  uint64_t first_seq;  // smallest seq in the block (0 for Strings)
+  uint64_t checksum;   // XXH64 over this header with checksum = 0, then the payload
 };
 static_assert(sizeof(BlockHeader) == 40);
 // Payload of an End block: this fixed part, then reason_bytes bytes of reason (ASCII, no NUL).

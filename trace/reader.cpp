@@ -65,7 +65,8 @@ class FileReader final : public TraceReader {
     const size_t got = read_at(0, &file, std::min<uint64_t>(size_, sizeof(file)));
     if (got < sizeof(kFileMagic) || std::memcmp(file.magic, kFileMagic, sizeof(kFileMagic)) != 0)
       fail("not a lockstep trace (no LOCKSTEP magic at offset 0)");
-    if (got < sizeof(file)) fail("trace cut off inside its file header (" + std::to_string(size_) + " bytes)");
+    if (got < sizeof(file))
+      fail("trace cut off inside its file header (" + std::to_string(size_) + " bytes)");
     version_ = file.format_version;
     if (version_ > kFormatVersion)
       fail("trace format v" + std::to_string(version_) + " is newer than this lockstep reads (v" +
@@ -112,7 +113,8 @@ class FileReader final : public TraceReader {
       if (header.magic != kBlockMagic) fail_at(offset, "corrupt block header (bad magic)");
       if (stored_header_check(header) != block_header_check(header))
         fail_at(offset, "corrupt block header (header check mismatch)");
-      if (header.payload_bytes > kMaxBlockPayload) fail_at(offset, "corrupt block header (block too large)");
+      if (header.payload_bytes > kMaxBlockPayload)
+        fail_at(offset, "corrupt block header (block too large)");
       const uint64_t end = offset + sizeof(header) + header.payload_bytes;
       if (end > size_) {
         mark_truncated(offset);  // a sound header whose payload was cut off: the tail of a kill
@@ -152,7 +154,8 @@ class FileReader final : public TraceReader {
     for (const BlockInfo& block : blocks()) {
       if (block.type != BlockType::Summary) continue;
       decode_block(block, [&](const Record& record) {
-        if (record.kind != RecordKind::StepSummary) fail_at(block.offset, "summary block holds a non-summary record");
+        if (record.kind != RecordKind::StepSummary)
+          fail_at(block.offset, "summary block holds a non-summary record");
         const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
         if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
         const auto step = static_cast<uint32_t>(wide_step);
@@ -160,7 +163,8 @@ class FileReader final : public TraceReader {
         StepSummary& summary = merged[step];  // partial summaries of one step add up
         summary.step = step;
         if (count > kMaxStepRecords - summary.record_count)
-          fail_at(block.offset, "summary record count out of range for step " + std::to_string(step));
+          fail_at(block.offset,
+                  "summary record count out of range for step " + std::to_string(step));
         summary.record_count += count;
         summary.digest += record.fields[fields::StepSummary::digest];
         return true;
@@ -241,8 +245,8 @@ class FileReader final : public TraceReader {
       return it->get<int64_t>();
     };
     auto out_of_range = [&](const char* key, int64_t value, const std::string& allowed) {
-      fail("JSON header key \"" + std::string(key) + "\" is out of range: " +
-           std::to_string(value) + " (" + allowed + ")");
+      fail("JSON header key \"" + std::string(key) +
+           "\" is out of range: " + std::to_string(value) + " (" + allowed + ")");
     };
     const auto world = integer("world_size");
     const auto rank = integer("rank");
@@ -293,7 +297,8 @@ class FileReader final : public TraceReader {
     end.last_step = fixed.last_step;
     end.write_errors = fixed.write_errors;
     end.clean = fixed.clean == 1;
-    end.reason.assign(reinterpret_cast<const char*>(payload.data()) + sizeof(fixed), fixed.reason_bytes);
+    end.reason.assign(reinterpret_cast<const char*>(payload.data()) + sizeof(fixed),
+                      fixed.reason_bytes);
     for (char c : end.reason)
       if (c < 0x20 || c >= 0x7f) fail_at(block.offset, "corrupt end-of-trace block (reason)");
     return end;
@@ -362,7 +367,9 @@ class FileReader final : public TraceReader {
         fail_at(block.offset + sizeof(BlockHeader) + (at - begin), "corrupt record: " + error);
       if (!visit(work->record)) return;
     }
-    if (in != end) fail_at(block.offset + sizeof(BlockHeader) + (in - begin), "corrupt block: bytes after its last record");
+    if (in != end)
+      fail_at(block.offset + sizeof(BlockHeader) + (in - begin),
+              "corrupt block: bytes after its last record");
   }
 
   void load_strings_block(const BlockInfo& block) {
@@ -380,7 +387,9 @@ class FileReader final : public TraceReader {
       strings_.try_emplace(static_cast<StringId>(id), reinterpret_cast<const char*>(in), length);
       in += length;
     }
-    if (in != end) fail_at(block.offset + sizeof(BlockHeader) + (in - begin), "corrupt strings block: bytes after its last string");
+    if (in != end)
+      fail_at(block.offset + sizeof(BlockHeader) + (in - begin),
+              "corrupt strings block: bytes after its last string");
   }
 
   std::string path_;

@@ -58,9 +58,9 @@ constexpr bool short_text_names_fields(std::string_view text, std::string_view l
   return true;
 }
 
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, text, ...)  \
-  static_assert(fields::Enum::kCount <= kMaxFields, "too many fields in kind " #Enum); \
-  static_assert(short_text_names_fields(text, #__VA_ARGS__),                           \
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, text, ...) \
+  static_assert(fields::Enum::kCount <= kMaxFields, "too many fields in kind " #Enum);  \
+  static_assert(short_text_names_fields(text, #__VA_ARGS__),                            \
                 "kind " #Enum ": its short text names a field it does not have");
 #include "trace/record_kinds.def"
 #undef LOCKSTEP_RECORD_KIND

@@ -33,7 +33,7 @@ struct KindDiff {
   uint32_t volatile_mask = 0;  // bit i: field i may differ between two identical runs
   uint8_t identity_count = 0;  // 0: the k-th record of its (kind, name) on the stream
   std::array<uint8_t, kMaxIdentityFields> identity{};  // field indices, in the row's order
-  std::string_view short_text;  // "{field}" stands for the field's value
+  std::string_view short_text;                         // "{field}" stands for the field's value
 
   bool ignored() const { return role == DiffRole::Ignored; }
   bool guessed_regions() const { return regions == Regions::GuessedRegions; }
@@ -70,20 +70,19 @@ consteval KindDiff make_kind_diff(DiffRole role, Regions regions, IdentityColumn
 }  // namespace detail
 
 // Expanded inside fields::<Kind>, where the row's field names are enumerators.
-#define LOCKSTEP_KIND_COLUMN_identity(...) \
-  ::lockstep::trace::detail::identity_column({__VA_ARGS__})
+#define LOCKSTEP_KIND_COLUMN_identity(...) ::lockstep::trace::detail::identity_column({__VA_ARGS__})
 #define LOCKSTEP_KIND_COLUMN_volatile_fields(...) \
   ::lockstep::trace::detail::volatile_column({__VA_ARGS__})
 
 // Per-kind field indices: fields::Kernel::grid_x, fields::Gemm::m, ... and fields::X::kCount;
 // fields::X::kDiff is the row's diff columns.
 namespace fields {
-#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, short_text, ...) \
-  struct Enum {                                                                               \
-    enum : uint8_t { __VA_ARGS__, kCount };                                                   \
-    static constexpr KindDiff kDiff = detail::make_kind_diff(                                 \
-        DiffRole::diff, Regions::regions, LOCKSTEP_KIND_COLUMN_##identity,                    \
-        LOCKSTEP_KIND_COLUMN_##noisy, short_text);                                            \
+#define LOCKSTEP_RECORD_KIND(Enum, id, name, diff, regions, identity, noisy, short_text, ...)     \
+  struct Enum {                                                                                   \
+    enum : uint8_t { __VA_ARGS__, kCount };                                                       \
+    static constexpr KindDiff kDiff =                                                             \
+        detail::make_kind_diff(DiffRole::diff, Regions::regions, LOCKSTEP_KIND_COLUMN_##identity, \
+                               LOCKSTEP_KIND_COLUMN_##noisy, short_text);                         \
   };
 #include "trace/record_kinds.def"
 #undef LOCKSTEP_RECORD_KIND
@@ -153,10 +152,10 @@ using StringId = uint32_t;
 enum class Role : uint8_t { In = 0, Out = 1 };
 
 enum BufferFlags : uint8_t {
-  kFingerprintValid = 1 << 0,  // fingerprint holds a value
+  kFingerprintValid = 1 << 0,    // fingerprint holds a value
   kFingerprintDropped = 1 << 1,  // the hash ring overflowed: no value, counted
-  kExtentClamped = 1 << 2,     // region cut at the mapped range or LOCKSTEP_MAX_REGION
-  kExtentExact = 1 << 3,       // extent from API semantics (GEMM, NCCL), not a guess
+  kExtentClamped = 1 << 2,       // region cut at the mapped range or LOCKSTEP_MAX_REGION
+  kExtentExact = 1 << 3,         // extent from API semantics (GEMM, NCCL), not a guess
   // Level full: no traced op wrote the region since its allocation was made, so it was not
   // hashed (its bytes are whatever the allocator left there; no value).
   kNotWrittenSinceAlloc = 1 << 4,
@@ -176,7 +175,7 @@ struct BufferFingerprint {
   Role role = Role::In;
   DType dtype = DType::Unknown;
   uint8_t flags = 0;
-  StringId label = 0;          // "A", "B", "D", "A_scale", "send", "recv", "arg3", ...
+  StringId label = 0;  // "A", "B", "D", "A_scale", "send", "recv", "arg3", ...
   uint64_t bytes = 0;
   uint64_t fingerprint = 0;    // hashing/ fingerprint of exactly `bytes` bytes
   uint32_t alloc_ordinal = 0;  // allocation the pointer fell in (order of allocation), 0 = unknown
@@ -187,10 +186,10 @@ struct BufferFingerprint {
 // ---- records -------------------------------------------------------------------------------
 struct Record {
   RecordKind kind = RecordKind::Kernel;
-  uint64_t seq = 0;      // order of the API call in the process (1-based, gap-free unless dropped)
-  uint32_t stream = 0;   // stable stream ordinal: order of first use in the process, 0 = none
-  uint32_t step = 0;     // step counter when the call was made
-  uint32_t thread = 0;   // thread ordinal: order of first record in the process
+  uint64_t seq = 0;     // order of the API call in the process (1-based, gap-free unless dropped)
+  uint32_t stream = 0;  // stable stream ordinal: order of first use in the process, 0 = none
+  uint32_t step = 0;    // step counter when the call was made
+  uint32_t thread = 0;  // thread ordinal: order of first record in the process
   StringId name = 0;
   std::array<uint64_t, kMaxFields> fields{};  // index with fields::<Kind>::<field>
   std::vector<BufferFingerprint> buffers;

@@ -36,9 +36,11 @@ std::optional<int> rank_of_name(const std::string& name) {
   // rank-NNNNN.lstrace
   const std::string prefix = "rank-";
   const std::string suffix = kTraceFileSuffix;
-  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 || !is_trace_name(name))
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      !is_trace_name(name))
     return std::nullopt;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
   if (digits.empty() || digits.size() > 9 ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
@@ -53,8 +55,7 @@ class DirLock {
   explicit DirLock(const std::string& dir) {
     fd_ = ::open((dir + "/.lockstep.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-      }
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
     }
   }
   ~DirLock() {
@@ -98,7 +99,8 @@ std::string refusal(const std::string& dir, const std::string& what) {
 
 std::string run_id_from_env() {
   if (const char* id = getenv_nonempty(env::kRunId)) return id;
-  if (const char* id = getenv_nonempty("TORCHELASTIC_RUN_ID")) return std::string("torchelastic:") + id;
+  if (const char* id = getenv_nonempty("TORCHELASTIC_RUN_ID"))
+    return std::string("torchelastic:") + id;
   if (const char* job = getenv_nonempty("SLURM_JOB_ID")) {
     const char* step = getenv_nonempty("SLURM_STEP_ID");
     return std::string("slurm:") + job + "." + (step ? step : "0");
@@ -125,8 +127,8 @@ bool prepare_run_dir(const RunDirOptions& options, std::string* error) {
   std::error_code ec;
   fs::create_directories(options.dir, ec);
   if (!fs::is_directory(options.dir, ec))
-    return set_error(std::string(env::kDir) + " " + options.dir + " cannot be created: " +
-                     (ec ? ec.message() : "not a directory"));
+    return set_error(std::string(env::kDir) + " " + options.dir +
+                     " cannot be created: " + (ec ? ec.message() : "not a directory"));
 
   DirLock lock(options.dir);
   const std::string manifest_path = options.dir + "/" + kManifestName;
@@ -134,9 +136,11 @@ bool prepare_run_dir(const RunDirOptions& options, std::string* error) {
     const auto theirs = manifest->value("run_id", std::string());
     if (theirs == run_id) return true;
     if (!options.overwrite)
-      return set_error(refusal(options.dir, "holds a trace of another run (run id " + theirs + ")"));
+      return set_error(
+          refusal(options.dir, "holds a trace of another run (run id " + theirs + ")"));
   } else if (fs::exists(manifest_path, ec)) {
-    if (!options.overwrite) return set_error(refusal(options.dir, "holds an unreadable manifest.json"));
+    if (!options.overwrite)
+      return set_error(refusal(options.dir, "holds an unreadable manifest.json"));
   } else if (!options.overwrite) {
     // No manifest: refuse a directory that already holds traces (a run of an older lockstep or
     // a manifest lost); other files (a user's notes) do not matter.
@@ -147,19 +151,23 @@ bool prepare_run_dir(const RunDirOptions& options, std::string* error) {
 
   if (options.overwrite) {
     // Another run's traces go; nothing else in the directory is touched.
-    if (auto manifest = read_manifest(options.dir); !manifest || manifest->value("run_id", "") != run_id) {
+    if (auto manifest = read_manifest(options.dir);
+        !manifest || manifest->value("run_id", "") != run_id) {
       for (const auto& entry : fs::directory_iterator(options.dir, ec))
         if (is_trace_name(entry.path().filename().string())) fs::remove(entry.path(), ec);
     }
   }
 
-  const std::string temp = options.dir + "/.manifest." + host_name() + "." + std::to_string(::getpid()) + ".tmp";
+  const std::string temp =
+      options.dir + "/.manifest." + host_name() + "." + std::to_string(::getpid()) + ".tmp";
   if (!write_file(temp, make_manifest(run_id).dump(2) + "\n")) {
     ::unlink(temp.c_str());
-    return set_error(std::string(env::kDir) + " " + options.dir + " is not writable: " + std::strerror(errno));
+    return set_error(std::string(env::kDir) + " " + options.dir +
+                     " is not writable: " + std::strerror(errno));
   }
   if (options.overwrite) {
-    if (auto manifest = read_manifest(options.dir); !manifest || manifest->value("run_id", "") != run_id)
+    if (auto manifest = read_manifest(options.dir);
+        !manifest || manifest->value("run_id", "") != run_id)
       ::rename(temp.c_str(), manifest_path.c_str());
     ::unlink(temp.c_str());
     return true;
@@ -170,8 +178,8 @@ bool prepare_run_dir(const RunDirOptions& options, std::string* error) {
   ::unlink(temp.c_str());
   if (linked == 0) return true;
   if (link_errno != EEXIST)
-    return set_error(std::string(env::kDir) + " " + options.dir + ": cannot write " + kManifestName +
-                     ": " + std::strerror(link_errno));
+    return set_error(std::string(env::kDir) + " " + options.dir + ": cannot write " +
+                     kManifestName + ": " + std::strerror(link_errno));
   auto manifest = read_manifest(options.dir);
   const auto theirs = manifest ? manifest->value("run_id", std::string()) : std::string("?");
   if (theirs == run_id) return true;

@@ -17,8 +17,8 @@
 namespace lockstep::trace {
 
 struct RunDirOptions {
-  std::string dir;      // LOCKSTEP_DIR
-  std::string run_id;   // empty: run_id_from_env()
+  std::string dir;         // LOCKSTEP_DIR
+  std::string run_id;      // empty: run_id_from_env()
   bool overwrite = false;  // LOCKSTEP_OVERWRITE=1: replace another run's traces
 };
 

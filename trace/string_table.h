@@ -34,7 +34,8 @@ class StringTable {
   // derived from the id, so that misuse cannot crash.
   uint64_t hash(StringId id) const {
     if (id == 0) return empty_hash_;
-    const std::atomic<uint64_t>* chunk = chunks_[(id >> kChunkBits) & (kChunks - 1)].load(std::memory_order_acquire);
+    const std::atomic<uint64_t>* chunk =
+        chunks_[(id >> kChunkBits) & (kChunks - 1)].load(std::memory_order_acquire);
     if (id >= kMaxIds || !chunk) return 0x9e3779b97f4a7c15ull * id;
     return chunk[id & ((1u << kChunkBits) - 1)].load(std::memory_order_acquire);
   }

@@ -120,7 +120,7 @@ struct ThreadBuffer {
   std::mutex encode_mutex;
   std::unique_ptr<Block> block;
   RecordEncoder encoder;
-  std::vector<StepTotal> steps;  // digests of steps not summarized yet; usually one entry
+  std::vector<StepTotal> steps;            // digests of steps not summarized yet; usually one entry
   std::atomic<bool> out_of_memory{false};  // no block to encode into: appends are refused
   // appended: records encoded (written under encode_mutex); dropped: refused or lost.
   std::atomic<uint64_t> appended{0}, dropped{0};
@@ -328,7 +328,8 @@ class Writer final : public TraceWriter {
     char digits[12];
     size_t count = 0;
     unsigned value = signo < 0 ? 0u : static_cast<unsigned>(signo);
-    do digits[count++] = static_cast<char>('0' + value % 10); while ((value /= 10) && count < 10);
+    do digits[count++] = static_cast<char>('0' + value % 10);
+    while ((value /= 10) && count < 10);
     while (count) reason[length++] = digits[--count];
     EndBlock end;
     const size_t bytes = make_end_block(end, /*clean=*/false, reason, length);
@@ -389,7 +390,7 @@ class Writer final : public TraceWriter {
 
     std::mutex pool_mutex;
     std::vector<std::unique_ptr<Block>> pool;  // free thread blocks of block_bytes capacity
-    size_t memory_in_use = 0;                   // capacity of all budgeted blocks
+    size_t memory_in_use = 0;                  // capacity of all budgeted blocks
 
     std::mutex queue_mutex;
     std::condition_variable wake, flushed;
@@ -432,8 +433,10 @@ class Writer final : public TraceWriter {
   // An append never waits on a drain (wait: a thread's first block, once).
   bool retry_memory(ThreadBuffer& tb, bool wait = false) {
     std::unique_lock encoding(tb.encode_mutex, std::defer_lock);
-    if (wait) encoding.lock();
-    else if (!encoding.try_lock()) return false;
+    if (wait)
+      encoding.lock();
+    else if (!encoding.try_lock())
+      return false;
     if (!state_->accepting.load(std::memory_order_relaxed)) return false;
     if (!tb.block) tb.block = acquire_block(options_.block_bytes);
     tb.out_of_memory.store(!tb.block, std::memory_order_relaxed);
@@ -453,8 +456,10 @@ class Writer final : public TraceWriter {
     uint64_t encoded = 0, lost = 0;
     for (auto& batch : batches) {
       for (uint32_t i = 0; i < batch->count; ++i) {
-        if (encode_locked(tb, batch->records[i])) ++encoded;
-        else ++lost;
+        if (encode_locked(tb, batch->records[i]))
+          ++encoded;
+        else
+          ++lost;
       }
       batch->count = 0;
     }
@@ -498,7 +503,8 @@ class Writer final : public TraceWriter {
       block->max_step = std::max(block->max_step, record.step);
     }
     const uint32_t thread = record.thread ? record.thread : tb.ordinal;
-    block->used = tb.encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
+    block->used =
+        tb.encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
     ++block->count;
     add_step(tb.steps, record.step, 1, digest);
     return true;
@@ -529,7 +535,8 @@ class Writer final : public TraceWriter {
       buffer->steps.reserve(8);
       s.threads.push_back(buffer);
     }
-    retry_memory(*buffer, /*wait=*/true);  // the first block now: a budget without room refuses at once
+    retry_memory(*buffer,
+                 /*wait=*/true);  // the first block now: a budget without room refuses at once
     slots.emplace_back(uid_, buffer);
     tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
     return buffer.get();
@@ -807,7 +814,8 @@ class Writer final : public TraceWriter {
       header.type = static_cast<uint8_t>(BlockType::Strings);
       header.record_count = count;
       if (!write_block(header, payload.data(), payload.size()))
-        unwritten_strings_.insert(unwritten_strings_.end(), pending.begin() + first, pending.begin() + at);
+        unwritten_strings_.insert(unwritten_strings_.end(), pending.begin() + first,
+                                  pending.begin() + at);
     }
     for (auto& block : blocks) {
       BlockHeader header{};
@@ -864,8 +872,8 @@ class Writer final : public TraceWriter {
   }
 
   // Caller owns the file (file_state == kFileWriting).
-  bool write_taken(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes,
-                   bool report, int* error_out) {
+  bool write_taken(const uint8_t* a, size_t a_bytes, const uint8_t* b, size_t b_bytes, bool report,
+                   int* error_out) {
     State& s = *state_;
     int error = EIO;
     if (!broken_ && write_all(a, a_bytes, b, b_bytes, &error)) {
@@ -929,7 +937,8 @@ class Writer final : public TraceWriter {
       options_.on_error(line);
     } else {
       line += '\n';
-      if (::write(STDERR_FILENO, line.data(), line.size()) < 0) { /* nowhere else to say it */ }
+      if (::write(STDERR_FILENO, line.data(), line.size()) < 0) { /* nowhere else to say it */
+      }
     }
   }
 

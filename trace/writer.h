@@ -26,9 +26,9 @@
 namespace lockstep::trace {
 
 struct WriterOptions {
-  std::string path;                        // the .lstrace file; created with O_EXCL
-  size_t memory_budget = 64u << 20;        // all thread buffers + queued blocks
-  size_t block_bytes = 256u << 10;         // a thread buffer is handed off when this full
+  std::string path;                  // the .lstrace file; created with O_EXCL
+  size_t memory_budget = 64u << 20;  // all thread buffers + queued blocks
+  size_t block_bytes = 256u << 10;   // a thread buffer is handed off when this full
   int flush_interval_ms = 200;
 
   // The writer's file system calls: the real ones unless a test injects failures
@@ -48,8 +48,8 @@ struct WriterOptions {
 inline constexpr uint64_t kWarningRecordsDropped = 1;  // count = records dropped since last one
 
 struct WriterStats {
-  uint64_t appended = 0;       // records encoded into blocks (accepted ones still staged: not yet)
-  uint64_t dropped = 0;        // records refused for lack of memory or disk
+  uint64_t appended = 0;  // records encoded into blocks (accepted ones still staged: not yet)
+  uint64_t dropped = 0;   // records refused for lack of memory or disk
   uint64_t blocks_written = 0;
   uint64_t bytes_written = 0;  // file bytes, header included
   uint64_t write_errors = 0;   // failed write() calls (disk full, ...)

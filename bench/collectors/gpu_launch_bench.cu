@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_launch_bench: a launch failed\n");
     return 1;
   }
-  std::printf("launches %d host_us_per_launch %.3f done_us_per_launch %.3f\n", launches,
-              best_host, best_done);
+  std::printf("launches %d host_us_per_launch %.3f done_us_per_launch %.3f\n", launches, best_host,
+              best_done);
   return 0;
 }

@@ -30,7 +30,10 @@
 namespace {
 using namespace lockstep::collectors;
 
-CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCCESS; }
+CUresult fake_ctx_get_current(CUcontext* ctx) {
+  *ctx = nullptr;
+  return CUDA_SUCCESS;
+}
 CUresult fake_func_get_name(const char** name, CUfunction) {
   *name = "_Z6kernelPfif";
   return CUDA_SUCCESS;
@@ -57,7 +60,8 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
   const std::string s = symbol;
   *pfn = nullptr;
   if (g_fake_gpu) *pfn = lockstep::testing::FakeGpu::instance().proc(s);
-  if (*pfn == nullptr && s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
+  if (*pfn == nullptr && s == "cuCtxGetCurrent")
+    *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
   if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
   if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
   if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
@@ -65,7 +69,8 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
   return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 void* fake_resolver(const char* name) {
-  if (std::string(name) == "cuGetProcAddress_v2") return reinterpret_cast<void*>(&fake_get_proc_address);
+  if (std::string(name) == "cuGetProcAddress_v2")
+    return reinterpret_cast<void*>(&fake_get_proc_address);
   return nullptr;
 }
 

@@ -27,7 +27,8 @@ __global__ void spin(unsigned long long ns) {
 }
 
 // The read-only baseline: sum of u64 words, 16-byte loads, 4 in flight per thread.
-__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
+__global__ void __launch_bounds__(256)
+    reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   unsigned long long s = 0;
@@ -56,14 +57,14 @@ DirectLaunchBuffers direct_launch_buffers(uint32_t count);
 
 }  // namespace lockstep::bench
 
-#define BENCH_CHECK(x)                                                                        \
-  do {                                                                                        \
-    const auto status_ = (x);                                                                 \
-    if (static_cast<int>(status_) != 0) {                                                     \
-      std::fprintf(stderr, "%s:%d %s failed: %d (%s)\n", __FILE__, __LINE__, #x,              \
-                   static_cast<int>(status_), lockstep::bench::status_text(status_));          \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+#define BENCH_CHECK(x)                                                                \
+  do {                                                                                \
+    const auto status_ = (x);                                                         \
+    if (static_cast<int>(status_) != 0) {                                             \
+      std::fprintf(stderr, "%s:%d %s failed: %d (%s)\n", __FILE__, __LINE__, #x,      \
+                   static_cast<int>(status_), lockstep::bench::status_text(status_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 inline lockstep::bench::DirectLaunchBuffers lockstep::bench::direct_launch_buffers(uint32_t count) {

@@ -20,10 +20,10 @@
 
 namespace {
 
-using lockstep::hashing::HashEngine;
-using lockstep::hashing::Region;
 using lockstep::bench::reduce_u64;
 using lockstep::bench::spin;
+using lockstep::hashing::HashEngine;
+using lockstep::hashing::Region;
 
 __device__ unsigned long long splitmix(unsigned long long x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -34,13 +34,15 @@ __device__ unsigned long long splitmix(unsigned long long x) {
 
 // Random values of the dtype (never zeros): fp32 and bf16 in (-2, 2), fp8 e4m3 without NaN.
 __global__ void fill_random(unsigned* out, size_t words, unsigned long long seed, int dtype) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words;
+       i += size_t(gridDim.x) * blockDim.x) {
     const unsigned long long r = splitmix(seed ^ (i * 0x632BE59BD9B4E019ull));
     unsigned w;
-    if (dtype == 0) {  // fp32
+    if (dtype == 0) {                                 // fp32
       w = (unsigned(r) & 0x807FFFFFu) | 0x3F800000u;  // +-[1, 2)
-    } else if (dtype == 1) {  // two bf16
-      const unsigned a = (unsigned(r) & 0x807Fu) | 0x3F80u, b = (unsigned(r >> 16) & 0x807Fu) | 0x3F80u;
+    } else if (dtype == 1) {                          // two bf16
+      const unsigned a = (unsigned(r) & 0x807Fu) | 0x3F80u,
+                     b = (unsigned(r >> 16) & 0x807Fu) | 0x3F80u;
       w = a | (b << 16);
     } else {  // four fp8 e4m3: clear the NaN pattern (S.1111.111)
       w = unsigned(r >> 13);
@@ -51,8 +53,6 @@ __global__ void fill_random(unsigned* out, size_t words, unsigned long long seed
     out[i] = w;
   }
 }
-
-
 
 struct Timer {
   cudaEvent_t start, stop;
@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   int reduce_blocks_per_sm = 0;
-  BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_blocks_per_sm, reduce_u64, 256, 0));
+  BENCH_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_blocks_per_sm, reduce_u64, 256, 0));
   const int reduce_max_blocks = reduce_blocks_per_sm * prop.multiProcessorCount;
 
   Timer timer;
@@ -126,7 +127,8 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes = {4096, 1u << 20, 16u << 20, 256u << 20, 1ull << 30, 4ull << 30};
   for (int dtype = 0; dtype < 3; ++dtype) {
     const unsigned long long seed = std::chrono::steady_clock::now().time_since_epoch().count();
-    fill_random<<<4096, 256, 0, stream>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4, seed, dtype);
+    fill_random<<<4096, 256, 0, stream>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4,
+                                          seed, dtype);
     BENCH_CHECK(cudaStreamSynchronize(stream));
     for (size_t bytes : sizes) {
       if (bytes > kPool) continue;
@@ -156,10 +158,13 @@ int main(int argc, char** argv) {
       const double reduce = time_it(runs, [&](int i) {
         const size_t n16 = bytes / 16;
         const int blocks = int(std::min<size_t>(reduce_max_blocks, (n16 + 1023) / 1024));
-        reduce_u64<<<std::max(1, blocks), 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(at(i)), n16, sink);
+        reduce_u64<<<std::max(1, blocks), 256, 0, stream>>>(
+            reinterpret_cast<const ulonglong2*>(at(i)), n16, sink);
       });
-      std::printf("single,%s,%zu,lsf1,%.3f,%.4f,%s\n", dtypes[dtype], bytes, ours, bytes / ours / 1e6, check.c_str());
-      std::printf("single,%s,%zu,reduce_u64,%.3f,%.4f,-\n", dtypes[dtype], bytes, reduce, bytes / reduce / 1e6);
+      std::printf("single,%s,%zu,lsf1,%.3f,%.4f,%s\n", dtypes[dtype], bytes, ours,
+                  bytes / ours / 1e6, check.c_str());
+      std::printf("single,%s,%zu,reduce_u64,%.3f,%.4f,-\n", dtypes[dtype], bytes, reduce,
+                  bytes / reduce / 1e6);
       std::fflush(stdout);
     }
   }
@@ -171,7 +176,9 @@ int main(int argc, char** argv) {
     std::vector<Region> regions(kRegions);
     const double batch = time_it(200, [&](int i) {
       for (int r = 0; r < kRegions; ++r)
-        regions[r] = {reinterpret_cast<CUdeviceptr>(pool + ((size_t(i) * kRegions + r) * 7919 % slices) * kBytes), kBytes};
+        regions[r] = {reinterpret_cast<CUdeviceptr>(
+                          pool + ((size_t(i) * kRegions + r) * 7919 % slices) * kBytes),
+                      kBytes};
       if (!engine->enqueue(reinterpret_cast<CUstream>(stream), regions.data(), kRegions, nullptr)) {
         std::fprintf(stderr, "batch enqueue refused\n");
         std::exit(1);

@@ -23,9 +23,14 @@ using namespace lockstep::hashing;
 using lockstep::bench::spin;
 
 __global__ void fill(unsigned* out, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
     unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 15; x *= 0x2C1B3C6Du; x ^= x >> 12; x *= 0x297A2D39u; x ^= x >> 15;
+    x ^= x >> 15;
+    x *= 0x2C1B3C6Du;
+    x ^= x >> 12;
+    x *= 0x297A2D39u;
+    x ^= x >> 15;
     out[i] = x | 0x01010101u;
   }
 }
@@ -55,16 +60,22 @@ int main(int argc, char** argv) {
 
   DriverApi api;
   std::string error;
-  if (!load_driver_api_from_libcuda(&api, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  if (!load_driver_api_from_libcuda(&api, &error))
+    return std::fprintf(stderr, "%s\n", error.c_str()), 1;
   auto engine = HashEngine::create(api, {}, &error);
   if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
 
-  struct Case { const char* name; size_t offset, bytes; bool device_slots; };
-  const Case cases[] = {{"4KiB", 0, 4096, false},          {"4KiB_slots_in_device_mem", 0, 4096, true},
-                        {"4KiB+3", 3, 4096, false},        {"64KiB", 0, 65536, false},
-                        {"1MiB", 0, 1u << 20, false},      {"16MiB", 0, 16u << 20, false},
-                        {"256MiB", 0, 256u << 20, false},  {"1GiB", 0, 1ull << 30, false},
-                        {"1GiB+3", 3, 1ull << 30, false}};
+  struct Case {
+    const char* name;
+    size_t offset, bytes;
+    bool device_slots;
+  };
+  const Case cases[] = {
+      {"4KiB", 0, 4096, false},         {"4KiB_slots_in_device_mem", 0, 4096, true},
+      {"4KiB+3", 3, 4096, false},       {"64KiB", 0, 65536, false},
+      {"1MiB", 0, 1u << 20, false},     {"16MiB", 0, 16u << 20, false},
+      {"256MiB", 0, 256u << 20, false}, {"1GiB", 0, 1ull << 30, false},
+      {"1GiB+3", 3, 1ull << 30, false}};
   std::vector<uint64_t> want;
   for (const Case& c : cases) {
     const Region r{reinterpret_cast<CUdeviceptr>(pool + c.offset), c.bytes};
@@ -83,7 +94,8 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cuModuleGetFunction(&fn, module, kernel));
     int regs = 0, per_sm = 0;
     BENCH_CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
-    BENCH_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, lsf1::kThreadsPerBlock, 0));
+    BENCH_CHECK(
+        cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, lsf1::kThreadsPerBlock, 0));
     uint64_t slot_id = 0;
     for (size_t ci = 0; ci < std::size(cases); ++ci) {
       const Case& c = cases[ci];
@@ -93,7 +105,9 @@ int main(int argc, char** argv) {
       bool ok = true;
       for (int run = -3; run < runs; ++run) {
         // Fresh slices (no L2 reuse); every 10th run hashes slice 0, the engine's region.
-        const size_t at = (run % 10 == 0 ? 0 : size_t(run + 3) % slices * std::max<size_t>(c.bytes, 1u << 20)) + c.offset;
+        const size_t at =
+            (run % 10 == 0 ? 0 : size_t(run + 3) % slices * std::max<size_t>(c.bytes, 1u << 20)) +
+            c.offset;
         lsf1::BatchParams<lsf1::kSmallBatch> p{};
         p.first_slot = slot_id;
         p.slots = reinterpret_cast<uint64_t>(c.device_slots ? device_slots : host_slots);
@@ -108,19 +122,23 @@ int main(int argc, char** argv) {
         spin<<<1, 1, 0, stream>>>(100000);
         BENCH_CHECK(cudaEventRecord(start, stream));
         BENCH_CHECK(cuLaunchKernel(fn, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0,
-                             reinterpret_cast<CUstream>(stream), args, nullptr));
+                                   reinterpret_cast<CUstream>(stream), args, nullptr));
         BENCH_CHECK(cudaEventRecord(stop, stream));
         BENCH_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
         BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (run >= 0) us.push_back(ms * 1000);
-        if (run % 10 == 0 && !c.device_slots && host_slots[slot_id & 1023].digest != want[ci]) ok = false;
+        if (run % 10 == 0 && !c.device_slots && host_slots[slot_id & 1023].digest != want[ci])
+          ok = false;
         ++slot_id;
       }
       std::sort(us.begin(), us.end());
       const double med = us[us.size() / 2];
-      std::printf("%s,%d,%d,%s,%.2f,%.3f,%s\n", kernel, regs, per_sm, c.name, med, c.bytes / med / 1e6,
-                  c.device_slots ? "-" : ok ? "ok" : "MISMATCH");
+      std::printf("%s,%d,%d,%s,%.2f,%.3f,%s\n", kernel, regs, per_sm, c.name, med,
+                  c.bytes / med / 1e6,
+                  c.device_slots ? "-"
+                  : ok           ? "ok"
+                                 : "MISMATCH");
     }
   }
   cuModuleUnload(module);

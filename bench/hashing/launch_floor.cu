@@ -43,9 +43,11 @@ __global__ void empty_small(unsigned long long a, unsigned long long b) {
 __global__ void empty_808(const __grid_constant__ Params808 p) {
   if (p.words[100] == 1 && threadIdx.x == 999) asm volatile("trap;");
 }
-__global__ void __launch_bounds__(256) reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
+__global__ void __launch_bounds__(256)
+    reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
   unsigned long long s = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n16;
+       i += size_t(gridDim.x) * blockDim.x)
     s += __ldg(p + i).x + __ldg(p + i).y;
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
   if ((threadIdx.x & 31) == 0) atomicAdd(out, s);
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaFree(nullptr));
   DriverApi api;
   std::string error;
-  if (!load_driver_api_from_libcuda(&api, &error)) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  if (!load_driver_api_from_libcuda(&api, &error))
+    return std::fprintf(stderr, "%s\n", error.c_str()), 1;
   EngineOptions options;
   options.ring_slots = 1u << 20;  // room for every iteration of a case without polling
   options.device_scratch_bytes = size_t(options.ring_slots) * sizeof(lsf1::RegionScratch);
@@ -92,8 +95,10 @@ int main(int argc, char** argv) {
   CUfunction compact_small;
   BENCH_CHECK(cuModuleGetFunction(&compact_small, module, lsf1::kSmallCompactKernelName));
   CUfunction empty_small_fn, empty_808_fn;
-  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn), (const void*)empty_small));
-  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn), (const void*)empty_808));
+  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn),
+                                  (const void*)empty_small));
+  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn),
+                                  (const void*)empty_808));
 
   // Region i of an iteration: a different 4 KiB slice each time (no L2 reuse across iterations
   // within 64 MiB... the H200's L2 is 60 MB, so the pool is just larger than it).
@@ -108,12 +113,14 @@ int main(int argc, char** argv) {
     p.regions[0] = {reinterpret_cast<uint64_t>(slice(i)), 4096, 0, 1};
     p.total_units = 1;
     void* args[] = {&p};
-    BENCH_CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream, args, nullptr));
+    BENCH_CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream,
+                               args, nullptr));
   };
   auto enqueue = [&](long i, uint32_t regions) {
     Region r[2] = {{reinterpret_cast<CUdeviceptr>(slice(2 * i)), 4096},
                    {reinterpret_cast<CUdeviceptr>(slice(2 * i + 1)), 4096}};
-    if (!engine->enqueue(cu_stream, r, regions, nullptr)) std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
+    if (!engine->enqueue(cu_stream, r, regions, nullptr))
+      std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
   };
   float* x = reinterpret_cast<float*>(pool);
   float* y = reinterpret_cast<float*>(pool + 8192);
@@ -123,20 +130,26 @@ int main(int argc, char** argv) {
     std::function<void(long)> run;
   };
   const std::vector<Case> cases = {
-      {"empty kernel, 16 B params", [&](long) {
+      {"empty kernel, 16 B params",
+       [&](long) {
          unsigned long long a = 3, b = 4;
          void* args[] = {&a, &b};
-         BENCH_CHECK(cuLaunchKernel(empty_small_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+         BENCH_CHECK(
+             cuLaunchKernel(empty_small_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
        }},
-      {"empty kernel, 808 B params", [&](long) {
+      {"empty kernel, 808 B params",
+       [&](long) {
          Params808 p{};
          void* args[] = {&p};
          BENCH_CHECK(cuLaunchKernel(empty_808_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
        }},
-      {"reduce 4 KiB", [&](long i) {
-         reduce_u64<<<1, 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(slice(i)), 256, sink);
+      {"reduce 4 KiB",
+       [&](long i) {
+         reduce_u64<<<1, 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(slice(i)), 256,
+                                           sink);
        }},
-      {"cuStreamIsCapturing", [&](long) {
+      {"cuStreamIsCapturing",
+       [&](long) {
          CUstreamCaptureStatus s;
          BENCH_CHECK(cuStreamIsCapturing(cu_stream, &s));
        }},
@@ -145,7 +158,8 @@ int main(int argc, char** argv) {
       {"engine enqueue 1 x 4 KiB", [&](long i) { enqueue(i, 1); }},
       {"engine enqueue 2 x 4 KiB", [&](long i) { enqueue(i, 2); }},
       {"job kernel (axpy 4 KiB)", [&](long) { axpy_small<<<4, 256, 0, stream>>>(x, y, 1024); }},
-      {"job kernel + enqueue 2 x 4 KiB", [&](long i) {
+      {"job kernel + enqueue 2 x 4 KiB",
+       [&](long i) {
          axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
          enqueue(i, 2);
        }},
@@ -165,7 +179,8 @@ int main(int argc, char** argv) {
       auto t1 = clock::now();
       BENCH_CHECK(cudaStreamSynchronize(stream));
       engine->poll(nullptr);
-      host_best = std::min(host_best, std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
+      host_best =
+          std::min(host_best, std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
       // Device cost: the same n iterations queued behind a spin kernel long enough to queue them.
       spin<<<1, 1, 0, stream>>>(60'000'000ull);
       BENCH_CHECK(cudaEventRecord(start, stream));

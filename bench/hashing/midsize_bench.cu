@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cuModuleGetFunction(&bulk, module, lsf1::kSmallKernelName));
   BENCH_CHECK(cuModuleGetFunction(&compact, module, lsf1::kSmallCompactKernelName));
   int per_sm = 0;
-  BENCH_CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk, lsf1::kThreadsPerBlock, 0));
+  BENCH_CHECK(
+      cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk, lsf1::kThreadsPerBlock, 0));
   const uint32_t resident = uint32_t(per_sm * prop.multiProcessorCount);
   int reduce_per_sm = 0;
   BENCH_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&reduce_per_sm, reduce_u64, 256, 0));
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaMemset(pool, 0x5A, kPool));
   unsigned long long* sink = nullptr;
   BENCH_CHECK(cudaMalloc(&sink, 8));
-  const lockstep::bench::DirectLaunchBuffers buffers = lockstep::bench::direct_launch_buffers(1 << 16);
+  const lockstep::bench::DirectLaunchBuffers buffers =
+      lockstep::bench::direct_launch_buffers(1 << 16);
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, stop;
@@ -99,8 +101,8 @@ int main(int argc, char** argv) {
       p.regions[0] = {reinterpret_cast<uint64_t>(region(i)), bytes, 0, tiles};
       p.total_units = tiles;
       void* args[] = {&p};
-      BENCH_CHECK(cuLaunchKernel(function ? function : bulk, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0,
-                                 reinterpret_cast<CUstream>(stream), args, nullptr));
+      BENCH_CHECK(cuLaunchKernel(function ? function : bulk, blocks, 1, 1, lsf1::kThreadsPerBlock,
+                                 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr));
     };
     const double t_capped = time_launches(n, [&](int i) { hash_launch(i, capped); });
     const double t_balanced = time_launches(n, [&](int i) { hash_launch(i, balanced); });
@@ -111,8 +113,8 @@ int main(int argc, char** argv) {
           reinterpret_cast<const ulonglong2*>(region(i)), bytes / 16, sink);
     });
     std::printf("%8.0f %6d %8u %10.2f %10.2f %10.2f %10.2f %7.2fTB %7.2fTB %7.2fTB\n", mib, n,
-                tiles, t_capped, t_balanced, t_compact, t_reduce, bytes / t_capped / 1e6, bytes / t_balanced / 1e6,
-                bytes / t_reduce / 1e6);
+                tiles, t_capped, t_balanced, t_compact, t_reduce, bytes / t_capped / 1e6,
+                bytes / t_balanced / 1e6, bytes / t_reduce / 1e6);
     std::fflush(stdout);
   }
   return 0;

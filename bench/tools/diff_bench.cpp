@@ -67,7 +67,8 @@ double time_write(const std::string& dir, const synth::Spec& spec) {
 
 uint64_t dir_bytes(const std::string& dir) {
   uint64_t total = 0;
-  for (const auto& e : fs::directory_iterator(dir)) total += e.is_regular_file() ? e.file_size() : 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    total += e.is_regular_file() ? e.file_size() : 0;
   return total;
 }
 
@@ -111,16 +112,20 @@ int main(int argc, char** argv) {
       {"diverging only in the last step", {"diff", a, last}, 1, 0},
       {"diverging in the first step", {"diff", a, first}, 1, 0},
       {"exhaustive compare, identical", {"diff", "--exhaustive", a, a}, 0, 2 * records},
-      {"exhaustive compare, first step diverges", {"diff", "--exhaustive", a, first}, 1, 2 * records},
+      {"exhaustive compare, first step diverges",
+       {"diff", "--exhaustive", a, first},
+       1,
+       2 * records},
   };
   std::printf("%-42s %5s %8s %8s %9s %12s\n", "lockstep diff", "exit", "wall s", "cpu s",
               "peak MiB", "M records/s");
   for (const Case& c : cases) {
     Measure m = run_cli(c.args);
-    std::printf("%-42s %5d %8.3f %8.3f %9.1f %12s%s\n", c.name, m.code, m.seconds,
-                m.cpu_seconds, m.peak_rss_kib / 1024.0,
-                c.compared ? std::to_string(c.compared / m.seconds / 1e6).substr(0, 6).c_str() : "-",
-                m.code == c.expect ? "" : "   (UNEXPECTED EXIT CODE)");
+    std::printf(
+        "%-42s %5d %8.3f %8.3f %9.1f %12s%s\n", c.name, m.code, m.seconds, m.cpu_seconds,
+        m.peak_rss_kib / 1024.0,
+        c.compared ? std::to_string(c.compared / m.seconds / 1e6).substr(0, 6).c_str() : "-",
+        m.code == c.expect ? "" : "   (UNEXPECTED EXIT CODE)");
   }
   if (!keep) fs::remove_all(root);
   return 0;

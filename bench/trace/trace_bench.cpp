@@ -58,7 +58,8 @@ Catalog make_catalog(TraceWriter& writer, bool kernels_only, uint64_t seed) {
     const int pick = kernels_only ? 0 : static_cast<int>(rng() % 100);
     if (pick < 80) {
       r.kind = RecordKind::Kernel;
-      r.name = writer.intern("void at::native::elementwise_kernel<128, 4, " + std::to_string(k) + ">(int, ...)");
+      r.name = writer.intern("void at::native::elementwise_kernel<128, 4, " + std::to_string(k) +
+                             ">(int, ...)");
       r.fields[fields::Kernel::grid_x] = 1 + rng() % 8192;
       r.fields[fields::Kernel::grid_y] = r.fields[fields::Kernel::grid_z] = 1;
       r.fields[fields::Kernel::block_x] = 128 << (rng() % 3);
@@ -66,7 +67,8 @@ Catalog make_catalog(TraceWriter& writer, bool kernels_only, uint64_t seed) {
       r.fields[fields::Kernel::args_digest] = rng();
       r.fields[fields::Kernel::launch_api] = 1;
       r.buffers = {buffer(Role::In, "arg1", DType::BF16), buffer(Role::Out, "arg2", DType::BF16)};
-      if (!kernels_only && rng() % 3 == 0) r.buffers.push_back(buffer(Role::In, "arg3", DType::F32));
+      if (!kernels_only && rng() % 3 == 0)
+        r.buffers.push_back(buffer(Role::In, "arg3", DType::F32));
     } else if (pick < 90) {
       r.kind = RecordKind::Gemm;
       r.name = writer.intern("cublasLtMatmul");
@@ -111,7 +113,7 @@ Catalog make_catalog(TraceWriter& writer, bool kernels_only, uint64_t seed) {
 struct Result {
   uint64_t records = 0;
   double wall_s = 0, cpu_s = 0;  // cpu_s: the appending threads'
-  double process_cpu_s = 0;        // every thread, the writer's own included, through close
+  double process_cpu_s = 0;      // every thread, the writer's own included, through close
   uint64_t file_bytes = 0;
   uint64_t dropped = 0;
 };
@@ -130,7 +132,8 @@ std::unique_ptr<TraceWriter> open_writer(const WriterOptions& options) {
 Result run(const std::string& dir, int threads, uint64_t per_thread, bool kernels_only) {
   static int counter = 0;
   WriterOptions options;
-  options.path = dir + "/bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".lstrace";
+  options.path =
+      dir + "/bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".lstrace";
   options.memory_budget = 512u << 20;  // measure encoding, not the disk of a shared machine
   auto writer = open_writer(options);
   const Catalog catalog = make_catalog(*writer, kernels_only, 1);
@@ -147,28 +150,28 @@ Result run(const std::string& dir, int threads, uint64_t per_thread, bool kernel
       for (auto& p : picks) p = static_cast<uint32_t>(rng() % catalog.ops.size());
       std::vector<Record> ops = catalog.ops;
       ++ready;
-      while (!go.load()) {
-      }
+      while (!go.load()) {}
       const double start = thread_cpu_seconds();
       uint32_t step = 0;
       for (uint64_t i = 0; i < per_thread; ++i) {
         Record& r = ops[picks[i & 4095]];
         r.seq = seq.fetch_add(1, std::memory_order_relaxed) + 1;  // the shim's process counter
         r.step = step;
-        for (auto& b : r.buffers) b.fingerprint = (r.seq * 0x9e3779b97f4a7c15ull) ^ (&b - r.buffers.data());
+        for (auto& b : r.buffers)
+          b.fingerprint = (r.seq * 0x9e3779b97f4a7c15ull) ^ (&b - r.buffers.data());
         writer->append(r);
         if ((i & 0xffff) == 0xffff) ++step;
       }
       cpu[t] = thread_cpu_seconds() - start;
     });
   }
-  while (ready.load() < threads) {
-  }
+  while (ready.load() < threads) {}
   const auto wall_start = std::chrono::steady_clock::now();
   const double process_start = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
   go = true;
   for (auto& thread : pool) thread.join();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   writer->close();
   const double process_cpu = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_start;
   Result result;
@@ -185,11 +188,12 @@ Result run(const std::string& dir, int threads, uint64_t per_thread, bool kernel
 // "per core": records per CPU-second of the whole process (the writer's thread, which hashes
 // and encodes, included); "appender": what one append costs the calling thread.
 void report(const char* what, const Result& r) {
-  std::printf("%-34s %9llu records  %6.2f M/s wall  %6.2f M/s per core  appender %5.0f ns/record  %5.1f B/record  dropped %llu\n",
-              what, static_cast<unsigned long long>(r.records), r.records / r.wall_s / 1e6,
-              r.records / r.process_cpu_s / 1e6, r.cpu_s / r.records * 1e9,
-              static_cast<double>(r.file_bytes) / r.records,
-              static_cast<unsigned long long>(r.dropped));
+  std::printf(
+      "%-34s %9llu records  %6.2f M/s wall  %6.2f M/s per core  appender %5.0f ns/record  %5.1f "
+      "B/record  dropped %llu\n",
+      what, static_cast<unsigned long long>(r.records), r.records / r.wall_s / 1e6,
+      r.records / r.process_cpu_s / 1e6, r.cpu_s / r.records * 1e9,
+      static_cast<double>(r.file_bytes) / r.records, static_cast<unsigned long long>(r.dropped));
 }
 
 // A training job's pace: between two appends the job's own work (here: reading 512 KiB, as
@@ -213,7 +217,8 @@ double paced_append_ns(const std::string& dir, uint64_t records) {
     for (auto& b : r.buffers) b.fingerprint = r.seq * 0x9e3779b97f4a7c15ull;
     const auto start = std::chrono::steady_clock::now();
     writer->append(r);
-    costs.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+    costs.push_back(
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
     if (i % 1000 == 999) writer->end_step(static_cast<uint32_t>(i / 1000));
   }
   writer->close();
@@ -228,7 +233,8 @@ int main(int argc, char** argv) {
   std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
   if (argc > 1) dir = argv[1];
   const uint64_t per_thread = argc > 2 ? std::stoull(argv[2]) : 2000000;
-  std::printf("trace_bench: %u hardware threads, files in %s\n", std::thread::hardware_concurrency(), dir.c_str());
+  std::printf("trace_bench: %u hardware threads, files in %s\n",
+              std::thread::hardware_concurrency(), dir.c_str());
   report("kernel + 2 fingerprints, 1 thread", run(dir, 1, per_thread, true));
   report("realistic mix, 1 thread", run(dir, 1, per_thread, false));
   report("realistic mix, 8 threads", run(dir, 8, per_thread, false));

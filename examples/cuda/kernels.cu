@@ -72,8 +72,7 @@ __global__ void planted_atomic_sum_squares(const float* h, int n, float* out) {
   if (i < n) atomicAdd(out, h[i] * h[i]);
 }
 
-__global__ void rms_normalize_bf16(const float* h, const float* sumsq, int n,
-                                   __nv_bfloat16* a) {
+__global__ void rms_normalize_bf16(const float* h, const float* sumsq, int n, __nv_bfloat16* a) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) a[i] = __float2bfloat16(h[i] * rsqrtf(*sumsq / n + 1e-6f));
 }
@@ -85,8 +84,8 @@ __global__ void cast_bf16(const float* w, int n, __nv_bfloat16* out) {
 
 __global__ void quantize_fp8(const __nv_bfloat16* a, int n, float scale, __nv_fp8_e4m3* out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i].__x = __nv_cvt_float_to_fp8(__bfloat162float(a[i]) * scale, __NV_SATFINITE,
-                                                __NV_E4M3);
+  if (i < n)
+    out[i].__x = __nv_cvt_float_to_fp8(__bfloat162float(a[i]) * scale, __NV_SATFINITE, __NV_E4M3);
 }
 
 __global__ void quantize_fp8_transposed(const float* w, int K, int N, float scale,

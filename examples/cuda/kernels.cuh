@@ -21,8 +21,7 @@ __global__ void sum_squares_partial(const float* h, int n, float* partials);
 __global__ void sum_partials(const float* partials, int n, float* out);
 // The plant: one float atomicAdd per element into *out (which must be zero).
 __global__ void planted_atomic_sum_squares(const float* h, int n, float* out);
-__global__ void rms_normalize_bf16(const float* h, const float* sumsq, int n,
-                                   __nv_bfloat16* a);
+__global__ void rms_normalize_bf16(const float* h, const float* sumsq, int n, __nv_bfloat16* a);
 __global__ void cast_bf16(const float* w, int n, __nv_bfloat16* out);
 __global__ void quantize_fp8(const __nv_bfloat16* a, int n, float scale, __nv_fp8_e4m3* out);
 // w is K x N row-major; out is N x K row-major (each output feature's K weights contiguous).

@@ -112,9 +112,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "lockstep_example_cuda: %s (sm_%d%d), steps %d, plant %s at step %d, "
                "scales %s, markers %s\n",
-               prop.name, prop.major, prop.minor, opt.steps, plant_name(opt.plant),
-               opt.plant_step, opt.scales_mapped ? "mapped" : "copy",
-               step_marker ? "lockstep_step()" : "none");
+               prop.name, prop.major, prop.minor, opt.steps, plant_name(opt.plant), opt.plant_step,
+               opt.scales_mapped ? "mapped" : "copy", step_marker ? "lockstep_step()" : "none");
 
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -181,22 +180,21 @@ int main(int argc, char** argv) {
     gelu_forward<<<blocks_for(n_in), kThreads, 0, stream>>>(buf.x, buf.h, n_in);
     if (opt.plant == Plant::Atomic && planted_here) {
       CUDA_CHECK(cudaMemsetAsync(buf.sumsq, 0, sizeof(float), stream));
-      planted_atomic_sum_squares<<<blocks_for(n_in), kThreads, 0, stream>>>(buf.h, n_in,
-                                                                              buf.sumsq);
+      planted_atomic_sum_squares<<<blocks_for(n_in), kThreads, 0, stream>>>(buf.h, n_in, buf.sumsq);
     } else {
       sum_squares_partial<<<kPartialBlocks, kThreads, 0, stream>>>(buf.h, n_in, buf.partials);
       sum_partials<<<1, kThreads, 0, stream>>>(buf.partials, kPartialBlocks, buf.sumsq);
     }
     rms_normalize_bf16<<<blocks_for(n_in), kThreads, 0, stream>>>(buf.h, buf.sumsq, n_in,
-                                                                   buf.a_bf16);
+                                                                  buf.a_bf16);
     cast_bf16<<<blocks_for(n_w), kThreads, 0, stream>>>(buf.w, n_w, buf.w_bf16);
     CUDA_CHECK_LAUNCH();
 
     // C (M x N row-major) = A (M x K) x W (K x N): column-major C^T = W^T A^T.
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, kFeatures, kTokens, kHidden, &one,
-                              buf.w_bf16, CUDA_R_16BF, kFeatures, buf.a_bf16, CUDA_R_16BF,
-                              kHidden, &zero, buf.c, CUDA_R_32F, kFeatures, CUBLAS_COMPUTE_32F,
+                              buf.w_bf16, CUDA_R_16BF, kFeatures, buf.a_bf16, CUDA_R_16BF, kHidden,
+                              &zero, buf.c, CUDA_R_32F, kFeatures, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
 
     quantize_fp8<<<blocks_for(n_in), kThreads, 0, stream>>>(buf.a_bf16, n_in, kActivationQuant,
@@ -207,9 +205,9 @@ int main(int argc, char** argv) {
     // Host-side per-tensor scales, written every step (the scale plant changes one of them).
     // The previous step is finished (synchronized below), so no GPU work reads them now.
     for (int i = 0; i < kScaleFloats; ++i) scales_host[i] = 0.0f;
-    scales_host[0] = 1.0f / kWeightQuant;                   // Lt A_scale (weights)
-    scales_host[kScaleSlot] = 1.0f / kActivationQuant;      // Lt B_scale (activations)
-    scales_host[2 * kScaleSlot] = kOutputQuant;             // Lt D_scale
+    scales_host[0] = 1.0f / kWeightQuant;               // Lt A_scale (weights)
+    scales_host[kScaleSlot] = 1.0f / kActivationQuant;  // Lt B_scale (activations)
+    scales_host[2 * kScaleSlot] = kOutputQuant;         // Lt D_scale
     if (opt.plant == Plant::Scale && planted_here) scales_host[0] *= 1.25f;
     std::atomic_thread_fence(std::memory_order_seq_cst);  // host stores before the launches
     if (!opt.scales_mapped)
@@ -226,21 +224,22 @@ int main(int argc, char** argv) {
     CUDA_CHECK_LAUNCH();
     NCCL_CHECK(ncclAllReduce(buf.g, buf.g_sum, n_out, ncclFloat32, ncclSum, comm, stream));
     column_sums<<<blocks_for(kFeatures), kThreads, 0, stream>>>(buf.g_sum, kTokens, kFeatures,
-                                                                 buf.colsum);
+                                                                buf.colsum);
     sgd_update<<<blocks_for(n_w), kThreads, 0, stream>>>(buf.w, buf.colsum, kHidden, kFeatures,
                                                          kLearningRate);
-    step_stats<<<1, kStatsThreads, 0, stream>>>(buf.g_sum, buf.c, buf.d, n_out, buf.amax,
-                                                buf.sumsq, block_scaled ? buf.d_block : nullptr,
+    step_stats<<<1, kStatsThreads, 0, stream>>>(buf.g_sum, buf.c, buf.d, n_out, buf.amax, buf.sumsq,
+                                                block_scaled ? buf.d_block : nullptr,
                                                 block_scaled ? n_out : 0, buf.stats);
     CUDA_CHECK_LAUNCH();
     // The step's one small device-to-host copy (lockstep records it as a metric).
     CUDA_CHECK(cudaMemcpyAsync(stats_host, buf.stats, kStatsCount * sizeof(float),
                                cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::printf("step %d loss %.9g loss_hex %08x c_sum %.9g d_sum %.9g amax %.9g sumsq %.9g "
-                "dbs_sum %.9g\n",
-                step, stats_host[0], float_bits(stats_host[0]), stats_host[1], stats_host[2],
-                stats_host[3], stats_host[4], stats_host[5]);
+    std::printf(
+        "step %d loss %.9g loss_hex %08x c_sum %.9g d_sum %.9g amax %.9g sumsq %.9g "
+        "dbs_sum %.9g\n",
+        step, stats_host[0], float_bits(stats_host[0]), stats_host[1], stats_host[2], stats_host[3],
+        stats_host[4], stats_host[5]);
     std::fflush(stdout);
   }
 

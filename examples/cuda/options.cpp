@@ -8,7 +8,8 @@
 namespace {
 
 void usage(FILE* out) {
-  std::fprintf(out,
+  std::fprintf(
+      out,
       "usage: lockstep_example_cuda [--steps N] [--plant none|atomic|scale] [--plant-step S]\n"
       "                             [--block-scaled] [--probe-atomic K] [--seed N]\n"
       "                             [--scales mapped|copy]\n"
@@ -36,9 +37,12 @@ int parse_int(const char* flag, const char* value, int min) {
 
 const char* plant_name(Plant plant) {
   switch (plant) {
-    case Plant::None: return "none";
-    case Plant::Atomic: return "atomic";
-    case Plant::Scale: return "scale";
+    case Plant::None:
+      return "none";
+    case Plant::Atomic:
+      return "atomic";
+    case Plant::Scale:
+      return "scale";
   }
   return "?";
 }
@@ -69,8 +73,10 @@ Options parse_options(int argc, char** argv) {
       opt.block_scaled = true;
     } else if (arg == "--scales") {
       std::string v = value("--scales");
-      if (v == "mapped") opt.scales_mapped = true;
-      else if (v == "copy") opt.scales_mapped = false;
+      if (v == "mapped")
+        opt.scales_mapped = true;
+      else if (v == "copy")
+        opt.scales_mapped = false;
       else {
         std::fprintf(stderr, "lockstep_example_cuda: unknown --scales '%s' (mapped|copy)\n",
                      v.c_str());
@@ -78,9 +84,12 @@ Options parse_options(int argc, char** argv) {
       }
     } else if (arg == "--plant") {
       std::string p = value("--plant");
-      if (p == "none") opt.plant = Plant::None;
-      else if (p == "atomic") opt.plant = Plant::Atomic;
-      else if (p == "scale") opt.plant = Plant::Scale;
+      if (p == "none")
+        opt.plant = Plant::None;
+      else if (p == "atomic")
+        opt.plant = Plant::Atomic;
+      else if (p == "scale")
+        opt.plant = Plant::Scale;
       else {
         std::fprintf(stderr, "lockstep_example_cuda: unknown plant '%s' (none|atomic|scale)\n",
                      p.c_str());

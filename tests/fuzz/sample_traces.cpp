@@ -11,11 +11,16 @@ namespace {
 
 uint64_t random_value(std::mt19937_64& rng) {
   switch (rng() % 5) {
-    case 0: return 0;
-    case 1: return rng() % 128;
-    case 2: return rng() % 100000;
-    case 3: return rng() >> (rng() % 64);
-    default: return rng();
+    case 0:
+      return 0;
+    case 1:
+      return rng() % 128;
+    case 2:
+      return rng() % 100000;
+    case 3:
+      return rng() >> (rng() % 64);
+    default:
+      return rng();
   }
 }
 

@@ -37,14 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     lockstep::trace::testing::read_everything(path);
-  } catch (const lockstep::trace::TraceError&) {
-  }
+  } catch (const lockstep::trace::TraceError&) {}
   // The same bytes as a block payload, past the checksums that stop most mutations above.
   static lockstep::trace::RecordDecoder decoder;
   decoder.reset();
   lockstep::trace::Record record;
   const uint8_t* in = data;
-  for (int i = 0; i < 100000 && decoder.decode(in, data + size, record, nullptr); ++i) {
-  }
+  for (int i = 0; i < 100000 && decoder.decode(in, data + size, record, nullptr); ++i) {}
   return 0;
 }

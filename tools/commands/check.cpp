@@ -19,8 +19,9 @@ struct CheckRequest {
 
 CommandRunner add_check_command(CLI::App& app) {
   auto request = std::make_shared<CheckRequest>();
-  CLI::App* sub = app.add_subcommand("check", "Run a command traced several times and diff the "
-                                              "runs: a determinism gate for CI");
+  CLI::App* sub = app.add_subcommand("check",
+                                     "Run a command traced several times and diff the "
+                                     "runs: a determinism gate for CI");
   sub->add_option("--runs", request->runs, "How many runs (at least 2)")->capture_default_str();
   sub->add_option("--level", request->trace.level, "Trace level: off, metrics, broad, full");
   sub->add_option("--steps", request->trace.steps, "Fingerprint only steps A-B");
@@ -31,7 +32,8 @@ CommandRunner add_check_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--json", request->json, "Print each diff as JSON");
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
-  sub->footer(R"(Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, unfinished
+  sub->footer(
+      R"(Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, unfinished
 or dropping records: not everything was compared) or invalid (the command failed, or a trace
 could not be read).
 
@@ -69,7 +71,9 @@ Examples:
     }
     int worst = divergent ? kExitDivergent : incomplete ? kExitIncomplete : kExitIdentical;
     std::printf("lockstep check: %s (%d runs in %s)\n",
-                divergent ? "DIVERGENT" : incomplete ? "INCOMPLETE" : "DETERMINISTIC",
+                divergent    ? "DIVERGENT"
+                : incomplete ? "INCOMPLETE"
+                             : "DETERMINISTIC",
                 request->runs, base.c_str());
     return worst;
   };

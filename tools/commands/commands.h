@@ -25,8 +25,7 @@ CommandRunner add_export_command(CLI::App& app);
 
 // Exit codes shared by diff, check and hunt. Incomplete (no divergence in what was compared, but
 // not everything was compared) shares 2 with invalid input: a gate must not pass either.
-inline constexpr int kExitIdentical = 0, kExitDivergent = 1, kExitInvalid = 2,
-                     kExitIncomplete = 2;
+inline constexpr int kExitIdentical = 0, kExitDivergent = 1, kExitInvalid = 2, kExitIncomplete = 2;
 int exit_code(Verdict verdict);
 
 struct DiffRequest {

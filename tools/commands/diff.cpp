@@ -15,9 +15,12 @@ namespace lockstep::tools {
 
 int exit_code(Verdict verdict) {
   switch (verdict) {
-    case Verdict::Identical: return kExitIdentical;
-    case Verdict::Divergent: return kExitDivergent;
-    case Verdict::Incomplete: return kExitIncomplete;
+    case Verdict::Identical:
+      return kExitIdentical;
+    case Verdict::Divergent:
+      return kExitDivergent;
+    case Verdict::Incomplete:
+      return kExitIncomplete;
   }
   return kExitInvalid;
 }
@@ -82,11 +85,14 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
 
-  DiffContext context{request.a, request.b, a.world_size, ranks,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  DiffContext context{
+      request.a, request.b, a.world_size, ranks,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   if (request.print) {
-    if (request.json) std::fputs((diff_json(result, context).dump(2) + "\n").c_str(), stdout);
-    else std::fputs(diff_text(result, context, Style(stdout)).c_str(), stdout);
+    if (request.json)
+      std::fputs((diff_json(result, context).dump(2) + "\n").c_str(), stdout);
+    else
+      std::fputs(diff_text(result, context, Style(stdout)).c_str(), stdout);
     std::fflush(stdout);
   }
   int code = exit_code(verdict_of(result));
@@ -96,9 +102,11 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
 
 CommandRunner add_diff_command(CLI::App& app) {
   auto request = std::make_shared<DiffRequest>();
-  CLI::App* sub = app.add_subcommand("diff", "Compare two traced runs; name the first op whose "
-                                             "inputs matched and outputs differed");
-  sub->add_option("A", request->a, "First run: a trace directory (or one .lstrace file)")->required();
+  CLI::App* sub = app.add_subcommand("diff",
+                                     "Compare two traced runs; name the first op whose "
+                                     "inputs matched and outputs differed");
+  sub->add_option("A", request->a, "First run: a trace directory (or one .lstrace file)")
+      ->required();
   sub->add_option("B", request->b, "Second run")->required();
   sub->add_flag("--json", request->json, "Machine-readable report (schema: tools/README.md)");
   sub->add_option("--rank", request->rank, "Compare only this rank");
@@ -110,7 +118,8 @@ CommandRunner add_diff_command(CLI::App& app) {
   sub->add_option("--threads", request->threads, "Worker threads (default: one per core)");
   sub->add_flag("--salvage", request->salvage,
                 "Read the valid prefix of a file with a corrupt block (else exit 2)");
-  sub->footer(R"(Exit status: 0 identical: every step both runs hold was compared and nothing was cut off,
+  sub->footer(
+      R"(Exit status: 0 identical: every step both runs hold was compared and nothing was cut off,
 dropped, corrupt or unfinished; 1 divergent (in what was compared, whatever else is missing);
 2 incomplete (no divergence, but not everything was compared: the report says what was) or
 invalid input.

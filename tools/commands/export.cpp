@@ -23,8 +23,8 @@ struct ExportRequest {
 
 CommandRunner add_export_command(CLI::App& app) {
   auto request = std::make_shared<ExportRequest>();
-  CLI::App* sub = app.add_subcommand(
-      "export", "Write a trace as Chrome trace-event JSON for the Perfetto UI");
+  CLI::App* sub =
+      app.add_subcommand("export", "Write a trace as Chrome trace-event JSON for the Perfetto UI");
   sub->add_option("DIR", request->dir, "Trace directory (or one .lstrace file)")->required();
   sub->add_option("--perfetto", request->perfetto, "Output JSON file")->required();
   sub->add_option("--against", request->against,
@@ -69,36 +69,54 @@ Examples:
     for (const RankFile& file : run.files) {
       std::unique_ptr<trace::TraceReader> reader = file.open();
       if (file.salvaged) warn(file.integrity.corruption + "; exporting the prefix before it");
-      emit({{"ph", "M"}, {"pid", file.rank}, {"name", "process_name"},
+      emit({{"ph", "M"},
+            {"pid", file.rank},
+            {"name", "process_name"},
             {"args", {{"name", fmt::format("rank {}", file.rank)}}}});
-      emit({{"ph", "M"}, {"pid", file.rank}, {"name", "process_sort_index"},
+      emit({{"ph", "M"},
+            {"pid", file.rank},
+            {"name", "process_sort_index"},
             {"args", {{"sort_index", file.rank}}}});
       std::set<uint32_t> streams;
       reader->for_each_record([&](const trace::Record& r) {
         if (r.kind == trace::RecordKind::StepSummary) return true;
         if (streams.insert(r.stream).second)
-          emit({{"ph", "M"}, {"pid", file.rank}, {"tid", r.stream}, {"name", "thread_name"},
-                {"args", {{"name", r.stream ? fmt::format("stream {}", r.stream)
-                                            : std::string("no stream")}}}});
+          emit({{"ph", "M"},
+                {"pid", file.rank},
+                {"tid", r.stream},
+                {"name", "thread_name"},
+                {"args",
+                 {{"name",
+                   r.stream ? fmt::format("stream {}", r.stream) : std::string("no stream")}}}});
         std::string name(reader->string(r.name));
         nlohmann::json args = {{"step", r.step}, {"seq", r.seq}, {"thread", r.thread}};
         for (size_t i = 0; i < r.buffers.size(); ++i) {
           const trace::BufferFingerprint& b = r.buffers[i];
-          args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out", reader->string(b.label))] =
-              (b.flags & trace::kLearnedReadOnly) ? fmt::format("{:016x} read-only ({} B)", b.fingerprint, b.bytes)
-              : (b.flags & trace::kFingerprintRecalled) ? fmt::format("{:016x} recalled ({} B)", b.fingerprint, b.bytes)
-              : (b.flags & trace::kDigestOfEnclosing) ? fmt::format("{:016x} enclosing region at +{} ({} B)", b.fingerprint, b.alloc_offset, b.bytes)
-              : (b.flags & trace::kFingerprintValid)     ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
+          args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out",
+                           reader->string(b.label))] =
+              (b.flags & trace::kLearnedReadOnly)
+                  ? fmt::format("{:016x} read-only ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kFingerprintRecalled)
+                  ? fmt::format("{:016x} recalled ({} B)", b.fingerprint, b.bytes)
+              : (b.flags & trace::kDigestOfEnclosing)
+                  ? fmt::format("{:016x} enclosing region at +{} ({} B)", b.fingerprint,
+                                b.alloc_offset, b.bytes)
+              : (b.flags & trace::kFingerprintValid)
+                  ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
               : (b.flags & trace::kNotWrittenSinceAlloc) ? fmt::format("unwritten ({} B)", b.bytes)
                                                          : std::string("-");
         }
         nlohmann::json event = {{"ph", r.kind == trace::RecordKind::StepMarker ? "i" : "X"},
-                                {"pid", file.rank}, {"tid", r.stream},
-                                {"ts", r.seq}, {"name", name},
+                                {"pid", file.rank},
+                                {"tid", r.stream},
+                                {"ts", r.seq},
+                                {"name", name},
                                 {"cat", std::string(trace::record_kind_name(r.kind))},
                                 {"args", std::move(args)}};
-        if (r.kind == trace::RecordKind::StepMarker) event["s"] = "p";
-        else event["dur"] = 1;
+        if (r.kind == trace::RecordKind::StepMarker)
+          event["s"] = "p";
+        else
+          event["dur"] = 1;
         auto mark = marks.find({file.rank, r.seq});
         if (mark != marks.end()) {
           const Divergence& d = *mark->second;
@@ -114,10 +132,11 @@ Examples:
     std::fputs("\n]}\n", out);
     bool ok = std::fclose(out) == 0;
     if (!ok) throw InputError(request->perfetto + ": write failed");
-    std::fprintf(stderr, "lockstep: wrote %llu events of %zu ranks to %s%s\n",
-                 static_cast<unsigned long long>(events), run.files.size(),
-                 request->perfetto.c_str(),
-                 request->against.empty() ? "" : fmt::format(" ({} divergent ops marked)", marks.size()).c_str());
+    std::fprintf(
+        stderr, "lockstep: wrote %llu events of %zu ranks to %s%s\n",
+        static_cast<unsigned long long>(events), run.files.size(), request->perfetto.c_str(),
+        request->against.empty() ? ""
+                                 : fmt::format(" ({} divergent ops marked)", marks.size()).c_str());
     return 0;
   };
 }

@@ -61,7 +61,8 @@ CommandRunner add_hunt_command(CLI::App& app) {
   auto request = std::make_shared<HuntRequest>();
   CLI::App* sub = app.add_subcommand(
       "hunt", "Find the first op whose inputs matched and outputs differed, progressively");
-  sub->add_option("-o,--output", request->dir, "Directory for the runs (default ./lockstep-trace-<time>)");
+  sub->add_option("-o,--output", request->dir,
+                  "Directory for the runs (default ./lockstep-trace-<time>)");
   sub->add_flag("--overwrite", request->overwrite, "Reuse run directories");
   sub->add_option("--margin", request->margin,
                   "Extra steps before the diverging step in the full-level window")
@@ -98,8 +99,8 @@ Examples:
       std::printf("%s: %s\n", style.yellow("INCOMPLETE").c_str(), coverage_line(broad).c_str());
       return kExitIncomplete;
     }
-    uint32_t step = broad.first_by_epoch.empty() ? broad.metric->step
-                                                 : broad.first_by_epoch.front().step;
+    uint32_t step =
+        broad.first_by_epoch.empty() ? broad.metric->step : broad.first_by_epoch.front().step;
     std::string origin = broad.culprit ? fmt::format("rank {}", broad.culprit->rank)
                                        : std::string("no origin rank at this level");
     std::printf("earliest diverging step %u, %s\n", step, origin.c_str());
@@ -125,12 +126,16 @@ Examples:
       std::fflush(stdout);
     }
     if (code == kExitIdentical) {
-      std::printf("the nondeterminism did not recur in %d pair%s of full-level runs; the broad "
-                  "diff above is all there is\n",
-                  request->attempts, request->attempts == 1 ? "" : "s");
+      std::printf(
+          "the nondeterminism did not recur in %d pair%s of full-level runs; the broad "
+          "diff above is all there is\n",
+          request->attempts, request->attempts == 1 ? "" : "s");
       if (request->json) {
         DiffContext context{(std::filesystem::path(request->dir) / "broad-1").string(),
-                            (std::filesystem::path(request->dir) / "broad-2").string(), 0, {}, 0};
+                            (std::filesystem::path(request->dir) / "broad-2").string(),
+                            0,
+                            {},
+                            0};
         for (const RankResult& r : broad.ranks) context.ranks.push_back(r.rank);
         context.world_size = static_cast<int>(context.ranks.size());
         std::printf("%s\n", diff_json(broad, context).dump(2).c_str());
@@ -143,7 +148,9 @@ Examples:
     else
       std::printf("no op with matching inputs and differing outputs in the window\n");
     DiffContext context{(std::filesystem::path(request->dir) / (full_tag + "-1")).string(),
-                        (std::filesystem::path(request->dir) / (full_tag + "-2")).string(), 0, {},
+                        (std::filesystem::path(request->dir) / (full_tag + "-2")).string(),
+                        0,
+                        {},
                         0};
     for (const RankResult& r : full.ranks) context.ranks.push_back(r.rank);
     context.world_size = static_cast<int>(context.ranks.size());

@@ -32,8 +32,8 @@ std::string trace_summary_line(const std::string& dir) {
     }
   }
   std::string steps = any_step ? fmt::format("steps {}-{}", first_step, last_step) : "no steps";
-  return fmt::format("{}/{} ranks, {} records, {}, {} dropped{}", run.files.size(),
-                     run.world_size, records, steps, dropped, truncated ? ", cut off" : "");
+  return fmt::format("{}/{} ranks, {} records, {}, {} dropped{}", run.files.size(), run.world_size,
+                     records, steps, dropped, truncated ? ", cut off" : "");
 }
 
 CommandRunner add_run_command(CLI::App& app) {
@@ -44,12 +44,16 @@ CommandRunner add_run_command(CLI::App& app) {
     if (*setting.cli_flag == '\0') continue;
     const RequestField field = request_field(*request, setting.id);
     std::string help = settings::cli_help(setting);
-    if (setting.id == settings::Id::Dir) help += " (default ./lockstep-trace-<time>, a new one)";
+    if (setting.id == settings::Id::Dir)
+      help += " (default ./lockstep-trace-<time>, a new one)";
     else if (setting.id == settings::Id::Level)
       help += fmt::format(" (default {})", settings::kLevelNames[settings::kDefaultLevel]);
-    if (field.flag != nullptr) sub->add_flag(setting.cli_flag, *field.flag, help);
-    else if (field.text != nullptr) sub->add_option(setting.cli_flag, *field.text, help);
-    else throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
+    if (field.flag != nullptr)
+      sub->add_flag(setting.cli_flag, *field.flag, help);
+    else if (field.text != nullptr)
+      sub->add_option(setting.cli_flag, *field.text, help);
+    else
+      throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
   }
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();

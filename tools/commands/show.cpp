@@ -22,9 +22,9 @@ struct ShowRequest {
 };
 
 std::string record_line(int rank, const trace::Record& r, trace::TraceReader& reader) {
-  std::string line = fmt::format("r{} step {} seq {} stream {} thread {} {} {}", rank, r.step,
-                                 r.seq, r.stream, r.thread, trace::record_kind_name(r.kind),
-                                 reader.string(r.name));
+  std::string line =
+      fmt::format("r{} step {} seq {} stream {} thread {} {} {}", rank, r.step, r.seq, r.stream,
+                  r.thread, trace::record_kind_name(r.kind), reader.string(r.name));
   const trace::RecordKindInfo* info = trace::find_record_kind(static_cast<uint8_t>(r.kind));
   if (info)
     for (size_t i = 0; i < info->field_names.size(); ++i)
@@ -32,9 +32,12 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
   for (const trace::BufferFingerprint& b : r.buffers) {
     line += fmt::format(" | {} {} {} {}B ", b.role == trace::Role::In ? "in" : "out",
                         reader.string(b.label), trace::dtype_name(b.dtype), b.bytes);
-    if (b.flags & trace::kFingerprintValid) line += fmt::format("{:016x}", b.fingerprint);
-    else if (b.flags & trace::kFingerprintDropped) line += "dropped";
-    else line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
+    if (b.flags & trace::kFingerprintValid)
+      line += fmt::format("{:016x}", b.fingerprint);
+    else if (b.flags & trace::kFingerprintDropped)
+      line += "dropped";
+    else
+      line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
     if (b.flags & trace::kExtentClamped) line += " clamped";
     if (b.flags & trace::kLearnedReadOnly) line += " read-only";
     if (b.flags & trace::kFingerprintRecalled) line += " recalled";
@@ -70,7 +73,8 @@ CommandRunner add_show_command(CLI::App& app) {
       try {
         pattern.emplace(request->grep, std::regex::ECMAScript | std::regex::optimize);
       } catch (const std::regex_error& e) {
-        throw InputError(fmt::format("--grep: '{}' is not a valid regex: {}", request->grep, e.what()));
+        throw InputError(
+            fmt::format("--grep: '{}' is not a valid regex: {}", request->grep, e.what()));
       }
     }
     OpenOptions open_options;
@@ -88,7 +92,8 @@ CommandRunner add_show_command(CLI::App& app) {
       std::string out;
       reader->for_each_record(first, last, [&](const trace::Record& r) {
         if (r.step < first || r.step > last) return true;
-        if (pattern && !std::regex_search(std::string(reader->string(r.name)), *pattern)) return true;
+        if (pattern && !std::regex_search(std::string(reader->string(r.name)), *pattern))
+          return true;
         out = record_line(file.rank, r, *reader);
         out += '\n';
         std::fputs(out.c_str(), stdout);

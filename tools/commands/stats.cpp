@@ -40,8 +40,9 @@ std::string stats_report(const std::string& dir_path, int top_n, bool salvage) {
   }
   std::string out;
   out += fmt::format("trace: {}\n", dir_path);
-  out += fmt::format("ranks: {} of world size {}{}\n", run.files.size(), run.world_size,
-                     run.missing_ranks.empty() ? "" : fmt::format(" ({} missing)", run.missing_ranks.size()));
+  out += fmt::format(
+      "ranks: {} of world size {}{}\n", run.files.size(), run.world_size,
+      run.missing_ranks.empty() ? "" : fmt::format(" ({} missing)", run.missing_ranks.size()));
   out += max_steps ? fmt::format("steps: {} ({}-{})\n", max_steps, first_step, last_step)
                    : std::string("steps: none\n");
   out += fmt::format("records: {} ({} bytes on disk, {:.1f} bytes/record)\n", records, file_bytes,
@@ -54,17 +55,18 @@ std::string stats_report(const std::string& dir_path, int top_n, bool salvage) {
   out += fmt::format("warnings: {}\n", warnings.size());
   for (auto& [k, n] : warnings) out += fmt::format("  {:>10}  {}\n", n, k);
   std::vector<std::pair<std::string, uint64_t>> ranked(kernels.begin(), kernels.end());
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& x, const auto& y) { return x.second > y.second || (x.second == y.second && x.first < y.first); });
+  std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
+    return x.second > y.second || (x.second == y.second && x.first < y.first);
+  });
   out += fmt::format("top kernels and GEMMs ({} distinct):\n", ranked.size());
   for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(top_n); ++i)
     out += fmt::format("  {:>10}  {}\n", ranked[i].second, ranked[i].first);
   for (const RankFacts& f : facts)
-    if (f.truncated)
-      out += fmt::format("cut off: {} at offset {}\n", f.path, f.truncation_offset);
+    if (f.truncated) out += fmt::format("cut off: {} at offset {}\n", f.path, f.truncation_offset);
   for (const RankFile& f : run.files) {
-    if (f.salvaged) out += fmt::format("salvaged: {}; only the prefix before it is counted\n",
-                                       f.integrity.corruption);
+    if (f.salvaged)
+      out += fmt::format("salvaged: {}; only the prefix before it is counted\n",
+                         f.integrity.corruption);
     else if (!f.integrity.end_block && !f.integrity.truncated)
       out += fmt::format("unfinished: {} has no end record (the writer did not finish)\n", f.path);
   }
@@ -75,14 +77,16 @@ CommandRunner add_stats_command(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto top = std::make_shared<int>(10);
   auto salvage = std::make_shared<bool>(false);
-  CLI::App* sub = app.add_subcommand("stats", "Summarize a trace: records by kind, top kernels, "
-                                              "bytes fingerprinted, dropped records, steps, ranks");
+  CLI::App* sub = app.add_subcommand("stats",
+                                     "Summarize a trace: records by kind, top kernels, "
+                                     "bytes fingerprinted, dropped records, steps, ranks");
   sub->add_option("DIR", *dir, "Trace directory (or one .lstrace file)")->required();
   sub->add_option("--top", *top, "How many kernels to list")->capture_default_str();
   sub->add_flag("--salvage", *salvage,
                 "Count the valid prefix of a file with a corrupt block (else exit 2)");
-  sub->footer("Exit status: 0 done, 2 invalid input or a corrupt block.\n\n"
-              "Example:\n  lockstep stats runs/a");
+  sub->footer(
+      "Exit status: 0 done, 2 invalid input or a corrupt block.\n\n"
+      "Example:\n  lockstep stats runs/a");
   return [dir, top, salvage] {
     std::fputs(stats_report(*dir, *top, *salvage).c_str(), stdout);
     return 0;

@@ -19,12 +19,11 @@ int run_verify(const std::string& dir, bool print) {
   std::vector<RankFacts> facts = scan_run(run, ScanOptions{true, true});
   std::vector<std::string> problems;
   if (!run.missing_ranks.empty())
-    problems.push_back(fmt::format("{}: {} rank{} of world size {} {} no trace file (first: "
-                                   "rank {})",
-                                   dir, run.missing_ranks.size(),
-                                   run.missing_ranks.size() == 1 ? "" : "s", run.world_size,
-                                   run.missing_ranks.size() == 1 ? "has" : "have",
-                                   run.missing_ranks.front()));
+    problems.push_back(fmt::format(
+        "{}: {} rank{} of world size {} {} no trace file (first: "
+        "rank {})",
+        dir, run.missing_ranks.size(), run.missing_ranks.size() == 1 ? "" : "s", run.world_size,
+        run.missing_ranks.size() == 1 ? "has" : "have", run.missing_ranks.front()));
   uint64_t records = 0;
   uint32_t last_step_min = UINT32_MAX, last_step_max = 0;
   std::string out;
@@ -45,13 +44,12 @@ int run_verify(const std::string& dir, bool print) {
         int64_t through = last_complete_step(*reader);
         std::string prefix = through < 0 ? std::string("no complete step")
                                          : fmt::format("readable prefix up to step {}", through);
-        mine.push_back(cut ? fmt::format("{}: cut off at offset {} (the writer did not finish): {}",
-                                         f.path,
-                                         file.integrity.truncated ? file.integrity.truncation_offset
-                                                                  : f.truncation_offset,
-                                         prefix)
-                           : fmt::format("{}: no end record (the writer did not finish): {}",
-                                         f.path, prefix));
+        mine.push_back(
+            cut ? fmt::format("{}: cut off at offset {} (the writer did not finish): {}", f.path,
+                              file.integrity.truncated ? file.integrity.truncation_offset
+                                                       : f.truncation_offset,
+                              prefix)
+                : fmt::format("{}: no end record (the writer did not finish): {}", f.path, prefix));
       }
     }
     uint64_t dropped = std::max(f.dropped_records, end ? end->dropped : 0);
@@ -83,9 +81,10 @@ int run_verify(const std::string& dir, bool print) {
     out += fmt::format("NOT CERTIFIED: {} problem{}\n", problems.size(),
                        problems.size() == 1 ? "" : "s");
   } else {
-    out += fmt::format("CERTIFIED COMPLETE: {} ranks, {} records, every file finished by its "
-                       "writer, nothing dropped, cut off or corrupt\n",
-                       facts.size(), records);
+    out += fmt::format(
+        "CERTIFIED COMPLETE: {} ranks, {} records, every file finished by its "
+        "writer, nothing dropped, cut off or corrupt\n",
+        facts.size(), records);
   }
   if (print) {
     for (const std::string& p : problems) std::fprintf(stderr, "lockstep: %s\n", p.c_str());

@@ -14,22 +14,32 @@ namespace fields = trace::fields;
 
 const char* classification_name(Classification c) {
   switch (c) {
-    case Classification::Origin: return "origin";
-    case Classification::Structural: return "structural";
-    case Classification::Receiver: return "receiver";
-    case Classification::Metric: return "metric";
+    case Classification::Origin:
+      return "origin";
+    case Classification::Structural:
+      return "structural";
+    case Classification::Receiver:
+      return "receiver";
+    case Classification::Metric:
+      return "metric";
   }
   return "?";
 }
 
 const char* structural_kind_name(StructuralKind k) {
   switch (k) {
-    case StructuralKind::None: return "none";
-    case StructuralKind::Inserted: return "inserted";
-    case StructuralKind::Deleted: return "deleted";
-    case StructuralKind::Reordered: return "reordered";
-    case StructuralKind::Fields: return "fields";
-    case StructuralKind::Buffers: return "buffers";
+    case StructuralKind::None:
+      return "none";
+    case StructuralKind::Inserted:
+      return "inserted";
+    case StructuralKind::Deleted:
+      return "deleted";
+    case StructuralKind::Reordered:
+      return "reordered";
+    case StructuralKind::Fields:
+      return "fields";
+    case StructuralKind::Buffers:
+      return "buffers";
   }
   return "?";
 }
@@ -85,8 +95,10 @@ struct Grouping {
     std::sort(rank.begin(), rank.end(), [&](uint32_t x, uint32_t y) { return keys[x] < keys[y]; });
     std::vector<uint32_t> position(keys.size());
     for (uint32_t i = 0; i < rank.size(); ++i) position[rank[i]] = i;
-    for (uint32_t& g : group_of_a) if (g != UINT32_MAX) g = position[g];
-    for (uint32_t& g : group_of_b) if (g != UINT32_MAX) g = position[g];
+    for (uint32_t& g : group_of_a)
+      if (g != UINT32_MAX) g = position[g];
+    for (uint32_t& g : group_of_b)
+      if (g != UINT32_MAX) g = position[g];
     std::vector<uint64_t> sorted_keys(keys.size());
     for (uint32_t i = 0; i < rank.size(); ++i) sorted_keys[i] = keys[rank[i]];
     bucket(a, group_of_a, count_a, order_a);
@@ -125,7 +137,8 @@ struct Grouping {
   void bucket(const OpTable& table, const std::vector<uint32_t>& group_of,
               std::vector<uint32_t>& start, std::vector<uint32_t>& order) {
     start.assign(keys.size() + 1, 0);
-    for (uint32_t g : group_of) if (g != UINT32_MAX) ++start[g + 1];
+    for (uint32_t g : group_of)
+      if (g != UINT32_MAX) ++start[g + 1];
     for (size_t g = 0; g < keys.size(); ++g) start[g + 1] += start[g];
     order.resize(start.back());
     std::vector<uint32_t> fill(start.begin(), start.end() - 1);
@@ -219,8 +232,9 @@ bool myers_align(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
   for (int d = 0; d <= max_d; ++d) {
     trace.emplace_back(v.begin() + offset - d - 1, v.begin() + offset + d + 2);
     for (int k = -d; k <= d; k += 2) {
-      int x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) ? v[offset + k + 1]
-                                                                            : v[offset + k - 1] + 1;
+      int x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
+                  ? v[offset + k + 1]
+                  : v[offset + k - 1] + 1;
       int y = x - k;
       while (x < n && y < m && a[x] == b[y]) ++x, ++y;
       v[offset + k] = x;
@@ -243,8 +257,7 @@ bool myers_align(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
   return false;
 }
 
-uint32_t occurrence_in_group(const OpTable& table, Ids ids,
-                             size_t position) {
+uint32_t occurrence_in_group(const OpTable& table, Ids ids, size_t position) {
   const Op& op = table[ids[position]];
   uint32_t n = 0;
   for (size_t i = 0; i <= position; ++i) {
@@ -261,9 +274,8 @@ std::string short_text(const OpTable& table, const Op& op, const StringPool& poo
   return text;
 }
 
-std::vector<ContextLine> context_lines(const OpTable& table, Ids ids,
-                                       size_t position, bool mark, int context,
-                                       const StringPool& pool) {
+std::vector<ContextLine> context_lines(const OpTable& table, Ids ids, size_t position, bool mark,
+                                       int context, const StringPool& pool) {
   std::vector<ContextLine> lines;
   size_t first = position > static_cast<size_t>(context) ? position - context : 0;
   size_t last = std::min(ids.size(), position + context + (mark ? 1 : 0));
@@ -277,7 +289,7 @@ std::vector<ContextLine> context_lines(const OpTable& table, Ids ids,
 // What differs between two ops of the same identity.
 struct PairOutcome {
   enum What { Equal, Fields, Buffers, Value } what = Equal;
-  int in_index = -1, out_index = -1;  // first differing input / output buffer (in A)
+  int in_index = -1, out_index = -1;      // first differing input / output buffer (in A)
   int in_index_b = -1, out_index_b = -1;  // the same buffers in B
   // Guessed regions: the first differing output whose region matched before the op (its
   // same-label input was fingerprinted and is equal): the op itself changed it.
@@ -353,8 +365,7 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
       if (j < 0) continue;  // a pointer that only one run passed twice or outside any allocation
       // An enclosing region's digest (trace::kDigestOfEnclosing) in one run only, or enclosing
       // regions of another size: not the same bytes.
-      if (x.bytes != bb[j].bytes ||
-          ((x.flags ^ bb[j].flags) & trace::kDigestOfEnclosing) != 0) {
+      if (x.bytes != bb[j].bytes || ((x.flags ^ bb[j].flags) & trace::kDigestOfEnclosing) != 0) {
         ++incomparable;
         continue;
       }
@@ -378,8 +389,8 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
         continue;
       const bool matched_before = std::any_of(pairs.begin(), pairs.end(), [&](auto p) {
         const OpBuffer &u = ba[p.first], &v = bb[p.second];
-        return u.role == trace::Role::In && u.label == x.label && u.has_value() &&
-               v.has_value() && u.fingerprint == v.fingerprint;
+        return u.role == trace::Role::In && u.label == x.label && u.has_value() && v.has_value() &&
+               u.fingerprint == v.fingerprint;
       });
       if (!matched_before) continue;
       outcome.fresh_out_index = i;
@@ -410,9 +421,10 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     // The kernel's scalar argument digest is volatile (record_kinds.def says why), so it never
     // decides; but next to a value difference it is a lead worth naming.
     const size_t args = fields::Kernel::args_digest;
-    if (a.kind == RecordKind::Kernel && args < fa.size() && args < fb.size() && fa[args] != fb[args])
-      outcome.detail += std::string(outcome.detail.empty() ? "" : "; ") +
-                        "scalar argument bytes differ too";
+    if (a.kind == RecordKind::Kernel && args < fa.size() && args < fb.size() &&
+        fa[args] != fb[args])
+      outcome.detail +=
+          std::string(outcome.detail.empty() ? "" : "; ") + "scalar argument bytes differ too";
   }
   return outcome;
 }
@@ -442,8 +454,11 @@ Quick quick_compare(const OpTable& ta, const Op& a, const OpTable& tb, const Op&
 }
 
 BufferDiff buffer_diff(const OpBuffer& x, const OpBuffer& y, const StringPool& pool) {
-  return BufferDiff{x.role == trace::Role::In ? "in" : "out", std::string(pool.text(x.label)),
-                    std::string(trace::dtype_name(x.dtype)), x.bytes, x.fingerprint,
+  return BufferDiff{x.role == trace::Role::In ? "in" : "out",
+                    std::string(pool.text(x.label)),
+                    std::string(trace::dtype_name(x.dtype)),
+                    x.bytes,
+                    x.fingerprint,
                     y.fingerprint};
 }
 
@@ -464,12 +479,11 @@ class WindowComparer {
   uint32_t epoch_of(uint32_t step, uint64_t anchor) const {
     auto it = collective_seqs_->find(step);
     if (it == collective_seqs_->end()) return 0;
-    return static_cast<uint32_t>(
-        std::lower_bound(it->second.begin(), it->second.end(), anchor) - it->second.begin());
+    return static_cast<uint32_t>(std::lower_bound(it->second.begin(), it->second.end(), anchor) -
+                                 it->second.begin());
   }
 
-  Divergence base(const Group& g, const Op& op, const OpTable& table,
-                  Ids ids, size_t position) {
+  Divergence base(const Group& g, const Op& op, const OpTable& table, Ids ids, size_t position) {
     Divergence d;
     d.rank = result_.rank;
     d.step = g.step;
@@ -542,7 +556,8 @@ class WindowComparer {
     const Op& y = b_[g.b[j]];
     ++result_.records_compared;
     switch (quick_compare(a_, x, b_, y)) {
-      case Quick::Equal: return;
+      case Quick::Equal:
+        return;
       case Quick::Value:
         // A value difference after the rank's first one, on an op that feeds neither the
         // collective list nor the metric: only counted (what the full path below would do).
@@ -552,7 +567,8 @@ class WindowComparer {
           return;
         }
         break;
-      case Quick::Other: break;
+      case Quick::Other:
+        break;
     }
     PairOutcome outcome = compare_pair(a_, x, b_, y, pool_);
     if (outcome.what == PairOutcome::Equal) return;
@@ -573,8 +589,13 @@ class WindowComparer {
     if (outcome.payload_differs && x.kind == RecordKind::Metric &&
         (!result_.metric ||
          std::tuple(g.step, x.seq) < std::tuple(result_.metric->step, result_.metric->seq_a))) {
-      MetricDivergence m{result_.rank, g.step, g.stream, std::string(pool_.text(x.name)),
-                         occurrence_in_group(a_, g.a, i), x.seq, y.seq,
+      MetricDivergence m{result_.rank,
+                         g.step,
+                         g.stream,
+                         std::string(pool_.text(x.name)),
+                         occurrence_in_group(a_, g.a, i),
+                         x.seq,
+                         y.seq,
                          a_.field(x, fields::Metric::dtype_hint)};
       auto pa = a_.payload(x), pb = b_.payload(y);
       m.a.assign(pa.begin(), pa.end());
@@ -604,18 +625,20 @@ class WindowComparer {
     if (fresh_origin) {
       d.classification = Classification::Origin;
       d.buffer = buffer_diff(ba[outcome.fresh_out_index], bb[outcome.fresh_out_index_b], pool_);
-      d.detail = fmt::format("output '{}' matched before the op and differs after it; input "
-                             "'{}' also differed, with no traced op before it that did (bytes "
-                             "no traced op wrote)",
-                             d.buffer->label, pool_.text(ba[outcome.in_index].label));
+      d.detail = fmt::format(
+          "output '{}' matched before the op and differs after it; input "
+          "'{}' also differed, with no traced op before it that did (bytes "
+          "no traced op wrote)",
+          d.buffer->label, pool_.text(ba[outcome.in_index].label));
     } else if (outcome.in_index >= 0) {
       d.classification = Classification::Receiver;
       d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
       if (unexplained) {
         d.epoch = epoch_of(d.step, d.anchor_seq);
-        d.detail = fmt::format("input '{}' differed, but no traced op before it did: bytes no "
-                               "traced op wrote (scratch or uninitialised memory)",
-                               d.buffer->label);
+        d.detail = fmt::format(
+            "input '{}' differed, but no traced op before it did: bytes no "
+            "traced op wrote (scratch or uninitialised memory)",
+            d.buffer->label);
         result_.first_unexplained = std::move(d);
         return;
       }
@@ -672,7 +695,8 @@ class WindowComparer {
         size_t j = moved->second;
         b_only.erase(moved);
         moved_b[j] = true;
-        structural(g, StructuralKind::Reordered, i, j, true, true, "at another place on the stream");
+        structural(g, StructuralKind::Reordered, i, j, true, true,
+                   "at another place on the stream");
         continue;
       }
       structural(g, StructuralKind::Deleted, i, std::min(b_after, kb.size()), true, false,
@@ -684,7 +708,8 @@ class WindowComparer {
         a_after = static_cast<size_t>(match_of_b[j]) + 1;
         continue;
       }
-      if (!moved_b[j]) structural(g, StructuralKind::Inserted, a_after, j, false, true, "only in run B");
+      if (!moved_b[j])
+        structural(g, StructuralKind::Inserted, a_after, j, false, true, "only in run B");
     }
   }
 

@@ -16,9 +16,7 @@ struct StepPair {
     return a && b && a->has_summary && b->has_summary && a->record_count == b->record_count &&
            a->digest == b->digest;
   }
-  uint64_t estimate() const {
-    return std::max(a ? a->record_count : 0, b ? b->record_count : 0);
-  }
+  uint64_t estimate() const { return std::max(a ? a->record_count : 0, b ? b->record_count : 0); }
 };
 
 std::vector<StepPair> merge_steps(const std::vector<StepInfo>& a, const std::vector<StepInfo>& b,
@@ -115,11 +113,10 @@ void combine_ranks(DiffResult& result) {
     if (!d.is_collective || d.classification != Classification::Origin) continue;
     for (const RankResult& other : result.ranks) {
       if (other.rank == d.rank) continue;
-      bool fed = std::any_of(other.collectives.begin(), other.collectives.end(),
-                             [&](const CollectiveStatus& c) {
-                               return c.comm_id == d.comm_id && c.comm_seq == d.comm_seq &&
-                                      c.in_differs;
-                             });
+      bool fed = std::any_of(
+          other.collectives.begin(), other.collectives.end(), [&](const CollectiveStatus& c) {
+            return c.comm_id == d.comm_id && c.comm_seq == d.comm_seq && c.in_differs;
+          });
       bool earlier = other.first && other.first->classification != Classification::Metric &&
                      blame_before(*other.first, d);
       if (fed || earlier) {
@@ -211,8 +208,8 @@ void parallel_for(size_t count, int threads, const std::atomic<bool>* stop, Fn&&
 DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& options) {
   DiffResult result;
   result.ranks.resize(ranks.size());
-  int threads = options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency());
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   // Collectives tie the ranks together: when one file is not whole, every rank is compared only
   // up to the last step complete everywhere.
   struct Survey {
@@ -252,13 +249,13 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   bool ranged = options.first_step != 0 || options.last_step != UINT32_MAX;
   if (ranged && (!result.trace_first_step || options.first_step > *result.trace_last_step ||
                  options.last_step < *result.trace_first_step))
-    throw StepRangeError(
-        result.trace_first_step
-            ? "steps " + std::to_string(options.first_step) + "-" +
-                  std::to_string(options.last_step) + " hold no step of either run (they hold " +
-                  std::to_string(*result.trace_first_step) + "-" +
-                  std::to_string(*result.trace_last_step) + ")"
-            : std::string("the runs hold no steps"));
+    throw StepRangeError(result.trace_first_step
+                             ? "steps " + std::to_string(options.first_step) + "-" +
+                                   std::to_string(options.last_step) +
+                                   " hold no step of either run (they hold " +
+                                   std::to_string(*result.trace_first_step) + "-" +
+                                   std::to_string(*result.trace_last_step) + ")"
+                             : std::string("the runs hold no steps"));
   DiffOptions effective = options;
   if (complete) {
     int64_t last = std::min<int64_t>(effective.last_step, *complete);
@@ -283,9 +280,12 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::Identical: return "identical";
-    case Verdict::Divergent: return "divergent";
-    case Verdict::Incomplete: return "incomplete";
+    case Verdict::Identical:
+      return "identical";
+    case Verdict::Divergent:
+      return "divergent";
+    case Verdict::Incomplete:
+      return "incomplete";
   }
   return "?";
 }
@@ -301,10 +301,9 @@ std::string coverage_line(const DiffResult& r) {
   if (r.trace_last_step && (!r.last_step || *r.last_step < *r.trace_last_step) &&
       !r.not_compared.empty()) {
     uint32_t from = r.last_step ? *r.last_step + 1 : *r.trace_first_step;
-    line += from == *r.trace_last_step
-                ? "; step " + std::to_string(from) + " not compared"
-                : "; steps " + std::to_string(from) + "-" + std::to_string(*r.trace_last_step) +
-                      " not compared";
+    line += from == *r.trace_last_step ? "; step " + std::to_string(from) + " not compared"
+                                       : "; steps " + std::to_string(from) + "-" +
+                                             std::to_string(*r.trace_last_step) + " not compared";
   }
   for (const std::string& reason : r.not_compared) line += "; " + reason;
   return line;

@@ -52,11 +52,11 @@ struct RankPair {
 
 struct DiffOptions {
   uint32_t first_step = 0, last_step = UINT32_MAX;
-  bool exhaustive = false;           // compare every step, even those whose summaries match
+  bool exhaustive = false;  // compare every step, even those whose summaries match
   // Records per run held at once (a step is never split). Small enough that both runs' tables of
   // both workers stay in cache: 1 << 16 (tables of ~13 MB each) was ~20% slower, measured.
   size_t window_records = 1u << 14;
-  int threads = 0;                   // 0: one per core
+  int threads = 0;  // 0: one per core
   CompareOptions compare;
   std::function<void(int ranks_done, int ranks_total)> progress;  // called from workers
 };

@@ -63,8 +63,8 @@ std::vector<std::string> FileRankInput::incomplete() {
   std::string prefix;
   if (!whole()) {
     int64_t through = *complete_through();
-    prefix = through < 0 ? std::string(": no complete step") : ": readable prefix up to step " +
-                                                                   std::to_string(through);
+    prefix = through < 0 ? std::string(": no complete step")
+                         : ": readable prefix up to step " + std::to_string(through);
   }
   if (salvaged_)
     reasons.push_back(integrity_->corruption + ", salvaged the prefix before it" + prefix);
@@ -72,7 +72,8 @@ std::vector<std::string> FileRankInput::incomplete() {
     reasons.push_back(path + ": cut off at offset " +
                       std::to_string(integrity_ && integrity_->truncated
                                          ? integrity_->truncation_offset
-                                         : reader_->truncation_offset()) + prefix);
+                                         : reader_->truncation_offset()) +
+                      prefix);
   else if (!end_->has_value())
     reasons.push_back(path + ": no end record (the writer did not finish)" + prefix);
   if (const std::optional<trace::TraceEnd>& end = *end_) {
@@ -92,8 +93,9 @@ void FileRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTabl
   auto lookup = [this](trace::StringId id) { return reader_->string(id); };
   reader_->for_each_record(first, last, [&](const trace::Record& record) {
     if (record.step < first || record.step > last) return true;
-    out.add_with(record, translator_.translate(record.name, pool, lookup),
-                 [&](size_t, trace::StringId label) { return translator_.translate(label, pool, lookup); });
+    out.add_with(
+        record, translator_.translate(record.name, pool, lookup),
+        [&](size_t, trace::StringId label) { return translator_.translate(label, pool, lookup); });
     return true;
   });
 }

@@ -33,7 +33,7 @@ class FileRankInput : public RankInput {
   bool salvaged_ = false;
   std::optional<std::optional<trace::TraceEnd>> end_;
   std::optional<int64_t> complete_;  // last_complete_step, once counted
-  StringTranslator translator_;  // into the one pool this input is used with
+  StringTranslator translator_;      // into the one pool this input is used with
 };
 
 }  // namespace lockstep::tools

@@ -20,7 +20,7 @@ enum class StructuralKind { None, Inserted, Deleted, Reordered, Fields, Buffers 
 const char* structural_kind_name(StructuralKind k);
 
 struct BufferDiff {
-  std::string role;   // "in" | "out"
+  std::string role;  // "in" | "out"
   std::string label;
   std::string dtype;
   uint64_t bytes = 0;
@@ -40,20 +40,20 @@ struct Divergence {
   uint32_t stream = 0;
   Classification classification = Classification::Origin;
   StructuralKind structural = StructuralKind::None;
-  std::string kind;        // record kind CLI name
+  std::string kind;  // record kind CLI name
   std::string name;
-  uint32_t occurrence = 0; // 1-based occurrence of (kind, name) on this stream in this step
+  uint32_t occurrence = 0;        // 1-based occurrence of (kind, name) on this stream in this step
   uint64_t seq_a = 0, seq_b = 0;  // 0 where the op is absent from that run
   std::optional<BufferDiff> buffer;
-  std::string detail;      // one line for people
+  std::string detail;  // one line for people
   bool is_collective = false;
   uint64_t comm_id = 0, comm_seq = 0;
   int received_from = -1;  // receiver collective: a rank whose input differed
   // Ordering inside the rank and across ranks.
   uint64_t anchor_seq = 0;  // seq in run A (or of the A op just before an inserted op)
   uint8_t anchor_sub = 0;
-  uint32_t epoch = 0;       // collectives of the step before this op on this rank
-  std::vector<ContextLine> context_a, context_b;  // structural only
+  uint32_t epoch = 0;  // collectives of the step before this op on this rank
+  std::vector<ContextLine> context_a, context_b;      // structural only
   size_t context_before_a = 0, context_before_b = 0;  // lines before the divergence point
 };
 
@@ -96,11 +96,11 @@ struct RankResult {
 
 struct DiffResult {
   bool divergent = false;
-  std::vector<RankResult> ranks;             // by rank
-  std::vector<Divergence> first_by_epoch;    // each rank's first divergence, in blame order
-  std::optional<Divergence> culprit;         // first origin (or structural) in that order
-  std::optional<MetricDivergence> metric;    // earliest step, then lowest rank
-  std::vector<Divergence> structural;        // all ranks, capped
+  std::vector<RankResult> ranks;           // by rank
+  std::vector<Divergence> first_by_epoch;  // each rank's first divergence, in blame order
+  std::optional<Divergence> culprit;       // first origin (or structural) in that order
+  std::optional<MetricDivergence> metric;  // earliest step, then lowest rank
+  std::vector<Divergence> structural;      // all ranks, capped
   uint64_t structural_total = 0;
   uint64_t records_compared = 0, steps_compared = 0, steps_skipped = 0;
   uint64_t divergent_records = 0;  // counted where steps were decoded (not in skipped steps)

@@ -39,8 +39,8 @@ class RankWriter {
 
   trace::TraceWriter& writer() { return *writer_; }
 
-  void op(RecordKind kind, uint32_t step, uint32_t stream, const std::string& name,
-          uint64_t in_fp, uint64_t out_fp, bool fingerprinted, uint64_t algo = 3) {
+  void op(RecordKind kind, uint32_t step, uint32_t stream, const std::string& name, uint64_t in_fp,
+          uint64_t out_fp, bool fingerprinted, uint64_t algo = 3) {
     Record& r = scratch_;
     r.clear();
     r.kind = kind;
@@ -67,16 +67,18 @@ class RankWriter {
       in_label = "send", out_label = "recv";
     }
     uint8_t flags = fingerprinted ? (trace::kFingerprintValid | trace::kExtentExact) : 0;
-    trace::BufferFingerprint in{trace::Role::In, trace::DType::BF16, flags,
-                                writer_->intern(in_label), 1 << 21, fingerprinted ? in_fp : 0};
-    trace::BufferFingerprint out{trace::Role::Out, trace::DType::BF16, flags,
-                                 writer_->intern(out_label), 1 << 21, fingerprinted ? out_fp : 0};
+    trace::BufferFingerprint in{trace::Role::In, trace::DType::BF16,
+                                flags,           writer_->intern(in_label),
+                                1 << 21,         fingerprinted ? in_fp : 0};
+    trace::BufferFingerprint out{
+        trace::Role::Out, trace::DType::BF16,        flags, writer_->intern(out_label),
+        1 << 21,          fingerprinted ? out_fp : 0};
     r.buffers.push_back(in);
     r.buffers.push_back(out);
     if (spec_.flagged_inputs && kind == RecordKind::Kernel && fingerprinted) {
       const uint8_t read_only = trace::kFingerprintValid | trace::kLearnedReadOnly;
-      r.buffers.push_back({trace::Role::In, trace::DType::Bytes, read_only,
-                           writer_->intern("arg1"), 4096, 0x5eed});
+      r.buffers.push_back(
+          {trace::Role::In, trace::DType::Bytes, read_only, writer_->intern("arg1"), 4096, 0x5eed});
       r.buffers.push_back({trace::Role::In, trace::DType::Bytes, trace::kNotWrittenSinceAlloc,
                            writer_->intern("arg2"), 4096, 0});
     }
@@ -146,10 +148,12 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
         if (gemm && find_plant(spec, Plant::GemmAlgo, rank, step, i)) algo = 7, out ^= 0x55;
         if (find_plant(spec, Plant::Output, rank, step, i)) out ^= 1;
         if (w) {
-          if (gemm) w->op(RecordKind::Gemm, step, stream, "cublasLtMatmul", s, out, broad, algo);
+          if (gemm)
+            w->op(RecordKind::Gemm, step, stream, "cublasLtMatmul", s, out, broad, algo);
           else
             w->op(RecordKind::Kernel, step, stream,
-                  fmt::format("void layer{}_forward<__nv_bfloat16, 128>(Params)", i % 16), s, out, all);
+                  fmt::format("void layer{}_forward<__nv_bfloat16, 128>(Params)", i % 16), s, out,
+                  all);
         }
         s = out;
       }
@@ -160,7 +164,8 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
       uint64_t before = state[rank];
       state[rank] = mix(reduced, step);
       if (RankWriter* w = writers[rank].get()) {
-        w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, reduced, broad);
+        w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, reduced,
+              broad);
         w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", reduced,
               state[rank], all);
         if (spec.metrics) {

@@ -32,14 +32,14 @@ struct Spec {
   uint32_t ops_per_step = 8;  // compute ops per rank per step
   uint32_t streams = 2;       // compute streams; the all-reduce uses stream streams + 1
   bool metrics = true;
-  std::string level = "full";      // broad: only GEMMs and collectives carry fingerprints
+  std::string level = "full";  // broad: only GEMMs and collectives carry fingerprints
   uint32_t fp_first_step = 0, fp_last_step = UINT32_MAX;  // fingerprint window (LOCKSTEP_STEPS)
   std::vector<Plant> plants;
-  std::optional<int> only_rank;    // write just this rank's file (one process per rank)
-  std::optional<int> header_world_size;  // lie in the header (tests of bad input)
+  std::optional<int> only_rank;              // write just this rank's file (one process per rank)
+  std::optional<int> header_world_size;      // lie in the header (tests of bad input)
   std::optional<std::string> header_run_id;  // another run's id in the headers (default: run_id)
-  bool flush_every_step = true;  // false: record blocks span several steps
-  size_t block_bytes = 0;        // the writer's block size (0: its default)
+  bool flush_every_step = true;              // false: record blocks span several steps
+  size_t block_bytes = 0;                    // the writer's block size (0: its default)
   size_t writer_memory = 64u << 20;
   // Level full's flagged inputs on every fingerprinted kernel: an input "arg1" learned read-only
   // (a digest, no output entry) and an input "arg2" not written since its allocation (no value).
@@ -48,6 +48,7 @@ struct Spec {
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error
 // message, empty on success.
-std::string write_run(const std::string& dir, const Spec& spec, const std::string& run_id = "synthetic");
+std::string write_run(const std::string& dir, const Spec& spec,
+                      const std::string& run_id = "synthetic");
 
 }  // namespace lockstep::tools::synth

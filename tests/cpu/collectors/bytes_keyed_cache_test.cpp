@@ -82,7 +82,7 @@ TEST(BytesKeyedCache, AnEntryFoundChangedTurnsEveryCacheOfItsKindOff) {
   lib.answer = 60;  // changed behind equal bytes
   for (uint32_t hit = 1; hit < Cache::kVerifyEvery; ++hit)
     EXPECT_EQ(cache.get(&layout, 1, off, lib.reader()), 51u);  // not seen until checked
-  EXPECT_EQ(cache.get(&layout, 1, off, lib.reader()), 61u);   // the 16th hit: read, differs
+  EXPECT_EQ(cache.get(&layout, 1, off, lib.reader()), 61u);    // the 16th hit: read, differs
   EXPECT_TRUE(off.load());
   EXPECT_EQ(cache.stats().mismatches, 1u);
   const int before = lib.reads;

@@ -20,7 +20,8 @@ struct RankRun {
     const int color = rank % 2;
     child_a = registry.child_created(handle(address_base + 3), handle(address_base + 1), color, 2,
                                      rank / 2);
-    child_b = registry.child_created(handle(address_base + 4), handle(address_base + 1), 7, 4, rank);
+    child_b =
+        registry.child_created(handle(address_base + 4), handle(address_base + 1), 7, 4, rank);
     child_again = registry.child_created(handle(address_base + 5), handle(address_base + 1), color,
                                          2, rank / 2);
   }
@@ -42,8 +43,8 @@ TEST(CommIdentity, SameOnEveryRankAndRunIndependentOfAddresses) {
   // A second run of rank 2 at other addresses.
   EXPECT_EQ(r2.child_a, r2_again.child_a);
   EXPECT_EQ(r2.child_again, r2_again.child_again);
-  std::set<uint64_t> ids = {r0.world, r0.second, r0.child_a, r1.child_a, r0.child_b,
-                            r0.child_again};
+  std::set<uint64_t> ids = {r0.world,   r0.second,  r0.child_a,
+                            r1.child_a, r0.child_b, r0.child_again};
   EXPECT_EQ(ids.size(), 6u);
 }
 

@@ -96,7 +96,9 @@ TEST(Config, StepSources) {
 }
 
 TEST(Config, BooleansAndRunId) {
-  ConfigResult r = parse({{env::kDebug, "1"}, {env::kFailHard, "yes"}, {env::kOverwrite, "0"},
+  ConfigResult r = parse({{env::kDebug, "1"},
+                          {env::kFailHard, "yes"},
+                          {env::kOverwrite, "0"},
                           {env::kRunId, "run-1.a_b"}});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r.config.debug);
@@ -162,12 +164,13 @@ TEST(Config, SwitchesOnByDefault) {
 }
 
 TEST(Config, TableCoversEveryVariableOnce) {
-  const char* names[] = {env::kDir, env::kLevel, env::kSteps, env::kKernels, env::kMaxRegion,
-                         env::kMetricBytes, env::kStepOn, env::kDebug, env::kRunId,
-                         env::kOverwrite, env::kFailHard, env::kMemory, env::kHashMemory,
-                         env::kValidate, env::kMergeHashes, env::kReuseDigests,
-                         env::kSkipUnwritten, env::kLearnReadOnly, env::kRecallFills,
-                         env::kFromCli, env::kLib};
+  const char* names[] = {env::kDir,          env::kLevel,         env::kSteps,
+                         env::kKernels,      env::kMaxRegion,     env::kMetricBytes,
+                         env::kStepOn,       env::kDebug,         env::kRunId,
+                         env::kOverwrite,    env::kFailHard,      env::kMemory,
+                         env::kHashMemory,   env::kValidate,      env::kMergeHashes,
+                         env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
+                         env::kRecallFills,  env::kFromCli,       env::kLib};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
@@ -183,7 +186,8 @@ TEST(Config, ReadmesCarryTheSameTable) {
     std::stringstream text;
     text << readme.rdbuf();
     EXPECT_NE(text.str().find(settings::markdown_table()), std::string::npos)
-        << path << " must contain exactly:\n" << settings::markdown_table();
+        << path << " must contain exactly:\n"
+        << settings::markdown_table();
   }
 }
 
@@ -223,8 +227,9 @@ TEST(Config, WithFailHardTheMessageSaysTheJobStopsAndNotThatItRunsUntraced) {
 // The trace that cannot be opened at the first CUDA call says the same as a bad setting.
 TEST(Config, AFailureLineSaysWhetherTheJobStopsAndNamesFlagsThroughTheCli) {
   Config config;
-  const std::string what = "cannot write a trace in /x: LOCKSTEP_DIR /x holds a trace of another "
-                           "run (run id r); use a new directory or LOCKSTEP_OVERWRITE=1";
+  const std::string what =
+      "cannot write a trace in /x: LOCKSTEP_DIR /x holds a trace of another "
+      "run (run id r); use a new directory or LOCKSTEP_OVERWRITE=1";
   EXPECT_EQ(failure_line(config, "x"), "lockstep: x; running untraced");
   config.fail_hard = true;
   EXPECT_EQ(failure_line(config, "x"),
@@ -258,9 +263,11 @@ TEST(Config, ThroughLockstepRunMessagesNameTheFlags) {
 
 TEST(Config, LoadWarnsOfUnknownVariablesWithoutFailing) {
   const char* envp[] = {"LOCKSTEP_LEVL=full", "LOCKSTEP_LEVEL=off", nullptr};
-  ConfigResult r = load_config([](const char* name) -> const char* {
-    return std::string(name) == "LOCKSTEP_LEVEL" ? "off" : nullptr;
-  }, envp);
+  ConfigResult r = load_config(
+      [](const char* name) -> const char* {
+        return std::string(name) == "LOCKSTEP_LEVEL" ? "off" : nullptr;
+      },
+      envp);
   EXPECT_TRUE(r.ok());
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_NE(r.warnings[0].find("(nearest: LOCKSTEP_LEVEL)"), std::string::npos) << r.warnings[0];
@@ -268,11 +275,13 @@ TEST(Config, LoadWarnsOfUnknownVariablesWithoutFailing) {
 
 TEST(Config, LoadChecksTheTraceDirectoryWhenTracingIsOn) {
   auto with_dir = [](const char* dir, const char* level) {
-    return load_config([=](const char* name) -> const char* {
-      if (std::string(name) == env::kDir) return dir;
-      if (std::string(name) == env::kLevel) return level;
-      return nullptr;
-    }, nullptr);
+    return load_config(
+        [=](const char* name) -> const char* {
+          if (std::string(name) == env::kDir) return dir;
+          if (std::string(name) == env::kLevel) return level;
+          return nullptr;
+        },
+        nullptr);
   };
   ConfigResult r = with_dir("/proc/forbidden", "broad");
   ASSERT_EQ(r.errors.size(), 1u);

@@ -22,10 +22,19 @@ Touched reference(NcclOp op, uint64_t count, int nranks, int rank, int root) {
   Touched t;
   const bool is_root = rank == root;
   switch (op) {
-    case NcclOp::AllReduce: t.read(0, count); t.write(0, count); break;
+    case NcclOp::AllReduce:
+      t.read(0, count);
+      t.write(0, count);
+      break;
     case NcclOp::Broadcast:
-    case NcclOp::Bcast: if (is_root) t.read(0, count); t.write(0, count); break;
-    case NcclOp::Reduce: t.read(0, count); if (is_root) t.write(0, count); break;
+    case NcclOp::Bcast:
+      if (is_root) t.read(0, count);
+      t.write(0, count);
+      break;
+    case NcclOp::Reduce:
+      t.read(0, count);
+      if (is_root) t.write(0, count);
+      break;
     case NcclOp::AllGather:
       t.read(0, count);
       for (int from = 0; from < nranks; ++from) t.write(from * count, count);
@@ -35,28 +44,35 @@ Touched reference(NcclOp op, uint64_t count, int nranks, int rank, int root) {
       t.write(0, count);
       break;
     case NcclOp::AlltoAll:
-      for (int peer = 0; peer < nranks; ++peer) t.read(peer * count, count), t.write(peer * count, count);
+      for (int peer = 0; peer < nranks; ++peer)
+        t.read(peer * count, count), t.write(peer * count, count);
       break;
     case NcclOp::Gather:
       t.read(0, count);
-      if (is_root) for (int from = 0; from < nranks; ++from) t.write(from * count, count);
+      if (is_root)
+        for (int from = 0; from < nranks; ++from) t.write(from * count, count);
       break;
     case NcclOp::Scatter:
-      if (is_root) for (int to = 0; to < nranks; ++to) t.read(to * count, count);
+      if (is_root)
+        for (int to = 0; to < nranks; ++to) t.read(to * count, count);
       t.write(0, count);
       break;
-    case NcclOp::Send: t.read(0, count); break;
-    case NcclOp::Recv: t.write(0, count); break;
+    case NcclOp::Send:
+      t.read(0, count);
+      break;
+    case NcclOp::Recv:
+      t.write(0, count);
+      break;
   }
   return t;
 }
 
 TEST(NcclExtents, EveryOpRankAndRootMatchesTheReferenceModel) {
-  const NcclOp ops[] = {NcclOp::AllReduce, NcclOp::Broadcast, NcclOp::Bcast, NcclOp::Reduce,
-                        NcclOp::AllGather, NcclOp::ReduceScatter, NcclOp::AlltoAll,
-                        NcclOp::Gather, NcclOp::Scatter, NcclOp::Send, NcclOp::Recv};
-  const ncclDataType_t types[] = {ncclInt8, ncclFloat16, ncclBfloat16, ncclFloat32, ncclFloat64,
-                                  ncclFloat8e4m3, ncclUint64};
+  const NcclOp ops[] = {NcclOp::AllReduce, NcclOp::Broadcast,     NcclOp::Bcast,    NcclOp::Reduce,
+                        NcclOp::AllGather, NcclOp::ReduceScatter, NcclOp::AlltoAll, NcclOp::Gather,
+                        NcclOp::Scatter,   NcclOp::Send,          NcclOp::Recv};
+  const ncclDataType_t types[] = {ncclInt8,    ncclFloat16,    ncclBfloat16, ncclFloat32,
+                                  ncclFloat64, ncclFloat8e4m3, ncclUint64};
   int checked = 0;
   for (NcclOp op : ops)
     for (ncclDataType_t type : types)
@@ -97,22 +113,21 @@ TEST(NcclExtents, InPlaceFollowsTheHeaderComments) {
   EXPECT_TRUE(nccl_extents(NcclOp::Reduce, count, esz, 4, 0, 0, base, base).in_place);
   EXPECT_TRUE(nccl_extents(NcclOp::Bcast, count, esz, 4, 3, 0, base, base).in_place);
   // AllGather: sendbuff == recvbuff + rank * sendcount.
-  EXPECT_TRUE(nccl_extents(NcclOp::AllGather, count, esz, 4, 2, 0, base + 2 * count * esz, base)
-                  .in_place);
+  EXPECT_TRUE(
+      nccl_extents(NcclOp::AllGather, count, esz, 4, 2, 0, base + 2 * count * esz, base).in_place);
   EXPECT_FALSE(nccl_extents(NcclOp::AllGather, count, esz, 4, 2, 0, base, base).in_place);
   EXPECT_TRUE(nccl_extents(NcclOp::AllGather, count, esz, 4, 0, 0, base, base).in_place);
   // ReduceScatter: recvbuff == sendbuff + rank * recvcount.
-  EXPECT_TRUE(nccl_extents(NcclOp::ReduceScatter, count, esz, 4, 3, 0, base,
-                           base + 3 * count * esz).in_place);
+  EXPECT_TRUE(nccl_extents(NcclOp::ReduceScatter, count, esz, 4, 3, 0, base, base + 3 * count * esz)
+                  .in_place);
   EXPECT_FALSE(nccl_extents(NcclOp::ReduceScatter, count, esz, 4, 3, 0, base, base).in_place);
   // Gather: sendbuff == recvbuff + root * count (root only); Scatter: recvbuff == sendbuff +
   // root * count.
-  EXPECT_TRUE(nccl_extents(NcclOp::Gather, count, esz, 4, 1, 1, base + count * esz, base)
-                  .in_place);
-  EXPECT_FALSE(nccl_extents(NcclOp::Gather, count, esz, 4, 0, 1, base + count * esz, base)
-                   .in_place);
-  EXPECT_TRUE(nccl_extents(NcclOp::Scatter, count, esz, 4, 2, 2, base, base + 2 * count * esz)
-                  .in_place);
+  EXPECT_TRUE(nccl_extents(NcclOp::Gather, count, esz, 4, 1, 1, base + count * esz, base).in_place);
+  EXPECT_FALSE(
+      nccl_extents(NcclOp::Gather, count, esz, 4, 0, 1, base + count * esz, base).in_place);
+  EXPECT_TRUE(
+      nccl_extents(NcclOp::Scatter, count, esz, 4, 2, 2, base, base + 2 * count * esz).in_place);
   EXPECT_FALSE(nccl_extents(NcclOp::Send, count, esz, 4, 2, 2, base, base).in_place);
 }
 
@@ -123,8 +138,7 @@ uint64_t brute_elements(int64_t rows, int64_t cols, int64_t ld, int64_t batch, i
   uint64_t end = 0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t j = 0; j < cols; ++j)
-      for (int64_t i = 0; i < rows; ++i)
-        end = std::max<uint64_t>(end, b * stride + i + j * ld + 1);
+      for (int64_t i = 0; i < rows; ++i) end = std::max<uint64_t>(end, b * stride + i + j * ld + 1);
   return end;
 }
 
@@ -142,15 +156,20 @@ TEST(CublasExtents, GemmLayoutsWithTransposesAndBatches) {
                   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k;
                   g.type_a = g.type_b = type;
                   g.type_c = CUDA_R_32F;
-                  const int64_t a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
-                  const int64_t b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+                  const int64_t a_rows = ta == CUBLAS_OP_N ? m : k,
+                                a_cols = ta == CUBLAS_OP_N ? k : m;
+                  const int64_t b_rows = tb == CUBLAS_OP_N ? k : n,
+                                b_cols = tb == CUBLAS_OP_N ? n : k;
                   g.lda = a_rows + pad, g.ldb = b_rows + pad, g.ldc = m + pad;
                   g.batch = batch;
-                  g.stride_a = g.lda * a_cols + 5, g.stride_b = g.ldb * b_cols, g.stride_c = g.ldc * n;
+                  g.stride_a = g.lda * a_cols + 5, g.stride_b = g.ldb * b_cols,
+                  g.stride_c = g.ldc * n;
                   const int64_t esz = cuda_type_bits(type) / 8;
                   GemmOperandExtents e = cublas_gemm_extents(g);
-                  ASSERT_EQ(e.a_bytes, esz * brute_elements(a_rows, a_cols, g.lda, batch, g.stride_a));
-                  ASSERT_EQ(e.b_bytes, esz * brute_elements(b_rows, b_cols, g.ldb, batch, g.stride_b));
+                  ASSERT_EQ(e.a_bytes,
+                            esz * brute_elements(a_rows, a_cols, g.lda, batch, g.stride_a));
+                  ASSERT_EQ(e.b_bytes,
+                            esz * brute_elements(b_rows, b_cols, g.ldb, batch, g.stride_b));
                   ASSERT_EQ(e.c_bytes, 4 * brute_elements(m, n, g.ldc, batch, g.stride_c));
                   ++checked;
                 }

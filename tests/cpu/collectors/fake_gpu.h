@@ -63,8 +63,14 @@ class FakeGpu {
   static CUcontext context() { return reinterpret_cast<CUcontext>(0x10); }
 
  private:
-  static CUresult ctx_get_current(CUcontext* ctx) { *ctx = context(); return CUDA_SUCCESS; }
-  static CUresult ctx_get_device(CUdevice* device) { *device = 0; return CUDA_SUCCESS; }
+  static CUresult ctx_get_current(CUcontext* ctx) {
+    *ctx = context();
+    return CUDA_SUCCESS;
+  }
+  static CUresult ctx_get_device(CUdevice* device) {
+    *device = 0;
+    return CUDA_SUCCESS;
+  }
   static CUresult ok() { return CUDA_SUCCESS; }
   static CUresult module_load(CUmodule* module, const void*) {
     *module = reinterpret_cast<CUmodule>(0x20);
@@ -102,8 +108,8 @@ class FakeGpu {
     }
     return p->count;
   }
-  static CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
-                         unsigned, unsigned, CUstream stream, void** args, void**) {
+  static CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                         unsigned, CUstream stream, void** args, void**) {
     using lockstep::hashing::lsf1::kLargeBatch;
     using lockstep::hashing::lsf1::kSmallBatch;
     FakeGpu& gpu = instance();
@@ -137,9 +143,18 @@ class FakeGpu {
     return CUDA_SUCCESS;
   }
   static CUresult exchange_mode(CUstreamCaptureMode*) { return CUDA_SUCCESS; }
-  static CUresult error_string(CUresult, const char** text) { *text = "fake"; return CUDA_SUCCESS; }
-  static CUresult attribute(int* v, CUdevice_attribute, CUdevice) { *v = 132; return CUDA_SUCCESS; }
-  static CUresult occupancy(int* blocks, CUfunction, int, size_t) { *blocks = 8; return CUDA_SUCCESS; }
+  static CUresult error_string(CUresult, const char** text) {
+    *text = "fake";
+    return CUDA_SUCCESS;
+  }
+  static CUresult attribute(int* v, CUdevice_attribute, CUdevice) {
+    *v = 132;
+    return CUDA_SUCCESS;
+  }
+  static CUresult occupancy(int* blocks, CUfunction, int, size_t) {
+    *blocks = 8;
+    return CUDA_SUCCESS;
+  }
   static CUresult stream_create(CUstream* s, unsigned) {
     *s = reinterpret_cast<CUstream>(0x40);
     return CUDA_SUCCESS;

@@ -15,7 +15,11 @@ const std::vector<ParamInfo> kLayout = {{0, 8}, {8, 4}, {16, 24}, {40, 1}};
 struct Args {
   uintptr_t x;
   int n;
-  struct { uintptr_t a; double d; uintptr_t b; } p;
+  struct {
+    uintptr_t a;
+    double d;
+    uintptr_t b;
+  } p;
   char c;
 };
 

@@ -37,22 +37,22 @@ TEST(KernelWrites, PyTorchContiguousFillsAreWholeWriters) {
 TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
   // Strided fills (unrolled kernel with offset calculators), other functors, two outputs, an
   // unknown element type, a mismatched signature, and the right name with the wrong layout.
-  for (const char* name : {
-           "void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, "
-           "std::array<char*, 1ul>, TrivialOffsetCalculator<0, unsigned int> >(int, "
-           "at::native::FillFunctor<float>, std::array<char*, 1ul>)",
-           "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-           "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, "
-           "3ul>)",
-           "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-           "std::array<char*, 2ul> >(int, at::native::FillFunctor<float>, std::array<char*, 2ul>)",
-           "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<my::T>, "
-           "std::array<char*, 1ul> >(int, at::native::FillFunctor<my::T>, std::array<char*, 1ul>)",
-           "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-           "std::array<char*, 1ul> >(int, at::native::FillFunctor<double>, std::array<char*, 1ul>)",
-           "void at::native::vectorized_elementwise_kernel<, at::native::FillFunctor<float>, "
-           "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
-           "fill(float*, int, float)"}) {
+  for (const char* name :
+       {"void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, "
+        "std::array<char*, 1ul>, TrivialOffsetCalculator<0, unsigned int> >(int, "
+        "at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, "
+        "3ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "std::array<char*, 2ul> >(int, at::native::FillFunctor<float>, std::array<char*, 2ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<my::T>, "
+        "std::array<char*, 1ul> >(int, at::native::FillFunctor<my::T>, std::array<char*, 1ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "std::array<char*, 1ul> >(int, at::native::FillFunctor<double>, std::array<char*, 1ul>)",
+        "void at::native::vectorized_elementwise_kernel<, at::native::FillFunctor<float>, "
+        "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+        "fill(float*, int, float)"}) {
     EXPECT_FALSE(whole_write_of(name, kFillLayout).has_value()) << name;
   }
   EXPECT_FALSE(whole_write_of(kFloatFill, {{0, 8}, {8, 4}, {16, 8}}).has_value());
@@ -62,7 +62,13 @@ TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
 // The bias-gradient reduction of the GPT example on PyTorch 2.11 (one ReduceOp struct of 1048
 // bytes; the trace showed cta_buf at +1016 and the semaphores at +1024).
 constexpr const char* kReduce =
-    "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8> >(at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, c10::BFloat16, 4, 8>)";
+    "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<c10::BFloat16, "
+    "at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, "
+    "c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, "
+    "c10::BFloat16, 4, 8> >(at::native::ReduceOp<c10::BFloat16, "
+    "at::native::func_wrapper_t<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, "
+    "c10::BFloat16>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, "
+    "c10::BFloat16, 4, 8>)";
 
 TEST(KernelWrites, PyTorchReductionsStageInAScratchBuffer) {
   auto scratch = scratch_word_of(kReduce, {{0, 1048}});
@@ -148,10 +154,10 @@ TEST(KernelWrites, TensorListTablesAreSizedFromTheParameter) {
   EXPECT_EQ(three->depth, 3u);
   EXPECT_EQ(three->max_tensors, 64u);
   EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 0), 0);
-  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 65), 1);     // list 1, tensor 1
-  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 191), 63);   // list 2, the last
-  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 192), -1);   // numel_for_tensor
-  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 12), -1);        // not a word
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 65), 1);    // list 1, tensor 1
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 191), 63);  // list 2, the last
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 8 * 192), -1);  // numel_for_tensor
+  EXPECT_EQ(tensor_of_word(*three, {{0, 3656}}, 12), -1);       // not a word
   // A size no table gives, the scalar-list variant, another kernel.
   EXPECT_FALSE(tensor_list_of(kTensorList1, {{0, 3368 + 8}}).has_value());
   EXPECT_FALSE(tensor_list_of(kTensorList1, {}).has_value());
@@ -174,7 +180,8 @@ TEST(KernelWrites, ALaunchWorksOnTheTensorsItsBlocksName) {
   std::vector<uint8_t> touched;
   ASSERT_TRUE(touched_tensors(list, layout, bytes, 3, &touched));
   std::vector<int> names;
-  for (int t = 0; t < 110; ++t) if (touched[t]) names.push_back(t);
+  for (int t = 0; t < 110; ++t)
+    if (touched[t]) names.push_back(t);
   EXPECT_EQ(names, (std::vector<int>{3, 4}));
   // Not PyTorch's table: a block going back (its entry 3 inside the grid), more blocks than the
   // table, a tensor with no elements, bytes cut short.

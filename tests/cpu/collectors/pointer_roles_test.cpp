@@ -23,7 +23,7 @@ TEST(PointerRoles, EightUnchangedLaunchesOverTwoStepsLearn) {
   EXPECT_FALSE(roles.read_only(8));
   EXPECT_EQ(roles.observe(8, 1, false, true), Change::Learned);
   EXPECT_TRUE(roles.read_only(8));
-  EXPECT_FALSE(roles.read_only(0));    // another word
+  EXPECT_FALSE(roles.read_only(0));  // another word
   EXPECT_FALSE(roles.read_only(15 * 8 + 4096));
   EXPECT_EQ(roles.observe(8, 2, false, true), Change::None);  // learned once
 }

@@ -21,9 +21,9 @@ TEST(RegionDigests, InFlightOnlyOnItsStreamArrivedOnAny) {
   EXPECT_EQ(known->slot, 7u);
   EXPECT_FALSE(d.find(kBase, 4096, kCtx, kOtherStream));  // no stream order to rely on
   EXPECT_FALSE(d.find(kBase, 4096, kOtherCtx, kStream));
-  EXPECT_FALSE(d.find(kBase, 4095, kCtx, kStream));        // another extent: another region
+  EXPECT_FALSE(d.find(kBase, 4095, kCtx, kStream));  // another extent: another region
   EXPECT_FALSE(d.find(kBase + 8, 4088, kCtx, kStream));
-  d.arrived(kBase, 6, 0xdead);                              // an older slot: ignored
+  d.arrived(kBase, 6, 0xdead);  // an older slot: ignored
   EXPECT_FALSE(d.find(kBase, 4096, kCtx, kStream)->arrived);
   d.arrived(kBase, 7, 0xbeef);
   known = d.find(kBase, 4096, kCtx, kOtherStream);
@@ -139,9 +139,9 @@ TEST(RegionDigests, NoEntryOverlapsAWriteInProgress) {
   RegionDigests d;
   int call = 0, other = 0;
   d.write_begins(&call, kBase + 4096, kBase + 8192);
-  d.hashed(kBase + 4000, 200, kBase, kCtx, kStream, 1);   // overlaps: not kept
-  d.hashed(kBase, 4096, kBase, kCtx, kStream, 2);         // touches only: kept
-  d.hashed(kBase + 8192, 64, kBase, kCtx, kStream, 3);    // kept
+  d.hashed(kBase + 4000, 200, kBase, kCtx, kStream, 1);  // overlaps: not kept
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 2);        // touches only: kept
+  d.hashed(kBase + 8192, 64, kBase, kCtx, kStream, 3);   // kept
   EXPECT_FALSE(d.find(kBase + 4000, 200, kCtx, kStream));
   EXPECT_TRUE(d.find(kBase, 4096, kCtx, kStream));
   EXPECT_TRUE(d.find(kBase + 8192, 64, kCtx, kStream));

@@ -54,7 +54,7 @@ struct FakeAttributes {
 static_assert(sizeof(FakeAttributes) >= sizeof(cublasLtMatrixLayoutOpaque_t));
 
 inline cublasStatus_t fake_get(const FakeAttributes* attrs, int attr, void* buf, size_t size,
-                        size_t* written) {
+                               size_t* written) {
   auto it = attrs->values.find(attr);
   if (it == attrs->values.end() || it->second.size() != size) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(buf, it->second.data(), size);
@@ -62,18 +62,24 @@ inline cublasStatus_t fake_get(const FakeAttributes* attrs, int attr, void* buf,
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t fake_desc_get(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
-                             void* buf, size_t size, size_t* written) {
+                                    void* buf, size_t size, size_t* written) {
   return fake_get(reinterpret_cast<const FakeAttributes*>(desc), attr, buf, size, written);
 }
 inline int g_layout_reads = 0;  // calls of the fake cublasLtMatrixLayoutGetAttribute
 inline cublasStatus_t fake_layout_get(cublasLtMatrixLayout_t layout,
-                               cublasLtMatrixLayoutAttribute_t attr, void* buf, size_t size,
-                               size_t* written) {
+                                      cublasLtMatrixLayoutAttribute_t attr, void* buf, size_t size,
+                                      size_t* written) {
   ++g_layout_reads;
   return fake_get(reinterpret_cast<const FakeAttributes*>(layout), attr, buf, size, written);
 }
-inline ncclResult_t fake_count(const ncclComm_t, int* n) { *n = 4; return ncclSuccess; }
-inline ncclResult_t fake_user_rank(const ncclComm_t, int* r) { *r = 1; return ncclSuccess; }
+inline ncclResult_t fake_count(const ncclComm_t, int* n) {
+  *n = 4;
+  return ncclSuccess;
+}
+inline ncclResult_t fake_user_rank(const ncclComm_t, int* r) {
+  *r = 1;
+  return ncclSuccess;
+}
 
 inline void* fake_resolver(const char* name) {
   const std::string n = name;
@@ -86,8 +92,8 @@ inline void* fake_resolver(const char* name) {
 
 // A cuBLASLt call over fake descriptors; C (and its layout) may be 0/null.
 inline LtMatmul fake_lt(FakeAttributes* desc, CUdeviceptr A, FakeAttributes* a, CUdeviceptr B,
-                 FakeAttributes* b, CUdeviceptr C, FakeAttributes* c, CUdeviceptr D,
-                 FakeAttributes* d) {
+                        FakeAttributes* b, CUdeviceptr C, FakeAttributes* c, CUdeviceptr D,
+                        FakeAttributes* d) {
   LtMatmul mm;
   mm.desc = reinterpret_cast<cublasLtMatmulDesc_t>(desc);
   mm.A = reinterpret_cast<void*>(A);
@@ -133,7 +139,10 @@ inline FakeAttributes layout(cudaDataType type, uint64_t rows, uint64_t cols, in
 
 // A fake driver behind cuGetProcAddress_v2: kernel names and parameter layouts, no context (so
 // no hash engine: planned fingerprints are flagged dropped).
-inline CUresult fake_ctx_get_current(CUcontext* ctx) { *ctx = nullptr; return CUDA_SUCCESS; }
+inline CUresult fake_ctx_get_current(CUcontext* ctx) {
+  *ctx = nullptr;
+  return CUDA_SUCCESS;
+}
 // Function kTwoPointerKernel is kernel2(float* out, float* in, int), kThreePointerKernel
 // kernel3(float*, float*, float*, int); every other one is kernel(float*, int, float).
 const CUfunction kTwoPointerKernel = reinterpret_cast<CUfunction>(0x1236);
@@ -147,15 +156,16 @@ const CUfunction kReduceKernel = reinterpret_cast<CUfunction>(0x1239);
 // 3368-byte table of 110 tensors (kernel_writes.h).
 const CUfunction kTensorListKernel = reinterpret_cast<CUfunction>(0x123a);
 inline CUresult fake_func_get_name(const char** name, CUfunction f) {
-  *name = f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
-          : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
-          : f == kFillKernel
-              ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
-          : f == kReduceKernel
-              ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
-          : f == kTensorListKernel
-              ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
-              : "_Z6kernelPfif";
+  *name =
+      f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
+      : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
+      : f == kFillKernel         ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_"
+                                   "11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+      : f == kReduceKernel
+          ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
+      : f == kTensorListKernel ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_"
+                                 "18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
+                               : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
@@ -175,8 +185,11 @@ inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* off
   static const size_t three_offsets[] = {0, 8, 16, 24}, three_sizes[] = {8, 8, 8, 4};
   if (index >= (f == kThreePointerKernel ? 4u : 3u)) return CUDA_ERROR_INVALID_VALUE;
   *offset = (f == kThreePointerKernel ? three_offsets
-             : f == kTwoPointerKernel ? two_offsets : offsets)[index];
-  *size = (f == kThreePointerKernel ? three_sizes : f == kTwoPointerKernel ? two_sizes : sizes)[index];
+             : f == kTwoPointerKernel ? two_offsets
+                                      : offsets)[index];
+  *size = (f == kThreePointerKernel ? three_sizes
+           : f == kTwoPointerKernel ? two_sizes
+                                    : sizes)[index];
   return CUDA_SUCCESS;
 }
 // Stream kCapturingStream is capturing (capture 42); every other stream is not.
@@ -207,14 +220,16 @@ inline CUresult fake_graph_get_nodes(CUgraph graph, CUgraphNode* nodes, size_t* 
   const size_t n = graph == kGraph ? 4 : graph == kChildGraph ? 1 : 0;
   if (list == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (nodes != nullptr)
-    for (size_t i = 0; i < std::min(n, *count); ++i) nodes[i] = reinterpret_cast<CUgraphNode>(list[i]);
+    for (size_t i = 0; i < std::min(n, *count); ++i)
+      nodes[i] = reinterpret_cast<CUgraphNode>(list[i]);
   *count = n;
   return CUDA_SUCCESS;
 }
 inline CUresult fake_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
   const auto id = reinterpret_cast<uintptr_t>(node);
-  *type = id == 2 ? CU_GRAPH_NODE_TYPE_MEMSET : id == 3 ? CU_GRAPH_NODE_TYPE_GRAPH
-                                                        : CU_GRAPH_NODE_TYPE_KERNEL;
+  *type = id == 2   ? CU_GRAPH_NODE_TYPE_MEMSET
+          : id == 3 ? CU_GRAPH_NODE_TYPE_GRAPH
+                    : CU_GRAPH_NODE_TYPE_KERNEL;
   return CUDA_SUCCESS;
 }
 inline CUresult fake_child_graph(CUgraphNode, CUgraph* graph) {
@@ -234,7 +249,7 @@ inline CUresult fake_kernel_node_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAM
   return CUDA_SUCCESS;
 }
 inline CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult* status) {
+                                      CUdriverProcAddressQueryResult* status) {
   const std::string s = symbol;
   *pfn = nullptr;
   if (s == "cuCtxGetCurrent") *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
@@ -250,13 +265,15 @@ inline CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuin
 }
 
 inline void* fake_resolver_with_driver(const char* name) {
-  if (std::string(name) == "cuGetProcAddress_v2") return reinterpret_cast<void*>(&fake_get_proc_address);
+  if (std::string(name) == "cuGetProcAddress_v2")
+    return reinterpret_cast<void*>(&fake_get_proc_address);
   return fake_resolver(name);
 }
 
 // The same driver plus a fake GPU behind the hash engine (fake_gpu.h): fingerprints arrive.
 inline CUresult fake_get_proc_address_gpu(const char* symbol, void** pfn, int version,
-                                          cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+                                          cuuint64_t flags,
+                                          CUdriverProcAddressQueryResult* status) {
   if (void* fn = lockstep::testing::FakeGpu::instance().proc(symbol)) {
     *pfn = fn;
     *status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -277,7 +294,8 @@ struct ChildResult {
 };
 
 inline ChildResult run_child(const std::map<std::string, std::string>& env,
-                      const std::function<void()>& body, SymbolResolver resolver = &fake_resolver) {
+                             const std::function<void()>& body,
+                             SymbolResolver resolver = &fake_resolver) {
   const fs::path err = fs::temp_directory_path() / ("lockstep-stderr-" + std::to_string(getpid()));
   pid_t pid = fork();
   if (pid == 0) {
@@ -307,8 +325,11 @@ class RuntimeTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::map<std::string, std::string> env(const std::string& level) {
-    return {{"LOCKSTEP_DIR", dir_.string()}, {"LOCKSTEP_LEVEL", level}, {"RANK", "0"},
-            {"WORLD_SIZE", "4"}, {"LOCKSTEP_RUN_ID", "test"}};
+    return {{"LOCKSTEP_DIR", dir_.string()},
+            {"LOCKSTEP_LEVEL", level},
+            {"RANK", "0"},
+            {"WORLD_SIZE", "4"},
+            {"LOCKSTEP_RUN_ID", "test"}};
   }
   std::vector<fs::path> traces() const {
     std::vector<fs::path> out;
@@ -338,9 +359,9 @@ inline const trace::BufferFingerprint* find_buffer(trace::TraceReader& reader,
   return nullptr;
 }
 
-
 // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) ------------------------------------------------
-const CUstream kStreamS = reinterpret_cast<CUstream>(0x51), kStreamT = reinterpret_cast<CUstream>(0x52);
+const CUstream kStreamS = reinterpret_cast<CUstream>(0x51),
+               kStreamT = reinterpret_cast<CUstream>(0x52);
 constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
 constexpr CUdeviceptr kSecondBase = kMergeBase + (4 << 20);  // a second allocation (reuse tests)
 
@@ -409,12 +430,15 @@ class MergeTest : public RuntimeTest {
     environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
     environment["LOCKSTEP_SKIP_UNWRITTEN"] = reuse && skip_unwritten ? "1" : "0";
     if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
-    ChildResult child = run_child(environment, [&] {
-      on_alloc(kMergeBase, 1 << 20);
-      std::string text;
-      body(&text);
-      std::ofstream(log) << text;
-    }, &fake_resolver_with_gpu);
+    ChildResult child = run_child(
+        environment,
+        [&] {
+          on_alloc(kMergeBase, 1 << 20);
+          std::string text;
+          body(&text);
+          std::ofstream(log) << text;
+        },
+        &fake_resolver_with_gpu);
     EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0)
         << "status " << child.status << ": " << child.stderr_text;
     if (stderr_text != nullptr) *stderr_text = child.stderr_text;

@@ -11,8 +11,8 @@ TEST(SelfTime, AScopeKeepsItsReadingLessNestedTimingAndTheEmptyReading) {
   Calibration c;
   c.nested_scope_ticks = 40;
   c.empty_scope_ticks = 25;
-  EXPECT_EQ(own_ticks(1000, 0, 0, c), 975u);  // the time-stamp reads' own latency out
-  EXPECT_EQ(own_ticks(1000, 3, 0, c), 855u);  // and three nested scopes' timing
+  EXPECT_EQ(own_ticks(1000, 0, 0, c), 975u);    // the time-stamp reads' own latency out
+  EXPECT_EQ(own_ticks(1000, 3, 0, c), 855u);    // and three nested scopes' timing
   EXPECT_EQ(own_ticks(1000, 3, 500, c), 355u);  // and an untimed section (a debug line)
   // A scope that did (next to) nothing keeps nothing, never a wrapped-around count.
   EXPECT_EQ(own_ticks(25, 0, 0, c), 0u);
@@ -32,8 +32,7 @@ TEST(SelfTime, AnUntimedSectionIsLeftOutOfTheScopeAroundIt) {
   Counter counter;
   const auto spin = [] {
     const uint64_t until = now_ns() + 2'000'000;  // 2 ms: over kSlowNs, a slow call if kept
-    while (now_ns() < until) {
-    }
+    while (now_ns() < until) {}
   };
   {
     Scope outer(&counter, true);

@@ -33,9 +33,12 @@ void launch_writing(CUfunction f, std::initializer_list<CUdeviceptr> pointers,
 // kernel2(out, in): writes `out` and, when `writes_in`, `in` too; or neither when `writes` is
 // false.
 void launch_pair(CUdeviceptr out, CUdeviceptr in, bool writes = true, bool writes_in = false) {
-  if (!writes) launch_writing(kTwoPointerKernel, {out, in}, {});
-  else if (writes_in) launch_writing(kTwoPointerKernel, {out, in}, {out, in});
-  else launch_writing(kTwoPointerKernel, {out, in}, {out});
+  if (!writes)
+    launch_writing(kTwoPointerKernel, {out, in}, {});
+  else if (writes_in)
+    launch_writing(kTwoPointerKernel, {out, in}, {out, in});
+  else
+    launch_writing(kTwoPointerKernel, {out, in}, {out});
 }
 
 // kernel3(a, b, c) writing b and c.
@@ -68,13 +71,16 @@ class LearnTest : public MergeTest {
     environment["LOCKSTEP_LEARN_READONLY"] = learn ? "1" : "0";
     environment["LOCKSTEP_DEBUG"] = "1";
     const fs::path log = dir_.string() + ".log";
-    ChildResult child = run_child(environment, [&] {
-      on_alloc(kMergeBase, 1 << 20);
-      on_alloc(kSecondBase, 1 << 20);
-      std::string text;
-      body(&text);
-      std::ofstream(log) << text;
-    }, &fake_resolver_with_gpu);
+    ChildResult child = run_child(
+        environment,
+        [&] {
+          on_alloc(kMergeBase, 1 << 20);
+          on_alloc(kSecondBase, 1 << 20);
+          std::string text;
+          body(&text);
+          std::ofstream(log) << text;
+        },
+        &fake_resolver_with_gpu);
     EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -122,9 +128,15 @@ TEST_F(LearnTest, AnUnwrittenPointerIsLearnedReadOnlyAndVerified) {
   };
   const std::string text = run_learning(body);
   EXPECT_EQ(text.substr(0, text.find('\n')), "learned") << text;
-  EXPECT_EQ(arg1_outputs(), "oooooooo" "rrrrrrr" "o" "rr");
+  EXPECT_EQ(arg1_outputs(),
+            "oooooooo"
+            "rrrrrrr"
+            "o"
+            "rr");
   EXPECT_NE(text.find("kernel pointers learned read-only: 1 (found written later: 0); 9 "
-                      "outputs not hashed"), std::string::npos) << text;
+                      "outputs not hashed"),
+            std::string::npos)
+      << text;
   // Each output skipped is one region fewer to hash: its input digest stays reusable.
   auto regions = [](const std::string& t) {
     const size_t at = t.find("hash launches: ");
@@ -132,10 +144,12 @@ TEST_F(LearnTest, AnUnwrittenPointerIsLearnedReadOnlyAndVerified) {
     return at == std::string::npos ? -1L : std::stol(t.substr(open + 1));
   };
   const long learned = regions(text);
-  const std::string off = run_learning([](std::string*) {
-    teach_pair(kMergeBase + 256, kSecondBase);
-    for (int i = 8; i < 18; ++i) launch_pair(kMergeBase + 256, kSecondBase);
-  }, /*learn=*/false);
+  const std::string off = run_learning(
+      [](std::string*) {
+        teach_pair(kMergeBase + 256, kSecondBase);
+        for (int i = 8; i < 18; ++i) launch_pair(kMergeBase + 256, kSecondBase);
+      },
+      /*learn=*/false);
   EXPECT_EQ(arg1_outputs(), std::string(18, 'o'));
   EXPECT_EQ(learned + 9, regions(off)) << text << off;
 }
@@ -154,10 +168,16 @@ TEST_F(LearnTest, AVerificationLaunchThatFindsAWriteUnlearns) {
   });
   EXPECT_EQ(text.substr(0, text.find('\n')), "learned") << text;
   uint64_t warnings = 0;
-  EXPECT_EQ(arg1_outputs(&warnings), "oooooooo" "rrrrrrr" "o" "oooo");
+  EXPECT_EQ(arg1_outputs(&warnings),
+            "oooooooo"
+            "rrrrrrr"
+            "o"
+            "oooo");
   EXPECT_EQ(warnings, 1u);
   EXPECT_NE(text.find("pointer learned read-only was written: kernel kernel2(float*, float*, "
-                      "int), parameter byte 8"), std::string::npos) << text;
+                      "int), parameter byte 8"),
+            std::string::npos)
+      << text;
 }
 
 // A pointer passed in two words is one region, skipped only when every word passing it is learned
@@ -173,7 +193,10 @@ TEST_F(LearnTest, APointerPassedTwiceIsSkippedOnlyWhenEveryWordIsReadOnly) {
     launch_three(kSecondBase, kSecondBase, kMergeBase + 8192);       // a passed as b: written
   });
   EXPECT_EQ(text.substr(0, text.find('\n')), "learned") << text;
-  EXPECT_EQ(arg1_outputs(), "oooooooo" "r" "o");
+  EXPECT_EQ(arg1_outputs(),
+            "oooooooo"
+            "r"
+            "o");
 }
 
 // Nothing is learned from launches that changed no region (a kernel whose writes the shim does
@@ -196,13 +219,15 @@ TEST_F(LearnTest, NoLearningWithoutEvidenceInOneStepOrWhenOff) {
     for (int i = 0; i < 10; ++i) launch_pair(kMergeBase + 256, kSecondBase);
   });
   EXPECT_EQ(arg1_outputs(), std::string(20, 'o'));
-  const std::string text = run_learning([](std::string* text) {
-    teach_pair(kMergeBase + 256, kSecondBase);
-    stream_order_point();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (int i = 8; i < 20; ++i) launch_pair(kMergeBase + 256, kSecondBase);
-    *text = "done";
-  }, /*learn=*/false);
+  const std::string text = run_learning(
+      [](std::string* text) {
+        teach_pair(kMergeBase + 256, kSecondBase);
+        stream_order_point();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (int i = 8; i < 20; ++i) launch_pair(kMergeBase + 256, kSecondBase);
+        *text = "done";
+      },
+      /*learn=*/false);
   EXPECT_EQ(arg1_outputs(), std::string(20, 'o'));
   EXPECT_EQ(text.find("kernel pointers learned read-only"), std::string::npos) << text;
 }

@@ -45,8 +45,8 @@ TEST_F(MergeTest, AnInputNothingWroteSinceIsNotHashedAgain) {
   expect_kernel_fingerprints(3, /*unwritten=*/2);
   EXPECT_NE(err.find("1 regions hashed once for two records; 1 calls chained"), std::string::npos)
       << err;
-  EXPECT_NE(err.find("2 inputs not written since their allocation, not hashed"),
-            std::string::npos) << err;
+  EXPECT_NE(err.find("2 inputs not written since their allocation, not hashed"), std::string::npos)
+      << err;
   fs::remove_all(dir_);
   EXPECT_EQ(run(body, true, /*reuse=*/false), "S1 S2 S2 S1");
   expect_kernel_fingerprints(3);
@@ -157,7 +157,9 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   // The kernel chains onto out c; the first fill had no set to chain onto (it starts one).
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
   EXPECT_NE(err.find("overwritten whole by known writers (fills), input not hashed: 1 (4096 "
-                     "bytes)"), std::string::npos) << err;
+                     "bytes)"),
+            std::string::npos)
+      << err;
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
     EXPECT_TRUE(b.flags & trace::kFingerprintValid);
     return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
@@ -186,8 +188,8 @@ TEST_F(MergeTest, ARepeatedFillTakesTheEarlierFillsDigest) {
   const CUdeviceptr b = kSecondBase, c = b + 65536, d = c + 65536;
   auto body = [&](std::string* text) {
     for (CUdeviceptr p : {b, c, d}) on_alloc(p, 4096);
-    fill_on(kStreamS, b, 1024);       // the first of its kind: out b deferred
-    stream_order_point();             // S1: out b
+    fill_on(kStreamS, b, 1024);  // the first of its kind: out b deferred
+    stream_order_point();        // S1: out b
     if (!wait_for_fill_digest(0.f, 4096)) *text = "no digest ";
     fill_on(kStreamS, c, 1024);       // recalled: nothing hashed, the set stays empty
     fill_on(kStreamS, d, 1024, 1.f);  // another value: out d deferred
@@ -198,7 +200,9 @@ TEST_F(MergeTest, ARepeatedFillTakesTheEarlierFillsDigest) {
   std::string err;
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2");
   EXPECT_NE(err.find("fill outputs recalled, not hashed: 1 (4096 bytes); fills that differed "
-                     "from an earlier same fill: 0"), std::string::npos) << err;
+                     "from an earlier same fill: 0"),
+            std::string::npos)
+      << err;
   // "in|out <digest> [recalled]" per entry.
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& buffer) {
     EXPECT_TRUE(buffer.flags & trace::kFingerprintValid);
@@ -259,15 +263,19 @@ TEST_F(MergeTest, AVerifyingFillThatDiffersIsReportedAndEndsRecalling) {
   // Fills 2-15 recalled; 16 verifies and differs; 17-20 hashed.
   run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
   EXPECT_NE(err.find("fill outputs recalled, not hashed: 14 (57344 bytes); fills that differed "
-                     "from an earlier same fill: 1"), std::string::npos) << err;
+                     "from an earlier same fill: 1"),
+            std::string::npos)
+      << err;
   EXPECT_NE(err.find("a fill wrote other bytes than an earlier fill of the same value and size"),
-            std::string::npos) << err;
+            std::string::npos)
+      << err;
   auto files = traces();
   ASSERT_EQ(files.size(), 1u);
   size_t recalled = 0, warned = 0;
   trace::TraceReader::open(files[0].string())->for_each_record([&](const trace::Record& r) {
     if (r.kind == trace::RecordKind::Warning && r.fields[0] == 7) warned = r.fields[1];
-    for (const auto& buffer : r.buffers) recalled += (buffer.flags & trace::kFingerprintRecalled) != 0;
+    for (const auto& buffer : r.buffers)
+      recalled += (buffer.flags & trace::kFingerprintRecalled) != 0;
     return true;
   });
   EXPECT_EQ(recalled, 14u);
@@ -291,10 +299,10 @@ TEST_F(MergeTest, ARegionInsideAnotherTakesItsDigest) {
   const CUdeviceptr qkv = kSecondBase;
   auto body = [&](std::string* text) {
     on_alloc(qkv, 4096);
-    launch_on(kStreamS, qkv);  // S1: in qkv
-    launch_qkv(qkv);       // S1: out qkv = in qkv (one region); in +256, +512 inside it
-    stream_order_point();  // S1: out qkv; out +256, +512 inside it
-    launch_qkv(qkv);  // in qkv known; in +256, +512 inside it: nothing launched
+    launch_on(kStreamS, qkv);        // S1: in qkv
+    launch_qkv(qkv);                 // S1: out qkv = in qkv (one region); in +256, +512 inside it
+    stream_order_point();            // S1: out qkv; out +256, +512 inside it
+    launch_qkv(qkv);                 // in qkv known; in +256, +512 inside it: nothing launched
     launch_on(kStreamS, qkv + 256);  // S2: the qkv kernel's outs (two inside) + in +256 itself
     stream_order_point();            // S1: out +256
     *text = hash_launches();
@@ -316,13 +324,13 @@ TEST_F(MergeTest, ARegionInsideAnotherTakesItsDigest) {
   });
   // Both qkv kernels: every entry the whole region's, the inner two flagged. The reader of k
   // alone: its own region.
-  const std::vector<std::string> qkv_entries{"in+0:4096", "out+0:4096",
+  const std::vector<std::string> qkv_entries{"in+0:4096",           "out+0:4096",
                                              "in+0:4096 enclosing", "out+0:4096 enclosing",
                                              "in+0:4096 enclosing", "out+0:4096 enclosing"};
-  EXPECT_EQ(entries, (Entries{{"in+0:4096", "out+0:4096"},
-                              qkv_entries,
-                              qkv_entries,
-                              {"in+256:3840", "out+256:3840"}}));
+  EXPECT_EQ(
+      entries,
+      (Entries{
+          {"in+0:4096", "out+0:4096"}, qkv_entries, qkv_entries, {"in+256:3840", "out+256:3840"}}));
 }
 
 // A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
@@ -354,7 +362,9 @@ TEST_F(MergeTest, StaleTensorListWordsAreNotPointersOfTheLaunch) {
   std::string err;
   run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
   EXPECT_NE(err.find("multi-tensor-apply address words of tensors the launch does not work on "
-                     "(not pointers of the launch): 1"), std::string::npos) << err;
+                     "(not pointers of the launch): 1"),
+            std::string::npos)
+      << err;
   // Allocation ordinals: a 2, b 3, c 4 (kMergeBase is 1); an In and an Out entry each.
   const Entries ordinals = kernel_entries(
       [](const trace::BufferFingerprint& b) { return std::to_string(b.alloc_ordinal); });
@@ -388,7 +398,8 @@ TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
   std::string err;
   run(body, true, /*reuse=*/true, &err);
   EXPECT_NE(err.find("kernel scratch buffers not hashed (reduce_kernel's cta_buf): 1 (4096 bytes)"),
-            std::string::npos) << err;
+            std::string::npos)
+      << err;
   auto files = traces();
   ASSERT_EQ(files.size(), 1u);
   // Per kernel record in launch order (records are written as their digests arrive): its
@@ -411,11 +422,11 @@ TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
     labels.push_back(entry.first);
     unwritten.insert(unwritten.end(), entry.second.begin(), entry.second.end());
   }
-  EXPECT_EQ(labels, (std::vector<std::string>{
-                        "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+40 out arg0+40",
-                        "in arg0 out arg0",
-                        "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+32 out arg0+32 in "
-                        "arg0+40 out arg0+40"}));
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{
+                "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+40 out arg0+40", "in arg0 out arg0",
+                "in arg0 out arg0 in arg0+8 out arg0+8 in arg0+32 out arg0+32 in "
+                "arg0+40 out arg0+40"}));
   // Only what nothing wrote before is flagged: the first reduction's src, dst and semaphores,
   // the second's new staging buffer and semaphores. The kernel's read of the first staging
   // buffer was hashed: the reduction's write of it was noted.
@@ -434,17 +445,19 @@ TEST_F(MergeTest, PerThreadStreamDigestsInFlightServeChainedCalls) {
     return op;
   };
   std::string err;
-  const std::string log = run([&](std::string* text) {
-    for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
-    lockstep::testing::FakeGpu::instance().hold(true);
-    memory_op_end(memory_op_begin(per_thread(async_set(b))), 0);        // out b deferred
-    stream_order_point();                                               // ?1: out b, in flight
-    memory_op_end(memory_op_begin(per_thread(async_set(c))), 0);        // out c deferred
-    memory_op_end(memory_op_begin(per_thread(async_read_back(b))), 0);  // waits: chained
-    stream_order_point();                                               // ?1: out c
-    *text = hash_launches();
-    lockstep::testing::FakeGpu::instance().release();
-  }, true, /*reuse=*/true, &err);
+  const std::string log = run(
+      [&](std::string* text) {
+        for (CUdeviceptr p : {b, c}) on_alloc(p, 4096);
+        lockstep::testing::FakeGpu::instance().hold(true);
+        memory_op_end(memory_op_begin(per_thread(async_set(b))), 0);        // out b deferred
+        stream_order_point();                                               // ?1: out b, in flight
+        memory_op_end(memory_op_begin(per_thread(async_set(c))), 0);        // out c deferred
+        memory_op_end(memory_op_begin(per_thread(async_read_back(b))), 0);  // waits: chained
+        stream_order_point();                                               // ?1: out c
+        *text = hash_launches();
+        lockstep::testing::FakeGpu::instance().release();
+      },
+      true, /*reuse=*/true, &err);
   EXPECT_EQ(log, "?1 ?1");
   EXPECT_NE(err.find("input digests reused: 0 arrived, 1 in flight"), std::string::npos) << err;
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
@@ -453,42 +466,49 @@ TEST_F(MergeTest, PerThreadStreamDigestsInFlightServeChainedCalls) {
 // Every write the shim sees takes the reuse away: a copy into the allocation, a graph launch
 // (its writes are not known: everything is forgotten), a free and a new allocation there.
 TEST_F(MergeTest, WritesFreesAndUnknownWritesForgetDigests) {
-  const std::string copied = run([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kMergeBase + 256);                     // fresh: nothing
-    launch_on(kStreamS, kSecondBase);                          // fresh: nothing (chained)
-    memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S2: out p1, out p2; it
-                                                               // writes p1's bytes
-    launch_on(kStreamS, kMergeBase + 256);                     // S2: the copy's dst + in p1
-    stream_order_point();                                      // S1
-    *text = hash_launches();
-  }, true, true);
+  const std::string copied = run(
+      [](std::string* text) {
+        on_alloc(kSecondBase, 1 << 20);
+        launch_on(kStreamS, kMergeBase + 256);                    // fresh: nothing
+        launch_on(kStreamS, kSecondBase);                         // fresh: nothing (chained)
+        memory_op_end(memory_op_begin(async_copy(kStreamS)), 0);  // S2: out p1, out p2; it
+                                                                  // writes p1's bytes
+        launch_on(kStreamS, kMergeBase + 256);                    // S2: the copy's dst + in p1
+        stream_order_point();                                     // S1
+        *text = hash_launches();
+      },
+      true, true);
   EXPECT_EQ(copied, "S2 S2 S1");
   expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
-  const std::string graph = run([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kMergeBase + 256);  // fresh: nothing
-    launch_on(kStreamS, kSecondBase);       // fresh: nothing (chained)
-    const void* exec = reinterpret_cast<const void*>(0x9000);
-    graph_launch_end(graph_launch_begin(exec, kStreamS, false), CUDA_SUCCESS);  // S2: out p1, p2
-    launch_on(kStreamS, kMergeBase + 256);  // S1: in p1, hashed again
-    stream_order_point();                   // S1
-    *text = hash_launches();
-  }, true, true);
+  const std::string graph = run(
+      [](std::string* text) {
+        on_alloc(kSecondBase, 1 << 20);
+        launch_on(kStreamS, kMergeBase + 256);  // fresh: nothing
+        launch_on(kStreamS, kSecondBase);       // fresh: nothing (chained)
+        const void* exec = reinterpret_cast<const void*>(0x9000);
+        graph_launch_end(graph_launch_begin(exec, kStreamS, false),
+                         CUDA_SUCCESS);         // S2: out p1, p2
+        launch_on(kStreamS, kMergeBase + 256);  // S1: in p1, hashed again
+        stream_order_point();                   // S1
+        *text = hash_launches();
+      },
+      true, true);
   EXPECT_EQ(graph, "S2 S1 S1");
   expect_kernel_fingerprints(3, 2);
   fs::remove_all(dir_);
-  const std::string freed = run([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // fresh: nothing
-    stream_order_point();              // S1: out p2
-    on_free(kSecondBase);
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // fresh again, not the old digest: nothing
-    stream_order_point();              // S1
-    *text = hash_launches();
-  }, true, true);
+  const std::string freed = run(
+      [](std::string* text) {
+        on_alloc(kSecondBase, 1 << 20);
+        launch_on(kStreamS, kSecondBase);  // fresh: nothing
+        stream_order_point();              // S1: out p2
+        on_free(kSecondBase);
+        on_alloc(kSecondBase, 1 << 20);
+        launch_on(kStreamS, kSecondBase);  // fresh again, not the old digest: nothing
+        stream_order_point();              // S1
+        *text = hash_launches();
+      },
+      true, true);
   EXPECT_EQ(freed, "S1 S1");
   expect_kernel_fingerprints(2, 2);
 }
@@ -502,36 +522,40 @@ TEST_F(MergeTest, FreesAndKernelsWithoutKnownPointersForgetDigests) {
     return run(body, true, /*reuse=*/true, nullptr, /*skip_unwritten=*/false);
   };
   EXPECT_EQ(run_reuse([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1: in p2
-    stream_order_point();              // S1: out p2
-    on_free(kSecondBase);
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
-    stream_order_point();              // S1
-    *text = hash_launches();
-  }), "S1 S1 S1 S1");
+              on_alloc(kSecondBase, 1 << 20);
+              launch_on(kStreamS, kSecondBase);  // S1: in p2
+              stream_order_point();              // S1: out p2
+              on_free(kSecondBase);
+              on_alloc(kSecondBase, 1 << 20);
+              launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+              stream_order_point();              // S1
+              *text = hash_launches();
+            }),
+            "S1 S1 S1 S1");
   expect_kernel_fingerprints(2);
   EXPECT_EQ(run_reuse([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);                // S1: in p2
-    *text = on_stream_free(kSecondBase, kStreamS, false) ? "taken" : "forwarded";
-    stream_order_point();                            // S1: out p2, then the free
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);                // S1: in p2, hashed again
-    stream_order_point();                            // S1
-    *text += " " + hash_launches();
-  }), "taken S1 S1 free@S S1 S1");
+              on_alloc(kSecondBase, 1 << 20);
+              launch_on(kStreamS, kSecondBase);  // S1: in p2
+              *text = on_stream_free(kSecondBase, kStreamS, false) ? "taken" : "forwarded";
+              stream_order_point();  // S1: out p2, then the free
+              on_alloc(kSecondBase, 1 << 20);
+              launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+              stream_order_point();              // S1
+              *text += " " + hash_launches();
+            }),
+            "taken S1 S1 free@S S1 S1");
   expect_kernel_fingerprints(2);
   EXPECT_EQ(run_reuse([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // S1: in p2
-    stream_order_point();              // S1: out p2
-    launch_on(kStreamS, 0xdead000);    // no pointer the shim knows: nothing hashed, all forgotten
-    launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
-    stream_order_point();              // S1
-    *text = hash_launches();
-  }), "S1 S1 S1 S1");
+              on_alloc(kSecondBase, 1 << 20);
+              launch_on(kStreamS, kSecondBase);  // S1: in p2
+              stream_order_point();              // S1: out p2
+              launch_on(kStreamS,
+                        0xdead000);  // no pointer the shim knows: nothing hashed, all forgotten
+              launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+              stream_order_point();              // S1
+              *text = hash_launches();
+            }),
+            "S1 S1 S1 S1");
 }
 
 // A device-to-host copy of the whole second allocation (its source is an input only).
@@ -565,17 +589,19 @@ TEST_F(MergeTest, InFlightDigestsServeTheirOwnStreamOnly) {
     return out;
   };
   std::string err;
-  const std::string log = run([](std::string* text) {
-    static std::vector<char> host(1 << 20);
-    on_alloc(kSecondBase, 1 << 20);
-    lockstep::testing::FakeGpu::instance().hold(true);
-    launch_on(kStreamS, kSecondBase);  // S1: in p2
-    stream_order_point();              // S1: out p2, held in flight
-    memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // waits: nothing
-    memory_op_end(memory_op_begin(read_back(kStreamT, host.data())), 0);  // T1
-    *text = hash_launches();
-    lockstep::testing::FakeGpu::instance().release();
-  }, true, true, &err, /*skip_unwritten=*/false);
+  const std::string log = run(
+      [](std::string* text) {
+        static std::vector<char> host(1 << 20);
+        on_alloc(kSecondBase, 1 << 20);
+        lockstep::testing::FakeGpu::instance().hold(true);
+        launch_on(kStreamS, kSecondBase);  // S1: in p2
+        stream_order_point();              // S1: out p2, held in flight
+        memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // waits: nothing
+        memory_op_end(memory_op_begin(read_back(kStreamT, host.data())), 0);  // T1
+        *text = hash_launches();
+        lockstep::testing::FakeGpu::instance().release();
+      },
+      true, true, &err, /*skip_unwritten=*/false);
   EXPECT_EQ(log, "S1 S1 T1");
   EXPECT_NE(err.find("input digests reused: 0 arrived, 1 in flight"), std::string::npos) << err;
   const uint64_t digest = kSecondBase ^ (1u << 20);
@@ -586,14 +612,16 @@ TEST_F(MergeTest, InFlightDigestsServeTheirOwnStreamOnly) {
   EXPECT_EQ(memcpy_sources().size(), 2u);
 
   fs::remove_all(dir_);
-  run([](std::string*) {
-    static std::vector<char> host(1 << 20);
-    on_alloc(kSecondBase, 1 << 20);
-    lockstep::testing::FakeGpu::instance().hold(true);
-    launch_on(kStreamS, kSecondBase);
-    stream_order_point();
-    memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // never released
-  }, true, true, &err, false);
+  run(
+      [](std::string*) {
+        static std::vector<char> host(1 << 20);
+        on_alloc(kSecondBase, 1 << 20);
+        lockstep::testing::FakeGpu::instance().hold(true);
+        launch_on(kStreamS, kSecondBase);
+        stream_order_point();
+        memory_op_end(memory_op_begin(read_back(kStreamS, host.data())), 0);  // never released
+      },
+      true, true, &err, false);
   const auto sources = memcpy_sources();
   ASSERT_EQ(sources.size(), 1u);
   EXPECT_FALSE(sources[0].second & trace::kFingerprintValid);
@@ -603,18 +631,20 @@ TEST_F(MergeTest, InFlightDigestsServeTheirOwnStreamOnly) {
 // Once a digest has arrived it serves every stream. (In flight it serves only its own stream:
 // region_digests_test.cpp; here the collector may or may not have polled it in time.)
 TEST_F(MergeTest, ArrivedDigestsServeEveryStream) {
-  const std::string log = run([](std::string* text) {
-    on_alloc(kSecondBase, 1 << 20);
-    launch_on(kStreamS, kSecondBase);  // fresh: nothing
-    stream_order_point();              // S1: out p2
-    launch_on(kStreamT, kSecondBase);  // T1 unless the digest had arrived (the collector polls)
-    stream_order_point();              // T1
-    *text = hash_launches() + " |";
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the collector polls each ms
-    launch_on(kStreamS, kSecondBase);  // arrived: reused from T's digest, nothing launched
-    stream_order_point();              // S1
-    *text += " " + hash_launches();
-  }, true, true);
+  const std::string log = run(
+      [](std::string* text) {
+        on_alloc(kSecondBase, 1 << 20);
+        launch_on(kStreamS, kSecondBase);  // fresh: nothing
+        stream_order_point();              // S1: out p2
+        launch_on(kStreamT, kSecondBase);  // T1 unless the digest had arrived (the collector polls)
+        stream_order_point();              // T1
+        *text = hash_launches() + " |";
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the collector polls each ms
+        launch_on(kStreamS, kSecondBase);  // arrived: reused from T's digest, nothing launched
+        stream_order_point();              // S1
+        *text += " " + hash_launches();
+      },
+      true, true);
   const std::string after = log.substr(log.find('|'));
   EXPECT_EQ(after, "| " + log.substr(0, log.find(" |")) + " S1") << log;
   expect_kernel_fingerprints(3, 1);

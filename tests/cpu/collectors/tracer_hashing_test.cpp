@@ -80,12 +80,14 @@ TEST_F(MergeTest, StreamOrderedFreesWaitForTheDeferredHashes) {
   });
   EXPECT_EQ(log, "forwarded taken S1 | S1 S1 free@T | taken S1 S1 free@T S1 free@S");
   expect_kernel_fingerprints(2);
-  const std::string off = run([](std::string* text) {
-    const CUdeviceptr temp = kMergeBase + (1 << 30);
-    on_alloc(temp, 4096);
-    launch_on(kStreamS, kMergeBase + 256);
-    *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";
-  }, /*merge=*/false);
+  const std::string off = run(
+      [](std::string* text) {
+        const CUdeviceptr temp = kMergeBase + (1 << 30);
+        on_alloc(temp, 4096);
+        launch_on(kStreamS, kMergeBase + 256);
+        *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";
+      },
+      /*merge=*/false);
   EXPECT_EQ(off, "forwarded");
 }
 
@@ -124,10 +126,12 @@ TEST_F(MergeTest, OutputsOfACapturedCallAreNotDeferred) {
   EXPECT_EQ(log, "S1 S1");
 }
 TEST_F(MergeTest, MergingOffHashesOutputsRightAway) {
-  const std::string log = run([](std::string* text) {
-    for (int i = 0; i < 2; ++i) launch_on(kStreamS, kMergeBase + 256);
-    *text = hash_launches();
-  }, /*merge=*/false);
+  const std::string log = run(
+      [](std::string* text) {
+        for (int i = 0; i < 2; ++i) launch_on(kStreamS, kMergeBase + 256);
+        *text = hash_launches();
+      },
+      /*merge=*/false);
   EXPECT_EQ(log, "S1 S1 S1 S1");
   expect_kernel_fingerprints(2);
 }

@@ -14,8 +14,9 @@ TEST_F(RuntimeTest, BadSettingGivesOneLineAndNoTrace) {
     EXPECT_FALSE(active());
   });
   EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0);
-  EXPECT_EQ(child.stderr_text,
-            "lockstep: LOCKSTEP_LEVEL=fast is not one of off|metrics|broad|full; running untraced\n");
+  EXPECT_EQ(
+      child.stderr_text,
+      "lockstep: LOCKSTEP_LEVEL=fast is not one of off|metrics|broad|full; running untraced\n");
   EXPECT_TRUE(traces().empty());
 }
 

@@ -65,15 +65,19 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
-    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
-    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<void*>(base + 0x10000));
-    desc.set<const void*>(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, reinterpret_cast<void*>(base + 0x20000));
-    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, reinterpret_cast<void*>(base + 0x30000));
+    desc.set<int32_t>(CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                      CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F);
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                          reinterpret_cast<void*>(base + 0x10000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                          reinterpret_cast<void*>(base + 0x20000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER,
+                          reinterpret_cast<void*>(base + 0x30000));
     a = layout(CUDA_R_8F_E4M3, 512, 256, 512);  // stored K x M (transa = T): M=256, K=512
     b = layout(CUDA_R_8F_E4M3, 512, 384, 512);  // K x N
     d = layout(CUDA_R_16BF, 256, 384, 256);
-    LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, 0, nullptr,
-                          base + 0xc0000, &d);
+    LtMatmul mm =
+        fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, 0, nullptr, base + 0xc0000, &d);
     mm.workspace_bytes = 1 << 20;
     lt_matmul_end(lt_matmul_begin(mm), 0);
 
@@ -173,7 +177,7 @@ TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
       EXPECT_EQ(r.fields[F::scale_mode_a], CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
       EXPECT_EQ(find_buffer(*reader, r, "A")->bytes, 512u * 256);
       EXPECT_EQ(find_buffer(*reader, r, "D")->bytes, 2u * 256 * 384);
-      EXPECT_EQ(find_buffer(*reader, r, "A_scale")->bytes, 4u * 256 * 4);   // M x ceil(K/128)
+      EXPECT_EQ(find_buffer(*reader, r, "A_scale")->bytes, 4u * 256 * 4);      // M x ceil(K/128)
       EXPECT_EQ(find_buffer(*reader, r, "B_scale")->bytes, 4u * (4 * 2 + 4));  // 3 x 4 blocks
       EXPECT_EQ(find_buffer(*reader, r, "D_amax")->bytes, 4u);
       EXPECT_EQ(find_buffer(*reader, r, "D_amax")->role, trace::Role::Out);
@@ -201,16 +205,18 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
     desc.set<int32_t>(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F);
-    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, reinterpret_cast<void*>(base + 0x10000));
-    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, reinterpret_cast<void*>(base + 0x30000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                          reinterpret_cast<void*>(base + 0x10000));
+    desc.set<const void*>(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER,
+                          reinterpret_cast<void*>(base + 0x30000));
     a = layout(CUDA_R_8F_E4M3, 512, 256, 512);  // stored K x M (transa = T): M=256, K=512
     a.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
     b = layout(CUDA_R_8F_E4M3, 512, 384, 512);
     c = layout(CUDA_R_16BF, 256, 384, 256);
     d = layout(CUDA_R_16BF, 256, 384, 256);
     d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 3);
-    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000,
-                                &c, base + 0x100000, &d);
+    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000, &c,
+                                base + 0x100000, &d);
     lt_call_reading(mm, 4 + 1 + 1 + 4);  // A shape, B type, C type, D shape
     cublas_gemm_end(cublas_gemm_begin(small_gemm_ex(base)), 0);
   });
@@ -260,12 +266,12 @@ TEST_F(RuntimeTest, LayoutsSeenBeforeAreKnownByTheirBytesAndCheckedEverySixteent
     c = layout(CUDA_R_16BF, 64, 16, 64);
     d = layout(CUDA_R_16BF, 64, 16, 64);
     d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 2);
-    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000,
-                                &c, base + 0x100000, &d);
-    lt_call_reading(mm, 4 + 1 + 1 + 4);  // 1: every layout read
-    lt_call_reading(mm, 0);              // 2: all four known by their bytes
+    const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000, &c,
+                                base + 0x100000, &d);
+    lt_call_reading(mm, 4 + 1 + 1 + 4);                     // 1: every layout read
+    lt_call_reading(mm, 0);                                 // 2: all four known by their bytes
     d.set<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 3);  // new bytes: D read again
-    lt_call_reading(mm, 4);              // 3 (batch 3)
+    lt_call_reading(mm, 4);                                 // 3 (batch 3)
     // Attributes changed behind equal bytes (what the cache cannot see): the next GEMMs carry
     // the old batch count until D's entry is checked on its 16th hit (GEMM 19), which finds it
     // and turns the cache off. A, B and C are checked on their 16th hit (GEMM 17): unchanged.
@@ -349,8 +355,10 @@ void launch(KernelArgs args, bool extra_form, LaunchApi api = LaunchApi::DriverL
   size_t size = sizeof(buffer);
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                    CU_LAUNCH_PARAM_END};
-  if (extra_form) l.extra = extra;
-  else l.kernel_params = params;
+  if (extra_form)
+    l.extra = extra;
+  else
+    l.kernel_params = params;
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
 }
 
@@ -358,18 +366,21 @@ void launch(KernelArgs args, bool extra_form, LaunchApi api = LaunchApi::DriverL
 // then every replay is a GraphLaunch with the nodes' regions (each once, graph-owned memory
 // never) and one Kernel record per kernel node, in node order.
 TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
-  ChildResult child = run_child(env("full"), [] {
-    on_alloc(kGraphBase, 1 << 20);
-    on_stream_alloc(kGraphOwned, 4096, kCapturingStream, false);  // a graph memory node's
-    const void* exec = reinterpret_cast<const void*>(0x8000);
-    graph_instantiated(kGraph, exec);
-    const CUstream stream = reinterpret_cast<CUstream>(0x10);
-    for (int replay = 0; replay < 2; ++replay)
-      graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
-    graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_ERROR_LAUNCH_FAILED);
-    on_free(kGraphBase);  // freed since instantiation: never read again
-    graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
-  }, &fake_resolver_with_driver);
+  ChildResult child = run_child(
+      env("full"),
+      [] {
+        on_alloc(kGraphBase, 1 << 20);
+        on_stream_alloc(kGraphOwned, 4096, kCapturingStream, false);  // a graph memory node's
+        const void* exec = reinterpret_cast<const void*>(0x8000);
+        graph_instantiated(kGraph, exec);
+        const CUstream stream = reinterpret_cast<CUstream>(0x10);
+        for (int replay = 0; replay < 2; ++replay)
+          graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
+        graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_ERROR_LAUNCH_FAILED);
+        on_free(kGraphBase);  // freed since instantiation: never read again
+        graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
+      },
+      &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> records;
@@ -415,12 +426,15 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
 
 // At broad a launch is recorded by identity: no argument decoding, no regions.
 TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
-  ChildResult child = run_child(env("broad"), [] {
-    const CUdeviceptr base = 0x7f0000000000;
-    on_alloc(base, 1 << 20);
-    launch({reinterpret_cast<float*>(base + 64), 5, 2.f}, false);
-    launch({reinterpret_cast<float*>(base + 64), 6, 2.f}, false);
-  }, &fake_resolver_with_driver);
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        const CUdeviceptr base = 0x7f0000000000;
+        on_alloc(base, 1 << 20);
+        launch({reinterpret_cast<float*>(base + 64), 5, 2.f}, false);
+        launch({reinterpret_cast<float*>(base + 64), 6, 2.f}, false);
+      },
+      &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
@@ -441,44 +455,48 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
 // the runtime reaches the driver, none for a failed launch, the library's launches attributed to
 // it, and a launch after any of these recorded again.
 TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
-  ChildResult child = run_child(env("broad"), [] {
-    auto launch_shape = [](unsigned grid, LaunchApi api, CUstream stream) {
-      KernelLaunch l;
-      l.api = api;
-      l.handle_kind = FunctionHandle::DriverFunction;
-      l.handle = reinterpret_cast<const void*>(0x1234);
-      l.grid[0] = grid, l.grid[1] = 2, l.grid[2] = 3;
-      l.block[0] = 128, l.block[1] = 4, l.block[2] = 1;
-      l.cluster[0] = 2, l.cluster[1] = 1, l.cluster[2] = 1;
-      l.smem_bytes = 4096;
-      l.stream = stream;
-      return l;
-    };
-    const auto* stream_b = reinterpret_cast<CUstream>(0xb0b);
-    auto once = [&](unsigned grid, int result = CUDA_SUCCESS, CUstream stream = nullptr) {
-      kernel_launch_end(kernel_launch_begin(launch_shape(grid, LaunchApi::DriverLaunch, stream)),
-                        result);
-    };
-    once(1);
-    // A runtime launch that reaches the driver: one record, the runtime's.
-    const uint64_t outer = kernel_launch_begin(launch_shape(2, LaunchApi::RuntimeLaunch, nullptr));
-    once(99);
-    kernel_launch_end(outer, CUDA_SUCCESS);
-    once(98, CUDA_ERROR_INVALID_VALUE);  // failed: no record
-    // Inside a cuBLAS call: the GEMM's (no Kernel record, counted).
-    CublasGemm gemm;
-    gemm.api = "cublasSgemm_v2";
-    gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
-    const uint64_t g = cublas_gemm_begin(gemm);
-    once(97);
-    cublas_gemm_end(g, 0);
-    // Inside an NCCL group a kernel not named nccl* is the job's (the general path).
-    nccl_group_start();
-    once(3);
-    nccl_group_end(ncclSuccess);
-    once(4, CUDA_SUCCESS, const_cast<CUstream>(stream_b));
-    once(5);
-  }, &fake_resolver_with_driver);
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        auto launch_shape = [](unsigned grid, LaunchApi api, CUstream stream) {
+          KernelLaunch l;
+          l.api = api;
+          l.handle_kind = FunctionHandle::DriverFunction;
+          l.handle = reinterpret_cast<const void*>(0x1234);
+          l.grid[0] = grid, l.grid[1] = 2, l.grid[2] = 3;
+          l.block[0] = 128, l.block[1] = 4, l.block[2] = 1;
+          l.cluster[0] = 2, l.cluster[1] = 1, l.cluster[2] = 1;
+          l.smem_bytes = 4096;
+          l.stream = stream;
+          return l;
+        };
+        const auto* stream_b = reinterpret_cast<CUstream>(0xb0b);
+        auto once = [&](unsigned grid, int result = CUDA_SUCCESS, CUstream stream = nullptr) {
+          kernel_launch_end(
+              kernel_launch_begin(launch_shape(grid, LaunchApi::DriverLaunch, stream)), result);
+        };
+        once(1);
+        // A runtime launch that reaches the driver: one record, the runtime's.
+        const uint64_t outer =
+            kernel_launch_begin(launch_shape(2, LaunchApi::RuntimeLaunch, nullptr));
+        once(99);
+        kernel_launch_end(outer, CUDA_SUCCESS);
+        once(98, CUDA_ERROR_INVALID_VALUE);  // failed: no record
+        // Inside a cuBLAS call: the GEMM's (no Kernel record, counted).
+        CublasGemm gemm;
+        gemm.api = "cublasSgemm_v2";
+        gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
+        const uint64_t g = cublas_gemm_begin(gemm);
+        once(97);
+        cublas_gemm_end(g, 0);
+        // Inside an NCCL group a kernel not named nccl* is the job's (the general path).
+        nccl_group_start();
+        once(3);
+        nccl_group_end(ncclSuccess);
+        once(4, CUDA_SUCCESS, const_cast<CUstream>(stream_b));
+        once(5);
+      },
+      &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
@@ -510,7 +528,8 @@ TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
     EXPECT_EQ(k.thread, kernels[0].thread);
   }
   EXPECT_EQ(grids, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
-  const auto driver = uint64_t(LaunchApi::DriverLaunch), runtime = uint64_t(LaunchApi::RuntimeLaunch);
+  const auto driver = uint64_t(LaunchApi::DriverLaunch),
+             runtime = uint64_t(LaunchApi::RuntimeLaunch);
   EXPECT_EQ(apis, (std::vector<uint64_t>{driver, runtime, driver, driver, driver}));
   ASSERT_EQ(streams.size(), 5u);
   EXPECT_NE(streams[3], streams[0]);  // stream_b has an ordinal of its own
@@ -526,19 +545,22 @@ TEST_F(RuntimeTest, CaptureStateIsQueriedBelowFullOnlyOnceACaptureBegan) {
   for (const char* level : {"broad", "full"}) {
     SCOPED_TRACE(level);
     std::filesystem::remove_all(dir_);
-    ChildResult child = run_child(env(level), [] {
-      auto launch_captured = [] {
-        KernelLaunch l;
-        l.api = LaunchApi::DriverLaunch;
-        l.handle_kind = FunctionHandle::DriverFunction;
-        l.handle = reinterpret_cast<const void*>(0x1234);
-        l.stream = kCapturingStream;
-        kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
-      };
-      launch_captured();
-      capture_begins();
-      launch_captured();
-    }, &fake_resolver_with_driver);
+    ChildResult child = run_child(
+        env(level),
+        [] {
+          auto launch_captured = [] {
+            KernelLaunch l;
+            l.api = LaunchApi::DriverLaunch;
+            l.handle_kind = FunctionHandle::DriverFunction;
+            l.handle = reinterpret_cast<const void*>(0x1234);
+            l.stream = kCapturingStream;
+            kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+          };
+          launch_captured();
+          capture_begins();
+          launch_captured();
+        },
+        &fake_resolver_with_driver);
     auto reader = only_trace(child);
     ASSERT_TRUE(reader);
     std::vector<uint64_t> capture_ids;
@@ -556,30 +578,33 @@ TEST_F(RuntimeTest, CaptureStateIsQueriedBelowFullOnlyOnceACaptureBegan) {
 TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   auto vars = env("full");
   vars["LOCKSTEP_MAX_REGION"] = "4K";
-  ChildResult child = run_child(vars, [] {
-    const CUdeviceptr base = 0x7f0000000000;
-    on_alloc(base, 1 << 20);
-    auto* p = reinterpret_cast<float*>(base + 64);
-    launch({p, 5, 2.f}, false);                                         // 1
-    launch({reinterpret_cast<float*>(base + 128), 5, 2.f}, false);      // 2: same scalars
-    launch({p, 6, 2.f}, false);                                         // 3: other n
-    launch({p, 5, 2.f}, true);                                          // 4: extra form
-    // A runtime launch that reaches the driver: one record (5).
-    KernelLaunch outer;
-    outer.api = LaunchApi::RuntimeLaunch;
-    outer.handle_kind = FunctionHandle::DriverFunction;
-    outer.handle = reinterpret_cast<const void*>(0x1234);
-    uint64_t token = kernel_launch_begin(outer);
-    launch({p, 5, 2.f}, false);
-    kernel_launch_end(token, CUDA_SUCCESS);
-    // A kernel inside a cuBLAS call: attributed to the GEMM, no Kernel record.
-    CublasGemm gemm;
-    gemm.api = "cublasSgemm_v2";
-    gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
-    uint64_t g = cublas_gemm_begin(gemm);
-    launch({p, 5, 2.f}, false);
-    cublas_gemm_end(g, 0);
-  }, &fake_resolver_with_driver);
+  ChildResult child = run_child(
+      vars,
+      [] {
+        const CUdeviceptr base = 0x7f0000000000;
+        on_alloc(base, 1 << 20);
+        auto* p = reinterpret_cast<float*>(base + 64);
+        launch({p, 5, 2.f}, false);                                     // 1
+        launch({reinterpret_cast<float*>(base + 128), 5, 2.f}, false);  // 2: same scalars
+        launch({p, 6, 2.f}, false);                                     // 3: other n
+        launch({p, 5, 2.f}, true);                                      // 4: extra form
+        // A runtime launch that reaches the driver: one record (5).
+        KernelLaunch outer;
+        outer.api = LaunchApi::RuntimeLaunch;
+        outer.handle_kind = FunctionHandle::DriverFunction;
+        outer.handle = reinterpret_cast<const void*>(0x1234);
+        uint64_t token = kernel_launch_begin(outer);
+        launch({p, 5, 2.f}, false);
+        kernel_launch_end(token, CUDA_SUCCESS);
+        // A kernel inside a cuBLAS call: attributed to the GEMM, no Kernel record.
+        CublasGemm gemm;
+        gemm.api = "cublasSgemm_v2";
+        gemm.m = gemm.n = gemm.k = 2, gemm.lda = gemm.ldb = gemm.ldc = 2;
+        uint64_t g = cublas_gemm_begin(gemm);
+        launch({p, 5, 2.f}, false);
+        cublas_gemm_end(g, 0);
+      },
+      &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   std::vector<trace::Record> kernels;
@@ -620,10 +645,13 @@ TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
 TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
   auto vars = env("full");
   vars["LOCKSTEP_KERNELS"] = "^gemm";
-  ChildResult child = run_child(vars, [] {
-    on_alloc(0x7f0000000000, 4096);
-    launch({reinterpret_cast<float*>(0x7f0000000000), 1, 1.f}, false);
-  }, &fake_resolver_with_driver);
+  ChildResult child = run_child(
+      vars,
+      [] {
+        on_alloc(0x7f0000000000, 4096);
+        launch({reinterpret_cast<float*>(0x7f0000000000), 1, 1.f}, false);
+      },
+      &fake_resolver_with_driver);
   ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
   auto reader = trace::TraceReader::open(traces().at(0).string());
   int kernels = 0;

@@ -20,13 +20,16 @@ TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
     auto environment = env("full");
     environment["LOCKSTEP_DEBUG"] = debug;
     environment["LOCKSTEP_REUSE_DIGESTS"] = "0";
-    ChildResult child = run_child(environment, [] {
-      on_alloc(kMergeBase, 1 << 20);
-      for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
-      marker_step("step");                                                  // S1: cause "step"
-      launch_on(kStreamT, kMergeBase + 256);                                // T1
-      on_free(kMergeBase + (1 << 30));                                      // T1: cause "free"
-    }, &fake_resolver_with_gpu);
+    ChildResult child = run_child(
+        environment,
+        [] {
+          on_alloc(kMergeBase, 1 << 20);
+          for (int i = 0; i < 3; ++i) launch_on(kStreamS, kMergeBase + 256);  // S1 S2 S2
+          marker_step("step");                                                // S1: cause "step"
+          launch_on(kStreamT, kMergeBase + 256);                              // T1
+          on_free(kMergeBase + (1 << 30));                                    // T1: cause "free"
+        },
+        &fake_resolver_with_gpu);
     ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
     const std::string& err = child.stderr_text;
     EXPECT_NE(err.find("hash launches: 6 (6 regions"), std::string::npos) << err;
@@ -53,7 +56,6 @@ TEST_F(MergeTest, DebugCountsLaunchesFlushCausesAndSelfTime) {
     EXPECT_NE(err.find("shim self time per step: "), std::string::npos) << err;
   }
 }
-
 
 // Each count that means evidence is missing or suspect is one Warning record at close, in a fixed
 // order; a zero count is none.
@@ -84,7 +86,8 @@ TEST(TracerStatsTest, DebugLinesNameFlushCausesAndLeaveOutPartsThatWereOff) {
   EXPECT_EQ(on.size(), off.size() + 3);
   EXPECT_NE(off[0].find("hash launches: 5 "), std::string::npos) << off[0];
   EXPECT_NE(off[0].find("3 deferred sets enqueued on their own (free 2, step 1)"),
-            std::string::npos) << off[0];
+            std::string::npos)
+      << off[0];
   for (const std::string& line : off) {
     EXPECT_EQ(line.find("input digests reused"), std::string::npos) << line;
     EXPECT_EQ(line.find("learned read-only"), std::string::npos) << line;

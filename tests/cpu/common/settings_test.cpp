@@ -95,8 +95,8 @@ TEST(Settings, RegexesAreCheckedWithTheShimsGrammar) {
 }
 
 TEST(Settings, UnknownVariablesGetOneWarningEachNamingTheNearestSetting) {
-  const char* envp[] = {"PATH=/bin", "LOCKSTEP_LEVL=full", "LOCKSTEP_DIR=x", "LOCKSTEP_STEP=3",
-                        "NOT_LOCKSTEP_X=1", nullptr};
+  const char* envp[] = {"PATH=/bin",       "LOCKSTEP_LEVL=full", "LOCKSTEP_DIR=x",
+                        "LOCKSTEP_STEP=3", "NOT_LOCKSTEP_X=1",   nullptr};
   std::vector<std::string> warnings = unknown_variable_warnings(envp);
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_EQ(warnings[0],

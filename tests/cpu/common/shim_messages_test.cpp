@@ -92,8 +92,9 @@ TEST(ShimMessages, AnUnwritableTraceDirectoryIsReportedWhenTheShimLoads) {
   Outcome r = run_true({"LOCKSTEP_DIR=/proc/forbidden"});
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_TRUE(r.err.starts_with("lockstep: LOCKSTEP_DIR /proc/forbidden cannot be created in "
-                                "/proc"))
+  EXPECT_TRUE(
+      r.err.starts_with("lockstep: LOCKSTEP_DIR /proc/forbidden cannot be created in "
+                        "/proc"))
       << r.err;
   EXPECT_TRUE(r.err.ends_with("; running untraced\n")) << r.err;
   r = run_true({"LOCKSTEP_DIR=/proc/forbidden", "LOCKSTEP_FAIL_HARD=yes"});
@@ -104,8 +105,8 @@ TEST(ShimMessages, AnUnwritableTraceDirectoryIsReportedWhenTheShimLoads) {
 }
 
 TEST(ShimMessages, TheLoadTimeCheckLeavesNoDirectoryBehind) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("shim-messages-new-" + std::to_string(::getpid())) / "trace";
+  const fs::path dir =
+      fs::temp_directory_path() / ("shim-messages-new-" + std::to_string(::getpid())) / "trace";
   Outcome r = run_true({"LOCKSTEP_DIR=" + dir.string()});
   EXPECT_EQ(r.err, "");
   EXPECT_FALSE(fs::exists(dir.parent_path())) << "the shim created " << dir.parent_path();

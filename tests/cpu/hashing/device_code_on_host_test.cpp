@@ -45,7 +45,8 @@ namespace {
 
 template <bool kCompact>
 uint64_t emulated_fingerprint(const unsigned char* base, uint64_t bytes) {
-  device::RegionView view{base, base + bytes, bytes, uint32_t(reinterpret_cast<uintptr_t>(base) % 16)};
+  device::RegionView view{base, base + bytes, bytes,
+                          uint32_t(reinterpret_cast<uintptr_t>(base) % 16)};
   const uint64_t tiles = bytes == 0 ? 1 : (bytes + lsf1::kTileBytes - 1) / lsf1::kTileBytes;
   uint64_t sum = 0;
   for (uint64_t tile = 0; tile < tiles; ++tile)
@@ -56,14 +57,16 @@ uint64_t emulated_fingerprint(const unsigned char* base, uint64_t bytes) {
 
 TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
   std::mt19937_64 rng(11);
-  std::vector<uint64_t> lengths = {0, 1, 2, 15, 16, 17, 31, 32, 33, 48, 500, 512, 513, 1000, 4096,
-                                   16383, 16384, 16385, 16400, 32768 + 15, 65536, 100000};
+  std::vector<uint64_t> lengths = {0,     1,     2,     15,         16,    17,    31,   32,
+                                   33,    48,    500,   512,        513,   1000,  4096, 16383,
+                                   16384, 16385, 16400, 32768 + 15, 65536, 100000};
   for (int i = 0; i < 40; ++i) lengths.push_back(rng() % (3 * lsf1::kTileBytes));
   for (uint64_t length : lengths) {
     for (uint32_t misalign = 0; misalign < 16; ++misalign) {
       // The allocation is 16-aligned and ends exactly where the region ends.
       const size_t alloc = misalign + length;
-      auto* block = static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
+      auto* block =
+          static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
       for (size_t i = 0; i < alloc; ++i) block[i] = static_cast<unsigned char>(rng());
       shim::allowed_begin = block;
       shim::allowed_end = block + alloc;
@@ -74,8 +77,8 @@ TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
           << "bulk code, length " << length << " misalign " << misalign;
       EXPECT_EQ(emulated_fingerprint<true>(region, length), expected)
           << "compact code, length " << length << " misalign " << misalign;
-      EXPECT_EQ(shim::violations, 0) << "out-of-allocation or misaligned load, length " << length
-                                     << " misalign " << misalign;
+      EXPECT_EQ(shim::violations, 0)
+          << "out-of-allocation or misaligned load, length " << length << " misalign " << misalign;
       std::free(block);
     }
   }

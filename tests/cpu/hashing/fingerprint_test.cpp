@@ -61,9 +61,12 @@ TEST(Lsf1, SwapOfTwoElementsChangesIt) {
     const uint64_t original = fp(data);
     const size_t count = data.size() / element;
     std::mt19937_64 rng(element);
-    std::vector<std::pair<size_t, size_t>> pairs = {
-        {0, 1}, {0, 16 / element}, {0, 512 / element}, {3, lsf1::kTileBytes / element + 3},
-        {count - 2, count - 1}, {0, count - 1}};
+    std::vector<std::pair<size_t, size_t>> pairs = {{0, 1},
+                                                    {0, 16 / element},
+                                                    {0, 512 / element},
+                                                    {3, lsf1::kTileBytes / element + 3},
+                                                    {count - 2, count - 1},
+                                                    {0, count - 1}};
     for (int i = 0; i < 300; ++i) pairs.emplace_back(rng() % count, rng() % count);
     for (auto [a, b] : pairs) {
       if (std::memcmp(&data[a * element], &data[b * element], element) == 0) continue;

@@ -28,10 +28,10 @@ TEST(Xxh64, PublishedSanityVectors) {
     uint64_t expected;
   };
   const Vector vectors[] = {
-      {0, 0, 0xEF46DB3751D8E999ull},   {0, kPrime32, 0xAC75FDA2929B17EFull},
-      {1, 0, 0xE934A84ADB052768ull},   {1, kPrime32, 0x5014607643A9B4C3ull},
-      {4, 0, 0x9136A0DCA57457EEull},   {14, 0, 0x8282DCC4994E35C8ull},
-      {14, kPrime32, 0xC3BD6BF63DEB6DF0ull}, {222, 0, 0xB641AE8CB691C174ull},
+      {0, 0, 0xEF46DB3751D8E999ull},          {0, kPrime32, 0xAC75FDA2929B17EFull},
+      {1, 0, 0xE934A84ADB052768ull},          {1, kPrime32, 0x5014607643A9B4C3ull},
+      {4, 0, 0x9136A0DCA57457EEull},          {14, 0, 0x8282DCC4994E35C8ull},
+      {14, kPrime32, 0xC3BD6BF63DEB6DF0ull},  {222, 0, 0xB641AE8CB691C174ull},
       {222, kPrime32, 0x20CB8AB7AE10C14Aull},
   };
   const auto buffer = sanity_buffer(222);

@@ -54,8 +54,10 @@ TEST(Coverage, ExternalIdRoundTrips) {
 }
 
 TEST(Coverage, ValidationSwitch) {
-  for (const char* on : {"1", "true", "YES", "On"}) EXPECT_TRUE(coverage::validation_requested(on)) << on;
-  for (const char* off : {"0", "", "false", "2", "off"}) EXPECT_FALSE(coverage::validation_requested(off)) << off;
+  for (const char* on : {"1", "true", "YES", "On"})
+    EXPECT_TRUE(coverage::validation_requested(on)) << on;
+  for (const char* off : {"0", "", "false", "2", "off"})
+    EXPECT_FALSE(coverage::validation_requested(off)) << off;
   EXPECT_FALSE(coverage::validation_requested(nullptr));
 }
 

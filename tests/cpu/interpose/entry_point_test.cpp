@@ -53,8 +53,8 @@ TEST_F(EntryPoints, PerThreadFlagPicksThePerThreadWrapper) {
 }
 
 TEST_F(EntryPoints, LegacyAndDefaultFlagsPickTheLegacyWrapper) {
-  for (cuuint64_t flags : {cuuint64_t{CU_GET_PROC_ADDRESS_LEGACY_STREAM},
-                           cuuint64_t{CU_GET_PROC_ADDRESS_DEFAULT}}) {
+  for (cuuint64_t flags :
+       {cuuint64_t{CU_GET_PROC_ADDRESS_LEGACY_STREAM}, cuuint64_t{CU_GET_PROC_ADDRESS_DEFAULT}}) {
     void* p = lookup("cuLaunchKernel", 12000, flags);
     EXPECT_EQ(p, ours("cuLaunchKernel")) << "flags " << flags;
   }

@@ -12,7 +12,9 @@ const std::set<std::string> kHooked = {
 #define LOCKSTEP_HOOK(library, name, signature) #name,
 #include "interpose/hooked_symbols.def"
 #undef LOCKSTEP_HOOK
-    "dlsym", "dlvsym", "dlmopen",
+    "dlsym",
+    "dlvsym",
+    "dlmopen",
 };
 
 std::string run(const std::string& command) {

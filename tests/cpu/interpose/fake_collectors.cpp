@@ -77,10 +77,10 @@ uint64_t kernel_launch_begin(const KernelLaunch& l) {
   const uint64_t token = next_token++;
   add("launch_begin token=%llu api=%d ptsz=%d kind=%d handle=%p grid=%u,%u,%u block=%u,%u,%u "
       "cluster=%u,%u,%u smem=%zu stream=%p params=%p extra=%p",
-      (unsigned long long)token, int(l.api), int(l.per_thread_stream), int(l.handle_kind),
-      l.handle, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-      l.cluster[0], l.cluster[1], l.cluster[2], l.smem_bytes, (void*)l.stream,
-      (void*)l.kernel_params, (void*)l.extra);
+      (unsigned long long)token, int(l.api), int(l.per_thread_stream), int(l.handle_kind), l.handle,
+      l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.cluster[0],
+      l.cluster[1], l.cluster[2], l.smem_bytes, (void*)l.stream, (void*)l.kernel_params,
+      (void*)l.extra);
   return token;
 }
 void kernel_launch_end(uint64_t token, int result) {

@@ -122,16 +122,15 @@ TEST_F(PreloadedShim, RtldNextResolvesRelativeToTheCallingLibrary) {
 }
 
 TEST_F(PreloadedShim, ResolverFindsLibrariesLoadedLater) {
-  using LtMatmul = cublasStatus_t (*)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*,
-                                      const void*, cublasLtMatrixLayout_t, const void*,
-                                      cublasLtMatrixLayout_t, const void*, const void*,
-                                      cublasLtMatrixLayout_t, void*, cublasLtMatrixLayout_t,
-                                      const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t);
+  using LtMatmul = cublasStatus_t (*)(
+      cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*, cublasLtMatrixLayout_t,
+      const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t, void*,
+      cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t);
   auto wrapper = reinterpret_cast<LtMatmul>(dlsym(RTLD_DEFAULT, "cublasLtMatmul"));
   ASSERT_NE(wrapper, nullptr);
   auto call = [&] {
-    return wrapper(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                   nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr);
+    return wrapper(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                   nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr);
   };
   // Nothing to forward to yet: an error status, no crash.
   EXPECT_EQ(call(), CUBLAS_STATUS_NOT_INITIALIZED);

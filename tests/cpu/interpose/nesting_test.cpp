@@ -44,10 +44,10 @@ TEST_F(Stubs, RuntimeLaunchForwardedToDriverWrapperIsOneEvent) {
 
   // The driver wrapper alone does report: the single event above is de-duplication.
   clear_fake_log();
-  auto driver_launch = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned,
-                                                     unsigned, unsigned, unsigned, unsigned,
-                                                     CUstream, void**, void**)>(
-      dlsym(driver_, "cuLaunchKernel"));
+  auto driver_launch =
+      reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**)>(
+          dlsym(driver_, "cuLaunchKernel"));
   ASSERT_EQ(driver_launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
   begins = lines_starting(fake_log(), "launch_begin");
   ASSERT_EQ(begins.size(), 1u);
@@ -105,8 +105,8 @@ TEST_F(Stubs, AllocationsCopiesAndGraphs) {
 
 TEST_F(Stubs, VirtualMemoryReservationsAndMappings) {
   using Reserve = CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
-  using Map = CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                           unsigned long long);
+  using Map =
+      CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
   using Range = CUresult (*)(CUdeviceptr, size_t);
   CUdeviceptr base = 0;
   ASSERT_EQ(symbol<Reserve>(driver_, "cuMemAddressReserve")(&base, 1 << 30, 0, 0, 0), CUDA_SUCCESS);
@@ -126,14 +126,14 @@ TEST_F(PreloadedShim, CublasOverCublasLtIsOneGemm) {
   ASSERT_NE(blas, nullptr);
   void* lt = dlopen(FAKE_CUBLASLT_PATH, RTLD_NOLOAD | RTLD_LAZY);
   ASSERT_NE(lt, nullptr);
-  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
-                                    int, int, const void*, const void*, cudaDataType, int,
-                                    const void*, cudaDataType, int, const void*, void*,
-                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
   auto gemm = symbol<GemmEx>(blas, "cublasGemmEx");
   ASSERT_EQ(gemm(nullptr, CUBLAS_OP_N, CUBLAS_OP_T, 64, 32, 16, nullptr, nullptr, CUDA_R_16BF, 64,
-                 nullptr, CUDA_R_16BF, 32, nullptr, nullptr, CUDA_R_16BF, 64,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 nullptr, CUDA_R_16BF, 32, nullptr, nullptr, CUDA_R_16BF, 64, CUBLAS_COMPUTE_32F,
+                 CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
   auto lt_calls = symbol<int (*)(const char*)>(lt, "fakecublaslt_calls");
   EXPECT_EQ(lt_calls("cublasLtMatmul"), 1);  // the real Lt ran, through our Lt hook
@@ -145,11 +145,10 @@ TEST_F(PreloadedShim, CublasOverCublasLtIsOneGemm) {
 
   // Called directly, the Lt hook reports.
   clear_fake_log();
-  using LtMatmul = cublasStatus_t (*)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*,
-                                      const void*, cublasLtMatrixLayout_t, const void*,
-                                      cublasLtMatrixLayout_t, const void*, const void*,
-                                      cublasLtMatrixLayout_t, void*, cublasLtMatrixLayout_t,
-                                      const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t);
+  using LtMatmul = cublasStatus_t (*)(
+      cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*, cublasLtMatrixLayout_t,
+      const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t, void*,
+      cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t);
   auto matmul = symbol<LtMatmul>(lt, "cublasLtMatmul");
   int d = 0;
   ASSERT_EQ(matmul(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
@@ -181,8 +180,7 @@ TEST_F(PreloadedShim, NcclCollectivesGroupsAndCommunicators) {
   ASSERT_EQ(symbol<decltype(&ncclCommDestroy)>(nccl, "ncclCommDestroy")(comm), ncclSuccess);
   EXPECT_EQ(calls("AllReduce"), 2);
   const std::string log = fake_log();
-  EXPECT_EQ(lines_starting(log, "comm_created api=ncclCommInitRank comm=0x1234").size(), 1u)
-      << log;
+  EXPECT_EQ(lines_starting(log, "comm_created api=ncclCommInitRank comm=0x1234").size(), 1u) << log;
   EXPECT_TRUE(contains(lines_starting(log, "comm_created")[0], "nranks=2 rank=1")) << log;
   EXPECT_EQ(lines_starting(log, "nccl_group_start").size(), 1u) << log;
   auto ops = lines_starting(log, "nccl_begin");

@@ -35,42 +35,38 @@ struct Abi {
 const Abi kRecord = {
     [](void* fn) { return reinterpret_cast<PFN_cuEventRecord_v2000>(fn)(kEvent, kStream); },
     "event=0x3e stream=0x5a"};
-const Abi kRecordWithFlags = {
-    [](void* fn) {
-      return reinterpret_cast<PFN_cuEventRecordWithFlags_v11010>(fn)(kEvent, kStream,
-                                                                      CU_EVENT_RECORD_EXTERNAL);
-    },
-    "event=0x3e stream=0x5a flags=1"};
+const Abi kRecordWithFlags = {[](void* fn) {
+                                return reinterpret_cast<PFN_cuEventRecordWithFlags_v11010>(fn)(
+                                    kEvent, kStream, CU_EVENT_RECORD_EXTERNAL);
+                              },
+                              "event=0x3e stream=0x5a flags=1"};
 const Abi kStreamOnly = {
-    [](void* fn) { return reinterpret_cast<CUresult (*)(CUstream)>(fn)(kStream); },
-    "stream=0x5a"};
+    [](void* fn) { return reinterpret_cast<CUresult (*)(CUstream)>(fn)(kStream); }, "stream=0x5a"};
 const Abi kNoArgs = {[](void* fn) { return reinterpret_cast<CUresult (*)()>(fn)(); }, ""};
 const Abi kContextArg = {
     [](void* fn) { return reinterpret_cast<PFN_cuCtxSynchronize_v13000>(fn)(kContext); },
     "ctx=0xc7"};
-const Abi kCaptureMode = {
-    [](void* fn) {
-      return reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(fn)(
-          kStream, CU_STREAM_CAPTURE_MODE_RELAXED);
-    },
-    "stream=0x5a mode=2"};
-const Abi kCaptureToGraph = {
-    [](void* fn) {
-      return reinterpret_cast<PFN_cuStreamBeginCaptureToGraph_v12030>(fn)(
-          kStream, kGraph, kDeps, kEdgeData, 2, CU_STREAM_CAPTURE_MODE_RELAXED);
-    },
-    "stream=0x5a graph=0x6a deps=0x700 data=0x710 n=2 mode=2"};
-const Abi kHostFunc = {
-    [](void* fn) {
-      return reinterpret_cast<PFN_cuLaunchHostFunc_v10000>(fn)(kStream, kHostFn, kUserData);
-    },
-    "stream=0x5a fn=0x800 data=0xda"};
-const Abi kAddCallback = {
-    [](void* fn) {
-      return reinterpret_cast<PFN_cuStreamAddCallback_v5000>(fn)(kStream, kCallback, kUserData,
-                                                                  0);
-    },
-    "stream=0x5a callback=0x900 data=0xda flags=0"};
+const Abi kCaptureMode = {[](void* fn) {
+                            return reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(fn)(
+                                kStream, CU_STREAM_CAPTURE_MODE_RELAXED);
+                          },
+                          "stream=0x5a mode=2"};
+const Abi kCaptureToGraph = {[](void* fn) {
+                               return reinterpret_cast<PFN_cuStreamBeginCaptureToGraph_v12030>(fn)(
+                                   kStream, kGraph, kDeps, kEdgeData, 2,
+                                   CU_STREAM_CAPTURE_MODE_RELAXED);
+                             },
+                             "stream=0x5a graph=0x6a deps=0x700 data=0x710 n=2 mode=2"};
+const Abi kHostFunc = {[](void* fn) {
+                         return reinterpret_cast<PFN_cuLaunchHostFunc_v10000>(fn)(kStream, kHostFn,
+                                                                                  kUserData);
+                       },
+                       "stream=0x5a fn=0x800 data=0xda"};
+const Abi kAddCallback = {[](void* fn) {
+                            return reinterpret_cast<PFN_cuStreamAddCallback_v5000>(fn)(
+                                kStream, kCallback, kUserData, 0);
+                          },
+                          "stream=0x5a callback=0x900 data=0xda flags=0"};
 
 struct Exported {
   const char* name;
@@ -125,8 +121,7 @@ const Lookup kLookups[] = {
     {"cuStreamBeginCapture", 10000, true, "cuStreamBeginCapture_ptsz", &kStreamOnly},
     {"cuStreamBeginCapture", 10010, false, "cuStreamBeginCapture_v2", &kCaptureMode},
     {"cuStreamBeginCapture", 13000, true, "cuStreamBeginCapture_v2_ptsz", &kCaptureMode},
-    {"cuStreamBeginCaptureToGraph", 12030, false, "cuStreamBeginCaptureToGraph",
-     &kCaptureToGraph},
+    {"cuStreamBeginCaptureToGraph", 12030, false, "cuStreamBeginCaptureToGraph", &kCaptureToGraph},
     {"cuStreamBeginCaptureToGraph", 13000, true, "cuStreamBeginCaptureToGraph_ptsz",
      &kCaptureToGraph},
     {"cuLaunchHostFunc", 13000, false, "cuLaunchHostFunc", &kHostFunc},
@@ -176,8 +171,8 @@ class StreamOrderPoints : public FakeDriverShim {
   void* lookup(const char* base, int version, bool per_thread) {
     void* p = nullptr;
     CUdriverProcAddressQueryResult status = static_cast<CUdriverProcAddressQueryResult>(99);
-    const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                                        : CU_GET_PROC_ADDRESS_DEFAULT;
+    const cuuint64_t flags =
+        per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
     EXPECT_EQ(get_proc_(base, &p, version, flags, &status), CUDA_SUCCESS);
     EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
     return p;
@@ -195,14 +190,16 @@ TEST_F(StreamOrderPoints, StreamOrderedFreesTheCollectorsTakeOverSkipTheDriver) 
     const bool ptsz = std::string(name).ends_with("_ptsz");
     auto fn = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(dlsym(driver_, name));
     ASSERT_NE(fn, nullptr);
-    auto via_proc = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(lookup("cuMemFreeAsync", 13000, ptsz));
+    auto via_proc =
+        reinterpret_cast<PFN_cuMemFreeAsync_v11020>(lookup("cuMemFreeAsync", 13000, ptsz));
     EXPECT_EQ(reinterpret_cast<void*>(via_proc), dlsym(RTLD_DEFAULT, name));
     const int before = calls_(name);
     clear_fake_log();
     EXPECT_EQ(fn(0x7f00defe0000ull, kStream), CUDA_SUCCESS);
     EXPECT_EQ(calls_(name), before) << "a taken-over free reached the driver";
     EXPECT_EQ(lines_starting(fake_log(), "stream_free 0x7f00defe0000 stream=0x5a per_thread=" +
-                                             std::to_string(ptsz ? 1 : 0)).size(),
+                                             std::to_string(ptsz ? 1 : 0))
+                  .size(),
               1u)
         << fake_log();
     EXPECT_EQ(via_proc(0x7f0012340000ull, kStream), kRealResult);

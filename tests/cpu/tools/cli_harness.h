@@ -60,8 +60,8 @@ class Cli : public ::testing::Test {
   Result lockstep(const std::string& args, const std::string& env = "") {
     Result r;
     fs::path out = tmp_ / "stdout.txt", err = tmp_ / "stderr.txt";
-    std::string command = env + " " + LOCKSTEP_CLI + " " + args + " > " + out.string() + " 2> " +
-                          err.string();
+    std::string command =
+        env + " " + LOCKSTEP_CLI + " " + args + " > " + out.string() + " 2> " + err.string();
     int status = std::system(command.c_str());
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(out);

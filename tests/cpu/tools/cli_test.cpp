@@ -213,9 +213,9 @@ TEST_F(Cli, ForeignFilesAndBadOptionsAreOneLineErrors) {
   std::ofstream(path("junk") / "rank-00000.lstrace") << "not a trace at all";
   for (const std::string& args :
        {"diff " + a + " " + path("junk").string(), "diff " + a + " " + path("nothing").string(),
-       "diff " + a + " " + a + " --steps 9-3", "diff " + a + " " + a + " --rank 7",
-       "diff " + a, "show " + a + " --grep '('", "stats " + path("junk").string(),
-       std::string("frobnicate"), "diff --bogus-flag " + a + " " + a}) {
+        "diff " + a + " " + a + " --steps 9-3", "diff " + a + " " + a + " --rank 7", "diff " + a,
+        "show " + a + " --grep '('", "stats " + path("junk").string(), std::string("frobnicate"),
+        "diff --bogus-flag " + a + " " + a}) {
     Result r = lockstep(args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_EQ(line_count(r.err), 1) << args << ": " << r.err;
@@ -282,7 +282,8 @@ TEST_F(Cli, ExportPerfettoMarksDivergentOps) {
   synth::Spec planted = small();
   planted.plants.push_back({synth::Plant::Output, 1, 2, 1});
   std::string a = write("a", small()), b = write("b", planted);
-  Result r = lockstep("export " + a + " --perfetto " + path("out.json").string() + " --against " + b);
+  Result r =
+      lockstep("export " + a + " --perfetto " + path("out.json").string() + " --against " + b);
   ASSERT_EQ(r.code, 0) << r.err;
   json trace = json::parse(slurp(path("out.json")));
   int processes = 0, origins = 0, receivers = 0, ops = 0;
@@ -320,13 +321,18 @@ TEST_F(Cli, RunSetsTheEnvironmentAndForwardsTheExitCode) {
   EXPECT_EQ(again.code, 2) << "a second run into the same directory is refused";
   EXPECT_EQ(lockstep("run -o " + dir + " --overwrite -- " FAKE_JOB, job_env()).code, 0);
 
-  EXPECT_EQ(lockstep("run -o " + path("r7").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_EXIT=7")).code, 7);
-  EXPECT_EQ(lockstep("run -o " + path("r15").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_SIGNAL=15")).code,
-            128 + 15);
+  EXPECT_EQ(
+      lockstep("run -o " + path("r7").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_EXIT=7")).code,
+      7);
+  EXPECT_EQ(
+      lockstep("run -o " + path("r15").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_SIGNAL=15"))
+          .code,
+      128 + 15);
   Result missing = lockstep("run -o " + path("rx").string() + " -- /no/such/program", job_env());
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("/no/such/program"), std::string::npos);
-  EXPECT_EQ(lockstep("run -o " + path("ry").string() + " --level loud -- " FAKE_JOB, job_env()).code, 2);
+  EXPECT_EQ(
+      lockstep("run -o " + path("ry").string() + " --level loud -- " FAKE_JOB, job_env()).code, 2);
   Result noshim = lockstep("run -o " + path("rz").string() + " -- " FAKE_JOB,
                            "LOCKSTEP_LIB=/nonexistent/liblockstep.so");
   EXPECT_EQ(noshim.code, 2);
@@ -342,8 +348,8 @@ TEST_F(Cli, CheckIsTheCiGate) {
                            job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
   EXPECT_EQ(differ.code, 1) << differ.out << differ.err;
   EXPECT_NE(differ.out.find("DIVERGENT"), std::string::npos);
-  Result failing = lockstep("check -o " + path("fail").string() + " -- " FAKE_JOB,
-                            job_env("FAKE_JOB_EXIT=3"));
+  Result failing =
+      lockstep("check -o " + path("fail").string() + " -- " FAKE_JOB, job_env("FAKE_JOB_EXIT=3"));
   EXPECT_EQ(failing.code, 2);
 }
 

@@ -35,7 +35,8 @@ RankResult diff_one(const SyntheticRank& a, const SyntheticRank& b, DiffOptions 
 DiffResult diff_world(const std::vector<SyntheticRank>& a, const std::vector<SyntheticRank>& b) {
   std::vector<RankPair> pairs;
   for (size_t r = 0; r < a.size(); ++r)
-    pairs.push_back({static_cast<int>(r), [&, r] { return std::unique_ptr<RankInput>(input(a[r])); },
+    pairs.push_back({static_cast<int>(r),
+                     [&, r] { return std::unique_ptr<RankInput>(input(a[r])); },
                      [&, r] { return std::unique_ptr<RankInput>(input(b[r])); }});
   return diff_ranks(pairs, DiffOptions{});
 }
@@ -254,9 +255,9 @@ class UnfinishedInput : public MemoryRankInput {
 DiffResult diff_unfinished(const SyntheticRank& a, const SyntheticRank& b, int64_t through,
                            DiffOptions options = {}) {
   std::vector<RankPair> pairs;
-  pairs.push_back({0, [&] { return std::unique_ptr<RankInput>(input(a)); }, [&] {
-                     return std::unique_ptr<RankInput>(std::make_unique<UnfinishedInput>(b, through));
-                   }});
+  pairs.push_back(
+      {0, [&] { return std::unique_ptr<RankInput>(input(a)); },
+       [&] { return std::unique_ptr<RankInput>(std::make_unique<UnfinishedInput>(b, through)); }});
   return diff_ranks(pairs, options);
 }
 
@@ -321,7 +322,7 @@ TEST(DiffEngine, ArgsDigestWithDifferingOutputIsNamedInTheOrigin) {
   SyntheticRank a, b;
   for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
   b.records[5].fields[trace::fields::Kernel::args_digest] ^= 0x5a5a;  // step 1 "forward"
-  b.records[5].buffers[1].fingerprint ^= 0xbeef;                       // its output
+  b.records[5].buffers[1].fingerprint ^= 0xbeef;                      // its output
   DiffOptions options;
   options.window_records = 5;
   RankResult r = diff_one(a, b, options);
@@ -338,7 +339,7 @@ TEST(DiffEngine, ArgsDigestWithDifferingOutputIsNamedInTheOrigin) {
 TEST(DiffEngine, KernelRegionOfAnotherSizeIsNotCompared) {
   SyntheticRank a, b;
   for (uint32_t s = 0; s < 4; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
-  b.records[0].buffers[1].bytes += 512;  // step 0 "forward" output: another placement...
+  b.records[0].buffers[1].bytes += 512;         // step 0 "forward" output: another placement...
   b.records[0].buffers[1].fingerprint ^= 0x77;  // ...so another fingerprint
   DiffOptions options;
   options.window_records = 5;
@@ -393,14 +394,14 @@ TEST(DiffEngine, KernelThatOverwroteADifferingRegionIsNoDivergence) {
   for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
   for (SyntheticRank* r : {&a, &b}) {
     r->records[0].buffers.push_back(r->buffer(trace::Role::In, "arg1", 0));  // arg1 before...
-    std::swap(r->records[0].buffers[1], r->records[0].buffers[2]);         // ...in, in, out
+    std::swap(r->records[0].buffers[1], r->records[0].buffers[2]);           // ...in, in, out
   }
   b.records[0].buffers[1].fingerprint = 0xdead;  // arg1 before the kernel: other garbage
   RankResult r = diff_one(a, b, DiffOptions{});
   EXPECT_FALSE(r.first) << r.first->detail;
   EXPECT_EQ(r.unexplained, 0u);
   b.records[0].buffers[2].fingerprint ^= 1;  // and now its output differs too, but nothing
-  r = diff_one(a, b, DiffOptions{});          // before it did: unexplained bytes
+  r = diff_one(a, b, DiffOptions{});         // before it did: unexplained bytes
   EXPECT_FALSE(r.first);
   EXPECT_EQ(r.unexplained, 1u);
 }
@@ -504,10 +505,9 @@ TEST(DiffEngine, LearnedReadOnlyInputsWithoutOutputsStillCompare) {
   SyntheticRank a, b;
   for (uint32_t s = 0; s < 3; ++s) train_step(a, s, s * 100), train_step(b, s, s * 100);
   for (SyntheticRank* r : {&a, &b})
-    r->records[0].buffers = {r->buffer(trace::Role::In, "arg0", 1),
-                             r->buffer(trace::Role::In, "arg1", 2),
-                             r->buffer(trace::Role::Out, "arg0", 3),
-                             r->buffer(trace::Role::Out, "arg1", 2)};
+    r->records[0].buffers = {
+        r->buffer(trace::Role::In, "arg0", 1), r->buffer(trace::Role::In, "arg1", 2),
+        r->buffer(trace::Role::Out, "arg0", 3), r->buffer(trace::Role::Out, "arg1", 2)};
   a.records[0].buffers[1].flags |= trace::kLearnedReadOnly;  // A: no output entry for arg1
   a.records[0].buffers.pop_back();
   RankResult r = diff_one(a, b, DiffOptions{});
@@ -612,8 +612,8 @@ TEST(DiffEngineKindTable, IdentityFieldsPairOpsWhereverTheyStandElseOccurrencePa
     add_kind(b, info.kind, "op", 100), add_kind(b, info.kind, "op", 1);
     RankResult r = diff_records(a, b);
     ASSERT_TRUE(r.first) << info.name;
-    EXPECT_EQ(r.first->structural, info.diff.identity_count > 0 ? StructuralKind::Reordered
-                                                                : StructuralKind::Fields)
+    EXPECT_EQ(r.first->structural,
+              info.diff.identity_count > 0 ? StructuralKind::Reordered : StructuralKind::Fields)
         << info.name;
   }
 }

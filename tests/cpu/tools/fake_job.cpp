@@ -37,12 +37,15 @@ int main() {
   spec.steps = std::atoi(env_or("FAKE_JOB_STEPS", "6").c_str());
   spec.level = env_or("LOCKSTEP_LEVEL", "full");
   if (std::string steps = env_or("LOCKSTEP_STEPS", ""); !steps.empty())
-    lockstep::tools::parse_step_range(steps, "LOCKSTEP_STEPS", spec.fp_first_step, spec.fp_last_step);
+    lockstep::tools::parse_step_range(steps, "LOCKSTEP_STEPS", spec.fp_first_step,
+                                      spec.fp_last_step);
   bool plant = true;
   if (std::string toggle = env_or("FAKE_JOB_TOGGLE", ""); !toggle.empty()) {
     plant = std::filesystem::exists(toggle);
-    if (plant) std::filesystem::remove(toggle);
-    else std::fclose(std::fopen(toggle.c_str(), "w"));
+    if (plant)
+      std::filesystem::remove(toggle);
+    else
+      std::fclose(std::fopen(toggle.c_str(), "w"));
   }
   if (std::string p = env_or("FAKE_JOB_PLANT", ""); plant && !p.empty()) {
     char kind[32];
@@ -51,7 +54,7 @@ int main() {
                     &plant_spec.index) != 4)
       return 4;
     std::string k = kind;
-    plant_spec.kind = k == "insert" ? synth::Plant::Insert
+    plant_spec.kind = k == "insert"   ? synth::Plant::Insert
                       : k == "delete" ? synth::Plant::Delete
                       : k == "metric" ? synth::Plant::Metric
                                       : synth::Plant::Output;

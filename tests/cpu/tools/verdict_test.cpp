@@ -49,8 +49,8 @@ TEST_F(Cli, ACutOffTraceIsNeverIdentical) {
   ASSERT_GT(blocks_of(fs::path(b) / name).size(), 4u);
   bool some_record_block_spans_steps = false;
   for (const auto& block : blocks_of(fs::path(b) / name))
-    some_record_block_spans_steps |= block.type == lockstep::trace::BlockType::Records &&
-                                     block.max_step > block.min_step;
+    some_record_block_spans_steps |=
+        block.type == lockstep::trace::BlockType::Records && block.max_step > block.min_step;
   ASSERT_TRUE(some_record_block_spans_steps) << "the case needs multi-step blocks";
   const uint64_t size = fs::file_size(fs::path(b) / name);
   int divergent = 0, incomplete = 0, cuts = 0;
@@ -166,9 +166,8 @@ TEST_F(Cli, ACorruptBlockIsNamedByEveryCommandUnlessSalvaging) {
   const std::string where = victim.string() +
                             ": block checksum mismatch (corrupt data) at offset " +
                             std::to_string(offset);
-  for (const std::string& command :
-       {"stats " + b, "show " + b, "verify " + b, "diff " + pair(a, b),
-        "export " + b + " --perfetto " + path("x.json").string()}) {
+  for (const std::string& command : {"stats " + b, "show " + b, "verify " + b, "diff " + pair(a, b),
+                                     "export " + b + " --perfetto " + path("x.json").string()}) {
     Result r = lockstep(command);
     EXPECT_EQ(r.code, 2) << command << ": " << r.out;
     EXPECT_NE(r.err.find(where), std::string::npos) << command << ": " << r.err;

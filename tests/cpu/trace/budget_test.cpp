@@ -32,13 +32,14 @@ TEST(Budget, ExhaustedBudgetDropsAndCountsNeverSilently) {
   uint64_t reported = 0;
   reader->for_each_record([&](const Record& r) {
     if (r.kind == RecordKind::Kernel) ++kernels;
-    if (r.kind == RecordKind::Warning && r.fields[fields::Warning::code] == kWarningRecordsDropped) {
+    if (r.kind == RecordKind::Warning &&
+        r.fields[fields::Warning::code] == kWarningRecordsDropped) {
       reported += r.fields[fields::Warning::count];
       EXPECT_NE(reader->string(r.name).find("dropped"), std::string_view::npos);
     }
     return true;
   });
-  EXPECT_EQ(kernels, 0u);     // no block of records
+  EXPECT_EQ(kernels, 0u);      // no block of records
   EXPECT_EQ(reported, 1000u);  // and the drop is in the trace
 }
 
@@ -68,7 +69,8 @@ TEST(Budget, BudgetOfTwoBlocksLosesNothingUncounted) {
   EXPECT_EQ(stats.appended + stats.dropped, 20000u);
   auto reader = TraceReader::open(options.path);
   size_t memcpys = 0;
-  reader->for_each_record([&](const Record& r) { return memcpys += r.kind == RecordKind::Memcpy, true; });
+  reader->for_each_record(
+      [&](const Record& r) { return memcpys += r.kind == RecordKind::Memcpy, true; });
   EXPECT_EQ(memcpys, stats.appended);  // what was accepted is all on disk
 }
 

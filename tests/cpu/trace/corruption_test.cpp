@@ -55,7 +55,8 @@ TEST(Corruption, FlipInTheMiddleNamesTheBlockOffset) {
   auto bytes = testing::read_bytes(path);
   bytes[middle.offset + sizeof(BlockHeader) + middle.payload_bytes / 2] ^= 0x10;
   testing::write_bytes(path, bytes);
-  expect_one_line_error(path, "checksum mismatch (corrupt data) at offset " + std::to_string(middle.offset));
+  expect_one_line_error(
+      path, "checksum mismatch (corrupt data) at offset " + std::to_string(middle.offset));
   // A flipped length in a middle block is corruption, not a cut-off tail.
   bytes = testing::read_bytes(path);
   bytes[middle.offset + sizeof(BlockHeader) + middle.payload_bytes / 2] ^= 0x10;
@@ -118,8 +119,8 @@ TEST(Corruption, CutOffTailGivesValidPrefixAndSaysSo) {
     const auto records = testing::read_all_records(*reader);
     ASSERT_LE(records.size(), full.size());
     for (size_t i = 0; i < records.size(); ++i) ASSERT_EQ(records[i], full[i]);
-    const bool at_boundary =
-        std::any_of(blocks.begin(), blocks.end(), [&](const BlockInfo& b) { return b.offset == size; });
+    const bool at_boundary = std::any_of(blocks.begin(), blocks.end(),
+                                         [&](const BlockInfo& b) { return b.offset == size; });
     EXPECT_EQ(reader->truncated(), !at_boundary) << size;
     if (reader->truncated()) {
       EXPECT_LE(reader->truncation_offset(), size);

@@ -10,8 +10,16 @@ namespace lockstep::trace {
 namespace {
 
 TEST(Varint, EdgeValuesRoundTripAndCapAtNineBytes) {
-  const uint64_t values[] = {0, 1, 127, 128, 16383, 16384, (uint64_t{1} << 56) - 1,
-                             uint64_t{1} << 56, UINT64_MAX - 1, UINT64_MAX};
+  const uint64_t values[] = {0,
+                             1,
+                             127,
+                             128,
+                             16383,
+                             16384,
+                             (uint64_t{1} << 56) - 1,
+                             uint64_t{1} << 56,
+                             UINT64_MAX - 1,
+                             UINT64_MAX};
   for (uint64_t value : values) {
     uint8_t bytes[16];
     uint8_t* end = put_varint(bytes, value);

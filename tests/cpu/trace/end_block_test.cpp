@@ -158,8 +158,10 @@ TEST(EndBlock, ABlockAfterTheEndIsCorruption) {
     TraceReader::open(path)->blocks();
     FAIL() << "a block after the End block was accepted";
   } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("after the end-of-trace block"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("offset " + std::to_string(bytes.size())), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("after the end-of-trace block"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("offset " + std::to_string(bytes.size())),
+              std::string::npos)
         << e.what();
   }
   // A second End block, and a few stray bytes, likewise.

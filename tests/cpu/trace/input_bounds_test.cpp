@@ -119,8 +119,8 @@ TEST(InputBounds, RankKeysMustBeIntegersWithinTheWorld) {
       {0, nlohmann::json::array({1}), 0, "key \"world_size\" is not an integer: [1]"},
   };
   for (const Case& c : cases) {
-    const std::string path =
-        write_with_header(dir, {{"rank", c.rank}, {"world_size", c.world_size}, {"local_rank", c.local_rank}});
+    const std::string path = write_with_header(
+        dir, {{"rank", c.rank}, {"world_size", c.world_size}, {"local_rank", c.local_rank}});
     SCOPED_TRACE(path + " rank " + c.rank.dump() + " world " + c.world_size.dump());
     if (c.error) {
       expect_one_line_error(path, c.error);
@@ -167,7 +167,7 @@ TEST(InputBounds, SummaryCountsThatCouldWrapAreCorruption) {
   std::string error;
   ASSERT_TRUE(testing::write_sample_trace(path, 4, &error)) << error;  // header and End only
   auto bytes = testing::read_bytes(path);
-  bytes.resize(TraceReader::open(path)->blocks().back().offset);       // End off: blocks may follow
+  bytes.resize(TraceReader::open(path)->blocks().back().offset);  // End off: blocks may follow
   // One Summary block: two partial summaries of step 7 that add up past any real step.
   Record summary;
   summary.kind = RecordKind::StepSummary;
@@ -197,7 +197,8 @@ class RankEnv {
  public:
   RankEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
     for (const auto* list : {&env::kRankVars, &env::kWorldSizeVars, &env::kLocalRankVars})
-      for (const char* name : *list) scoped_.push_back(std::make_unique<testing::ScopedEnv>(name, nullptr));
+      for (const char* name : *list)
+        scoped_.push_back(std::make_unique<testing::ScopedEnv>(name, nullptr));
     for (const auto& [name, value] : values)
       scoped_.push_back(std::make_unique<testing::ScopedEnv>(name, value));
   }
@@ -229,7 +230,8 @@ TEST(RankFromEnv, BadValuesAreNotTakenAndEachIsNamedOnce) {
       {"4294967296", "4", "RANK=4294967296 is not a rank"},
       {"4", "4", "RANK=4 is not a rank: expected decimal digits 0..3"},
       {"0x1", "4", "RANK=0x1 is not a rank"},
-      {"0", "2147483647", "WORLD_SIZE=2147483647 is not a world size: expected decimal digits 1..1048576"},
+      {"0", "2147483647",
+       "WORLD_SIZE=2147483647 is not a world size: expected decimal digits 1..1048576"},
       {"0", "0", "WORLD_SIZE=0 is not a world size"},
   };
   for (const Case& c : cases) {
@@ -252,7 +254,8 @@ TEST(RankFromEnv, TheFirstSetVariableDecidesEvenWhenItIsBad) {
   EXPECT_FALSE(info.rank);
   EXPECT_FALSE(info.local_rank);
   ASSERT_EQ(info.problems.size(), 2u);
-  EXPECT_EQ(info.problems[1].rfind("LOCAL_RANK=x?1 is not a local rank", 0), 0u) << info.problems[1];
+  EXPECT_EQ(info.problems[1].rfind("LOCAL_RANK=x?1 is not a local rank", 0), 0u)
+      << info.problems[1];
   // And the header records no rank rather than a wrong one.
   EXPECT_TRUE(build_trace_header()["rank"].is_null());
 }

@@ -48,7 +48,8 @@ TEST(Kill, SigkilledWriterLeavesReadablePrefix) {
   ASSERT_EQ(::kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child exited early: " << status;
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "child exited early: " << status;
 
   auto reader = TraceReader::open(path);
   EXPECT_EQ(reader->header()["role"], "victim");

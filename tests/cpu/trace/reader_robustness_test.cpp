@@ -34,12 +34,14 @@ TEST(ReaderRobustness, SeedCorpusTruncationsAndFlips) {
     if (bytes.size() > 4096) bytes.resize(4096);  // keeps the loops short; a cut is a valid prefix
     testing::write_bytes(seed, bytes);
     auto full = TraceReader::open(seed);
-    const uint64_t data_start = full->blocks().empty() ? bytes.size() : full->blocks().front().offset;
+    const uint64_t data_start =
+        full->blocks().empty() ? bytes.size() : full->blocks().front().offset;
 
     for (size_t size = 0; size < bytes.size(); ++size) {
       testing::write_bytes(probe, {bytes.begin(), bytes.begin() + size});
       // A cut inside the file or JSON header is an error; after it, a valid prefix.
-      EXPECT_EQ(accepts(probe), size >= data_start && size > 0) << "variant " << variant << " size " << size;
+      EXPECT_EQ(accepts(probe), size >= data_start && size > 0)
+          << "variant " << variant << " size " << size;
     }
     // Past a cut-off the bytes are not part of the trace: flips there go unnoticed by design.
     const uint64_t valid_end = full->truncated() ? full->truncation_offset() : bytes.size();

@@ -85,9 +85,9 @@ TEST(RecordTable, DiffColumnsNameFieldsOfTheirRow) {
 TEST(RecordTable, DiffColumnsOfTheKnownKinds) {
   for (RecordKind kind : {RecordKind::Warning, RecordKind::StepSummary})
     EXPECT_TRUE(kind_diff(kind).ignored()) << record_kind_name(kind);
-  for (RecordKind kind : {RecordKind::Kernel, RecordKind::Gemm, RecordKind::Collective,
-                          RecordKind::Memcpy, RecordKind::Memset, RecordKind::Metric,
-                          RecordKind::StepMarker, RecordKind::GraphLaunch})
+  for (RecordKind kind :
+       {RecordKind::Kernel, RecordKind::Gemm, RecordKind::Collective, RecordKind::Memcpy,
+        RecordKind::Memset, RecordKind::Metric, RecordKind::StepMarker, RecordKind::GraphLaunch})
     EXPECT_FALSE(kind_diff(kind).ignored()) << record_kind_name(kind);
 
   const KindDiff& kernel = kind_diff(RecordKind::Kernel);

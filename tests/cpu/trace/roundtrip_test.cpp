@@ -19,7 +19,8 @@ TEST(RoundTrip, EveryKindEveryFieldBuffersPayloadAndStrings) {
   WriterOptions options;
   options.path = dir.file("t.lstrace");
   options.block_bytes = 8192;  // many blocks, so delta state resets are exercised
-  nlohmann::json extra = {{"gpu", {{"name", "H200"}, {"uuid", "GPU-1234"}}}, {"nccl_version", "2.27.3"}};
+  nlohmann::json extra = {{"gpu", {{"name", "H200"}, {"uuid", "GPU-1234"}}},
+                          {"nccl_version", "2.27.3"}};
   std::string error;
   auto writer = TraceWriter::open(options, build_trace_header(extra), &error);
   ASSERT_TRUE(writer) << error;

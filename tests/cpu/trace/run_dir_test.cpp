@@ -97,7 +97,8 @@ TEST(RunDir, ManyProcessesOfOneRunStartTogether) {
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCKSTEP_RUN_ID", "torchrun-42", 1);
       std::string error;
-      auto writer = open_run_writer({dir, "", false}, WriterOptions{}, build_trace_header(), &error);
+      auto writer =
+          open_run_writer({dir, "", false}, WriterOptions{}, build_trace_header(), &error);
       if (!writer) ::_exit(1);
       writer->close();
       ::_exit(0);

@@ -30,20 +30,27 @@ enum class Fault {
   EnospcOnce,        // the disk was full for one write
   EnospcFromThenOn,  // the disk stays full
   EioOnce,
-  ShortOnce,         // one write takes half its bytes: the writer completes it
-  ShortThenEnospc,   // half a block, then the disk is full
-  EioUncuttable,     // writes fail and the failed block cannot be cut off again
+  ShortOnce,        // one write takes half its bytes: the writer completes it
+  ShortThenEnospc,  // half a block, then the disk is full
+  EioUncuttable,    // writes fail and the failed block cannot be cut off again
 };
 
 const char* fault_name(Fault fault) {
   switch (fault) {
-    case Fault::None: return "none";
-    case Fault::EnospcOnce: return "ENOSPC once";
-    case Fault::EnospcFromThenOn: return "ENOSPC from then on";
-    case Fault::EioOnce: return "EIO once";
-    case Fault::ShortOnce: return "short write once";
-    case Fault::ShortThenEnospc: return "short write, then ENOSPC";
-    case Fault::EioUncuttable: return "EIO, ftruncate failing";
+    case Fault::None:
+      return "none";
+    case Fault::EnospcOnce:
+      return "ENOSPC once";
+    case Fault::EnospcFromThenOn:
+      return "ENOSPC from then on";
+    case Fault::EioOnce:
+      return "EIO once";
+    case Fault::ShortOnce:
+      return "short write once";
+    case Fault::ShortThenEnospc:
+      return "short write, then ENOSPC";
+    case Fault::EioUncuttable:
+      return "EIO, ftruncate failing";
   }
   return "?";
 }
@@ -65,16 +72,22 @@ struct Injector {
       return -1;
     };
     switch (fault) {
-      case Fault::EnospcOnce: return first ? fail(ENOSPC) : ::pwritev(fd, parts, count, offset);
-      case Fault::EioOnce: return first ? fail(EIO) : ::pwritev(fd, parts, count, offset);
-      case Fault::EnospcFromThenOn: return fail(ENOSPC);
-      case Fault::EioUncuttable: return fail(EIO);
+      case Fault::EnospcOnce:
+        return first ? fail(ENOSPC) : ::pwritev(fd, parts, count, offset);
+      case Fault::EioOnce:
+        return first ? fail(EIO) : ::pwritev(fd, parts, count, offset);
+      case Fault::EnospcFromThenOn:
+        return fail(ENOSPC);
+      case Fault::EioUncuttable:
+        return fail(EIO);
       case Fault::ShortOnce:
       case Fault::ShortThenEnospc:
-        if (!first) return fault == Fault::ShortOnce ? ::pwritev(fd, parts, count, offset) : fail(ENOSPC);
+        if (!first)
+          return fault == Fault::ShortOnce ? ::pwritev(fd, parts, count, offset) : fail(ENOSPC);
         fired = true;
         return ::pwrite(fd, parts[0].iov_base, std::max<size_t>(1, parts[0].iov_len / 2), offset);
-      case Fault::None: break;
+      case Fault::None:
+        break;
     }
     return ::pwritev(fd, parts, count, offset);
   }
@@ -158,7 +171,8 @@ Outcome write_trace(const std::string& path, Fault fault, int at) {
 // What every faulty run must leave: see the top of this file.
 void check(const std::string& path, Fault fault, int at, const Outcome& outcome) {
   SCOPED_TRACE(std::string(fault_name(fault)) + " at write " + std::to_string(at));
-  EXPECT_LT(outcome.slowest_append, std::chrono::milliseconds(500)) << "an append waited on the disk";
+  EXPECT_LT(outcome.slowest_append, std::chrono::milliseconds(500))
+      << "an append waited on the disk";
   EXPECT_LT(outcome.whole, std::chrono::seconds(20)) << "the writer hung";
   if (!outcome.opened) {
     // The header could not be written: the shim is told (open's error) and runs untraced.
@@ -183,13 +197,15 @@ void check(const std::string& path, Fault fault, int at, const Outcome& outcome)
     EXPECT_EQ(outcome.stats.write_errors, 0u);
     EXPECT_TRUE(outcome.reported.empty());
   }
-  EXPECT_EQ(outcome.stats.appended + outcome.stats.dropped, kRecords) << "every record accounted for";
+  EXPECT_EQ(outcome.stats.appended + outcome.stats.dropped, kRecords)
+      << "every record accounted for";
 
   auto reader = TraceReader::open(path);
   if (fault != Fault::EioUncuttable) reader->verify_all();  // failed writes were cut off again
   const auto& end = reader->end();
   if (failed) {
-    EXPECT_TRUE(!end || (!end->clean && end->write_errors > 0)) << "a file that lost writes was certified";
+    EXPECT_TRUE(!end || (!end->clean && end->write_errors > 0))
+        << "a file that lost writes was certified";
   } else {
     ASSERT_TRUE(end.has_value());
     EXPECT_TRUE(end->clean);
@@ -245,7 +261,8 @@ TEST(WriteFaults, TheDefaultReportGoesToStderrOnce) {
     WriterOptions options;
     options.path = path;
     options.block_bytes = 4096;
-    options.pwritev = [calls = std::make_shared<int>(0)](int fd, const iovec* parts, int count, off_t offset) {
+    options.pwritev = [calls = std::make_shared<int>(0)](int fd, const iovec* parts, int count,
+                                                         off_t offset) {
       if (++*calls == 1) return ::pwritev(fd, parts, count, offset);  // the header goes through
       errno = ENOSPC;
       return ssize_t{-1};

@@ -50,8 +50,10 @@ struct Expectations {
   static void expect(json& call, const std::string& label, const void* device, size_t bytes) {
     std::vector<uint8_t> host(bytes);
     if (cudaMemcpy(host.data(), device, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) std::abort();
-    call["buffers"].push_back({{"label", label}, {"bytes", bytes},
-                               {"fingerprint", lockstep::hashing::fingerprint(host.data(), bytes)}});
+    call["buffers"].push_back(
+        {{"label", label},
+         {"bytes", bytes},
+         {"fingerprint", lockstep::hashing::fingerprint(host.data(), bytes)}});
   }
 };
 
@@ -70,20 +72,23 @@ std::vector<T> values(size_t count, Make make) {
   return v;
 }
 
-#define CHECK_OK(expr)                                                      \
-  do {                                                                      \
-    if ((expr) != 0) {                                                      \
-      std::fprintf(stderr, "%s failed at line %d\n", #expr, __LINE__);      \
-      std::exit(3);                                                         \
-    }                                                                       \
+#define CHECK_OK(expr)                                                 \
+  do {                                                                 \
+    if ((expr) != 0) {                                                 \
+      std::fprintf(stderr, "%s failed at line %d\n", #expr, __LINE__); \
+      std::exit(3);                                                    \
+    }                                                                  \
   } while (0)
 
 void gemm_ex_fp32(Expectations& ex, cublasHandle_t handle) {
   // transa = T: A stored k x m with lda = k + 3; B stored k x n, ldb = k + 1; C m x n, ldc = m + 2.
   const int m = 64, n = 48, k = 32, lda = k + 3, ldb = k + 1, ldc = m + 2;
-  auto* A = device_fill<float>(lda * m, values<float>(lda * m, [](size_t i) { return float(i % 13) * 0.25f; }));
-  auto* B = device_fill<float>(ldb * n, values<float>(ldb * n, [](size_t i) { return float(i % 7) - 3.f; }));
-  auto* C = device_fill<float>(ldc * n, values<float>(ldc * n, [](size_t i) { return float(i % 5); }));
+  auto* A = device_fill<float>(
+      lda * m, values<float>(lda * m, [](size_t i) { return float(i % 13) * 0.25f; }));
+  auto* B = device_fill<float>(ldb * n,
+                               values<float>(ldb * n, [](size_t i) { return float(i % 7) - 3.f; }));
+  auto* C =
+      device_fill<float>(ldc * n, values<float>(ldc * n, [](size_t i) { return float(i % 5); }));
   const float alpha = 1.f, beta = 0.5f;
   json& call = ex.call("gemm", "cublasGemmEx");
   Expectations::expect(call, "A", A, sizeof(float) * (lda * (m - 1) + k));
@@ -99,9 +104,14 @@ void gemm_ex_fp32(Expectations& ex, cublasHandle_t handle) {
 void strided_bf16(Expectations& ex, cublasHandle_t handle) {
   const int m = 32, n = 16, k = 24, batch = 3;
   const long long sa = m * k + 8, sb = k * n, sc = m * n + 4;
-  auto* A = device_fill<__nv_bfloat16>(sa * batch, values<__nv_bfloat16>(sa * batch, [](size_t i) { return __float2bfloat16(float(i % 11) / 8); }));
-  auto* B = device_fill<__nv_bfloat16>(sb * batch, values<__nv_bfloat16>(sb * batch, [](size_t i) { return __float2bfloat16(float(i % 3)); }));
-  auto* C = device_fill<__nv_bfloat16>(sc * batch, values<__nv_bfloat16>(sc * batch, [](size_t) { return __float2bfloat16(0.f); }));
+  auto* A = device_fill<__nv_bfloat16>(sa * batch, values<__nv_bfloat16>(sa * batch, [](size_t i) {
+                                         return __float2bfloat16(float(i % 11) / 8);
+                                       }));
+  auto* B = device_fill<__nv_bfloat16>(sb * batch, values<__nv_bfloat16>(sb * batch, [](size_t i) {
+                                         return __float2bfloat16(float(i % 3));
+                                       }));
+  auto* C = device_fill<__nv_bfloat16>(
+      sc * batch, values<__nv_bfloat16>(sc * batch, [](size_t) { return __float2bfloat16(0.f); }));
   const float alpha = 1.f, beta = 0.f;
   json& call = ex.call("gemm", "cublasGemmStridedBatchedEx");
   Expectations::expect(call, "A", A, 2 * ((batch - 1) * sa + m * k));
@@ -109,10 +119,9 @@ void strided_bf16(Expectations& ex, cublasHandle_t handle) {
   // beta = 0: cuBLAS does not read C, so C is recorded without a fingerprint (gemm_ex_fp32
   // above has beta = 0.5: there C is an input).
   call["buffers"].push_back({{"label", "C"}, {"unread", true}});
-  CHECK_OK(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, A,
-                                      CUDA_R_16BF, m, sa, B, CUDA_R_16BF, k, sb, &beta, C,
-                                      CUDA_R_16BF, m, sc, batch, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
+  CHECK_OK(cublasGemmStridedBatchedEx(
+      handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, A, CUDA_R_16BF, m, sa, B, CUDA_R_16BF, k,
+      sb, &beta, C, CUDA_R_16BF, m, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   cudaDeviceSynchronize();
   Expectations::expect(call, "D", C, 2 * ((batch - 1) * sc + m * n));
 }
@@ -126,14 +135,20 @@ void lt_fp8(Expectations& ex, cublasLtHandle_t lt, bool block) {
   auto fp8 = [](size_t i) { return uint8_t(0x30 + i % 16); };  // small positive e4m3 values
   auto* A = device_fill<uint8_t>(k * m, values<uint8_t>(k * m, fp8));
   auto* B = device_fill<uint8_t>(k * n, values<uint8_t>(k * n, fp8));
-  auto* C = device_fill<__nv_bfloat16>(m * n, values<__nv_bfloat16>(m * n, [](size_t) { return __float2bfloat16(0.f); }));
+  auto* C = device_fill<__nv_bfloat16>(
+      m * n, values<__nv_bfloat16>(m * n, [](size_t) { return __float2bfloat16(0.f); }));
   void* D = nullptr;
   cudaMalloc(&D, d_bytes);
   cudaMemset(D, 0, d_bytes);
   // Scale buffers with 64 bytes of zeroed slack after the dense size.
-  const size_t a_scales = block ? size_t(m) * (k / 128) : 1, b_scales = block ? (n / 128) * (k / 128) : 1;
-  auto* a_scale = device_fill<float>(a_scales + 16, values<float>(a_scales + 16, [&](size_t i) { return i < a_scales ? 0.5f + i % 3 : 0.f; }));
-  auto* b_scale = device_fill<float>(b_scales + 16, values<float>(b_scales + 16, [&](size_t i) { return i < b_scales ? 2.f : 0.f; }));
+  const size_t a_scales = block ? size_t(m) * (k / 128) : 1,
+               b_scales = block ? (n / 128) * (k / 128) : 1;
+  auto* a_scale = device_fill<float>(a_scales + 16, values<float>(a_scales + 16, [&](size_t i) {
+                                       return i < a_scales ? 0.5f + i % 3 : 0.f;
+                                     }));
+  auto* b_scale = device_fill<float>(b_scales + 16, values<float>(b_scales + 16, [&](size_t i) {
+                                       return i < b_scales ? 2.f : 0.f;
+                                     }));
   auto* d_scale = device_fill<float>(1, {0.25f});
   auto* amax = device_fill<float>(1, {0.f});
 
@@ -142,14 +157,18 @@ void lt_fp8(Expectations& ex, cublasLtHandle_t lt, bool block) {
   const int32_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(void*));
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(void*));
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                 sizeof(void*));
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                 sizeof(void*));
   if (block) {
-    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                  blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof(vec));
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &blk, sizeof(blk));
   } else {
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale, sizeof(void*));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d_scale,
+                                   sizeof(void*));
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax, sizeof(void*));
   }
   cublasLtMatrixLayout_t la, lb, lc, ld;
@@ -181,8 +200,9 @@ void lt_fp8(Expectations& ex, cublasLtHandle_t lt, bool block) {
   Expectations::expect(call, "B_scale", b_scale, 4 * (b_scales + 16));
   if (!block) Expectations::expect(call, "D_scale", d_scale, 4);
   const float alpha = 1.f, beta = 0.f;
-  const cublasStatus_t status = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, C, lc, D, ld,
-                                               &heuristic.algo, workspace, workspace_bytes, nullptr);
+  const cublasStatus_t status =
+      cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, C, lc, D, ld, &heuristic.algo,
+                     workspace, workspace_bytes, nullptr);
   cudaDeviceSynchronize();
   if (status != CUBLAS_STATUS_SUCCESS) {
     call["skip"] = "cublasLtMatmul returned " + std::to_string(status);
@@ -197,7 +217,8 @@ void nccl_allreduce(Expectations& ex) {
   int device = 0;
   CHECK_OK(ncclCommInitAll(&comm, 1, &device));
   const size_t count = 1000;
-  auto* send = device_fill<float>(count, values<float>(count, [](size_t i) { return float(i) * 0.5f; }));
+  auto* send =
+      device_fill<float>(count, values<float>(count, [](size_t i) { return float(i) * 0.5f; }));
   float* recv = nullptr;
   cudaMalloc(&recv, count * 4);
   cudaStream_t stream;
@@ -222,8 +243,10 @@ void nccl_allreduce(Expectations& ex) {
 // GraphLaunch record must fingerprint C before and after, as the host sees it.
 json graph_replays(cublasHandle_t handle) {
   const int n = 64;
-  auto* a = device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 7) - 3; }));
-  auto* b = device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 5) * 0.5f; }));
+  auto* a =
+      device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 7) - 3; }));
+  auto* b =
+      device_fill<float>(n * n, values<float>(n * n, [](size_t i) { return float(i % 5) * 0.5f; }));
   auto* c = device_fill<float>(n * n, std::vector<float>(n * n, 0.0f));
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -276,8 +299,10 @@ int child_main(const char* out_path) {
   ex.metrics.push_back(loss);
   json graphs = graph_replays(handle);  // last: its GEMM records come after the others
   cudaDeviceSynchronize();
-  std::ofstream(out_path) << json{{"calls", ex.calls}, {"metrics", ex.metrics}, {"graphs", graphs}}
-                                 .dump(1);
+  std::ofstream(out_path) << json{
+      {"calls", ex.calls},
+      {"metrics", ex.metrics},
+      {"graphs", graphs}}.dump(1);
   return 0;
 }
 
@@ -295,7 +320,8 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
     GTEST_SKIP() << "no libcuda.so.1: " << dlerror();
   const std::string shim = shim_path();
   if (!fs::exists(shim)) GTEST_SKIP() << "no shim at " << shim;
-  const fs::path dir = fs::temp_directory_path() / ("lockstep-collectors-gpu-" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("lockstep-collectors-gpu-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string expected_path = (dir / "expected.json").string();
@@ -304,8 +330,8 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string var = *e;
-    if (var.starts_with("LOCKSTEP_") || var.starts_with("LD_PRELOAD=") || var.starts_with("RANK=") ||
-        var.starts_with("NVTX_INJECTION64_PATH="))
+    if (var.starts_with("LOCKSTEP_") || var.starts_with("LD_PRELOAD=") ||
+        var.starts_with("RANK=") || var.starts_with("NVTX_INJECTION64_PATH="))
       continue;
     env_strings.push_back(var);
   }
@@ -317,7 +343,8 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   envp.push_back(nullptr);
   std::string self = fs::read_symlink("/proc/self/exe").string();
   std::string child_flag = "--child";
-  std::vector<char*> argv = {self.data(), child_flag.data(), const_cast<char*>(expected_path.c_str()), nullptr};
+  std::vector<char*> argv = {self.data(), child_flag.data(),
+                             const_cast<char*>(expected_path.c_str()), nullptr};
   pid_t pid = 0;
   ASSERT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
   int status = 0;
@@ -356,14 +383,16 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
         if (reader->string(b.label) == label) got = &b;
       ASSERT_NE(got, nullptr) << call["name"] << " has no " << label;
       if (want.contains("unread")) {
-        EXPECT_FALSE(got->flags & lockstep::trace::kFingerprintValid) << call["name"] << " " << label;
+        EXPECT_FALSE(got->flags & lockstep::trace::kFingerprintValid)
+            << call["name"] << " " << label;
         continue;
       }
       ASSERT_TRUE(got->flags & lockstep::trace::kFingerprintValid) << call["name"] << " " << label;
       const bool prefix_ok = call.contains("prefix_ok") && call["prefix_ok"][0] == label;
       if (!prefix_ok) {
         EXPECT_EQ(got->bytes, want["bytes"].get<uint64_t>()) << call["name"] << " " << label;
-        EXPECT_EQ(got->fingerprint, want["fingerprint"].get<uint64_t>()) << call["name"] << " " << label;
+        EXPECT_EQ(got->fingerprint, want["fingerprint"].get<uint64_t>())
+            << call["name"] << " " << label;
       } else {
         EXPECT_LE(got->bytes, want["bytes"].get<uint64_t>());
       }
@@ -398,8 +427,7 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
     EXPECT_GE(nodes, 1u);
     size_t node_records = 0;
     for (const auto& k : by_kind[lockstep::trace::RecordKind::Kernel])
-      if (k.seq > launches[i].seq &&
-          (i + 1 == launches.size() || k.seq < launches[i + 1].seq) &&
+      if (k.seq > launches[i].seq && (i + 1 == launches.size() || k.seq < launches[i + 1].seq) &&
           k.fields[lockstep::trace::fields::Kernel::launch_api] == 8 /* LaunchApi::GraphNode */)
         ++node_records;
     EXPECT_EQ(node_records, nodes) << "replay " << i;

@@ -38,7 +38,8 @@ class HashEngineGpu : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << why;
     if (cuda_.init(0) != CUDA_SUCCESS) GTEST_SKIP() << "cuInit failed: no usable GPU";
     int count = 0;
-    if (cuda_.deviceGetCount(&count) != CUDA_SUCCESS || count == 0) GTEST_SKIP() << "no CUDA device";
+    if (cuda_.deviceGetCount(&count) != CUDA_SUCCESS || count == 0)
+      GTEST_SKIP() << "no CUDA device";
     CUdevice device = 0;
     ASSERT_EQ(cuda_.deviceGet(&device, 0), CUDA_SUCCESS);
     ASSERT_EQ(cuda_.primaryCtxRetain(&context_, device), CUDA_SUCCESS);
@@ -64,7 +65,8 @@ class HashEngineGpu : public ::testing::Test {
     CUdeviceptr p = 0;
     EXPECT_EQ(api_.memAlloc(&p, host.size() + extra_front + 1), CUDA_SUCCESS);
     allocations_.push_back(p);
-    if (!host.empty()) EXPECT_EQ(cuda_.memcpyHtoD(p + extra_front, host.data(), host.size()), CUDA_SUCCESS);
+    if (!host.empty())
+      EXPECT_EQ(cuda_.memcpyHtoD(p + extra_front, host.data(), host.size()), CUDA_SUCCESS);
     // From pageable memory the copy may still be in flight on return; our stream does not
     // wait for the legacy stream (non-blocking), so wait here.
     EXPECT_EQ(cuda_.ctxSynchronize(), CUDA_SUCCESS);
@@ -123,7 +125,8 @@ TEST_F(HashEngineGpu, KnownAnswersAtSeveralStartOffsets) {
   }
   const auto digests = drain(*engine, expected_count);
   size_t i = 0;
-  for (const auto& [slot, digest] : digests) EXPECT_EQ(digest, expected[i++]) << "KAT row " << i / 4;
+  for (const auto& [slot, digest] : digests)
+    EXPECT_EQ(digest, expected[i++]) << "KAT row " << i / 4;
 }
 
 TEST_F(HashEngineGpu, RandomLengthsOffsetsAndDataMatchReference) {
@@ -132,7 +135,9 @@ TEST_F(HashEngineGpu, RandomLengthsOffsetsAndDataMatchReference) {
   const uint64_t cap = max_test_bytes();
   const Bytes data = random_bytes(cap + 64);
   const CUdeviceptr buffer = device_copy(data);
-  struct Case { uint64_t offset, length; };
+  struct Case {
+    uint64_t offset, length;
+  };
   std::vector<Case> cases;
   for (int i = 0; i < 300; ++i) {
     // Log-uniform lengths: every scale from a few bytes to the cap.
@@ -153,7 +158,8 @@ TEST_F(HashEngineGpu, RandomLengthsOffsetsAndDataMatchReference) {
     CUdeviceptr p = 0;
     ASSERT_EQ(api_.memAlloc(&p, offset + bytes.size() + (bytes.empty() ? 1 : 0)), CUDA_SUCCESS);
     allocations_.push_back(p);
-    if (!bytes.empty()) ASSERT_EQ(cuda_.memcpyHtoD(p + offset, bytes.data(), bytes.size()), CUDA_SUCCESS);
+    if (!bytes.empty())
+      ASSERT_EQ(cuda_.memcpyHtoD(p + offset, bytes.data(), bytes.size()), CUDA_SUCCESS);
     ASSERT_EQ(cuda_.ctxSynchronize(), CUDA_SUCCESS);
     const Region region{p + offset, bytes.size()};
     ASSERT_TRUE(engine->enqueue(stream_, &region, 1, nullptr));
@@ -169,7 +175,8 @@ TEST_F(HashEngineGpu, RandomLengthsOffsetsAndDataMatchReference) {
   }
   for (const auto& [bytes, offset] : tight) {
     ASSERT_NE(it, digests.end());
-    EXPECT_EQ(it->second, fingerprint(bytes.data(), bytes.size())) << "tight, length " << bytes.size();
+    EXPECT_EQ(it->second, fingerprint(bytes.data(), bytes.size()))
+        << "tight, length " << bytes.size();
     ++it;
   }
 }
@@ -332,10 +339,12 @@ TEST_F(HashEngineGpu, EnqueueReturnsWhileStreamIsBusy) {
   const size_t early = engine->poll([](uint64_t, uint64_t) {});
   const double enqueue_ms = std::chrono::duration<double, std::milli>(after - before).count();
   RecordProperty("enqueue_us", std::to_string(enqueue_ms * 1000));
-  std::printf("enqueue behind a %.0f ms spin kernel took %.1f us\n", kSpinNs / 1e6, enqueue_ms * 1000);
+  std::printf("enqueue behind a %.0f ms spin kernel took %.1f us\n", kSpinNs / 1e6,
+              enqueue_ms * 1000);
   EXPECT_LT(enqueue_ms, 10.0) << "enqueue waited for the stream";
   const double since_spin_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - spin_start).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - spin_start)
+          .count();
   if (since_spin_ms < kSpinNs / 1e6 * 0.8) EXPECT_EQ(early, 0u) << "digest before the spin ended";
   const auto digests = drain(*engine, 1 - early);
   if (!digests.empty()) EXPECT_EQ(digests.begin()->second, fingerprint(data.data(), data.size()));

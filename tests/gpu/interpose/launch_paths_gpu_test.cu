@@ -77,9 +77,9 @@ TEST_F(RealCuda, CudaLaunchKernelIsOneEvent) {
 TEST_F(RealCuda, DriverLaunchThroughRuntimeEntryPointIsWrapped) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status;
-  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault,
-                                             &status),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &status),
+      cudaSuccess);
   ASSERT_EQ(status, cudaDriverEntryPointSuccess);
   ASSERT_EQ(fn, dlsym(RTLD_DEFAULT, "cuLaunchKernel")) << "not our legacy-stream wrapper";
   cudaKernel_t kernel = nullptr;
@@ -88,12 +88,12 @@ TEST_F(RealCuda, DriverLaunchThroughRuntimeEntryPointIsWrapped) {
   clear_fake_log();
   int n = kN;
   void* args[] = {&data_, &n};
-  auto launch = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                                              unsigned, unsigned, unsigned, CUstream, void**,
-                                              void**)>(fn);
-  ASSERT_EQ(launch(reinterpret_cast<CUfunction>(kernel), 4, 1, 1, 256, 1, 1, 0, nullptr, args,
-                   nullptr),
-            CUDA_SUCCESS);
+  auto launch =
+      reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**)>(fn);
+  ASSERT_EQ(
+      launch(reinterpret_cast<CUfunction>(kernel), 4, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr),
+      CUDA_SUCCESS);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto begins = lines_starting(fake_log(), "launch_begin");
   ASSERT_EQ(begins.size(), 1u) << fake_log();

@@ -40,8 +40,7 @@ APP_EXPORT int app_malloc_copy_free() {
 }
 APP_EXPORT int app_graph() {
   cudaGraphExec_t exec = nullptr;
-  if (cudaGraphInstantiateWithFlags(&exec, reinterpret_cast<cudaGraph_t>(0x5000), 0) !=
-      cudaSuccess)
+  if (cudaGraphInstantiateWithFlags(&exec, reinterpret_cast<cudaGraph_t>(0x5000), 0) != cudaSuccess)
     return 1;
   return cudaGraphLaunch(exec, nullptr) == cudaSuccess ? 0 : 2;
 }

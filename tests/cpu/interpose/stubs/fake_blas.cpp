@@ -17,11 +17,10 @@ STUB_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t
 }
 #else
 STUB_EXPORT int fakecublas_calls(const char* name) { return stub::calls(name); }
-STUB_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t,
-                                        int, int, int, const void*, const void*, cudaDataType,
-                                        int, const void*, cudaDataType, int, const void*, void*,
-                                        cudaDataType, int, cublasComputeType_t,
-                                        cublasGemmAlgo_t) {
+STUB_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                        int, int, const void*, const void*, cudaDataType, int,
+                                        const void*, cudaDataType, int, const void*, void*,
+                                        cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) {
   stub::count("cublasGemmEx");
   return cublasLtMatmul(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                         nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr);

@@ -91,9 +91,12 @@ int logged_order_points() {
   return n;
 }
 
-unsigned long handle(const void* p) { return static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)); }
+unsigned long handle(const void* p) {
+  return static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p));
+}
 
-CUresult order_stub(const char* name, const char* format, ...) __attribute__((format(printf, 2, 3)));
+CUresult order_stub(const char* name, const char* format, ...)
+    __attribute__((format(printf, 2, 3)));
 CUresult order_stub(const char* name, const char* format, ...) {
   stub::count(name);
   char args[256];
@@ -175,10 +178,10 @@ STUB_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMod
   return order_stub("cuStreamBeginCapture_v2_ptsz", "stream=%#lx mode=%d", handle(s), int(mode));
 }
 #define FAKE_CAPTURE_TO_GRAPH(name)                                                            \
-  STUB_EXPORT CUresult name(CUstream s, CUgraph g, const CUgraphNode* deps,                     \
-                            const CUgraphEdgeData* data, size_t n, CUstreamCaptureMode mode) {  \
+  STUB_EXPORT CUresult name(CUstream s, CUgraph g, const CUgraphNode* deps,                    \
+                            const CUgraphEdgeData* data, size_t n, CUstreamCaptureMode mode) { \
     return order_stub(#name, "stream=%#lx graph=%#lx deps=%#lx data=%#lx n=%zu mode=%d",       \
-                      handle(s), handle(g), handle(deps), handle(data), n, int(mode));          \
+                      handle(s), handle(g), handle(deps), handle(data), n, int(mode));         \
   }
 FAKE_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph)
 FAKE_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz)
@@ -204,12 +207,10 @@ STUB_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, v
 
 // The driver's internal resolver (what cudart calls without going through any export).
 STUB_EXPORT CUresult fakecuda_get_proc(const char* symbol, void** pfn, int version,
-                                       cuuint64_t flags,
-                                       CUdriverProcAddressQueryResult* status);
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult* status);
 
 STUB_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                         cuuint64_t flags,
-                                         CUdriverProcAddressQueryResult* status) {
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   stub::count("cuGetProcAddress_v2");
   return fakecuda_get_proc(symbol, pfn, version, flags, status);
 }
@@ -238,36 +239,44 @@ const Entry kEntries[] = {
 #define FAKE_ENTRY(base, version, per_thread, fn) \
   {#base, version, per_thread, reinterpret_cast<void*>(&fn)},
     // stream order points, as cudaTypedefs.h versions them
-    FAKE_ENTRY(cuEventRecord, 2000, false, cuEventRecord)
-    FAKE_ENTRY(cuEventRecord, 7000, true, cuEventRecord_ptsz)
-    FAKE_ENTRY(cuEventRecordWithFlags, 11010, false, cuEventRecordWithFlags)
-    FAKE_ENTRY(cuEventRecordWithFlags, 11010, true, cuEventRecordWithFlags_ptsz)
-    FAKE_ENTRY(cuStreamSynchronize, 2000, false, cuStreamSynchronize)
-    FAKE_ENTRY(cuStreamSynchronize, 7000, true, cuStreamSynchronize_ptsz)
-    FAKE_ENTRY(cuStreamQuery, 2000, false, cuStreamQuery)
-    FAKE_ENTRY(cuStreamQuery, 7000, true, cuStreamQuery_ptsz)
-    FAKE_ENTRY(cuCtxSynchronize, 2000, false, cuCtxSynchronize)
-    FAKE_ENTRY(cuCtxSynchronize, 13000, false, cuCtxSynchronize_v2)
-    FAKE_ENTRY(cuStreamBeginCapture, 10000, false, cuStreamBeginCapture)
-    FAKE_ENTRY(cuStreamBeginCapture, 10000, true, cuStreamBeginCapture_ptsz)
-    FAKE_ENTRY(cuStreamBeginCapture, 10010, false, cuStreamBeginCapture_v2)
-    FAKE_ENTRY(cuStreamBeginCapture, 10010, true, cuStreamBeginCapture_v2_ptsz)
-    FAKE_ENTRY(cuStreamBeginCaptureToGraph, 12030, false, cuStreamBeginCaptureToGraph)
-    FAKE_ENTRY(cuStreamBeginCaptureToGraph, 12030, true, cuStreamBeginCaptureToGraph_ptsz)
-    FAKE_ENTRY(cuLaunchHostFunc, 10000, false, cuLaunchHostFunc)
-    FAKE_ENTRY(cuLaunchHostFunc, 10000, true, cuLaunchHostFunc_ptsz)
-    FAKE_ENTRY(cuStreamAddCallback, 5000, false, cuStreamAddCallback)
-    FAKE_ENTRY(cuStreamAddCallback, 7000, true, cuStreamAddCallback_ptsz)
-    FAKE_ENTRY(cuStreamDestroy, 4000, false, cuStreamDestroy_v2)
-    FAKE_ENTRY(cuMemFreeAsync, 11020, false, cuMemFreeAsync)
-    FAKE_ENTRY(cuMemFreeAsync, 11020, true, cuMemFreeAsync_ptsz)
+    FAKE_ENTRY(cuEventRecord, 2000, false, cuEventRecord) FAKE_ENTRY(
+        cuEventRecord, 7000, true, cuEventRecord_ptsz) FAKE_ENTRY(cuEventRecordWithFlags, 11010,
+                                                                  false, cuEventRecordWithFlags)
+        FAKE_ENTRY(cuEventRecordWithFlags, 11010, true, cuEventRecordWithFlags_ptsz) FAKE_ENTRY(
+            cuStreamSynchronize, 2000, false, cuStreamSynchronize)
+            FAKE_ENTRY(cuStreamSynchronize, 7000, true, cuStreamSynchronize_ptsz) FAKE_ENTRY(
+                cuStreamQuery, 2000, false, cuStreamQuery) FAKE_ENTRY(cuStreamQuery, 7000, true,
+                                                                      cuStreamQuery_ptsz)
+                FAKE_ENTRY(cuCtxSynchronize, 2000, false, cuCtxSynchronize) FAKE_ENTRY(
+                    cuCtxSynchronize, 13000, false, cuCtxSynchronize_v2)
+                    FAKE_ENTRY(cuStreamBeginCapture, 10000, false, cuStreamBeginCapture) FAKE_ENTRY(
+                        cuStreamBeginCapture, 10000,
+                        true, cuStreamBeginCapture_ptsz) FAKE_ENTRY(cuStreamBeginCapture, 10010,
+                                                                    false, cuStreamBeginCapture_v2)
+                        FAKE_ENTRY(cuStreamBeginCapture, 10010, true, cuStreamBeginCapture_v2_ptsz)
+                            FAKE_ENTRY(cuStreamBeginCaptureToGraph, 12030, false,
+                                       cuStreamBeginCaptureToGraph)
+                                FAKE_ENTRY(cuStreamBeginCaptureToGraph, 12030, true,
+                                           cuStreamBeginCaptureToGraph_ptsz)
+                                    FAKE_ENTRY(cuLaunchHostFunc, 10000, false, cuLaunchHostFunc)
+                                        FAKE_ENTRY(cuLaunchHostFunc, 10000, true,
+                                                   cuLaunchHostFunc_ptsz)
+                                            FAKE_ENTRY(cuStreamAddCallback, 5000, false,
+                                                       cuStreamAddCallback)
+                                                FAKE_ENTRY(cuStreamAddCallback, 7000, true,
+                                                           cuStreamAddCallback_ptsz)
+                                                    FAKE_ENTRY(cuStreamDestroy, 4000, false,
+                                                               cuStreamDestroy_v2)
+                                                        FAKE_ENTRY(cuMemFreeAsync, 11020, false,
+                                                                   cuMemFreeAsync)
+                                                            FAKE_ENTRY(cuMemFreeAsync, 11020, true,
+                                                                       cuMemFreeAsync_ptsz)
 #undef FAKE_ENTRY
 };
 }  // namespace
 
 STUB_EXPORT CUresult fakecuda_get_proc(const char* symbol, void** pfn, int version,
-                                       cuuint64_t flags,
-                                       CUdriverProcAddressQueryResult* status) {
+                                       cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   const Entry* best = nullptr;
   bool known = false;

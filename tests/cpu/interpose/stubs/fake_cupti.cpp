@@ -46,9 +46,18 @@ CUpti_ActivityAPI api(CUpti_ActivityKind kind, uint32_t correlation, CUpti_Callb
 }
 }  // namespace
 
-FAKE_EXPORT int fake_cupti_pushes() { std::lock_guard l(g_mutex); return static_cast<int>(g_pushed.size()); }
-FAKE_EXPORT int fake_cupti_pops() { std::lock_guard l(g_mutex); return g_pops; }
-FAKE_EXPORT uint64_t fake_cupti_pushed(int i) { std::lock_guard l(g_mutex); return g_pushed.at(i); }
+FAKE_EXPORT int fake_cupti_pushes() {
+  std::lock_guard l(g_mutex);
+  return static_cast<int>(g_pushed.size());
+}
+FAKE_EXPORT int fake_cupti_pops() {
+  std::lock_guard l(g_mutex);
+  return g_pops;
+}
+FAKE_EXPORT uint64_t fake_cupti_pushed(int i) {
+  std::lock_guard l(g_mutex);
+  return g_pushed.at(i);
+}
 FAKE_EXPORT uint32_t fake_cupti_enabled_kinds() { return g_enabled_kinds; }
 
 // The CUPTI entry points, exported (the build hides symbols by default).
@@ -57,8 +66,7 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult, const char** str) {
   *str = "fake CUPTI error";
   return CUPTI_SUCCESS;
 }
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc,
-                                    void*) {
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*) {
   const char* busy = std::getenv("FAKE_CUPTI_BUSY");
   if (busy != nullptr && *busy == '1') return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
@@ -75,7 +83,7 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
-                                                           uint64_t id) {
+                                                            uint64_t id) {
   if (kind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return CUPTI_ERROR_INVALID_PARAMETER;
   std::lock_guard l(g_mutex);
   g_pushed.push_back(id);
@@ -83,7 +91,7 @@ CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrel
   return CUPTI_SUCCESS;
 }
 CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind,
-                                                          uint64_t* last) {
+                                                           uint64_t* last) {
   std::lock_guard l(g_mutex);
   if (g_depth == 0) return CUPTI_ERROR_QUEUE_EMPTY;
   --g_depth;

@@ -17,7 +17,7 @@ extern "C" __attribute__((visibility("default"))) void* caller_next(const char* 
   return dlsym(RTLD_NEXT, name);
 }
 extern "C" __attribute__((visibility("default"))) void* caller_next_versioned(const char* name,
-                                                                             const char* version) {
+                                                                              const char* version) {
   return dlvsym(RTLD_NEXT, name, version);
 }
 #endif
