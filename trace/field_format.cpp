@@ -69,8 +69,9 @@ std::string gemm_algo_text(uint64_t value, std::string_view api) {
     if (lt) return "heuristic";  // no algorithm passed: cuBLASLt's heuristic chose
     if (api.empty()) return "default";
   }
-  // A cuBLASLt code has a tile or stages; a classic algo is a small signed number.
-  if (lt || (api.empty() && value > 0xffff && value != UINT64_MAX)) return lt_algo_text(value);
+  if (lt) return lt_algo_text(value);
+  // Without the API (the diff's short text) a number could be either kind: left a number.
+  if (api.empty()) return std::to_string(value);
   if (auto name = enum_name(Format::CublasGemmAlgo, static_cast<int64_t>(value)))
     return std::string(*name);
   return std::to_string(value);

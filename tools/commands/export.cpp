@@ -88,8 +88,7 @@ std::vector<exporting::Arg> record_args(const trace::Record& r, std::string_view
   for (const trace::BufferFingerprint& b : r.buffers)
     args.push_back({fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out",
                                 reader.string(b.label)),
-                    fmt::format("{} ({} {} B)", fingerprint_text(b), trace::dtype_name(b.dtype),
-                                b.bytes)});
+                    fmt::format("{} ({} B)", fingerprint_text(b), b.bytes)});
   if (r.kind == trace::RecordKind::Metric)
     args.push_back({"value", format_metric_value(
                                  r.payload, r.fields[trace::fields::Metric::dtype_hint])});
