@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ clang libxxhash-dev libfmt-dev nlohmann-json3-dev libgtest-dev
-          libcli11-dev python3-pytest)
+          libcli11-dev python3-pytest libprotobuf-dev libprotoc-dev protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
