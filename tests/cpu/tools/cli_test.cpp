@@ -15,7 +15,7 @@ TEST_F(Cli, IdenticalRunsExitZero) {
   ASSERT_EQ(r.code, 0) << r.err;
   json j = r.parsed();
   EXPECT_EQ(j["schema"], "lockstep-diff");
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["verdict"], "identical");
   EXPECT_TRUE(j["culprit_rank"].is_null());
   EXPECT_TRUE(j["first_divergence"].is_null());
