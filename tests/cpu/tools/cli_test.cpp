@@ -343,6 +343,11 @@ TEST_F(Cli, CheckIsTheCiGate) {
   Result same = lockstep("check -o " + path("same").string() + " -- " FAKE_JOB, job_env());
   EXPECT_EQ(same.code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("DETERMINISTIC"), std::string::npos);
+  // Without --json the job's output reaches the terminal as before, and each run keeps it too.
+  EXPECT_NE(same.out.find("{\"fake_job\": \"training\""), std::string::npos) << same.out;
+  EXPECT_NE(same.err.find("fake_job: a warning on stderr"), std::string::npos) << same.err;
+  EXPECT_NE(slurp(path("same") / "run-2" / "job.log").find("fake_job: a warning"),
+            std::string::npos);
   std::string toggle = path("toggle").string();
   Result differ = lockstep("check --runs 3 -o " + path("differ").string() + " -- " FAKE_JOB,
                            job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
@@ -365,6 +370,40 @@ TEST_F(Cli, HuntNarrowsFromBroadToTheOriginOp) {
   EXPECT_NE(r.out.find("origin rank 1, step 3: kernel void layer1_forward"), std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(path("hunt") / "full-2" / "rank-00001.lstrace"));
+}
+
+// ---- clean --json output: the job's own output in each run's job.log ----------------------
+
+TEST_F(Cli, CheckJsonPrintsOneDocumentAndKeepsTheJobsOutputInItsLog) {
+  std::string toggle = path("toggle").string();
+  Result r = lockstep("check --json --runs 3 -o " + path("gate").string() + " -- " FAKE_JOB,
+                      job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  json j = r.parsed();  // throws unless stdout is one JSON document
+  EXPECT_EQ(j["verdict"], "divergent");
+  EXPECT_EQ(j["culprit_rank"], 1);
+  EXPECT_EQ(j["check"]["verdict"], "divergent");
+  EXPECT_EQ(j["check"]["runs"].size(), 3u);
+  ASSERT_EQ(j["check"]["pairs"].size(), 2u);
+  EXPECT_EQ(j["check"]["pairs"][0]["verdict"], "divergent");  // run 2 planted, run 3 not
+  EXPECT_EQ(j["check"]["pairs"][1]["verdict"], "identical");
+  EXPECT_NE(r.err.find("lockstep check: DIVERGENT"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fake_job"), std::string::npos) << r.err;
+  EXPECT_NE(slurp(path("gate") / "run-1" / "job.log").find("{\"fake_job\""), std::string::npos);
+
+  Result same = lockstep("check --json -o " + path("same").string() + " -- " FAKE_JOB, job_env());
+  ASSERT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_EQ(same.parsed()["check"]["verdict"], "deterministic");
+}
+
+TEST_F(Cli, AFailingJobUnderCheckNamesItsLog) {
+  Result r = lockstep("check --json -o " + path("fail").string() + " -- " FAKE_JOB,
+                      job_env("FAKE_JOB_EXIT=3"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("exited with code 3 in run 1 (its output: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run-1/job.log"), std::string::npos) << r.err;
+  EXPECT_EQ(line_count(r.err), 2) << r.err;  // the progress line and the error
 }
 
 }  // namespace
