@@ -98,9 +98,13 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
         *result.window_first_step, result.trace_first_step.value_or(0));
   if (result.unexplained > 0)
     out += fmt::format(
-        "  {} kernel record{} read differing bytes that no traced op wrote "
-        "(scratch or uninitialised memory): not counted as divergences\n",
-        result.unexplained, result.unexplained == 1 ? "" : "s");
+        "  {} kernel record{} read differing bytes that no traced op {}wrote "
+        "(scratch or uninitialised memory{}): not counted as divergences\n",
+        result.unexplained, result.unexplained == 1 ? "" : "s",
+        result.window_first_step ? "of the window " : "",
+        result.window_first_step
+            ? fmt::format(", or a difference made before step {}", *result.window_first_step)
+            : "");
   if (!result.divergent) return out;
 
   if (result.metric) {
