@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "trace/field_format.h"
+
 namespace lockstep::tools {
 
 using trace::RecordKind;
@@ -317,7 +319,10 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
       if (x == y || kind_diff(a.kind).is_volatile(static_cast<int>(i))) continue;
       std::string_view field =
           info && i < info->field_names.size() ? info->field_names[i] : std::string_view("?");
-      detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field, x, y);
+      // Values as show prints them (CUDA_R_16BF, not 14): trace/field_format.h.
+      const int f = static_cast<int>(i);
+      detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field,
+                            trace::field_text(a.kind, f, x), trace::field_text(a.kind, f, y));
     }
     if (!detail.empty()) {
       outcome.what = PairOutcome::Fields;
