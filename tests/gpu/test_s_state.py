@@ -122,7 +122,7 @@ def test_s_state_records_cost_at_broad(gs, row, job):
         os.unlink(path)
     run = gs.run("overhead-state", 420, [
         gs.config.py, OVERHEAD, "--lockstep", gs.config.lockstep, "--python", gs.config.py,
-        "--json", path, "--log", gs.log_path, "--sets", 2, "--chunks", 16, "--chunk-steps", 5,
+        "--json", path, "--log", gs.log_path, "--sets", 2, "--chunks", 10, "--chunk-steps", 5,
         "--skip", 5, "--levels", "broad-nostate,broad", "--size", "gpu-bound"])
     rows = load_overhead(path)
     if run.rc != 0 or not rows or "broad" not in rows or "broad-nostate" not in rows:
