@@ -44,8 +44,8 @@ class RunIdentity {
     if (id_.empty()) {
       id_ = id, source_ = where;
     } else if (id != id_) {
-      throw InputError(fmt::format("{}: run id {}, but {} has run id {}: not one run", where, id,
-                                   source_, id_));
+      throw InputError(
+          fmt::format("{}: run id {}, but {} has run id {}: not one run", where, id, source_, id_));
     }
   }
   const std::string& id() const { return id_; }
@@ -80,9 +80,10 @@ std::vector<Member> members_of(const std::string& dir, RunIdentity& run,
     const nlohmann::json& header = reader->header();
     const std::string id = header_string(header, "run_id");
     if (id.empty())
-      throw InputError(fmt::format("{}: no run id in its header (written by an older lockstep): "
-                                   "gather cannot tell which run it belongs to",
-                                   entry.path));
+      throw InputError(
+          fmt::format("{}: no run id in its header (written by an older lockstep): "
+                      "gather cannot tell which run it belongs to",
+                      entry.path));
     run.require(id, entry.path);
     const int world = header_int(header, "world_size", -1);
     if (world > 0) {
@@ -119,7 +120,8 @@ bool bring(const std::string& from, const fs::path& to, bool allow_link) {
   if (ec) {
     std::error_code ignored;
     fs::remove(part, ignored);
-    throw InputError(fmt::format("{}: cannot be copied to {}: {}", from, to.string(), ec.message()));
+    throw InputError(
+        fmt::format("{}: cannot be copied to {}: {}", from, to.string(), ec.message()));
   }
   return false;
 }
@@ -171,8 +173,8 @@ int run_gather(const GatherRequest& request) {
             fmt::format("{}: rank {} again (also in {})", m.path, m.rank, it->second->path));
     }
     if (named != by_name.end())
-      throw InputError(fmt::format("{}: {} comes also from {}", m.path, m.name,
-                                   named->second->path));
+      throw InputError(
+          fmt::format("{}: {} comes also from {}", m.path, m.name, named->second->path));
     by_name.emplace(m.name, &m);
     to_bring.push_back(&m);
   }
@@ -181,39 +183,41 @@ int run_gather(const GatherRequest& request) {
   if (ec) throw InputError(fmt::format("{}: cannot be created: {}", request.out, ec.message()));
   const fs::path out_manifest = fs::path(request.out) / trace::kManifestName;
   if (!fs::exists(out_manifest, ec)) {
-    // The first directory's manifest (they all name this run), so OUT reads as that run.
-    bool written = false;
-    for (const std::string& dir : request.dirs) {
-      const fs::path manifest = fs::path(dir) / trace::kManifestName;
-      if (fs::exists(manifest, ec)) {
-        bring(manifest.string(), out_manifest, false);
-        written = true;
+    // The first directory's manifest (they all name this run), so OUT reads as that run; when
+    // none has one (lost), one that says the run id the headers agree on.
+    std::optional<std::string> from;
+    for (const std::string& dir : request.dirs)
+      if (fs::exists(fs::path(dir) / trace::kManifestName, ec)) {
+        from = (fs::path(dir) / trace::kManifestName).string();
         break;
       }
+    if (from) {
+      bring(*from, out_manifest, false);
+    } else {
+      std::FILE* f = std::fopen(out_manifest.c_str(), "w");
+      const std::string text = nlohmann::json{{"run_id", run.id()}}.dump(2) + "\n";
+      if (!f || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0)
+        throw InputError(out_manifest.string() + ": cannot be written");
     }
-    if (!written)
-      throw InputError(fmt::format("{}: no {} in any directory given: run `lockstep run` or the "
-                                   "shim writes one",
-                                   request.out, trace::kManifestName));
   }
-  int linked = 0;
+  size_t linked = 0;
   for (const Member* m : to_bring)
     if (bring(m->path, fs::path(request.out) / m->name, !request.copy)) ++linked;
 
-  const int files = static_cast<int>(present.size() + to_bring.size());
-  std::printf("%s: %d trace file%s of run %s (%d brought from %zu director%s: %d linked, %d "
-              "copied)\n",
-              request.out.c_str(), files, files == 1 ? "" : "s", run.id().c_str(),
-              to_bring.size(), request.dirs.size(), request.dirs.size() == 1 ? "y" : "ies",
-              linked, static_cast<int>(to_bring.size()) - linked);
+  const size_t files = present.size() + to_bring.size();
+  fmt::print(
+      "{}: {} trace file{} of run {} ({} brought from {} director{}: {} linked, {} copied)\n",
+      request.out, files, files == 1 ? "" : "s", run.id(), to_bring.size(), request.dirs.size(),
+      request.dirs.size() == 1 ? "y" : "ies", linked, to_bring.size() - linked);
   if (world_size) {
     std::vector<int> missing;
     for (int r = 0; r < *world_size; ++r)
       if (!by_rank.count(r)) missing.push_back(r);
     if (!missing.empty())
-      warn(fmt::format("{}: {} of {} ranks have no file yet (first: rank {}); gather the other "
-                       "nodes' directories too",
-                       request.out, missing.size(), *world_size, missing.front()));
+      warn(
+          fmt::format("{}: {} of {} ranks have no file yet (first: rank {}); gather the other "
+                      "nodes' directories too",
+                      request.out, missing.size(), *world_size, missing.front()));
   }
   return 0;
 }
@@ -224,8 +228,9 @@ CommandRunner add_gather_command(CLI::App& app) {
   auto request = std::make_shared<GatherRequest>();
   CLI::App* sub = app.add_subcommand(
       "gather", "Bring the per-node trace directories of one run into one directory");
-  sub->add_option("OUT", request->out, "Directory to gather into (created; may already hold "
-                                       "files of the same run)")
+  sub->add_option("OUT", request->out,
+                  "Directory to gather into (created; may already hold "
+                  "files of the same run)")
       ->required();
   sub->add_option("DIR", request->dirs, "Per-node trace directories of the run")->required();
   sub->add_flag("--copy", request->copy,

@@ -102,6 +102,16 @@ TEST_F(Gather, RanksStillMissingAreNamedInAWarningAndVerifyRefusesTheRun) {
   EXPECT_EQ(lockstep("verify " + path("run").string()).code, 2);
 }
 
+TEST_F(Gather, DirectoriesThatLostTheirManifestsGetOneNamingTheRunTheirHeadersAgreeOn) {
+  std::string a = node("node-a", {0, 1}), b = node("node-b", {2, 3});
+  fs::remove(path("node-a") / "manifest.json");
+  fs::remove(path("node-b") / "manifest.json");
+  Result r = lockstep("gather " + path("run").string() + " " + a + " " + b);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(slurp(path("run") / "manifest.json"))["run_id"], "job-7");
+  EXPECT_EQ(lockstep("verify " + path("run").string()).code, 0);
+}
+
 TEST_F(Gather, ADirectoryWithoutTracesOrAMissingOneIsBadInput) {
   fs::create_directories(path("empty"));
   Result empty = lockstep("gather " + path("run").string() + " " + path("empty").string());
