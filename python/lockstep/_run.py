@@ -22,7 +22,6 @@ class Run:
 
     def __init__(self, native):
         self._run = native
-        self._files = {}
 
     path = property(lambda self: self._run.path)
     run_id = property(lambda self: self._run.run_id, doc="The manifest's run id")
@@ -36,10 +35,10 @@ class Run:
                 f"{len(self.ranks)} of {self.world_size} ranks>")
 
     def file(self, rank=0):
-        """The rank's trace file (lockstep._core.TraceFile): header, end(), step_summaries()."""
-        if rank not in self._files:
-            self._files[rank] = self._run.file(rank)
-        return self._files[rank]
+        """The rank's trace file, opened (lockstep._core.TraceFile: path, header, whole,
+        salvaged, end(), step_summaries()); not kept, so that a run of many ranks never holds
+        a file open per rank."""
+        return self._run.file(rank)
 
     def header(self, rank=0):
         """The rank's JSON header as a dict: rank, world size, GPU, versions, configuration."""

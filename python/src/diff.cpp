@@ -39,8 +39,7 @@ void bind_diff(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("rank") = py::none(), py::arg("steps") = "",
       py::arg("context") = 3, py::arg("exhaustive") = false, py::arg("salvage") = false,
-      py::arg("threads") = 0,
-      "(exit code, report): `lockstep diff A B --json`, without printing");
+      py::arg("threads") = 0, "(exit code, report): `lockstep diff A B --json`, without printing");
 
   m.def(
       "verify",

@@ -35,9 +35,9 @@ struct Buffer {
 // The names of trace::BufferFlags as Python sees them (Buffer.flag_names); `show` prints the
 // same words.
 const std::pair<uint8_t, const char*> kFlagNames[] = {
-    {trace::kFingerprintDropped, "dropped"},   {trace::kExtentClamped, "clamped"},
-    {trace::kExtentExact, "exact"},            {trace::kNotWrittenSinceAlloc, "unwritten"},
-    {trace::kLearnedReadOnly, "read-only"},    {trace::kFingerprintRecalled, "recalled"},
+    {trace::kFingerprintDropped, "dropped"},  {trace::kExtentClamped, "clamped"},
+    {trace::kExtentExact, "exact"},           {trace::kNotWrittenSinceAlloc, "unwritten"},
+    {trace::kLearnedReadOnly, "read-only"},   {trace::kFingerprintRecalled, "recalled"},
     {trace::kDigestOfEnclosing, "enclosing"},
 };
 
@@ -197,8 +197,8 @@ void bind_run(py::module_& m) {
       .def_readonly("alloc_ordinal", &Buffer::alloc_ordinal)
       .def_readonly("alloc_offset", &Buffer::alloc_offset)
       .def("__repr__", [](const Buffer& b) {
-        return "<Buffer " + b.role + " " + b.label + " " + b.dtype + " " +
-               std::to_string(b.bytes) + " bytes>";
+        return "<Buffer " + b.role + " " + b.label + " " + b.dtype + " " + std::to_string(b.bytes) +
+               " bytes>";
       });
 
   py::class_<Record>(m, "Record", "One traced op (or marker, metric, warning) of one rank")
@@ -244,7 +244,8 @@ void bind_run(py::module_& m) {
       .def_property_readonly("ranks",
                              [](const Run& r) {
                                std::vector<int> ranks;
-                               for (const tools::RankFile& f : r.set->files) ranks.push_back(f.rank);
+                               for (const tools::RankFile& f : r.set->files)
+                                 ranks.push_back(f.rank);
                                return ranks;
                              })
       .def(
@@ -272,9 +273,9 @@ void bind_run(py::module_& m) {
       [] {
         std::vector<std::pair<std::string, std::vector<std::string>>> out;
         for (const trace::RecordKindInfo& info : trace::record_kinds())
-          out.emplace_back(std::string(info.name),
-                           std::vector<std::string>(info.field_names.begin(),
-                                                    info.field_names.end()));
+          out.emplace_back(
+              std::string(info.name),
+              std::vector<std::string>(info.field_names.begin(), info.field_names.end()));
         return out;
       },
       "Every record kind's name and field names, in wire-id order (trace/record_kinds.def)");
