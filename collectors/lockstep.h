@@ -1,5 +1,5 @@
 /* lockstep's explicit step API, for jobs that want exact steps. Exported by the shim
- * (liblockstep.so); from Python see examples/python/lockstep_markers.py. */
+ * (liblockstep.so); from Python: lockstep.step() and lockstep.mark() (python/README.md). */
 #ifndef LOCKSTEP_COLLECTORS_LOCKSTEP_H_
 #define LOCKSTEP_COLLECTORS_LOCKSTEP_H_
 
