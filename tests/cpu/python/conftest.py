@@ -1,14 +1,12 @@
 """What the Python package's tests share: the sample traces (examples/traces, made by the shim on
 an H200), the built CLI to compare against, and a scratch directory. ctest sets the variables
-(tests/cpu/python/CMakeLists.txt); without the extension built, every test skips."""
+(tests/cpu/python/CMakeLists.txt). Without the extension built, the tests that need it skip."""
 import os
 import pathlib
 import shutil
 import subprocess
 
 import pytest
-
-pytest.importorskip("lockstep._core", reason="lockstep._core is not built")
 
 TRACES = pathlib.Path(os.environ.get(
     "LOCKSTEP_SAMPLE_TRACES", pathlib.Path(__file__).resolve().parents[3] / "examples/traces"))

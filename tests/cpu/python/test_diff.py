@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-import lockstep
+pytest.importorskip("lockstep._core", reason="lockstep._core is not built")
+
+import lockstep  # noqa: E402
 
 
 def test_the_deterministic_pair_is_identical_with_the_clis_exit_code(traces):

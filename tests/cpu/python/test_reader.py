@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-import lockstep
+pytest.importorskip("lockstep._core", reason="lockstep._core is not built")
+
+import lockstep  # noqa: E402
 from lockstep import _run
 
 
