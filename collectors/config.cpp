@@ -107,6 +107,8 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
       break;
     case Id::Lib:
       break;  // read by the CLI, not the shim
+    case Id::State:
+      break;  // read by the Python hook (python/lockstep/_torch_hooks.py), not the shim
   }
 }
 

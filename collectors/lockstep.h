@@ -1,5 +1,7 @@
-/* lockstep's explicit step API, for jobs that want exact steps. Exported by the shim
- * (liblockstep.so); from Python: lockstep.step() and lockstep.mark() (python/README.md). */
+/* lockstep's C API: explicit steps, for jobs that want exact steps, and state fingerprints.
+ * Exported by the shim (liblockstep.so); every function does nothing when the job runs without
+ * it (resolve them with dlsym(RTLD_DEFAULT, ...)). From Python: the `lockstep` package
+ * (lockstep.step(), lockstep.mark(), lockstep.fingerprint()). */
 #ifndef LOCKSTEP_COLLECTORS_LOCKSTEP_H_
 #define LOCKSTEP_COLLECTORS_LOCKSTEP_H_
 
@@ -11,6 +13,20 @@ extern "C" {
 __attribute__((visibility("default"))) void lockstep_step(void);
 /* Same, naming the boundary (the StepMarker record carries `name`). */
 __attribute__((visibility("default"))) void lockstep_mark(const char* name);
+
+/* Fingerprints `bytes` bytes of device memory at `ptr` as the job's state named `name` (a
+ * State record of the current step, at levels broad and full). The hash runs on `stream` (a
+ * cudaStream_t / CUstream; 0 for the legacy default stream) after the work already queued
+ * there: nothing synchronizes. `kind`: 0 parameter, 1 gradient, 2 optimizer state, 3 other. */
+__attribute__((visibility("default"))) void lockstep_fingerprint(const void* ptr,
+                                                                 unsigned long long bytes,
+                                                                 const char* name, void* stream,
+                                                                 int kind);
+/* The same for n tensors in one hash launch (the parameters of a model after its optimizer
+ * step): ptrs[i], bytes[i], names[i]. */
+__attribute__((visibility("default"))) void lockstep_fingerprint_many(
+    unsigned long long n, const void* const* ptrs, const unsigned long long* bytes,
+    const char* const* names, void* stream, int kind);
 
 #ifdef __cplusplus
 }

@@ -127,6 +127,11 @@ class Tracer {
   void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
                    const PlannedRegion* regions, size_t n, bool not_capturing = false);
 
+  // Several records' regions in one hash launch (one per kMaxRegionsPerEnqueue regions): the
+  // state records of a model's tensors. plans[k] are the regions of pendings[k].
+  void fingerprint_batch(CUstream stream, bool per_thread_default, PendingRecord* const* pendings,
+                         const std::vector<PlannedRegion>* plans, size_t count);
+
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
   // A kernel's outputs need hashing after it and the next kernel's inputs before that one; on
   // one stream nothing runs between the two, so one hash launch serves both. defer_outputs()

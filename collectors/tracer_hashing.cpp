@@ -54,6 +54,17 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
   enqueue_groups(stream, per_thread_default, &group, 1, not_capturing);
 }
 
+void Tracer::fingerprint_batch(CUstream stream, bool per_thread_default,
+                               PendingRecord* const* pendings,
+                               const std::vector<PlannedRegion>* plans, size_t count) {
+  std::vector<HashGroup> groups;
+  groups.reserve(count);
+  for (size_t k = 0; k < count; ++k)
+    if (pendings[k] != nullptr && !plans[k].empty())
+      groups.push_back({pendings[k], plans[k].data(), plans[k].size()});
+  enqueue_groups(stream, per_thread_default, groups.data(), groups.size(), false);
+}
+
 void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
                             size_t count, bool not_capturing) {
   size_t total = 0;

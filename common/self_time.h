@@ -34,6 +34,7 @@ enum class Phase : uint8_t {
   Free,        // free hooks (with the deferred flush they may cause)
   OrderPoint,  // stream order points (with the deferred flush they may cause)
   Marker,      // step markers (NVTX ranges, lockstep_step): matching, step end, its flush
+  State,       // state records (lockstep_fingerprint_many): records, their hash launch
   // Parts of the above (nested in CallBegin / CallEnd / Free / OrderPoint):
   KernelBegin,   // kernel_launch_begin: identity, decode, hold, input (+ merged) hash launch
   KernelEnd,     // kernel_launch_end: defer the outputs, release
@@ -52,13 +53,13 @@ enum class Phase : uint8_t {
   RealCall,
   kCount
 };
-inline constexpr Phase kLastOwnTopLevel = Phase::Marker;  // CallBegin..Marker: the total
+inline constexpr Phase kLastOwnTopLevel = Phase::State;  // CallBegin..State: the total
 inline constexpr bool is_detail(Phase phase) {
   return phase > kLastOwnTopLevel && phase != Phase::RealCall;
 }
 inline constexpr const char* kPhaseNames[] = {
     "call begin",    "call end",     "alloc",      "free",       "order point",
-    "marker",        "kernel begin", "kernel end", "gemm begin", "hash enqueue",
+    "marker",        "state",        "kernel begin", "kernel end", "gemm begin", "hash enqueue",
     "engine launch", "lock wait",    "describe",   "stamp",      "capture query",
     "decode",        "plan",         "hold",       "append",     "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));

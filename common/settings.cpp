@@ -22,6 +22,7 @@ constexpr KindSpec debug() { return {Kind::Debug}; }
 constexpr KindSpec step_on() { return {Kind::StepOn}; }
 constexpr KindSpec run_id() { return {Kind::RunId}; }
 constexpr KindSpec merge_hashes() { return {Kind::MergeHashes}; }
+constexpr KindSpec state_set() { return {Kind::StateSet}; }
 
 constexpr Setting kTable[] = {
 #define LOCKSTEP_SETTING(id, name, default_text, kind, flag, help) \
@@ -211,6 +212,20 @@ std::optional<std::string> problem(const Setting& setting, std::string_view valu
       if (lower(value) == "adjacent" || parse_switch(value)) return std::nullopt;
       return "is not 1, adjacent or 0 (adjacent in any case; 1 also as true, yes, on; 0 as "
              "false, no, off; empty is 0)";
+    case Kind::StateSet: {
+      const std::string words = lower(value);
+      if (words == "all" || parse_switch(words) == false) return std::nullopt;
+      bool ok = !words.empty();
+      for (size_t start = 0; ok && start <= words.size();) {
+        size_t end = words.find(',', start);
+        if (end == std::string::npos) end = words.size();
+        const std::string_view word = std::string_view(words).substr(start, end - start);
+        ok = word == "params" || word == "grads" || word == "optimizer";
+        start = end + 1;
+      }
+      if (ok) return std::nullopt;
+      return "is not off, all, or a comma list of params, grads and optimizer";
+    }
   }
   return "is not accepted";
 }

@@ -56,6 +56,7 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
   std::set<uint32_t> steps;
   std::map<trace::StringId, std::string> names;
   std::map<trace::StringId, uint64_t> kernel_ids;
+  uint64_t writer_dropped = 0, shim_dropped = 0;
   try {
     reader->for_each_record([&](const trace::Record& r) {
       ++facts.records;
@@ -65,10 +66,20 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
       if (r.kind == trace::RecordKind::Kernel || r.kind == trace::RecordKind::Gemm)
         ++kernel_ids[r.name];
       if (r.kind == trace::RecordKind::Warning) {
-        uint64_t count = r.fields[trace::fields::Warning::count];
-        facts.warnings[std::string(reader->string(r.name))] += count;
-        if (r.fields[trace::fields::Warning::code] == trace::kWarningRecordsDropped)
-          facts.dropped_records += count;
+        const uint64_t code = r.fields[trace::fields::Warning::code];
+        const uint64_t count = r.fields[trace::fields::Warning::count];
+        const trace::WarningSource source = trace::warning_source(r.seq);
+        facts.warnings.push_back({source, code, count, std::string(reader->string(r.name))});
+        // The writer and the shim both use code 1 (warning_codes.def): only the writer's is
+        // records dropped; the shim's is fingerprints dropped.
+        const trace::WarningInfo* info = trace::find_warning(source, code);
+        const std::string_view what = info ? info->identifier : std::string_view();
+        if (source == trace::WarningSource::Writer && what == "RecordsDropped")
+          writer_dropped += count;
+        else if (what == "RecordsDropped")
+          shim_dropped = std::max(shim_dropped, count);
+        else if (what == "FingerprintsDropped")
+          facts.fingerprints_dropped += count;
       }
       for (const trace::BufferFingerprint& b : r.buffers) {
         ++facts.buffers;
@@ -82,6 +93,7 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
   } catch (const trace::TraceError& e) {
     if (facts.corruption.empty()) facts.corruption = e.what();
   }
+  facts.dropped_records = std::max(writer_dropped, shim_dropped);
   for (auto& [id, count] : kernel_ids) facts.kernels[std::string(reader->string(id))] += count;
   facts.record_steps.assign(steps.begin(), steps.end());
   return facts;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/run_set.h"
+#include "trace/field_format.h"
 
 namespace lockstep::tools {
 
@@ -23,8 +24,16 @@ struct RankFacts {
   std::map<std::string, uint64_t> by_kind;
   std::map<std::string, uint64_t> kernels;  // kernel and GEMM names -> launches
   uint64_t buffers = 0, buffers_fingerprinted = 0, bytes_fingerprinted = 0;
-  uint64_t dropped_records = 0;              // from Warning records of the writer
-  std::map<std::string, uint64_t> warnings;  // Warning message -> total count
+  // Records the writer dropped: the sum of its own Warning records (RecordsDropped, seq 0), or
+  // the total the shim counted at exit, whichever is larger.
+  uint64_t dropped_records = 0;
+  uint64_t fingerprints_dropped = 0;  // buffers the shim recorded without a fingerprint
+  struct Warning {
+    trace::WarningSource source;
+    uint64_t code, count;
+    std::string detail;  // the record's name: the writer's or the shim's own text
+  };
+  std::vector<Warning> warnings;  // every Warning record, in file order
   std::vector<uint32_t> record_steps;        // steps that have records, ascending
   std::vector<uint32_t> summary_steps;       // steps that have a summary, ascending
 };

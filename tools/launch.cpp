@@ -19,6 +19,7 @@
 
 #include "common/env.h"
 #include "common/settings.h"
+#include "tools/python_env.h"
 #include "tools/run_set.h"
 #include "trace/run_dir.h"
 
@@ -106,6 +107,8 @@ RequestField request_field(TraceRequest& request, settings::Id id) {
       return {&request.steps, nullptr};
     case settings::Id::Kernels:
       return {&request.kernels, nullptr};
+    case settings::Id::State:
+      return {&request.state, nullptr};
     case settings::Id::Overwrite:
       return {nullptr, &request.overwrite};
     default:
@@ -182,6 +185,9 @@ LaunchResult launch_traced(const TraceRequest& request) {
   const EnvChange allocator =
       torch_allocator_env(request.torch_alloc, level, std::getenv("PYTORCH_CUDA_ALLOC_CONF"));
   std::string shim = find_shim();
+  // A Python job gets lockstep's package and its start-up hook (python_env.h); computed before
+  // fork: the child only calls setenv and exec.
+  const std::string python = python_path(std::getenv("PYTHONPATH"));
   LaunchResult result;
   result.run_id = new_run_id();
   std::string dir = fs::absolute(request.dir).lexically_normal().string();
@@ -208,6 +214,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!request.steps.empty()) setenv(env::kSteps, request.steps.c_str(), 1);
     if (!request.kernels.empty()) setenv(env::kKernels, request.kernels.c_str(), 1);
     if (request.overwrite) setenv(env::kOverwrite, "1", 1);
+    if (!request.state.empty()) setenv(env::kState, request.state.c_str(), 1);
+    if (!python.empty()) setenv("PYTHONPATH", python.c_str(), 1);
     for (const auto& [name, value] : allocator.set) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));

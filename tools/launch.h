@@ -16,6 +16,7 @@ struct TraceRequest {
   std::string level;    // settings::kLevelNames; empty: the shim's default
   std::string steps;    // A-B; empty: all
   std::string kernels;  // regex; empty: all
+  std::string state;    // LOCKSTEP_STATE; empty: the default
   bool overwrite = false;
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env
   std::vector<std::string> command;

@@ -56,7 +56,14 @@ json divergence_json(const Divergence& d) {
 json metric_value(const std::vector<uint8_t>& bytes, uint64_t hint) {
   std::string hex;
   for (uint8_t b : bytes) hex += fmt::format("{:02x}", b);
-  return {{"decoded", format_metric_value(bytes, hint)}, {"bytes_hex", hex}};
+  // The hex stays the record of truth; the decoded values (by dtype_hint, else guessed from the
+  // size: "dtype_guessed") are for reading.
+  const MetricValue value = decode_metric(bytes, hint);
+  return {{"decoded", format_metric_value(bytes, hint)},
+          {"bytes_hex", hex},
+          {"dtype", trace::dtype_name(value.dtype)},
+          {"dtype_guessed", value.guessed},
+          {"values", value.values}};
 }
 
 }  // namespace

@@ -103,6 +103,9 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format(
         "\n{}   first differs at step {}, rank {}: {} #{} on stream {} (seq {}/{})\n",
         style.bold("metric"), m.step, m.rank, m.name, m.occurrence, m.stream, m.seq_a, m.seq_b);
+    // The values people compare first ("f32 2.3456 vs 2.3457"), then both payloads with their bits.
+    const std::string values = metric_difference(m.a, m.b, m.dtype_hint);
+    if (!values.empty()) out += fmt::format("         {}\n", values);
     out += fmt::format("         A {}\n         B {}\n", format_metric_value(m.a, m.dtype_hint),
                        format_metric_value(m.b, m.dtype_hint));
   }

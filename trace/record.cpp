@@ -94,25 +94,6 @@ const RecordKindInfo* find_record_kind(std::string_view name) {
   return nullptr;
 }
 
-std::string short_text(RecordKind kind, std::span<const uint64_t> fields) {
-  const RecordKindInfo* info = find_record_kind(static_cast<uint8_t>(kind));
-  if (!info) return {};
-  std::string_view text = info->diff.short_text;
-  std::string out;
-  for (size_t pos = 0; pos < text.size(); ++pos) {
-    size_t close = text[pos] == '{' ? text.find('}', pos) : std::string_view::npos;
-    if (close == std::string_view::npos) {
-      out += text[pos];
-      continue;
-    }
-    std::string_view field = text.substr(pos + 1, close - pos - 1);
-    for (size_t i = 0; i < info->field_names.size(); ++i)
-      if (info->field_names[i] == field) out += std::to_string(i < fields.size() ? fields[i] : 0);
-    pos = close;
-  }
-  return out;
-}
-
 std::string_view record_kind_name(RecordKind kind) {
   const RecordKindInfo* info = find_record_kind(static_cast<uint8_t>(kind));
   return info ? info->name : std::string_view("?");

@@ -97,7 +97,8 @@ struct RecordKindInfo {
 };
 const std::vector<RecordKindInfo>& record_kinds();
 // The kind's short text (record_kinds.def) with each {field} replaced by that field's value of
-// `fields` (the record's fields in table order); "" for a kind without one.
+// `fields` (the record's fields in table order), each as trace::field_text prints it; "" for a
+// kind without one. Defined in field_format.cpp (library lockstep_trace_text).
 std::string short_text(RecordKind kind, std::span<const uint64_t> fields);
 // nullptr for an unknown wire id (a newer writer); the reader reports it.
 const RecordKindInfo* find_record_kind(uint8_t wire_id);

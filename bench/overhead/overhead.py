@@ -58,6 +58,9 @@ EXTRA_MODES = {
     "full-nolearn": ("full", None, {"LOCKSTEP_LEARN_READONLY": "0"}),
     # Every fill's output hashed (no recalled fill digests): what recalling saves.
     "full-norecall": ("full", None, {"LOCKSTEP_RECALL_FILLS": "0"}),
+    # Broad without the state records of the PyTorch hook (python/lockstep/_torch_hooks.py):
+    # what fingerprinting the parameters after every optimizer step costs.
+    "broad-nostate": ("broad", None, {"LOCKSTEP_STATE": "off"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~35 ms per

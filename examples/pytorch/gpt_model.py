@@ -184,11 +184,13 @@ class NondeterministicPlant:
         return x + (1e-2 * self.accumulate()).to(x.dtype)
 
 
-def set_deterministic(seed):
+def set_deterministic(seed, algorithms=True):
     """Everything PyTorch offers for bit-for-bit reruns. CUBLAS_WORKSPACE_CONFIG must already be
-    in the environment (set before torch is imported)."""
+    in the environment (set before torch is imported). algorithms=False leaves
+    torch.use_deterministic_algorithms off, as most training scripts do: ops with atomic
+    accumulation (Inductor's embedding backward, index_add_, ...) then vary between runs."""
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(algorithms)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.backends.cuda.matmul.allow_tf32 = False

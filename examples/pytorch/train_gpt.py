@@ -54,6 +54,11 @@ def parse_args(argv=None):
                    help="1-based step at which a nondeterministic op runs (0: never); with "
                         "--cuda-graph, the step whose capture takes it in (replayed from then on)")
     p.add_argument("--plant-layer", type=int, default=0, help="layer of the planted op")
+    p.add_argument("--nondeterministic-algorithms", action="store_true",
+                   help="leave torch.use_deterministic_algorithms off (the default of most "
+                        "training scripts): with --compile, Inductor's embedding backward then "
+                        "accumulates with atomics and the weights differ between runs from the "
+                        "first step, while bf16 rounding keeps the loss equal for steps")
     p.add_argument("--markers", choices=["api", "nvtx", "none"], default="api",
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
@@ -99,7 +104,7 @@ def main(argv=None):
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
-    gpt_model.set_deterministic(args.seed)
+    gpt_model.set_deterministic(args.seed, not args.nondeterministic_algorithms)
     cfg = gpt_model.GPTConfig(vocab=args.vocab, seq=args.seq, dim=args.dim, heads=args.heads,
                               layers=args.layers, attention=args.attention)
 

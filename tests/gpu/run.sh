@@ -14,7 +14,7 @@
 #             (<date>T<time>Z-<commit>-<groups>.json, for results/), logs.tar.gz (each step's
 #             output, the benchmarks' JSON) and sample-traces.tar.gz go (at most 6 files: the
 #             device machine brings back 8; default: /tmp/lockstep-gpu)
-#   CHECKS    letters of the groups to run (default: all, in this order: abcdevfgxo)
+#   CHECKS    letters of the groups to run (default: all, in this order: abcdesvfgxo)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmark
 #               d examples/cuda  e examples/pytorch  v CUPTI coverage (LOCKSTEP_VALIDATE=1)
 #               f overhead (+ per-launch cost)  g two GPUs (DDP)
@@ -39,11 +39,11 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CHECKS=${CHECKS:-abcdevfgxo}
+CHECKS=${CHECKS:-abcdesvfgxo}
 files=()
 for ((i = 0; i < ${#CHECKS}; i++)); do
   letter=${CHECKS:i:1}
-  [[ abcdevfgxo == *"$letter"* ]] || { echo "run.sh: no group '$letter' (CHECKS)" >&2; exit 2; }
+  [[ abcdesvfgxo == *"$letter"* ]] || { echo "run.sh: no group '$letter' (CHECKS)" >&2; exit 2; }
 done
 for letter in a b c d e v f g x o; do
   [[ $CHECKS == *"$letter"* ]] && files+=("$ROOT"/tests/gpu/test_"$letter"_*.py)

@@ -1,44 +1,213 @@
+// `lockstep export`: a trace as a timeline for the Perfetto UI, in Perfetto's protobuf format (a
+// large trace stays loadable) or Chrome trace-event JSON; only the ranks and steps asked for, and
+// never a file larger than the UI can open (--max-size).
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "common/settings.h"
 #include "tools/commands/commands.h"
 #include "tools/diff/compare.h"
+#include "tools/export/sink.h"
+#include "tools/launch.h"
+#include "tools/metric_value.h"
+#include "tools/record_text.h"
 #include "tools/run_set.h"
+#include "tools/term.h"
+#include "tools/wording.h"
+#include "trace/field_format.h"
 #include "trace/reader.h"
 
 namespace lockstep::tools {
 
 namespace {
 
+// What the UI opens: ui.perfetto.dev loads a trace into the browser's memory; past about 1 GiB
+// of protobuf or 256 MiB of JSON (parsed as text first) it runs out.
+constexpr uint64_t kDefaultMaxProto = 1ull << 30, kDefaultMaxJson = 256ull << 20;
+// The size is estimated before writing: the records chosen (step summaries) times the bytes per
+// record of the first kSampleRecords of them, written to /dev/null (buffers per record, name
+// lengths and interning vary too much between jobs for a constant), plus a tenth.
+constexpr uint64_t kSampleRecords = 4096;
+
+enum class Format { Json, Proto };
+
 struct ExportRequest {
-  std::string dir, perfetto, against;
+  std::string dir, out, against, format, steps, max_size;
+  std::optional<int> rank;
+  std::optional<uint32_t> around;
   bool salvage = false;
 };
+
+Format format_of(const ExportRequest& request) {
+  if (request.format == "json") return Format::Json;
+  if (request.format == "proto") return Format::Proto;
+  if (!request.format.empty())
+    throw InputError(fmt::format("--format: '{}' is not one of json|proto", request.format));
+  return std::filesystem::path(request.out).extension() == ".json" ? Format::Json : Format::Proto;
+}
+
+// Records of [first, last] in the file, from the step summaries (exact per step), plus the
+// records blocks past the last summarized step (a cut-off tail) by their headers.
+uint64_t records_in(trace::TraceReader& reader, uint32_t first, uint32_t last) {
+  uint64_t records = 0;
+  int64_t summarized = -1;
+  for (const trace::StepSummary& s : reader.step_summaries()) {
+    summarized = s.step;
+    if (s.step >= first && s.step <= last) records += s.record_count;
+  }
+  for (const trace::BlockInfo& b : reader.blocks())
+    if (b.type == trace::BlockType::Records && static_cast<int64_t>(b.max_step) > summarized &&
+        b.max_step >= first && b.min_step <= last)
+      records += b.record_count;
+  return records;
+}
+
+// The record's arguments in the UI: its place, its fields as `show` prints them, its buffers,
+// its metric value or warning.
+std::vector<exporting::Arg> record_args(const trace::Record& r, std::string_view name,
+                                        trace::TraceReader& reader) {
+  std::vector<exporting::Arg> args = {
+      {"step", uint64_t{r.step}}, {"seq", r.seq}, {"thread", uint64_t{r.thread}}};
+  if (const trace::RecordKindInfo* info = trace::find_record_kind(static_cast<uint8_t>(r.kind))) {
+    const trace::FieldContext context{name, r.seq};
+    for (size_t i = 0; i < info->field_names.size(); ++i) {
+      const int field = static_cast<int>(i);
+      if (!trace::field_shown(r.kind, field, r.fields[i])) continue;
+      if (trace::field_format(r.kind, field).format == trace::Format::Decimal)
+        args.push_back({std::string(info->field_names[i]), r.fields[i]});
+      else
+        args.push_back({std::string(info->field_names[i]),
+                        trace::field_text(r.kind, field, r.fields[i], context)});
+    }
+  }
+  for (const trace::BufferFingerprint& b : r.buffers)
+    args.push_back({fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out",
+                                reader.string(b.label)),
+                    fmt::format("{} ({} B)", fingerprint_text(b), b.bytes)});
+  if (r.kind == trace::RecordKind::Metric)
+    args.push_back({"value", format_metric_value(
+                                 r.payload, r.fields[trace::fields::Metric::dtype_hint])});
+  if (r.kind == trace::RecordKind::Warning) args.push_back({"warning", warning_sentence(r, name)});
+  return args;
+}
+
+using Marks = std::map<std::pair<int, uint64_t>, const Divergence*>;  // (rank, seq in DIR)
+
+// Writes the rank's records of [first, last] to the sink; `each` after every record returns
+// false to stop. Returns the records written.
+uint64_t export_rank(const RankFile& file, uint32_t first, uint32_t last, const Marks& marks,
+                     exporting::Sink& sink, const std::function<bool()>& each) {
+  std::unique_ptr<trace::TraceReader> reader = file.open();
+  sink.rank(file.rank);
+  std::set<uint32_t> streams;
+  uint64_t written = 0;
+  reader->for_each_record(first, last, [&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::StepSummary) return true;
+    if (streams.insert(r.stream).second) sink.stream(file.rank, r.stream);
+    const std::string_view name = reader->string(r.name);
+    exporting::Event event;
+    event.rank = file.rank;
+    event.stream = r.stream;
+    event.seq = r.seq;
+    event.instant = r.kind == trace::RecordKind::StepMarker;
+    event.name = std::string(name);
+    event.category = std::string(trace::record_kind_name(r.kind));
+    event.args = record_args(r, name, *reader);
+    auto mark = marks.find({file.rank, r.seq});
+    if (mark != marks.end()) {
+      const Divergence& d = *mark->second;
+      event.divergent = true;
+      event.receiver = d.classification == Classification::Receiver;
+      event.name = fmt::format("[{}] {}", classification_name(d.classification), name);
+      event.args.push_back({"divergence", d.detail});
+    }
+    sink.event(event);
+    ++written;
+    return each();
+  });
+  return written;
+}
+
+std::unique_ptr<exporting::Sink> make_sink(Format format, FILE* out) {
+  return format == Format::Proto ? exporting::proto_sink(out) : exporting::json_sink(out);
+}
+
+// Bytes per record of this export, from its first kSampleRecords records written to /dev/null.
+double sampled_bytes_per_record(const std::vector<const RankFile*>& files, uint32_t first,
+                                uint32_t last, const Marks& marks, Format format) {
+  FILE* null = std::fopen("/dev/null", "wb");
+  if (!null) return 0;
+  std::unique_ptr<exporting::Sink> sink = make_sink(format, null);
+  uint64_t sampled = 0;
+  for (const RankFile* file : files) {
+    sampled += export_rank(*file, first, last, marks, *sink,
+                           [&] { return sampled + 1 < kSampleRecords; });
+    if (sampled >= kSampleRecords) break;
+  }
+  std::fclose(null);
+  return sampled ? static_cast<double>(sink->bytes()) / static_cast<double>(sampled) : 0;
+}
 
 }  // namespace
 
 CommandRunner add_export_command(CLI::App& app) {
   auto request = std::make_shared<ExportRequest>();
-  CLI::App* sub =
-      app.add_subcommand("export", "Write a trace as Chrome trace-event JSON for the Perfetto UI");
+  CLI::App* sub = app.add_subcommand(
+      "export", "Write a trace as a timeline for the Perfetto UI (protobuf or trace-event JSON)");
   sub->add_option("DIR", request->dir, "Trace directory (or one .lstrace file)")->required();
-  sub->add_option("--perfetto", request->perfetto, "Output JSON file")->required();
+  sub->add_option("--perfetto,-o", request->out,
+                  "Output file: .json writes trace-event JSON, any other name Perfetto's "
+                  "protobuf trace (.pftrace)")
+      ->required();
+  sub->add_option("--format", request->format, "json or proto (default: by the output's name)");
+  sub->add_option("--rank", request->rank, "Only this rank");
+  sub->add_option("--steps", request->steps, "Only steps A-B (A, A-, A-B)");
+  sub->add_option("--around-divergence", request->around,
+                  "Only the N steps before and after the first divergence (needs --against)");
   sub->add_option("--against", request->against,
                   "Another run of the same job: divergent ops are marked (diff of DIR vs it)");
+  sub->add_option("--max-size", request->max_size,
+                  "Refuse to write more than this (K/M/G suffixes; default 1G for protobuf, 256M "
+                  "for JSON: what ui.perfetto.dev opens)");
   sub->add_flag("--salvage", request->salvage,
                 "Export the valid prefix of a file with a corrupt block (else exit 2)");
-  sub->footer(R"(One process per rank, one thread track per stream. Records carry no clock, so the
-time axis is the op's sequence number (1 us per op). Open the file at https://ui.perfetto.dev.
+  sub->footer(R"(One process per rank, one track per stream; each record a slice with its fields,
+buffers (fingerprints), metric value or warning as arguments. Records carry no clock, so the time
+axis is the op's sequence number (1 us per op). With --against, the diff's first divergence of each
+rank and its structural divergences are marked: "[origin]", "[receiver]", "[structural]" before
+the name (and, in JSON, red). The size is estimated from the records chosen before anything is
+written; over --max-size the export is refused (exit 2): choose a rank, steps or the steps
+around the divergence. On a terminal a progress line counts the records.
+Open the file at https://ui.perfetto.dev.
 
 Examples:
-  lockstep export runs/a --perfetto a.json
-  lockstep export runs/a --perfetto a.json --against runs/b)");
+  lockstep export runs/a -o a.pftrace
+  lockstep export runs/a -o a.pftrace --rank 3 --steps 100-120
+  lockstep export runs/a -o a.pftrace --against runs/b --around-divergence 2
+  lockstep export runs/a -o a.json --rank 0 --steps 5     # JSON, for chrome://tracing too)");
   return [request] {
-    std::map<std::pair<int, uint64_t>, const Divergence*> marks;  // (rank, seq in DIR)
+    const Format format = format_of(*request);
+    uint32_t first = 0, last = UINT32_MAX;
+    if (!request->steps.empty()) parse_step_range(request->steps, "--steps", first, last);
+    if (request->around && request->against.empty())
+      throw InputError("--around-divergence needs --against (the run to diff against)");
+    if (request->around && !request->steps.empty())
+      throw InputError("--around-divergence and --steps both choose steps: give one");
+    uint64_t max_size = format == Format::Proto ? kDefaultMaxProto : kDefaultMaxJson;
+    if (!request->max_size.empty()) {
+      auto parsed = settings::parse_byte_size(request->max_size);
+      if (!parsed || *parsed == 0)
+        throw InputError(fmt::format("--max-size: '{}' is not a size (1G, 512M, 100000)",
+                                     request->max_size));
+      max_size = *parsed;
+    }
+
+    Marks marks;
     DiffResult diff;
     if (!request->against.empty()) {
       DiffRequest d;
@@ -46,97 +215,91 @@ Examples:
       d.b = request->against;
       d.print = false;
       d.salvage = request->salvage;
+      if (request->rank) d.rank = request->rank;
       run_diff(d, &diff);
       for (const Divergence& x : diff.structural)
         if (x.seq_a) marks[{x.rank, x.seq_a}] = &x;
       for (const Divergence& x : diff.first_by_epoch)
         if (x.seq_a) marks[{x.rank, x.seq_a}] = &x;
     }
+    if (request->around) {
+      std::optional<uint32_t> at;
+      for (const Divergence& x : diff.first_by_epoch) at = std::min(at.value_or(x.step), x.step);
+      if (diff.metric) at = std::min(at.value_or(diff.metric->step), diff.metric->step);
+      if (!at)
+        throw InputError(fmt::format("--around-divergence: {} and {} do not diverge ({})",
+                                     request->dir, request->against,
+                                     verdict_name(verdict_of(diff))));
+      first = *at > *request->around ? *at - *request->around : 0;
+      last = *at + std::min<uint64_t>(*request->around, UINT32_MAX - *at);
+    }
+
     OpenOptions open_options;
     open_options.salvage = request->salvage;
     RunSet run = open_run_set(request->dir, open_options);
     for (const std::string& w : run.warnings) warn(w);
-    FILE* out = std::fopen(request->perfetto.c_str(), "w");
-    if (!out) throw InputError(request->perfetto + ": cannot write");
-    std::string sep = "\n";
-    auto emit = [&](const nlohmann::json& event) {
-      std::string text = sep + event.dump();
-      std::fwrite(text.data(), 1, text.size(), out);
-      sep = ",\n";
-    };
-    std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
-    uint64_t events = 0;
+    if (request->rank && !run.find(*request->rank))
+      throw InputError(fmt::format("{}: no trace file for rank {}", request->dir, *request->rank));
+    std::vector<const RankFile*> files;
+    uint64_t records = 0;
     for (const RankFile& file : run.files) {
-      std::unique_ptr<trace::TraceReader> reader = file.open();
-      if (file.salvaged) warn(file.integrity.corruption + "; exporting the prefix before it");
-      emit({{"ph", "M"},
-            {"pid", file.rank},
-            {"name", "process_name"},
-            {"args", {{"name", fmt::format("rank {}", file.rank)}}}});
-      emit({{"ph", "M"},
-            {"pid", file.rank},
-            {"name", "process_sort_index"},
-            {"args", {{"sort_index", file.rank}}}});
-      std::set<uint32_t> streams;
-      reader->for_each_record([&](const trace::Record& r) {
-        if (r.kind == trace::RecordKind::StepSummary) return true;
-        if (streams.insert(r.stream).second)
-          emit({{"ph", "M"},
-                {"pid", file.rank},
-                {"tid", r.stream},
-                {"name", "thread_name"},
-                {"args",
-                 {{"name",
-                   r.stream ? fmt::format("stream {}", r.stream) : std::string("no stream")}}}});
-        std::string name(reader->string(r.name));
-        nlohmann::json args = {{"step", r.step}, {"seq", r.seq}, {"thread", r.thread}};
-        for (size_t i = 0; i < r.buffers.size(); ++i) {
-          const trace::BufferFingerprint& b = r.buffers[i];
-          args[fmt::format("{} {}", b.role == trace::Role::In ? "in" : "out",
-                           reader->string(b.label))] =
-              (b.flags & trace::kLearnedReadOnly)
-                  ? fmt::format("{:016x} read-only ({} B)", b.fingerprint, b.bytes)
-              : (b.flags & trace::kFingerprintRecalled)
-                  ? fmt::format("{:016x} recalled ({} B)", b.fingerprint, b.bytes)
-              : (b.flags & trace::kDigestOfEnclosing)
-                  ? fmt::format("{:016x} enclosing region at +{} ({} B)", b.fingerprint,
-                                b.alloc_offset, b.bytes)
-              : (b.flags & trace::kFingerprintValid)
-                  ? fmt::format("{:016x} ({} B)", b.fingerprint, b.bytes)
-              : (b.flags & trace::kNotWrittenSinceAlloc) ? fmt::format("unwritten ({} B)", b.bytes)
-                                                         : std::string("-");
-        }
-        nlohmann::json event = {{"ph", r.kind == trace::RecordKind::StepMarker ? "i" : "X"},
-                                {"pid", file.rank},
-                                {"tid", r.stream},
-                                {"ts", r.seq},
-                                {"name", name},
-                                {"cat", std::string(trace::record_kind_name(r.kind))},
-                                {"args", std::move(args)}};
-        if (r.kind == trace::RecordKind::StepMarker)
-          event["s"] = "p";
-        else
-          event["dur"] = 1;
-        auto mark = marks.find({file.rank, r.seq});
-        if (mark != marks.end()) {
-          const Divergence& d = *mark->second;
-          event["cname"] = d.classification == Classification::Receiver ? "bad" : "terrible";
-          event["name"] = fmt::format("[{}] {}", classification_name(d.classification), name);
-          event["args"]["divergence"] = d.detail;
-        }
-        emit(event);
-        ++events;
+      if (request->rank && file.rank != *request->rank) continue;
+      files.push_back(&file);
+      records += records_in(*file.open(), first, last);
+    }
+    const uint64_t estimate = static_cast<uint64_t>(
+        1.1 * sampled_bytes_per_record(files, first, last, marks, format) * records);
+    const std::string narrow =
+        "choose fewer with --rank, --steps or --around-divergence, or raise --max-size";
+    if (estimate > max_size)
+      throw InputError(fmt::format("{}: {} would make about {}, over the {} limit; {}",
+                                   request->out, count_of(records, "record", "records"),
+                                   binary_size(estimate), binary_size(max_size), narrow));
+
+    FILE* out = std::fopen(request->out.c_str(), "wb");
+    if (!out) throw InputError(request->out + ": cannot write");
+    std::unique_ptr<exporting::Sink> sink = make_sink(format, out);
+    auto fail = [&](const std::string& why) {
+      std::fclose(out);
+      std::error_code ec;
+      std::filesystem::remove(request->out, ec);  // never leave half a trace behind
+      throw InputError(why);
+    };
+    Progress progress("export: records");
+    uint64_t events = 0;
+    for (const RankFile* file : files) {
+      if (file->salvaged) warn(file->integrity.corruption + "; exporting the prefix before it");
+      export_rank(*file, first, last, marks, *sink, [&] {
+        if (++events % 4096 != 0) return true;
+        progress.update(static_cast<long>(events), static_cast<long>(records));
+        if (sink->bytes() > max_size)
+          fail(fmt::format("{}: passed the {} limit after {} records (the estimate was {}); {}",
+                           request->out, binary_size(max_size), events, binary_size(estimate),
+                           narrow));
         return true;
       });
     }
-    std::fputs("\n]}\n", out);
-    bool ok = std::fclose(out) == 0;
-    if (!ok) throw InputError(request->perfetto + ": write failed");
-    std::fprintf(
-        stderr, "lockstep: wrote %llu events of %zu ranks to %s%s\n",
-        static_cast<unsigned long long>(events), run.files.size(), request->perfetto.c_str(),
-        request->against.empty() ? ""
-                                 : fmt::format(" ({} divergent ops marked)", marks.size()).c_str());
+    sink->finish();
+    progress.clear();
+    if (sink->bytes() > max_size)
+      fail(fmt::format("{}: {} is over the {} limit; {}", request->out,
+                       binary_size(sink->bytes()), binary_size(max_size), narrow));
+    if (std::fclose(out) != 0) throw InputError(request->out + ": write failed");
+    std::string steps = first == 0 && last == UINT32_MAX
+                            ? std::string()
+                            : fmt::format(", steps {}-{}", first,
+                                          last == UINT32_MAX ? std::string("end")
+                                                             : std::to_string(last));
+    std::fprintf(stderr, "lockstep: wrote %s of %s%s to %s (%s, %s)%s\n",
+                 count_of(events, "event", "events").c_str(),
+                 count_of(files.size(), "rank", "ranks").c_str(), steps.c_str(),
+                 request->out.c_str(), format == Format::Proto ? "Perfetto protobuf" : "JSON",
+                 binary_size(sink->bytes()).c_str(),
+                 request->against.empty()
+                     ? ""
+                     : fmt::format("; {} marked", count_of(marks.size(), "divergent op",
+                                                           "divergent ops"))
+                           .c_str());
     return 0;
   };
 }

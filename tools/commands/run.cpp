@@ -32,8 +32,9 @@ std::string trace_summary_line(const std::string& dir) {
     }
   }
   std::string steps = any_step ? fmt::format("steps {}-{}", first_step, last_step) : "no steps";
-  return fmt::format("{}/{} ranks, {} records, {}, {} dropped{}", run.files.size(), run.world_size,
-                     records, steps, dropped, truncated ? ", cut off" : "");
+  return fmt::format("{}/{} rank{}, {} records, {}, {} dropped{}", run.files.size(),
+                     run.world_size, run.world_size == 1 ? "" : "s", records, steps, dropped,
+                     truncated ? ", cut off" : "");
 }
 
 CommandRunner add_run_command(CLI::App& app) {

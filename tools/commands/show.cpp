@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
-#include "tools/metric_value.h"
+#include "tools/record_text.h"
 #include "tools/run_set.h"
 #include "trace/reader.h"
 
@@ -19,44 +19,15 @@ struct ShowRequest {
   std::string grep;
   uint64_t limit = 0;
   bool salvage = false;
+  bool file_order = false;
 };
-
-std::string record_line(int rank, const trace::Record& r, trace::TraceReader& reader) {
-  std::string line =
-      fmt::format("r{} step {} seq {} stream {} thread {} {} {}", rank, r.step, r.seq, r.stream,
-                  r.thread, trace::record_kind_name(r.kind), reader.string(r.name));
-  const trace::RecordKindInfo* info = trace::find_record_kind(static_cast<uint8_t>(r.kind));
-  if (info)
-    for (size_t i = 0; i < info->field_names.size(); ++i)
-      if (r.fields[i] != 0) line += fmt::format(" {}={}", info->field_names[i], r.fields[i]);
-  for (const trace::BufferFingerprint& b : r.buffers) {
-    line += fmt::format(" | {} {} {} {}B ", b.role == trace::Role::In ? "in" : "out",
-                        reader.string(b.label), trace::dtype_name(b.dtype), b.bytes);
-    if (b.flags & trace::kFingerprintValid)
-      line += fmt::format("{:016x}", b.fingerprint);
-    else if (b.flags & trace::kFingerprintDropped)
-      line += "dropped";
-    else
-      line += (b.flags & trace::kNotWrittenSinceAlloc) ? "unwritten" : "-";
-    if (b.flags & trace::kExtentClamped) line += " clamped";
-    if (b.flags & trace::kLearnedReadOnly) line += " read-only";
-    if (b.flags & trace::kFingerprintRecalled) line += " recalled";
-    if (b.flags & trace::kDigestOfEnclosing) line += " enclosing";
-    if (b.alloc_ordinal != 0) line += fmt::format(" @{}+{}", b.alloc_ordinal, b.alloc_offset);
-  }
-  if (!r.payload.empty())
-    line += " | payload " +
-            format_metric_value(r.payload, r.kind == trace::RecordKind::Metric
-                                               ? r.fields[trace::fields::Metric::dtype_hint]
-                                               : 0);
-  return line;
-}
 
 }  // namespace
 
 CommandRunner add_show_command(CLI::App& app) {
   auto request = std::make_shared<ShowRequest>();
-  CLI::App* sub = app.add_subcommand("show", "Print a trace's records, one line each");
+  CLI::App* sub = app.add_subcommand(
+      "show", "Print a trace's records, one line each, in the order the process made the calls");
   sub->add_option("DIR", request->dir, "Trace directory (or one .lstrace file)")->required();
   sub->add_option("--rank", request->rank, "Only this rank");
   sub->add_option("--step", request->step, "Only this step");
@@ -64,9 +35,21 @@ CommandRunner add_show_command(CLI::App& app) {
   sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");
   sub->add_flag("--salvage", request->salvage,
                 "Show the valid prefix of a file with a corrupt block (else exit 2)");
-  sub->footer(R"(Examples:
+  sub->add_flag("--file-order", request->file_order,
+                "Print records in the order the file holds them (per thread, block by block) "
+                "instead of sequence order; streams without sorting");
+  sub->footer(R"(Each line: rank, step, seq (the process's call order), stream, thread, kind, name,
+then the fields (zero ones left out), enum values by name as the CUDA, cuBLAS and NCCL headers
+spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F datatype=ncclBfloat16
+redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or "heuristic" (none given),
+then each buffer (role, label, dtype, bytes, fingerprint or -, dropped, unwritten, and flags),
+a metric's payload decoded by its dtype (guessed from its size when the trace does not say),
+and a warning as a sentence. Records are in sequence order per rank, steps in order.
+
+Examples:
   lockstep show runs/a --rank 0 --step 3
-  lockstep show runs/a --grep 'ncclAllReduce|gemm' --limit 20)");
+  lockstep show runs/a --grep 'ncclAllReduce|gemm' --limit 20
+  lockstep show runs/a --file-order | head     # no sorting: fastest on a huge trace)");
   return [request] {
     std::optional<std::regex> pattern;
     if (!request->grep.empty()) {
@@ -90,7 +73,7 @@ CommandRunner add_show_command(CLI::App& app) {
       uint32_t first = request->step.value_or(0), last = request->step.value_or(UINT32_MAX);
       uint64_t shown = 0;
       std::string out;
-      reader->for_each_record(first, last, [&](const trace::Record& r) {
+      auto print = [&](const trace::Record& r) {
         if (r.step < first || r.step > last) return true;
         if (pattern && !std::regex_search(std::string(reader->string(r.name)), *pattern))
           return true;
@@ -98,7 +81,11 @@ CommandRunner add_show_command(CLI::App& app) {
         out += '\n';
         std::fputs(out.c_str(), stdout);
         return request->limit == 0 || ++shown < request->limit;
-      });
+      };
+      if (request->file_order)
+        reader->for_each_record(first, last, print);
+      else
+        for_each_record_in_seq_order(*reader, first, last, print);
       if (reader->truncated())
         warn(fmt::format("{}: cut off at offset {}; showing the valid prefix", file.path,
                          reader->truncation_offset()));

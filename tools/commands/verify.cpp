@@ -7,6 +7,7 @@
 #include "tools/facts.h"
 #include "tools/integrity.h"
 #include "tools/run_set.h"
+#include "tools/wording.h"
 
 namespace lockstep::tools {
 
@@ -54,7 +55,13 @@ int run_verify(const std::string& dir, bool print) {
     }
     uint64_t dropped = std::max(f.dropped_records, end ? end->dropped : 0);
     if (dropped)
-      mine.push_back(fmt::format("{}: {} records dropped by the writer", f.path, dropped));
+      mine.push_back(fmt::format("{}: {} record{} dropped by the writer", f.path, dropped,
+                                 dropped == 1 ? "" : "s"));
+    if (f.fingerprints_dropped)
+      mine.push_back(fmt::format("{}: {} buffer{} recorded without {} fingerprint (hash ring full)",
+                                 f.path, f.fingerprints_dropped,
+                                 f.fingerprints_dropped == 1 ? "" : "s",
+                                 f.fingerprints_dropped == 1 ? "its" : "their"));
     if (end && end->write_errors)
       mine.push_back(fmt::format("{}: {} failed writes", f.path, end->write_errors));
     if (end && !end->clean)
@@ -70,8 +77,9 @@ int run_verify(const std::string& dir, bool print) {
       last_step_min = std::min(last_step_min, f.record_steps.back());
       last_step_max = std::max(last_step_max, f.record_steps.back());
     }
-    out += fmt::format("{:<4} rank {}  {}  {} records, {} steps\n", mine.empty() ? "ok" : "BAD",
-                       f.rank, f.path, f.records, f.record_steps.size());
+    out += fmt::format("{:<4} rank {}  {}  {}, {}\n", mine.empty() ? "ok" : "BAD", f.rank, f.path,
+                       count_of(f.records, "record", "records"),
+                       count_of(f.record_steps.size(), "step", "steps"));
     problems.insert(problems.end(), mine.begin(), mine.end());
   }
   if (last_step_min != UINT32_MAX && last_step_min != last_step_max)
@@ -82,9 +90,9 @@ int run_verify(const std::string& dir, bool print) {
                        problems.size() == 1 ? "" : "s");
   } else {
     out += fmt::format(
-        "CERTIFIED COMPLETE: {} ranks, {} records, every file finished by its "
+        "CERTIFIED COMPLETE: {}, {}, every file finished by its "
         "writer, nothing dropped, cut off or corrupt\n",
-        facts.size(), records);
+        count_of(facts.size(), "rank", "ranks"), count_of(records, "record", "records"));
   }
   if (print) {
     for (const std::string& p : problems) std::fprintf(stderr, "lockstep: %s\n", p.c_str());

@@ -10,6 +10,7 @@
 
 #include "common/settings.h"
 #include "tools/launch.h"
+#include "tools/python_env.h"
 #include "tools/run_set.h"
 #include "trace/run_dir.h"
 
@@ -70,6 +71,18 @@ std::string error_of(const TraceRequest& request) {
   return "";
 }
 
+// A Python job gets the package and its start-up hook first, its own PYTHONPATH after them.
+TEST(PythonPath, ThePackageAndItsBootDirectoryComeBeforeTheJobsOwnPath) {
+  EXPECT_EQ(python_path("/a:/b", "/opt/py"), "/opt/py/lockstep/_boot:/opt/py:/a:/b");
+  EXPECT_EQ(python_path(nullptr, "/opt/py"), "/opt/py/lockstep/_boot:/opt/py");
+  EXPECT_EQ(python_path("", "/opt/py"), "/opt/py/lockstep/_boot:/opt/py");
+}
+
+TEST(PythonPath, WithoutThePackageTheJobsPathIsLeftAlone) {
+  EXPECT_EQ(python_path("/a:/b", ""), "/a:/b");
+  EXPECT_EQ(python_path(nullptr, ""), "");
+}
+
 TEST(RunFlags, EveryFlagOfTheSettingsTableSetsARequestField) {
   TraceRequest request;
   int flags = 0;
@@ -80,7 +93,7 @@ TEST(RunFlags, EveryFlagOfTheSettingsTableSetsARequestField) {
     if (field.flag != nullptr) EXPECT_EQ(setting.kind.kind, settings::Kind::Switch) << setting.name;
     flags += has_field;
   }
-  EXPECT_EQ(flags, 5);  // -o, --level, --steps, --kernels, --overwrite
+  EXPECT_EQ(flags, 6);  // -o, --level, --steps, --kernels, --overwrite, --state
 }
 
 TEST(RunFlags, ABadKernelsRegexIsRefusedBeforeTheJobStarts) {

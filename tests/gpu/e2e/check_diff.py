@@ -84,6 +84,11 @@ class Report:
     def metric(self):
         return self.doc.get("metric_divergence")
 
+    @property
+    def state(self):
+        """The earliest State record (a parameter's fingerprint) that differs, or None."""
+        return self.doc.get("state_divergence")
+
 
 def buffer_label(div):
     buf = div.get("buffer") if isinstance(div, dict) else None
@@ -124,6 +129,11 @@ def check(report, args):
     if not isinstance(first, dict):
         return False, "divergent but no first_divergence"
     problems = []
+    if args.state_step is not None:
+        state = report.state if isinstance(report.state, dict) else {}
+        if state.get("step") != args.state_step:
+            problems.append(f"state differs first at step {state.get('step')} (expected "
+                            f"{args.state_step}: {state.get('name')})")
     if args.step is not None and first.get("step") != args.step:
         problems.append(f"step {first.get('step')} != {args.step}")
     if args.rank is not None and first.get("rank") != args.rank:
@@ -157,7 +167,10 @@ def check(report, args):
     if problems:
         return False, "; ".join(problems) + f" (first: {describe(first)})"
     culprit = f", culprit rank {report.culprit_rank}" if report.culprit_rank is not None else ""
-    return True, describe(first) + culprit
+    state = report.state
+    state = (f", state first differs at step {state.get('step')} ({short(state.get('name'), 40)})"
+             if isinstance(state, dict) else "")
+    return True, describe(first) + culprit + state
 
 
 def first_json_object(text):
@@ -188,6 +201,8 @@ def main(argv=None):
                    help="regex for the receiving op's name (default: (?i)all_?reduce)")
     p.add_argument("--buffer-label", help="a divergent buffer with this label must be reported")
     p.add_argument("--buffer-op", help="regex: the op that reports --buffer-label")
+    p.add_argument("--state-step", type=int,
+                   help="the earliest differing State record (a parameter) is at this step")
     args = p.parse_args(argv)
     try:
         with open(args.report) as f:

@@ -5,8 +5,9 @@
 
 The job prints "step N loss L loss_hex H" (H: float32 bits, big-endian hex). lockstep records
 the small device-to-host copy behind loss.item() as a Metric record; `lockstep show` prints a
-4-byte payload as one value with its bits ("f32 6.985 (0x40df8632)") and longer ones as bytes in
-memory order ("(0x24 8b c5 39 ...)"), whose first 4 are the loss. Every printed loss must appear among the rank's metric payloads,
+payload whose size is a multiple of 4 as f32 elements, each with its bits ("f32 6.985, ...
+(0x40df8632 c513abd3 ...)"), and other sizes as bytes in memory order ("(0x24 8b c5 39 ...)");
+the first 4 bytes are the loss. Every printed loss must appear among the rank's metric payloads,
 in step order. Prints one PASS/FAIL line; exit 0/1 (2 for unreadable input).
 """
 import re
@@ -29,11 +30,12 @@ def traced_metrics(text, rank=0):
         if not m or int(m.group(1)) != rank:
             continue
         payload = m.group(4).split()
-        if len(payload) >= 4:  # raw bytes in memory order: "(0x24 8b c5 39 ...)"
-            rows.append((int(m.group(3)), "".join(reversed(payload[:4]))))
-        elif len(payload) == 1 and len(payload[0]) == 8:
-            # One decoded 4-byte value, its bits big-endian: "f32 6.985 (0x40df8632)"
+        if payload and len(payload[0]) == 8:
+            # 4-byte elements, each its bits big-endian: "f32 6.985, ... (0x40df8632 c513abd3 ...)"
             rows.append((int(m.group(3)), payload[0]))
+        elif len(payload) >= 4 and all(len(b) == 2 for b in payload[:4]):
+            # raw bytes in memory order: "(0x24 8b c5 39 ...)"
+            rows.append((int(m.group(3)), "".join(reversed(payload[:4]))))
     return [h for _, h in sorted(rows)]
 
 

@@ -43,13 +43,14 @@ r1 step 1 seq 20 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload byte
 r0 step 1 seq 30 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload bytes 5 (0x05 00 00 00 00 00)
 r0 step 2 seq 42 stream 2 thread 1 metric cudaMemcpyAsync bytes=4 | payload bytes 56 (0x38 fc 17 3a)
 r0 step 2 seq 43 stream 2 thread 1 kernel foo grid=1
-r0 step 3 seq 50 stream 1 thread 1 metric cudaMemcpyAsync bytes=4 | payload f32 6.9851313 (0x40df8632)"""
+r0 step 3 seq 50 stream 1 thread 1 metric cudaMemcpyAsync bytes=4 | payload f32 6.9851313 (0x40df8632)
+r0 step 4 seq 58 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload f32 0.0019355878, -2362.739, -150832.34, 3.131775, ... (0x3afdb38d c513abd3 c8134c16 40486f00 48b8a2ef 00000000)"""
     OUT = ("step 1 loss 0.000377 loss_hex 39c58b24\nstep 2 loss 0.00058 loss_hex 3a17fc38\n"
            "step 3 loss 6.985131 loss_hex 40df8632\n")
 
     def test_losses_found_in_order(self):
         traced = metrics_match.traced_metrics(self.SHOW)
-        self.assertEqual(traced, ["39c58b24", "00000005", "3a17fc38", "40df8632"])
+        self.assertEqual(traced, ["39c58b24", "00000005", "3a17fc38", "40df8632", "3afdb38d"])
         line = metrics_match.check(metrics_match.printed_losses(self.OUT), traced)
         self.assertTrue(line.startswith("PASS"), line)
 

@@ -1,0 +1,72 @@
+// State records (trace/record_kinds.def, State): fingerprints of tensors the job names, asked
+// for through the C API (collectors/lockstep.h): the model's parameters after every optimizer
+// step (python/lockstep/_torch_hooks.py arms that in a PyTorch job with no code change), or any
+// tensor a job wants dated. They let broad, which fingerprints no kernel, date the earliest step
+// whose state differs (a difference that bf16 rounding keeps out of the loss for steps). Hashed
+// on the job's stream after the work queued there, in one launch for all of a call's tensors:
+// nothing synchronizes.
+#include <vector>
+
+#include "collectors/events.h"
+#include "collectors/lockstep.h"
+#include "collectors/runtime.h"
+#include "common/self_time.h"
+
+namespace lockstep::collectors {
+namespace {
+
+void record_state(size_t n, const void* const* ptrs, const unsigned long long* bytes,
+                  const char* const* names, void* stream_handle, int kind) {
+  if (n == 0 || ptrs == nullptr || bytes == nullptr || inside_shim_call() || !active()) return;
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return;
+  self_time::Scope timed(self_time::Phase::State);
+  // Like any traced call: a kernel's deferred output hashes go first (they may read what a later
+  // call of the job overwrites once this one returned).
+  tracer->flush_deferred(Tracer::FlushCause::OtherCall);
+  auto stream = static_cast<CUstream>(stream_handle);
+  const bool hash = tracer->fingerprint_step(Tracer::steps().current());
+  const trace::StringId label = tracer->intern("value");
+  std::vector<PendingRecord*> pendings;
+  std::vector<std::vector<PlannedRegion>> plans;
+  pendings.reserve(n);
+  plans.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    trace::Record record;
+    const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
+    tracer->stamp(&record, trace::RecordKind::State, name, stream, false);
+    record.fields[trace::fields::State::bytes] = bytes[i];
+    record.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
+    std::vector<PlannedRegion> plan;
+    tracer->add_buffer(&record, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
+                       bytes[i], /*exact=*/true, hash);
+    if (plan.empty()) {  // outside the step window, or nothing to read: identity only
+      tracer->append(record);
+      continue;
+    }
+    PendingRecord* pending = tracer->hold(std::move(record));
+    if (pending == nullptr) {  // hold() leaves the record alone when it refuses
+      for (auto& entry : record.buffers) entry.flags |= trace::kFingerprintDropped;
+      tracer->append(record);
+      continue;
+    }
+    pendings.push_back(pending);
+    plans.push_back(std::move(plan));
+  }
+  tracer->fingerprint_batch(stream, false, pendings.data(), plans.data(), pendings.size());
+  for (PendingRecord* pending : pendings) tracer->release(pending);
+}
+
+}  // namespace
+}  // namespace lockstep::collectors
+
+extern "C" void lockstep_fingerprint(const void* ptr, unsigned long long bytes, const char* name,
+                                     void* stream, int kind) {
+  lockstep::collectors::record_state(1, &ptr, &bytes, &name, stream, kind);
+}
+
+extern "C" void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
+                                          const unsigned long long* bytes,
+                                          const char* const* names, void* stream, int kind) {
+  lockstep::collectors::record_state(static_cast<size_t>(n), ptrs, bytes, names, stream, kind);
+}

@@ -1,0 +1,109 @@
+"""The shim's C API from Python (collectors/lockstep.h): steps, marks and state fingerprints.
+
+Every function does nothing when the job runs without lockstep: the shim, preloaded by
+`lockstep run` (LD_PRELOAD), is found in the process's global symbol scope; nothing is loaded
+otherwise.
+"""
+
+import ctypes
+
+PARAMETER, GRADIENT, OPTIMIZER_STATE, OTHER = 0, 1, 2, 3  # State records' state_kind
+
+
+def _function(name, argtypes):
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = argtypes
+    fn.restype = None
+    return fn
+
+
+_step = _function("lockstep_step", [])
+_mark = _function("lockstep_mark", [ctypes.c_char_p])
+_fingerprint_many = _function(
+    "lockstep_fingerprint_many",
+    [ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ulonglong),
+     ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p, ctypes.c_int])
+
+
+def traced():
+    """True when the job runs under lockstep's shim."""
+    return _step is not None
+
+
+def step():
+    """End the current step (the next one starts)."""
+    if _step is not None:
+        _step()
+
+
+def mark(name):
+    """End the current step, naming the boundary."""
+    if _mark is not None:
+        _mark(str(name).encode())
+
+
+def _extent(tensor):
+    """(device pointer, bytes) of what a tensor holds: its own elements when contiguous, else
+    the whole storage under it (reading a view's elements would need a copy kernel, which the
+    trace would then hold)."""
+    if hasattr(tensor, "data_ptr") and hasattr(tensor, "untyped_storage"):  # torch.Tensor
+        if tensor.is_contiguous():
+            return tensor.data_ptr(), tensor.numel() * tensor.element_size()
+        storage = tensor.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    if hasattr(tensor, "unsafe_buffer_pointer"):  # a jax.Array on one device
+        return tensor.unsafe_buffer_pointer(), tensor.nbytes
+    pointer, nbytes = tensor  # (pointer, bytes)
+    return int(pointer), int(nbytes)
+
+
+def _stream_of(tensor, stream):
+    if stream is not None:
+        return int(getattr(stream, "cuda_stream", stream))
+    if hasattr(tensor, "is_cuda") and tensor.is_cuda:
+        import torch
+        return torch.cuda.current_stream(tensor.device).cuda_stream
+    return 0
+
+
+class Batch:
+    """The arguments of one lockstep_fingerprint_many call, kept while the tensors stay where
+    they are (a model's parameters are updated in place: the same pointers every step)."""
+
+    def __init__(self, named, kind, stream=None):
+        named = list(named)
+        extents = [_extent(t) for _, t in named]
+        self.key = tuple(extents)
+        self.n = len(named)
+        self.kind = kind
+        self.device = getattr(named[0][1], "device", None) if named else None
+        self.stream = _stream_of(named[0][1], stream) if named else 0
+        self._names = [str(name).encode() for name, _ in named]  # kept alive for the call
+        self.names = (ctypes.c_char_p * self.n)(*self._names)
+        self.ptrs = (ctypes.c_void_p * self.n)(*[p for p, _ in extents])
+        self.sizes = (ctypes.c_ulonglong * self.n)(*[b for _, b in extents])
+
+    def matches(self, named):
+        return tuple(_extent(t) for _, t in named) == self.key
+
+    def send(self):
+        if _fingerprint_many is not None and self.n:
+            _fingerprint_many(self.n, self.ptrs, self.sizes, self.names, self.stream, self.kind)
+
+
+def fingerprint_many(named, kind=OTHER, stream=None):
+    """Fingerprint several tensors in one hash launch, as State records of the current step.
+    `named`: (name, tensor) pairs; a tensor is a torch.Tensor on the GPU, a single-device
+    jax.Array (call block_until_ready() first: JAX's streams are its own) or (pointer, bytes).
+    The hash runs on `stream` (default: the tensor's current PyTorch stream, else the legacy
+    default stream) after the work queued there; nothing waits for it."""
+    if _fingerprint_many is not None:
+        Batch(named, kind, stream).send()
+
+
+def fingerprint(tensor, name, kind=OTHER, stream=None):
+    """Fingerprint one tensor as the State record `name` of the current step."""
+    fingerprint_many([(name, tensor)], kind, stream)

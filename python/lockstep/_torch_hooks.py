@@ -1,0 +1,151 @@
+"""PyTorch hooks that `lockstep run` arms, with no change to the job, when the job imports torch
+(lockstep/_boot/sitecustomize.py). After every optimizer step (torch.optim's global post-step
+hook) the model's parameters, and as LOCKSTEP_STATE asks their gradients and the optimizer's
+state tensors, are fingerprinted on the GPU as State records named by their path in the model
+("blocks.1.mlp.up.weight", "...:grad", "...:exp_avg"). Broad then dates the earliest step whose
+state differs, though no kernel is fingerprinted and the loss may differ only steps later.
+
+Cost per step: one hash launch per device and kind (the hash reads the bytes at HBM speed,
+about 1 ms per 4 GB) and a Python loop over the parameters' pointers; the names are found once
+per optimizer (a walk of the live nn.Modules).
+"""
+
+import gc
+import os
+import sys
+import weakref
+
+from lockstep import _shim
+
+_WRAPPER_PREFIXES = ("_orig_mod.", "module.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
+
+
+def wanted(value=None):
+    """The parts of the state LOCKSTEP_STATE asks for (common/settings.def, State)."""
+    value = (os.environ.get("LOCKSTEP_STATE", "params") if value is None else value)
+    value = value.strip().lower()
+    if value in ("", "0", "off", "false", "no"):
+        return set()
+    if value == "all":
+        return {"params", "grads", "optimizer"}
+    return {word for word in value.split(",") if word}
+
+
+def _strip(name):
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _WRAPPER_PREFIXES:
+            if name.startswith(prefix):
+                name, changed = name[len(prefix):], True
+    return name.replace("._orig_mod.", ".").replace(".module.", ".")
+
+
+def parameter_names(torch, params):
+    """Each parameter's path in its model, by id: the longest name any live nn.Module gives it
+    (the root module's), without wrapper prefixes (torch.compile's _orig_mod, DDP's module)."""
+    wanted_ids = {id(p) for p in params}
+    names = {}
+    module_type = torch.nn.Module
+    for obj in gc.get_objects():
+        # type(), not isinstance(): isinstance reads obj.__class__, which a dead weak proxy
+        # answers with ReferenceError and a deprecated module's proxy with a warning.
+        if not issubclass(type(obj), module_type):
+            continue
+        try:
+            named = obj.named_parameters(remove_duplicate=False)
+            for name, p in named:
+                if id(p) in wanted_ids:
+                    name = _strip(name)
+                    old = names.get(id(p))
+                    if old is None or name.count(".") > old.count("."):
+                        names[id(p)] = name
+        except Exception:  # a module in the middle of construction
+            continue
+    return names
+
+
+class _OptimizerState:
+    """What one optimizer's hook keeps between steps: the parameters' names and the prepared
+    calls, rebuilt only when a pointer changes."""
+
+    def __init__(self):
+        self.params = ()
+        self.names = {}
+        self.batches = {}  # part -> (pointer key, [Batch])
+
+
+def _by_device(named):
+    groups = {}
+    for name, tensor in named:
+        groups.setdefault(tensor.device, []).append((name, tensor))
+    return list(groups.values())
+
+
+class StateHook:
+    def __init__(self, torch, parts):
+        self.torch = torch
+        self.parts = parts
+        self.states = weakref.WeakKeyDictionary()
+        self.failed = False
+
+    def __call__(self, optimizer, args, kwargs):
+        if self.failed:
+            return
+        try:
+            self.record(optimizer)
+        except Exception as error:  # never the job's problem: say so once and stop
+            self.failed = True
+            print(f"lockstep: state records stopped: {type(error).__name__}: {error}",
+                  file=sys.stderr)
+
+    def record(self, optimizer):
+        torch = self.torch
+        if torch.cuda.is_current_stream_capturing():
+            return  # a CUDA graph capture: nothing runs now, and replays run no hook
+        state = self.states.get(optimizer)
+        if state is None:
+            state = self.states[optimizer] = _OptimizerState()
+        params = tuple(p for group in optimizer.param_groups for p in group["params"])
+        if len(params) != len(state.params) or any(a is not b for a, b in zip(params, state.params)):
+            state.params = params
+            found = parameter_names(torch, params)
+            state.names = {id(p): found.get(id(p), f"param{i}") for i, p in enumerate(params)}
+            state.batches = {}
+        if "params" in self.parts:
+            self.send(state, "params", [(state.names[id(p)], p) for p in params if p.is_cuda],
+                      _shim.PARAMETER)
+        if "grads" in self.parts:
+            self.send(state, "grads",
+                      [(state.names[id(p)] + ":grad", p.grad) for p in params
+                       if p.grad is not None and p.grad.is_cuda], _shim.GRADIENT)
+        if "optimizer" in self.parts:
+            named = []
+            for p in params:
+                for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
+                    if torch.is_tensor(value) and value.is_cuda and value.numel() > 0:
+                        named.append((f"{state.names[id(p)]}:{key}", value))
+            self.send(state, "optimizer", named, _shim.OPTIMIZER_STATE)
+
+    def send(self, state, part, named, kind):
+        key = tuple(t.data_ptr() for _, t in named)
+        cached = state.batches.get(part)
+        if cached is None or cached[0] != key:
+            cached = (key, [_shim.Batch(group, kind) for group in _by_device(named)])
+            state.batches[part] = cached
+        for batch in cached[1]:
+            batch.stream = self.torch.cuda.current_stream(batch.device).cuda_stream
+            batch.send()
+
+
+def arm(torch):
+    """Registers the optimizer hook (once). Returns what it armed, for LOCKSTEP_DEBUG."""
+    parts = wanted()
+    if not parts or not _shim.traced():
+        return "nothing"
+    level = os.environ.get("LOCKSTEP_LEVEL", "broad").strip().lower()
+    if level not in ("broad", "full"):
+        return "nothing (level %s)" % level
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    register_optimizer_step_post_hook(StateHook(torch, parts))
+    return "state records of " + ",".join(sorted(parts))

@@ -1,0 +1,117 @@
+// State records (collectors/state_records.cpp): what lockstep_fingerprint_many records, on the
+// fake GPU behind the hash engine (runtime_harness.h), and at which levels.
+#include <sys/wait.h>
+
+#include "collectors/lockstep.h"
+#include "tests/cpu/collectors/runtime_harness.h"
+
+namespace lockstep::collectors {
+namespace {
+
+// Three parameters, as the PyTorch hook sends them after an optimizer step.
+void send_three_parameters() {
+  const void* ptrs[] = {reinterpret_cast<void*>(kMergeBase), reinterpret_cast<void*>(kMergeBase + 4096),
+                        reinterpret_cast<void*>(kMergeBase + 8192)};
+  const unsigned long long bytes[] = {4096, 1024, 64};
+  const char* names[] = {"tok.weight", "blocks.0.mlp.up.weight", "blocks.0.mlp.up.bias"};
+  lockstep_fingerprint_many(3, ptrs, bytes, names, kStreamS, 0);
+}
+
+std::vector<trace::Record> state_records(trace::TraceReader& reader) {
+  std::vector<trace::Record> out;
+  reader.for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::State) out.push_back(r);
+    return true;
+  });
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+  return out;
+}
+
+TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {
+  const std::string log = run([](std::string* text) {
+    send_three_parameters();
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "S3");
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 3u);
+  const char* names[] = {"tok.weight", "blocks.0.mlp.up.weight", "blocks.0.mlp.up.bias"};
+  const uint64_t bytes[] = {4096, 1024, 64};
+  for (size_t i = 0; i < 3; ++i) {
+    const trace::Record& r = records[i];
+    EXPECT_EQ(reader->string(r.name), names[i]);
+    EXPECT_EQ(r.fields[trace::fields::State::bytes], bytes[i]);
+    EXPECT_EQ(r.fields[trace::fields::State::state_kind], 0u);
+    ASSERT_EQ(r.buffers.size(), 1u);
+    const trace::BufferFingerprint& b = r.buffers[0];
+    EXPECT_EQ(b.role, trace::Role::Out);
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << names[i];
+    // The fake GPU's digest of exactly that region: the tensor's own bytes were read.
+    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << names[i];
+  }
+}
+
+TEST_F(MergeTest, StateOutsideTheStepWindowIsRecordedByIdentityOnly) {
+  const fs::path log = dir_.string() + ".state-window";
+  auto environment = env("broad");
+  environment["LOCKSTEP_STEPS"] = "5-6";
+  ChildResult child = run_child(
+      environment,
+      [&] {
+        on_alloc(kMergeBase, 1 << 20);
+        send_three_parameters();
+        std::ofstream(log) << hash_launches();
+      },
+      &fake_resolver_with_gpu);
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+  std::ifstream in(log);
+  std::string launches((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove(log);
+  EXPECT_EQ(launches, "");
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 3u);
+  for (const auto& r : records) {
+    ASSERT_EQ(r.buffers.size(), 1u);
+    EXPECT_FALSE(r.buffers[0].flags & trace::kFingerprintValid);
+  }
+}
+
+TEST_F(RuntimeTest, StateIsRecordedAtBroadAndFullButNotAtMetrics) {
+  for (const auto& [level, expected] :
+       std::vector<std::pair<std::string, size_t>>{{"metrics", 0}, {"broad", 3}, {"full", 3}}) {
+    for (const auto& file : traces()) fs::remove(file);  // the previous level's
+    ChildResult child = run_child(env(level), [] {
+      on_alloc(kMergeBase, 1 << 20);
+      // The trace opens on the first CUDA event; a metric copy is one at every level.
+      static float loss = 0;
+      MemoryOp copy;
+      copy.api = "cudaMemcpy";
+      copy.direction = 2;
+      copy.src = reinterpret_cast<void*>(kMergeBase);
+      copy.dst = &loss;
+      copy.bytes = 4;
+      memory_op_end(memory_op_begin(copy), 0);
+      send_three_parameters();
+    });
+    auto reader = only_trace(child);
+    ASSERT_TRUE(reader) << level << ": " << child.stderr_text;
+    EXPECT_EQ(state_records(*reader).size(), expected) << level;
+  }
+}
+
+TEST_F(RuntimeTest, StateCallsWithNothingToRecordAreIgnored) {
+  ChildResult child = run_child(env("broad"), [] {
+    lockstep_fingerprint_many(0, nullptr, nullptr, nullptr, nullptr, 0);
+    lockstep_fingerprint_many(2, nullptr, nullptr, nullptr, nullptr, 0);
+    std::_Exit(0);
+  });
+  EXPECT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+}
+
+}  // namespace
+}  // namespace lockstep::collectors

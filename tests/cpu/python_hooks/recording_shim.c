@@ -1,0 +1,30 @@
+/* A stand-in for the shim's C API (collectors/lockstep.h) that writes each call as one line to
+ * $LOCKSTEP_TEST_RECORD, for the CPU tests of the Python hooks: what Python sends, not what the
+ * shim does with it (tests/cpu/collectors/state_records_test.cpp covers that). */
+#include <stdio.h>
+#include <stdlib.h>
+
+static void line(const char* text) {
+  const char* path = getenv("LOCKSTEP_TEST_RECORD");
+  FILE* f = path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
+
+void lockstep_step(void) { line("step\n"); }
+void lockstep_mark(const char* name) {
+  (void)name;
+  line("mark\n");
+}
+void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
+                               const unsigned long long* bytes, const char* const* names,
+                               void* stream, int kind) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "state n=%llu kind=%d stream=%p\n", n, kind, stream);
+  line(buf);
+  for (unsigned long long i = 0; i < n; ++i) {
+    snprintf(buf, sizeof buf, "  %s %p %llu\n", names[i], ptrs[i], bytes[i]);
+    line(buf);
+  }
+}

@@ -1,0 +1,142 @@
+"""The Python side of `lockstep run` (python/lockstep/_boot, _torch_hooks, _shim) with a
+stand-in torch (fake_torch/) and a stand-in shim (recording_shim.c) that writes what it is sent:
+arming on `import torch` only, parameter names, one call per optimizer step, the settings, and
+that a failing hook never fails the job.
+
+Run by ctest: python3 -m unittest test_torch_hooks, with RECORDING_SHIM and LOCKSTEP_PYTHON_DIR in
+the environment."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.environ.get("LOCKSTEP_PYTHON_DIR", os.path.join(HERE, "..", "..", "..", "python"))
+SHIM = os.environ.get("RECORDING_SHIM")
+
+
+MODEL = textwrap.dedent("""
+    import torch, torch.nn as nn
+    P = nn.Parameter
+    class Wrapper(nn.Module):  # torch.compile's OptimizedModule keeps the model as _orig_mod
+        pass
+    model = nn.Module(tok=nn.Module(weight=P(0x1000, 64)),
+                      blocks=nn.Module(**{"0": nn.Module(mlp=nn.Module(up=nn.Module(
+                          weight=P(0x2000, 256), bias=P(0x3000, 16))))}))
+    compiled = Wrapper(_orig_mod=model)
+    opt = torch.optim.Optimizer(model.parameters())
+    """)
+
+
+def run(body, tmp_path, preload=True, extra_env=None, extra_path=()):
+    record = tmp_path / "calls.txt"
+    record.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSTEP_")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(PYTHON_DIR, "lockstep", "_boot"), PYTHON_DIR, *extra_path,
+         os.path.join(HERE, "fake_torch")])
+    env["LOCKSTEP_TEST_RECORD"] = str(record)
+    env["LOCKSTEP_LEVEL"] = "broad"
+    if preload:
+        env["LD_PRELOAD"] = SHIM
+    env.update(extra_env or {})
+    done = subprocess.run([sys.executable, "-c", body], env=env, capture_output=True, text=True,
+                          timeout=60)
+    calls = record.read_text() if record.exists() else ""
+    return done, calls
+
+
+@unittest.skipIf(not SHIM, "RECORDING_SHIM not built")
+class TorchHooks(unittest.TestCase):
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._dir.name)
+
+    def tearDown(self):
+        self._dir.cleanup()
+
+    def test_parameters_are_fingerprinted_by_their_path_after_every_optimizer_step(self):
+        tmp_path = self.tmp
+        done, calls = run(MODEL + "opt.step(); opt.step()", tmp_path)
+        assert done.returncode == 0, done.stderr
+        one_step = ("state n=3 kind=0 stream=0x51\n"
+                    "  tok.weight 0x1000 64\n"
+                    "  blocks.0.mlp.up.weight 0x2000 256\n"
+                    "  blocks.0.mlp.up.bias 0x3000 16\n")
+        assert calls == one_step * 2
+
+
+    def test_dead_weak_proxies_among_the_live_objects_do_not_stop_the_names(self):
+        # Found on the H200: isinstance() on a dead weakref.proxy raises ReferenceError.
+        body = "import weakref\nclass X: pass\nx = X(); keep = [weakref.proxy(x)]; del x\n"
+        done, calls = run(body + MODEL + "opt.step()", self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert "stopped" not in done.stderr, done.stderr
+        assert "  blocks.0.mlp.up.weight 0x2000 256\n" in calls, calls
+
+    def test_nothing_is_armed_in_a_job_that_never_imports_torch(self):
+        tmp_path = self.tmp
+        done, calls = run("import sys; assert 'lockstep._torch_hooks' not in sys.modules", tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert calls == ""
+
+
+    def test_state_off_and_the_metrics_level_record_no_state(self):
+        tmp_path = self.tmp
+        for env in ({"LOCKSTEP_STATE": "off"}, {"LOCKSTEP_LEVEL": "metrics"}):
+            done, calls = run(MODEL + "opt.step()", tmp_path, extra_env=env)
+            assert done.returncode == 0, done.stderr
+            assert calls == "", env
+
+
+    def test_without_the_shim_the_hooks_do_nothing(self):
+        tmp_path = self.tmp
+        done, calls = run(MODEL + "opt.step()", tmp_path, preload=False)
+        assert done.returncode == 0, done.stderr
+        assert calls == ""
+
+
+    def test_gradients_and_optimizer_state_come_when_asked_for(self):
+        tmp_path = self.tmp
+        body = MODEL + textwrap.dedent("""
+            w = model.parameters()[1]
+            w.grad = torch.Tensor(0x9000, 256)
+            opt.state[w] = {"exp_avg": torch.Tensor(0xa000, 256), "step": 3}
+            opt.step()
+            """)
+        done, calls = run(body, tmp_path, extra_env={"LOCKSTEP_STATE": "all"})
+        assert done.returncode == 0, done.stderr
+        assert "state n=1 kind=1 stream=0x51\n  blocks.0.mlp.up.weight:grad 0x9000 256\n" in calls
+        assert "state n=1 kind=2 stream=0x51\n  blocks.0.mlp.up.weight:exp_avg 0xa000 256\n" in calls
+
+
+    def test_a_failing_hook_says_so_once_and_the_job_goes_on(self):
+        tmp_path = self.tmp
+        body = MODEL + textwrap.dedent("""
+            opt.param_groups[0]["params"].append(object())  # not a tensor: the hook fails
+            opt.step(); opt.step()
+            print("job finished")
+            """)
+        done, calls = run(body, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "job finished" in done.stdout
+        assert done.stderr.count("lockstep: state records stopped") == 1, done.stderr
+
+
+    def test_the_sitecustomize_it_shadows_still_runs(self):
+        tmp_path = self.tmp
+        other = tmp_path / "site"
+        other.mkdir()
+        (other / "sitecustomize.py").write_text("print('their sitecustomize ran')\n")
+        done, _ = run("pass", tmp_path, extra_path=[str(other)])
+        assert done.returncode == 0, done.stderr
+        assert "their sitecustomize ran" in done.stdout
+
+
+if __name__ == "__main__":
+    unittest.main()
