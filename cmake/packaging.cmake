@@ -22,8 +22,8 @@ Reading and diffing traces needs no GPU.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # The shared libraries the binaries link (libfmt, libstdc++, libc...) named by dpkg-shlibdeps;
-# xxHash is compiled in and nlohmann/json is headers only. The extension is built for one python3
-# minor version.
+# xxHash is compiled in, nlohmann/json is headers only, protobuf-lite is linked statically
+# (CMakeLists.txt). The extension is built for one python3 minor version.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 if(LOCKSTEP_PYTHON_VERSION)
   string(REGEX MATCH "^[0-9]+\\.([0-9]+)" _ "${LOCKSTEP_PYTHON_VERSION}")

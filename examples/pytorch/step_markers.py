@@ -17,8 +17,10 @@ def _api_step():
     ctypes, else (None, why)."""
     try:
         import lockstep
-        return lockstep.step, "lockstep.step()"
-    except (ImportError, AttributeError):
+        if lockstep.traced():
+            return lockstep.step, "lockstep.step()"
+        return None, "none (lockstep not preloaded)"
+    except ImportError:
         pass
     try:
         fn = ctypes.CDLL(None).lockstep_step

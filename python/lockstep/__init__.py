@@ -10,18 +10,18 @@ steps inside a traced job.
     result.dataframe()                        # pandas, one row per divergence
 
 Inside a job run by `lockstep run`: lockstep.step() ends the current step, lockstep.mark(name)
-names the boundary (no-ops without the shim). python/README.md has the whole API."""
+names the boundary, lockstep.fingerprint(tensor, name) records a State record; all are no-ops
+without the shim (lockstep.traced() says). python/README.md has the whole API."""
 
 from lockstep._diff import DiffResult, Divergence, DivergentBuffer, MetricDivergence, diff
 from lockstep._errors import Error, InputError, TraceError
 from lockstep._run import Run, open, record_kinds  # noqa: A004 (lockstep.open is the API)
 
-__all__ = ["open", "Run", "diff", "DiffResult", "Divergence", "DivergentBuffer",
-           "MetricDivergence", "record_kinds", "Error", "InputError", "TraceError"]
+# The shim's side (ctypes into the preloaded liblockstep.so): no-ops without the shim.
+from lockstep._shim import (GRADIENT, OPTIMIZER_STATE, OTHER, PARAMETER, fingerprint,
+                            fingerprint_many, mark, step, traced)
 
-try:
-    # The shim's Python side (ctypes into the preloaded liblockstep.so).
-    from lockstep._shim import fingerprint, mark, step
-    __all__ += ["step", "mark", "fingerprint"]
-except ImportError:  # _shim.py arrives with the integrator's branch
-    pass
+__all__ = ["open", "Run", "diff", "DiffResult", "Divergence", "DivergentBuffer",
+           "MetricDivergence", "record_kinds", "Error", "InputError", "TraceError", "step",
+           "mark", "traced", "fingerprint", "fingerprint_many", "PARAMETER", "GRADIENT",
+           "OPTIMIZER_STATE", "OTHER"]
