@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include <fcntl.h>
@@ -196,6 +197,13 @@ LaunchResult launch_traced(const TraceRequest& request) {
     throw InputError(error.empty() ? dir + ": cannot be used as a trace directory"
                                    : settings::cli_wording(error));
 
+  std::unique_ptr<JobLog> log;
+  if (request.output != JobOutput::Inherit) {
+    FILE *echo_out, *echo_err;
+    job_echo_targets(request.output, &echo_out, &echo_err);
+    log = std::make_unique<JobLog>((fs::path(dir) / kJobLogName).string(), echo_out, echo_err);
+  }
+
   // A pipe closed by exec tells the parent whether exec worked.
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) throw InputError(std::string("pipe: ") + strerror(errno));
@@ -204,6 +212,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
   if (pid < 0) throw InputError(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     close(status_pipe[0]);
+    if (log) log->attach_child();
     std::string preload = shim;
     if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
     setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -243,7 +252,10 @@ LaunchResult launch_traced(const TraceRequest& request) {
   while (got < 0 && errno == EINTR);
   close(status_pipe[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (log)
+    status = log->pump_until_exit(pid);
+  else
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   child_pid = 0;
   for (size_t i = 0; i < std::size(kForwarded); ++i)
     sigaction(kForwarded[i], &previous[i], nullptr);

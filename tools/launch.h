@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/settings.h"
+#include "tools/job_output.h"
 
 namespace lockstep::tools {
 
@@ -20,6 +21,7 @@ struct TraceRequest {
   bool overwrite = false;
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env
   std::vector<std::string> command;
+  JobOutput output = JobOutput::Inherit;  // else also into <dir>/job.log (job_output.h)
 };
 
 // The PyTorch caching allocator hands out pieces of large segments, so a kernel's pointer
@@ -76,7 +78,8 @@ void check_request(const TraceRequest& request);
 
 // check_request, then prepares the run directory (refusing another run's traces unless overwrite;
 // the message names --overwrite), then runs the command as a child with the shim preloaded and
-// LOCKSTEP_FROM_CLI=1, forwarding signals sent to this process. Throws InputError for setup
+// LOCKSTEP_FROM_CLI=1, forwarding signals sent to this process; its output goes where
+// request.output says. Throws InputError for setup
 // problems (bad value, no shim, unusable directory, command not found).
 LaunchResult launch_traced(const TraceRequest& request);
 

@@ -12,7 +12,9 @@
 
 namespace lockstep::tools {
 
-inline constexpr int kDiffSchemaVersion = 2;  // 2: verdict incomplete, compared, not_compared
+// 2: verdict incomplete, compared, not_compared. 3: classification "state", state_divergence,
+// made_before_step, compared.window_first_step; an op whose input differed is never an origin.
+inline constexpr int kDiffSchemaVersion = 3;
 
 struct DiffContext {
   std::string a, b;  // run paths

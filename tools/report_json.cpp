@@ -39,6 +39,7 @@ json divergence_json(const Divergence& d) {
       {"collective",
        d.is_collective ? json{{"comm_id", d.comm_id}, {"comm_seq", d.comm_seq}} : json(nullptr)},
       {"received_from", d.received_from >= 0 ? json(d.received_from) : json(nullptr)},
+      {"made_before_step", d.made_before_step ? json(*d.made_before_step) : json(nullptr)},
       {"buffer", nullptr},
   };
   if (d.buffer)
@@ -81,8 +82,9 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
         {"steps_skipped", result.steps_skipped},
         {"trace_first_step",
          result.trace_first_step ? json(*result.trace_first_step) : json(nullptr)},
-        {"trace_last_step",
-         result.trace_last_step ? json(*result.trace_last_step) : json(nullptr)}}},
+        {"trace_last_step", result.trace_last_step ? json(*result.trace_last_step) : json(nullptr)},
+        {"window_first_step",
+         result.window_first_step ? json(*result.window_first_step) : json(nullptr)}}},
       {"not_compared", result.not_compared},
       {"a", {{"path", context.a}}},
       {"b", {{"path", context.b}}},
@@ -104,6 +106,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"structural", json::array()},
       {"structural_total", result.structural_total},
       {"metric_divergence", nullptr},
+      {"state_divergence", nullptr},
       {"warnings", result.warnings},
   };
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
@@ -119,6 +122,17 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                               {"dtype_hint", m.dtype_hint},
                               {"a", metric_value(m.a, m.dtype_hint)},
                               {"b", metric_value(m.b, m.dtype_hint)}};
+  }
+  if (result.state) {
+    const StateDivergence& s = *result.state;
+    j["state_divergence"] = {{"rank", s.rank},
+                             {"step", s.step},
+                             {"name", s.name},
+                             {"state_kind", state_kind_name(s.state_kind)},
+                             {"bytes", s.bytes},
+                             {"seq", seq_pair(s.seq_a, s.seq_b)},
+                             {"fingerprint_a", hex64(s.fingerprint_a)},
+                             {"fingerprint_b", hex64(s.fingerprint_b)}};
   }
   return j;
 }

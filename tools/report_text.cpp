@@ -91,11 +91,20 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
       result.steps_compared, result.steps_skipped);
   // What the verdict covers, and what it does not (cut off, salvaged, unfinished files).
   out += fmt::format("  {}\n", coverage_line(result));
+  if (result.window_first_step)
+    out += fmt::format(
+        "  fingerprinted and compared from step {} on (the runs start at step {}): a difference "
+        "made earlier shows only where it is read\n",
+        *result.window_first_step, result.trace_first_step.value_or(0));
   if (result.unexplained > 0)
     out += fmt::format(
-        "  {} kernel record{} read differing bytes that no traced op wrote "
-        "(scratch or uninitialised memory): not counted as divergences\n",
-        result.unexplained, result.unexplained == 1 ? "" : "s");
+        "  {} kernel record{} read differing bytes that no traced op {}wrote "
+        "(scratch or uninitialised memory{}): not counted as divergences\n",
+        result.unexplained, result.unexplained == 1 ? "" : "s",
+        result.window_first_step ? "of the window " : "",
+        result.window_first_step
+            ? fmt::format(", or a difference made before step {}", *result.window_first_step)
+            : "");
   if (!result.divergent) return out;
 
   if (result.metric) {
@@ -109,6 +118,20 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("         A {}\n         B {}\n", format_metric_value(m.a, m.dtype_hint),
                        format_metric_value(m.b, m.dtype_hint));
   }
+  if (result.state) {
+    const StateDivergence& s = *result.state;
+    out += fmt::format("\n{}    '{}' ({}) first differs after step {}, rank {} (seq {}/{})\n",
+                       style.bold("state"), s.name, state_kind_name(s.state_kind), s.step, s.rank,
+                       s.seq_a, s.seq_b);
+    out += fmt::format("         A {:#018x}  B {:#018x}\n", s.fingerprint_a, s.fingerprint_b);
+  }
+  // A receiver of a difference made before the window: the earliest bit is not in it.
+  if (const Divergence* before = first_made_before_window(result))
+    out += fmt::format(
+        "\n{}  rank {}, step {}: {} received a difference made before step {}: fingerprint "
+        "from an earlier step to find its origin (lockstep hunt moves its window)\n",
+        style.bold("earlier"), before->rank, before->step, op_label(*before),
+        *before->made_before_step);
   if (result.culprit) {
     const Divergence& d = *result.culprit;
     out += fmt::format("\n{}  rank {}, step {}: {} ({})\n", style.bold("culprit"), d.rank, d.step,
@@ -116,7 +139,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
-  } else if (!result.first_by_epoch.empty()) {
+  } else if (!result.first_by_epoch.empty() && !first_made_before_window(result)) {
     out += fmt::format(
         "\n{}  none: no rank has an op whose inputs matched and outputs "
         "differed (the difference entered through untraced work)\n",
@@ -131,6 +154,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
       if (d.structural != StructuralKind::None)
         what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
       if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
+      if (d.made_before_step) what += fmt::format("  (made before step {})", *d.made_before_step);
       out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", d.rank, d.step, d.epoch,
                          classification_name(d.classification), what);
     }

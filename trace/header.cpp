@@ -140,4 +140,19 @@ nlohmann::json build_trace_header(const nlohmann::json& extra) {
   return header;
 }
 
+nlohmann::json config_window_json(uint32_t first_step, uint32_t last_step) {
+  return {{"first_step", first_step}, {"last_step", last_step}};
+}
+
+std::optional<uint32_t> fingerprint_first_step(const nlohmann::json& header) {
+  if (!header.is_object()) return std::nullopt;
+  auto config = header.find(kConfigKey);
+  if (config == header.end() || !config->is_object()) return std::nullopt;
+  auto first = config->find("first_step");
+  if (first == config->end() || !first->is_number_unsigned()) return std::nullopt;
+  const uint64_t value = first->get<uint64_t>();
+  if (value > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(value);
+}
+
 }  // namespace lockstep::trace

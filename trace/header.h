@@ -1,6 +1,7 @@
 // The JSON header of a trace file and the process facts it records.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,5 +32,13 @@ std::string iso8601_now();                // UTC, milliseconds: 2026-11-29T18:40
 // start_time, lockstep_version, format_version; then every key of `extra` (GPU name and UUID,
 // driver / runtime / NCCL / cuBLAS versions, configuration...), which the caller supplies.
 nlohmann::json build_trace_header(const nlohmann::json& extra = nlohmann::json::object());
+
+// The shim's configuration in the header: an object under kConfigKey holding, among others,
+// the LOCKSTEP_STEPS window as "first_step" and "last_step" (inclusive; last UINT32_MAX when
+// open). A reader learns from it which steps were fingerprinted.
+inline constexpr const char* kConfigKey = "lockstep_config";
+nlohmann::json config_window_json(uint32_t first_step, uint32_t last_step);
+// The window's first step, or nullopt when the header does not say (an older or foreign writer).
+std::optional<uint32_t> fingerprint_first_step(const nlohmann::json& header);
 
 }  // namespace lockstep::trace

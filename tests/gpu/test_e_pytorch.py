@@ -104,8 +104,9 @@ def test_e_hunt_finds_the_plant_without_hints(gs, row, gpt):
                                     "--json", "--", *gpt, *PLANT])
     verdict = gs.check_diff(hunt.out, "--expect", "divergent", "--step", PLANT_STEP, "--name",
                             INDEX_KERNEL, "--classification", "origin")
+    # Under --json the stages are on stderr: stdout holds the JSON document alone.
     stages = ";".join(re.sub(r" \(.*\)", "", m) for m in
-                      re.findall(r"^stage [12][^:]*: [0-9.]* s", hunt.text(), re.M))
+                      re.findall(r"^stage [12][^:]*: [0-9.]* s", hunt.err_text(), re.M))
     if hunt.rc == 1 and passed(verdict):
         row("PASS", f"{verdict[6:]}; {stages}")
     else:

@@ -1,10 +1,13 @@
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
 #include "tools/launch.h"
+#include "tools/report.h"
 #include "tools/run_set.h"
 
 namespace lockstep::tools {
@@ -30,15 +33,22 @@ CommandRunner add_check_command(CLI::App& app) {
   sub->add_flag("--overwrite", request->trace.overwrite, "Reuse run directories");
   sub->add_option("--torch-alloc", request->trace.torch_alloc, kTorchAllocHelp)
       ->capture_default_str();
-  sub->add_flag("--json", request->json, "Print each diff as JSON");
+  sub->add_flag("--json", request->json,
+                "Print only one JSON document on stdout: the diff that decided the verdict, with "
+                "every pair's verdict in it (the job's output goes to each run's job.log)");
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
   sub->footer(
-      R"(Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, unfinished
+      R"(Run 1 is diffed against every other run. Each run's directory (run-1, run-2, ...) keeps
+the job's stdout and stderr in job.log; they are shown on the terminal too, except with
+--json, where stdout carries only the JSON document (progress and, on a terminal, the job's
+output go to stderr).
+Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, unfinished
 or dropping records: not everything was compared) or invalid (the command failed, or a trace
 could not be read).
 
 Examples:
   lockstep check -- python train.py --steps 5
+  lockstep check --json -- python train.py --steps 5 | jq .check.verdict
   lockstep check --runs 3 --level full -o /tmp/gate -- ./app)");
   return [request] {
     if (request->runs < 2) throw InputError("--runs: needs at least 2");
@@ -47,34 +57,66 @@ Examples:
     for (int i = 1; i <= request->runs; ++i) {
       TraceRequest trace = request->trace;
       trace.dir = (std::filesystem::path(base) / fmt::format("run-{}", i)).string();
+      trace.output = request->json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
       LaunchResult launched = launch_traced(trace);
       std::fprintf(stderr, "lockstep check: run %d: exit %d, %.2f s, %s\n", i, launched.exit_code,
                    launched.seconds, trace_summary_line(trace.dir).c_str());
       if (launched.exit_code != 0)
-        throw InputError(fmt::format("{}: the command exited with code {} in run {}",
-                                     request->trace.command[0], launched.exit_code, i));
+        throw InputError(
+            fmt::format("{}: the command exited with code {} in run {} (its output: {})",
+                        request->trace.command[0], launched.exit_code, i,
+                        (std::filesystem::path(trace.dir) / kJobLogName).string()));
       dirs.push_back(trace.dir);
     }
     // A divergence anywhere is real whatever else is missing; otherwise one incomplete diff
     // makes the gate incomplete (exit 2), never deterministic.
     bool divergent = false, incomplete = false;
+    // Under --json one document: the first divergent diff, else the first incomplete one, else
+    // the last; every pair's verdict goes in its `check` member.
+    nlohmann::json pairs = nlohmann::json::array();
+    std::optional<nlohmann::json> reported;
+    int reported_severity = -1;  // 2 divergent, 1 incomplete, 0 identical
     for (size_t i = 1; i < dirs.size(); ++i) {
       DiffRequest diff;
       diff.a = dirs[0];
       diff.b = dirs[i];
-      diff.json = request->json;
+      diff.print = !request->json;
       DiffResult result;
+      auto start = std::chrono::steady_clock::now();
       run_diff(diff, &result);
       Verdict verdict = verdict_of(result);
       divergent = divergent || verdict == Verdict::Divergent;
       incomplete = incomplete || verdict == Verdict::Incomplete;
+      pairs.push_back({{"a", dirs[0]}, {"b", dirs[i]}, {"verdict", verdict_name(verdict)}});
+      const int severity = verdict == Verdict::Divergent    ? 2
+                           : verdict == Verdict::Incomplete ? 1
+                                                            : 0;
+      if (request->json &&
+          (severity > reported_severity || (severity == 0 && reported_severity == 0))) {
+        DiffContext context{
+            dirs[0],
+            dirs[i],
+            0,
+            {},
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+        for (const RankResult& r : result.ranks) context.ranks.push_back(r.rank);
+        context.world_size = static_cast<int>(context.ranks.size());
+        reported = diff_json(result, context);
+        reported_severity = severity;
+      }
     }
     int worst = divergent ? kExitDivergent : incomplete ? kExitIncomplete : kExitIdentical;
-    std::printf("lockstep check: %s (%d runs in %s)\n",
-                divergent    ? "DIVERGENT"
-                : incomplete ? "INCOMPLETE"
-                             : "DETERMINISTIC",
-                request->runs, base.c_str());
+    const char* gate = divergent ? "DIVERGENT" : incomplete ? "INCOMPLETE" : "DETERMINISTIC";
+    std::fprintf(request->json ? stderr : stdout, "lockstep check: %s (%d runs in %s)\n", gate,
+                 request->runs, base.c_str());
+    if (request->json && reported) {
+      (*reported)["check"] = {{"verdict", divergent    ? "divergent"
+                                          : incomplete ? "incomplete"
+                                                       : "deterministic"},
+                              {"runs", dirs},
+                              {"pairs", pairs}};
+      std::fputs((reported->dump(2) + "\n").c_str(), stdout);
+    }
     return worst;
   };
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/hunt_plan.h"
 #include "tools/launch.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
@@ -14,12 +15,15 @@ namespace lockstep::tools {
 
 namespace {
 
+using nlohmann::json;
+
 struct HuntRequest {
   std::string dir;
   bool overwrite = false;
   bool json = false;
   int margin = 0;
   int attempts = 3;
+  int windows = 4;
   std::string torch_alloc = "auto";
   std::vector<std::string> command;
 };
@@ -28,11 +32,17 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Two traced runs of the command at one level; returns the diff's exit code.
-// Run directories are <dir>/<tag>-1 and <dir>/<tag>-2.
-int traced_pair(const HuntRequest& request, const std::string& level, const std::string& tag,
-                const std::string& steps, DiffResult& result) {
-  std::string dirs[2];
+// Two traced runs of the command at one level and their diff.
+struct Pair {
+  std::string a, b;  // <dir>/<tag>-1 and <dir>/<tag>-2
+  DiffResult result;
+  int code = kExitInvalid;
+};
+
+Pair traced_pair(const HuntRequest& request, const std::string& level, const std::string& tag,
+                 const std::string& steps) {
+  Pair pair;
+  std::string* dirs[2] = {&pair.a, &pair.b};
   for (int i = 0; i < 2; ++i) {
     TraceRequest trace;
     trace.dir = (std::filesystem::path(request.dir) / fmt::format("{}-{}", tag, i + 1)).string();
@@ -41,121 +51,225 @@ int traced_pair(const HuntRequest& request, const std::string& level, const std:
     trace.overwrite = request.overwrite;
     trace.torch_alloc = request.torch_alloc;
     trace.command = request.command;
+    // Every run's output is kept in its directory; under --json none reaches stdout.
+    trace.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
     LaunchResult launched = launch_traced(trace);
     if (launched.exit_code != 0)
-      throw InputError(fmt::format("{}: the command exited with code {} ({} run {})",
-                                   request.command[0], launched.exit_code, level, i + 1));
-    dirs[i] = trace.dir;
+      throw InputError(
+          fmt::format("{}: the command exited with code {} ({} run {}; its output: {})",
+                      request.command[0], launched.exit_code, level, i + 1,
+                      (std::filesystem::path(trace.dir) / kJobLogName).string()));
+    *dirs[i] = trace.dir;
   }
   DiffRequest diff;
-  diff.a = dirs[0];
-  diff.b = dirs[1];
+  diff.a = pair.a;
+  diff.b = pair.b;
   diff.steps = steps;
   diff.print = false;
-  return run_diff(diff, &result);
+  pair.code = run_diff(diff, &pair.result);
+  return pair;
 }
+
+DiffContext context_of(const Pair& pair) {
+  DiffContext context{pair.a, pair.b, 0, {}, 0};
+  for (const RankResult& r : pair.result.ranks) context.ranks.push_back(r.rank);
+  context.world_size = static_cast<int>(context.ranks.size());
+  return context;
+}
+
+json optional_json(const std::optional<uint32_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// The `hunt` member of hunt's JSON document: what each stage ran and found (tools/README.md).
+class HuntLog {
+ public:
+  void broad(const Pair& pair, const std::optional<BroadFinding>& finding) {
+    log_["broad"] = {{"a", pair.a},
+                     {"b", pair.b},
+                     {"verdict", verdict_name(verdict_of(pair.result))},
+                     {"earliest_step", nullptr},
+                     {"identical_through", nullptr},
+                     {"state_step", nullptr},
+                     {"first", nullptr}};
+    if (!finding) return;
+    log_["broad"]["earliest_step"] = finding->diverging_step;
+    log_["broad"]["identical_through"] = optional_json(finding->identical_through);
+    log_["broad"]["state_step"] = optional_json(finding->state_step);
+    log_["broad"]["first"] = finding->what;
+  }
+  void window(const StepWindow& w, const Pair& pair, int attempts, const WindowVerdict& v) {
+    log_["windows"].push_back({{"first", w.first},
+                               {"last", w.last},
+                               {"a", pair.a},
+                               {"b", pair.b},
+                               {"attempts", attempts},
+                               {"outcome", window_outcome_name(v.outcome)},
+                               {"why", v.why}});
+  }
+  // Prints the reported diff's document with this log in it.
+  void print(const Pair& reported, const std::string& outcome,
+             const std::optional<StepWindow>& fingerprinted) {
+    log_["outcome"] = outcome;
+    log_["fingerprinted_steps"] =
+        fingerprinted ? json{{"first", fingerprinted->first}, {"last", fingerprinted->last}}
+                      : json(nullptr);
+    json doc = diff_json(reported.result, context_of(reported));
+    doc["hunt"] = log_;
+    std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+ private:
+  json log_ = {{"broad", nullptr}, {"windows", json::array()}};
+};
 
 }  // namespace
 
 CommandRunner add_hunt_command(CLI::App& app) {
   auto request = std::make_shared<HuntRequest>();
   CLI::App* sub = app.add_subcommand(
-      "hunt", "Find the first op whose inputs matched and outputs differed, progressively");
+      "hunt", "Find the earliest op whose inputs matched and outputs differed, progressively");
   sub->add_option("-o,--output", request->dir,
                   "Directory for the runs (default ./lockstep-trace-<time>)");
   sub->add_flag("--overwrite", request->overwrite, "Reuse run directories");
   sub->add_option("--margin", request->margin,
-                  "Extra steps before the diverging step in the full-level window")
-      ->capture_default_str();
+                  "Extra steps before the diverging step in the first full-level window")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--attempts", request->attempts,
                   "Pairs of full-level runs to try when the nondeterminism does not recur")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  sub->add_flag("--json", request->json, "Print the final diff as JSON");
+  sub->add_option("--windows", request->windows,
+                  "Full-level windows to try, each starting earlier than the last")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  sub->add_flag("--json", request->json,
+                "Print only the final diff as JSON on stdout, with the hunt's stages in it "
+                "(progress on stderr; the job's output in each run's job.log)");
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
-  sub->footer(R"(Stage 1: two runs at --level broad find the earliest diverging step and its rank.
-Stage 2: two runs at --level full, fingerprinting only that step, find the op whose inputs
-matched and whose outputs differed; nondeterminism need not recur in every pair of runs, so
-stage 2 tries up to --attempts pairs. Each stage prints how long it took.
+  sub->footer(R"(Stage 1: two runs at --level broad give the earliest step S where anything differs
+(a metric such as the loss, a collective, a State record: the model's state after a step).
+Stage 2: two runs at --level full fingerprint only a window of steps, first S-margin..S, and
+their diff names the first op whose inputs matched and whose outputs differed. The earliest
+diverging bit can come long before the loss shows it: when the window's first divergence is
+an op whose input already differed when the window began (a receiver of a difference made
+before it), the window starts earlier, halfway toward the trace's first step (4-4, then 2-4,
+1-4, 0-4), up to --windows windows; each window tried is printed with why. Nondeterminism
+need not recur in every pair of runs: each window tries up to --attempts pairs. The answer
+names the steps that were fingerprinted. Each run's directory keeps the job's output in
+job.log (on the terminal too, unless --json).
 Exit status: 0 no divergence, 1 divergence found, 2 incomplete (a trace cut off or unfinished:
 not everything was compared) or invalid (command failed, unreadable trace).
 
 Examples:
   lockstep hunt -- python train.py --steps 20
-  lockstep hunt -o /tmp/hunt --margin 1 -- torchrun --nproc-per-node 2 train.py)");
+  lockstep hunt --json -- python train.py --steps 20 | jq .hunt.windows
+  lockstep hunt -o /tmp/hunt --margin 1 --windows 6 -- torchrun --nproc-per-node 2 train.py)");
   return [request] {
     if (request->dir.empty()) request->dir = default_trace_dir();
-    Style style(stdout);
+    // Under --json stdout carries the document alone: what people read goes to stderr.
+    FILE* say = request->json ? stderr : stdout;
+    Style style(say);
+    HuntLog log;
     auto start = std::chrono::steady_clock::now();
-    DiffResult broad;
-    int code = traced_pair(*request, "broad", "broad", "", broad);
-    std::printf("stage 1 (broad, 2 runs + diff): %.2f s: ", since(start));
-    if (code == kExitIdentical) {
-      std::printf("%s\n", style.green("no divergence").c_str());
-      return kExitIdentical;
+    Pair broad = traced_pair(*request, "broad", "broad", "");
+    std::optional<BroadFinding> finding = broad_finding(broad.result);
+    log.broad(broad, finding);
+    std::fprintf(say, "stage 1 (broad, 2 runs + diff): %.2f s: ", since(start));
+    if (broad.code == kExitIdentical || broad.code == kExitIncomplete || !finding) {
+      if (broad.code == kExitIncomplete)  // no divergence in what could be compared: not a pass
+        std::fprintf(say, "%s: %s\n", style.yellow("INCOMPLETE").c_str(),
+                     coverage_line(broad.result).c_str());
+      else
+        std::fprintf(say, "%s\n", style.green("no divergence").c_str());
+      if (request->json) log.print(broad, verdict_name(verdict_of(broad.result)), std::nullopt);
+      return broad.code;
     }
-    if (code == kExitIncomplete) {  // no divergence in what could be compared: not a pass
-      std::printf("%s: %s\n", style.yellow("INCOMPLETE").c_str(), coverage_line(broad).c_str());
-      return kExitIncomplete;
-    }
-    uint32_t step =
-        broad.first_by_epoch.empty() ? broad.metric->step : broad.first_by_epoch.front().step;
-    std::string origin = broad.culprit ? fmt::format("rank {}", broad.culprit->rank)
-                                       : std::string("no origin rank at this level");
-    std::printf("earliest diverging step %u, %s\n", step, origin.c_str());
-    std::fflush(stdout);
+    std::fprintf(say, "earliest diverging step %u (%s); %s\n", finding->diverging_step,
+                 finding->what.c_str(),
+                 finding->identical_through
+                     ? fmt::format("steps {}-{} identical", finding->trace_first_step,
+                                   *finding->identical_through)
+                           .c_str()
+                     : "the trace's first step");
+    std::fflush(say);
 
-    uint32_t first = step > static_cast<uint32_t>(request->margin) ? step - request->margin : 0;
-    std::string window = fmt::format("{}-{}", first, step);
-    DiffResult full;
-    std::string full_tag;
-    for (int attempt = 1; attempt <= request->attempts; ++attempt) {
-      start = std::chrono::steady_clock::now();
-      full = DiffResult{};
-      full_tag = attempt == 1 ? "full" : fmt::format("full-attempt{}", attempt);
-      code = traced_pair(*request, "full", full_tag, window, full);
-      std::printf("stage 2 (full, steps %s, 2 runs + diff, attempt %d of %d): %.2f s: ",
-                  window.c_str(), attempt, request->attempts, since(start));
-      if (code == kExitIncomplete) {
-        std::printf("%s: %s\n", style.yellow("INCOMPLETE").c_str(), coverage_line(full).c_str());
-        return kExitIncomplete;
+    StepWindow window = first_window(*finding, static_cast<uint32_t>(request->margin));
+    std::string tried;  // "4-4, 2-4"
+    Pair full;
+    WindowVerdict verdict;
+    for (int w = 1; w <= request->windows; ++w) {
+      for (int attempt = 1; attempt <= request->attempts; ++attempt) {
+        start = std::chrono::steady_clock::now();
+        std::string tag = w == 1 ? "full" : fmt::format("full-window{}", w);
+        if (attempt > 1) tag += fmt::format("-attempt{}", attempt);
+        full = traced_pair(*request, "full", tag, window.text());
+        std::fprintf(say, "stage 2 (full, steps %s, 2 runs + diff, attempt %d of %d): %.2f s: ",
+                     window.text().c_str(), attempt, request->attempts, since(start));
+        if (full.code == kExitIncomplete) {
+          std::fprintf(say, "%s: %s\n", style.yellow("INCOMPLETE").c_str(),
+                       coverage_line(full.result).c_str());
+          if (request->json) log.print(full, "incomplete", window);
+          return kExitIncomplete;
+        }
+        verdict = judge_window(full.result, window, finding->trace_first_step);
+        if (verdict.outcome != WindowOutcome::Identical) {
+          std::fprintf(say, "%s\n", style.red("divergent").c_str());
+          log.window(window, full, attempt, verdict);
+          break;
+        }
+        std::fprintf(say, "%s\n", style.yellow(verdict.why).c_str());
+        std::fflush(say);
+        if (attempt == request->attempts) log.window(window, full, attempt, verdict);
       }
-      if (code != kExitIdentical) break;
-      std::printf("%s\n", style.yellow("no divergence in the window this time").c_str());
-      std::fflush(stdout);
+      tried += (tried.empty() ? "" : ", ") + window.text();
+      if (verdict.outcome == WindowOutcome::Identical) break;
+      const bool move = verdict.next && w < request->windows;
+      std::fprintf(say, "window %s: %s%s\n", window.text().c_str(), verdict.why.c_str(),
+                   move ? fmt::format("; trying {}", verdict.next->text()).c_str() : "");
+      std::fflush(say);
+      if (!move) break;
+      window = *verdict.next;
     }
-    if (code == kExitIdentical) {
-      std::printf(
-          "the nondeterminism did not recur in %d pair%s of full-level runs; the broad "
-          "diff above is all there is\n",
-          request->attempts, request->attempts == 1 ? "" : "s");
-      if (request->json) {
-        DiffContext context{(std::filesystem::path(request->dir) / "broad-1").string(),
-                            (std::filesystem::path(request->dir) / "broad-2").string(),
-                            0,
-                            {},
-                            0};
-        for (const RankResult& r : broad.ranks) context.ranks.push_back(r.rank);
-        context.world_size = static_cast<int>(context.ranks.size());
-        std::printf("%s\n", diff_json(broad, context).dump(2).c_str());
-      }
+
+    if (verdict.outcome == WindowOutcome::Identical) {
+      std::fprintf(say,
+                   "the nondeterminism did not recur in %d pair%s of full-level runs of steps %s; "
+                   "the broad diff is all there is\n",
+                   request->attempts, request->attempts == 1 ? "" : "s", window.text().c_str());
+      if (request->json)
+        log.print(broad, "did-not-recur", std::nullopt);
+      else
+        std::fprintf(say, "\n%s", diff_text(broad.result, context_of(broad), style).c_str());
       return kExitDivergent;
     }
-    if (full.culprit)
-      std::printf("%s rank %d, step %u: %s\n", style.red("origin").c_str(), full.culprit->rank,
-                  full.culprit->step, op_label(*full.culprit).c_str());
+    const std::string steps =
+        fmt::format("fingerprinted steps {}; windows tried: {}", window.text(), tried);
+    const DiffResult& result = full.result;
+    switch (verdict.outcome) {
+      case WindowOutcome::Origin:
+      case WindowOutcome::Structural:
+        std::fprintf(say, "%s rank %d, step %u: %s (%s)\n",
+                     style.red(classification_name(result.culprit->classification)).c_str(),
+                     result.culprit->rank, result.culprit->step, op_label(*result.culprit).c_str(),
+                     steps.c_str());
+        break;
+      case WindowOutcome::MadeBefore:
+        std::fprintf(say,
+                     "the difference was made before step %u, and %d window%s did not reach its "
+                     "writer: try more --windows or a larger --margin (%s)\n",
+                     window.first, request->windows, request->windows == 1 ? "" : "s",
+                     steps.c_str());
+        break;
+      default:
+        std::fprintf(say, "no op with matching inputs and differing outputs in the window (%s)\n",
+                     steps.c_str());
+    }
+    if (request->json)
+      log.print(full, window_outcome_name(verdict.outcome), window);
     else
-      std::printf("no op with matching inputs and differing outputs in the window\n");
-    DiffContext context{(std::filesystem::path(request->dir) / (full_tag + "-1")).string(),
-                        (std::filesystem::path(request->dir) / (full_tag + "-2")).string(),
-                        0,
-                        {},
-                        0};
-    for (const RankResult& r : full.ranks) context.ranks.push_back(r.rank);
-    context.world_size = static_cast<int>(context.ranks.size());
-    std::printf("\n%s", request->json ? (diff_json(full, context).dump(2) + "\n").c_str()
-                                      : diff_text(full, context, style).c_str());
+      std::fprintf(say, "\n%s", diff_text(result, context_of(full), style).c_str());
     return kExitDivergent;
   };
 }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "trace/field_format.h"
+
 namespace lockstep::tools {
 
 using trace::RecordKind;
@@ -22,8 +24,16 @@ const char* classification_name(Classification c) {
       return "receiver";
     case Classification::Metric:
       return "metric";
+    case Classification::State:
+      return "state";
   }
   return "?";
+}
+
+std::string state_kind_name(uint64_t state_kind) {
+  static constexpr const char* kNames[] = {"parameter", "gradient", "optimizer", "user"};
+  if (state_kind < std::size(kNames)) return kNames[state_kind];
+  return fmt::format("kind {}", state_kind);
 }
 
 const char* structural_kind_name(StructuralKind k) {
@@ -291,9 +301,6 @@ struct PairOutcome {
   enum What { Equal, Fields, Buffers, Value } what = Equal;
   int in_index = -1, out_index = -1;      // first differing input / output buffer (in A)
   int in_index_b = -1, out_index_b = -1;  // the same buffers in B
-  // Guessed regions: the first differing output whose region matched before the op (its
-  // same-label input was fingerprinted and is equal): the op itself changed it.
-  int fresh_out_index = -1, fresh_out_index_b = -1;
   bool payload_differs = false;
   std::string detail;
 };
@@ -312,7 +319,10 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
       if (x == y || kind_diff(a.kind).is_volatile(static_cast<int>(i))) continue;
       std::string_view field =
           info && i < info->field_names.size() ? info->field_names[i] : std::string_view("?");
-      detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field, x, y);
+      // Values as show prints them (CUDA_R_16BF, not 14): trace/field_format.h.
+      const int f = static_cast<int>(i);
+      detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field,
+                            trace::field_text(a.kind, f, x), trace::field_text(a.kind, f, y));
     }
     if (!detail.empty()) {
       outcome.what = PairOutcome::Fields;
@@ -379,23 +389,6 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     if (slot < 0) {
       slot = i;
       (x.role == trace::Role::In ? outcome.in_index_b : outcome.out_index_b) = j;
-    }
-  }
-  if (guessed && outcome.out_index >= 0) {
-    for (auto [i, j] : pairs) {
-      const OpBuffer &x = ba[i], &y = bb[j];
-      if (x.role != trace::Role::Out || !x.has_value() || !y.has_value() ||
-          x.fingerprint == y.fingerprint)
-        continue;
-      const bool matched_before = std::any_of(pairs.begin(), pairs.end(), [&](auto p) {
-        const OpBuffer &u = ba[p.first], &v = bb[p.second];
-        return u.role == trace::Role::In && u.label == x.label && u.has_value() && v.has_value() &&
-               u.fingerprint == v.fingerprint;
-      });
-      if (!matched_before) continue;
-      outcome.fresh_out_index = i;
-      outcome.fresh_out_index_b = j;
-      break;
     }
   }
   // A kernel whose differing input regions all came out equal overwrote the difference (an
@@ -560,9 +553,10 @@ class WindowComparer {
         return;
       case Quick::Value:
         // A value difference after the rank's first one, on an op that feeds neither the
-        // collective list nor the metric: only counted (what the full path below would do).
+        // collective list, the metric nor the state: only counted (what the full path below
+        // would do).
         if (x.kind != RecordKind::Collective && x.kind != RecordKind::Metric &&
-            !would_be_first(g.step, x.seq, 0)) {
+            x.kind != RecordKind::State && !would_be_first(g.step, x.seq, 0)) {
           ++result_.divergent_records;
           return;
         }
@@ -602,15 +596,33 @@ class WindowComparer {
       m.b.assign(pb.begin(), pb.end());
       result_.metric = std::move(m);
     }
+    const bool state = x.kind == RecordKind::State && outcome.out_index >= 0;
+    if (state && (!result_.state || std::tuple(g.step, x.seq) <
+                                        std::tuple(result_.state->step, result_.state->seq_a))) {
+      const OpBuffer &fa = ba[outcome.out_index], &fb = bb[outcome.out_index_b];
+      result_.state = StateDivergence{result_.rank,
+                                      g.step,
+                                      std::string(pool_.text(x.name)),
+                                      a_.field(x, fields::State::state_kind),
+                                      fa.bytes,
+                                      x.seq,
+                                      y.seq,
+                                      fa.fingerprint,
+                                      fb.fingerprint};
+    }
     if (!would_be_first(g.step, x.seq, 0)) return;
-    // A kernel receiver that would be the rank's first divergence: no traced op before it
-    // diverged, so the differing input bytes were written by none (see RankResult). Counted;
-    // only the earliest is kept (checked before building it: noisy traces have many).
-    // But when an output region that matched before the op differs after it, the op changed
-    // it: an origin (that read some differing unwritten bytes as well).
-    const bool guessed = kind_diff(x.kind).guessed_regions();
-    const bool fresh_origin = outcome.in_index >= 0 && guessed && outcome.fresh_out_index >= 0;
-    const bool unexplained = outcome.in_index >= 0 && guessed && !fresh_origin;
+    // A receiver that would be the rank's first divergence: no traced op before it diverged,
+    // so no traced op of the window wrote the differing input. When the window starts after
+    // the trace's first step, the difference was most likely made before it; else the bytes
+    // were written by no traced op (see RankResult).
+    const bool receiver = outcome.in_index >= 0;
+    const std::optional<uint32_t> made_before =
+        receiver ? options_.window_first_step : std::nullopt;
+    // A kernel's guessed region can hold bytes no traced op wrote (scratch, uninitialised
+    // memory) that differ between identical runs: counted as unexplained, the earliest kept
+    // (checked before building it: noisy traces have many); combine_ranks shows it when the
+    // rank diverges anyway.
+    const bool unexplained = receiver && kind_diff(x.kind).guessed_regions();
     if (unexplained) {
       ++result_.unexplained;
       if (result_.first_unexplained &&
@@ -622,27 +634,32 @@ class WindowComparer {
     d.seq_a = x.seq;
     d.seq_b = y.seq;
     d.anchor_seq = x.seq;
-    if (fresh_origin) {
-      d.classification = Classification::Origin;
-      d.buffer = buffer_diff(ba[outcome.fresh_out_index], bb[outcome.fresh_out_index_b], pool_);
-      d.detail = fmt::format(
-          "output '{}' matched before the op and differs after it; input "
-          "'{}' also differed, with no traced op before it that did (bytes "
-          "no traced op wrote)",
-          d.buffer->label, pool_.text(ba[outcome.in_index].label));
-    } else if (outcome.in_index >= 0) {
+    if (receiver) {
       d.classification = Classification::Receiver;
       d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
-      if (unexplained) {
-        d.epoch = epoch_of(d.step, d.anchor_seq);
+      d.made_before_step = made_before;
+      if (made_before)
+        d.detail = fmt::format(
+            "receiver of a difference made before step {}: input '{}' already differed, no op "
+            "of the window made it differ; start the window earlier",
+            *made_before, d.buffer->label);
+      else if (unexplained)
         d.detail = fmt::format(
             "input '{}' differed, but no traced op before it did: bytes no "
             "traced op wrote (scratch or uninitialised memory)",
             d.buffer->label);
+      else
+        d.detail = fmt::format("input '{}' already differed", d.buffer->label);
+      if (unexplained) {
+        if (!outcome.detail.empty()) d.detail += "; " + outcome.detail;
+        d.epoch = epoch_of(d.step, d.anchor_seq);
         result_.first_unexplained = std::move(d);
         return;
       }
-      d.detail = fmt::format("input '{}' already differed", d.buffer->label);
+    } else if (state) {
+      d.classification = Classification::State;
+      d.buffer = buffer_diff(ba[outcome.out_index], bb[outcome.out_index_b], pool_);
+      d.detail = fmt::format("state '{}' differs after step {}", d.name, d.step);
     } else if (outcome.out_index >= 0) {
       d.classification = Classification::Origin;
       d.buffer = buffer_diff(ba[outcome.out_index], bb[outcome.out_index_b], pool_);

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 
 #include "tools/diff/ops.h"
 #include "tools/diff/result.h"
@@ -21,6 +23,10 @@ struct CompareOptions {
   int context = 3;               // ops shown before and after a structural divergence
   size_t structural_cap = 64;    // structural divergences kept per rank (all are counted)
   size_t collective_cap = 4096;  // differing collectives kept per rank
+  // Set (by diff_rank) when the window of fingerprinted and compared steps starts after the
+  // trace's first step: a receiver with no traced divergence before it then receives a
+  // difference made before this step (Divergence::made_before_step).
+  std::optional<uint32_t> window_first_step;
 };
 
 // Compares the ops of both tables (which hold the same window of steps) and folds what it finds

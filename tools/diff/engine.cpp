@@ -37,10 +37,24 @@ std::vector<StepPair> merge_steps(const std::vector<StepInfo>& a, const std::vec
   return merged;
 }
 
-bool has_metrics(const OpTable& table) {
+bool has_kind(const OpTable& table, trace::RecordKind kind) {
   for (const Op& op : table.ops())
-    if (op.kind == trace::RecordKind::Metric) return true;
+    if (op.kind == kind) return true;
   return false;
+}
+
+// The first step of the window whose writers the diff can see: the later of the runs'
+// fingerprint windows and the compared range, when that is after the trace's first step.
+std::optional<uint32_t> window_start(RankInput& a, RankInput& b, const std::vector<StepInfo>& sa,
+                                     const std::vector<StepInfo>& sb, const DiffOptions& options) {
+  if (sa.empty() && sb.empty()) return std::nullopt;
+  uint32_t trace_first = std::min(sa.empty() ? UINT32_MAX : sa.front().step,
+                                  sb.empty() ? UINT32_MAX : sb.front().step);
+  uint32_t first = options.first_step;
+  for (RankInput* input : {&a, &b})
+    if (auto fp = input->fingerprint_first_step()) first = std::max(first, *fp);
+  if (first <= trace_first) return std::nullopt;
+  return first;
 }
 
 }  // namespace
@@ -48,7 +62,11 @@ bool has_metrics(const OpTable& table) {
 RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& options) {
   RankResult result;
   result.rank = rank;
-  std::vector<StepPair> steps = merge_steps(a.steps(), b.steps(), options);
+  const std::vector<StepInfo> steps_a = a.steps(), steps_b = b.steps();
+  std::vector<StepPair> steps = merge_steps(steps_a, steps_b, options);
+  CompareOptions compare = options.compare;
+  compare.window_first_step = window_start(a, b, steps_a, steps_b, options);
+  result.window_first_step = compare.window_first_step;
   for (RankInput* input : {&a, &b})
     for (std::string& w : input->warnings()) result.warnings.push_back(std::move(w));
   std::optional<int64_t> complete;
@@ -60,7 +78,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
                   [&](const StepPair& p) { return static_cast<int64_t>(p.step) > *complete; });
   StringPool pool;
   thread_local OpTable table_a, table_b;  // reused: no fresh pages for every rank
-  bool metrics_seen = false;
+  bool metrics_seen = false, states_seen = false;
   size_t i = 0;
   while (i < steps.size()) {
     if (!result.first_step) result.first_step = steps[i].step;
@@ -82,14 +100,20 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     table_b.clear();
     a.load(steps[i].step, steps[end - 1].step, pool, table_a);
     b.load(steps[i].step, steps[end - 1].step, pool, table_b);
-    metrics_seen = metrics_seen || has_metrics(table_a) || has_metrics(table_b);
-    compare_window(table_a, table_b, pool, options.compare, result);
+    using trace::RecordKind;
+    metrics_seen = metrics_seen || has_kind(table_a, RecordKind::Metric) ||
+                   has_kind(table_b, RecordKind::Metric);
+    states_seen =
+        states_seen || has_kind(table_a, RecordKind::State) || has_kind(table_b, RecordKind::State);
+    compare_window(table_a, table_b, pool, compare, result);
     result.steps_compared += end - i;
     result.last_step = steps[end - 1].step;
     i = end;
     // The first divergence is final once its window is done; keep going only to find the
-    // first differing metric, if the runs record any.
-    if (!options.exhaustive && result.first && (result.metric || !metrics_seen)) break;
+    // first differing metric and state, if the runs record any.
+    if (!options.exhaustive && result.first && (result.metric || !metrics_seen) &&
+        (result.state || !states_seen))
+      break;
   }
   return result;
 }
@@ -97,12 +121,20 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
 void combine_ranks(DiffResult& result) {
   std::vector<Divergence> firsts;
   for (RankResult& r : result.ranks) {
-    // Nothing traced explains this rank's differing metric: show the unexplained kernel.
-    if (r.metric && r.first_unexplained &&
-        (!r.first || (r.first->classification == Classification::Metric &&
-                      std::tuple(r.first_unexplained->step, r.first_unexplained->anchor_seq) <
-                          std::tuple(r.first->step, r.first->anchor_seq))))
-      r.first = r.first_unexplained;
+    if (r.first_unexplained) {
+      const Divergence& u = *r.first_unexplained;
+      const bool earlier = !r.first || std::tuple(u.step, u.anchor_seq) <
+                                           std::tuple(r.first->step, r.first->anchor_seq);
+      const bool only_dated = !r.first || r.first->classification == Classification::Metric ||
+                              r.first->classification == Classification::State;
+      // Nothing traced explains this rank's differing metric or state: show the unexplained
+      // kernel. One that received a difference made before the window is shown also when the
+      // rank diverges later anyway: it is the earliest evidence there is, and an op after it
+      // cannot be the first place the runs parted.
+      if (earlier && (((r.metric || r.state) && only_dated) ||
+                      (u.made_before_step && (r.first || r.metric || r.state))))
+        r.first = r.first_unexplained;
+    }
     if (r.first) firsts.push_back(*r.first);
   }
   std::sort(firsts.begin(), firsts.end(), blame_before);
@@ -136,14 +168,18 @@ void combine_ranks(DiffResult& result) {
       if (d.rank == r.rank) r.first = d;
   result.first_by_epoch = firsts;
   result.culprit.reset();
+  // A State record only dates a divergence: even one that differs in shape names no op.
   for (const Divergence& d : firsts)
-    if (d.classification == Classification::Origin ||
-        d.classification == Classification::Structural) {
+    if ((d.classification == Classification::Origin ||
+         d.classification == Classification::Structural) &&
+        d.kind != trace::record_kind_name(trace::RecordKind::State)) {
       result.culprit = d;
       break;
     }
 
   result.metric.reset();
+  result.state.reset();
+  result.window_first_step.reset();
   result.structural.clear();
   result.structural_total = 0;
   result.records_compared = result.steps_compared = result.steps_skipped = 0;
@@ -155,6 +191,12 @@ void combine_ranks(DiffResult& result) {
     if (r.metric && (!result.metric || std::tuple(r.metric->step, r.metric->rank) <
                                            std::tuple(result.metric->step, result.metric->rank)))
       result.metric = r.metric;
+    if (r.state && (!result.state || std::tuple(r.state->step, r.state->rank) <
+                                         std::tuple(result.state->step, result.state->rank)))
+      result.state = r.state;
+    if (r.window_first_step &&
+        (!result.window_first_step || *r.window_first_step > *result.window_first_step))
+      result.window_first_step = r.window_first_step;
     result.structural.insert(result.structural.end(), r.structural.begin(), r.structural.end());
     result.structural_total += r.structural_total;
     result.records_compared += r.records_compared;
@@ -173,7 +215,7 @@ void combine_ranks(DiffResult& result) {
                      return std::tuple(x.step, x.rank, x.anchor_seq, x.anchor_sub) <
                             std::tuple(y.step, y.rank, y.anchor_seq, y.anchor_sub);
                    });
-  result.divergent = !firsts.empty() || result.metric.has_value();
+  result.divergent = !firsts.empty() || result.metric || result.state;
 }
 
 namespace {
@@ -288,6 +330,21 @@ const char* verdict_name(Verdict v) {
       return "incomplete";
   }
   return "?";
+}
+
+std::optional<uint32_t> earliest_diverging_step(const DiffResult& r) {
+  std::optional<uint32_t> step;
+  auto take = [&](uint32_t s) { step = std::min(step.value_or(UINT32_MAX), s); };
+  if (!r.first_by_epoch.empty()) take(r.first_by_epoch.front().step);
+  if (r.metric) take(r.metric->step);
+  if (r.state) take(r.state->step);
+  return step;
+}
+
+const Divergence* first_made_before_window(const DiffResult& r) {
+  for (const Divergence& d : r.first_by_epoch)
+    if (d.made_before_step) return &d;
+  return nullptr;
 }
 
 std::string coverage_line(const DiffResult& r) {

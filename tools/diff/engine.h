@@ -41,6 +41,10 @@ class RankInput {
   // Why this input is not whole, one reason each ("FILE: no end record ..."); empty when it
   // is. After steps(). Any reason makes a diff without divergence INCOMPLETE, never IDENTICAL.
   virtual std::vector<std::string> incomplete() { return {}; }
+  // The first step the run fingerprinted (its LOCKSTEP_STEPS window, from the trace header);
+  // nullopt: every step, or not recorded (an older trace). Outside the window ops are recorded
+  // by identity only, so a difference made there is not seen where it was made.
+  virtual std::optional<uint32_t> fingerprint_first_step() { return std::nullopt; }
 };
 
 using RankInputFactory = std::function<std::unique_ptr<RankInput>()>;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "trace/header.h"
+
 namespace lockstep::tools {
 
 std::vector<StepInfo> FileRankInput::steps() {
@@ -34,6 +36,10 @@ std::vector<StepInfo> FileRankInput::steps() {
   steps.reserve(by_step.size());
   for (auto& [step, info] : by_step) steps.push_back(info);
   return steps;
+}
+
+std::optional<uint32_t> FileRankInput::fingerprint_first_step() {
+  return trace::fingerprint_first_step(reader_->header());
 }
 
 std::vector<std::string> FileRankInput::warnings() {

@@ -23,6 +23,7 @@ class FileRankInput : public RankInput {
   std::vector<std::string> warnings() override;
   std::optional<int64_t> complete_through() override;
   std::vector<std::string> incomplete() override;
+  std::optional<uint32_t> fingerprint_first_step() override;
   trace::TraceReader& reader() { return *reader_; }
 
  private:

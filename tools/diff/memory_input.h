@@ -30,7 +30,10 @@ class MemoryRankInput : public RankInput {
     }
   }
 
-  int loads = 0;  // how many windows were read
+  std::optional<uint32_t> fingerprint_first_step() override { return fingerprint_first; }
+
+  int loads = 0;                              // how many windows were read
+  std::optional<uint32_t> fingerprint_first;  // as the trace header's LOCKSTEP_STEPS would say
 
  private:
   std::vector<trace::Record> records_;

@@ -9,11 +9,20 @@
 namespace lockstep::tools {
 
 // origin: every compared input matched and an output differed (this op made the difference).
-// receiver: an input already differed (the op only carried a difference made elsewhere).
+// receiver: an input already differed (the op only carried a difference made elsewhere; when
+//   nothing traced in the window wrote it and the window starts after the trace's first step,
+//   a difference made before the window: Divergence::made_before_step).
 // structural: the two runs did different work here (another op, count, field, buffer layout).
 // metric: only a metric payload differed (no fingerprinted input says where it came from).
-enum class Classification { Origin, Structural, Receiver, Metric };
+// state: a State record's fingerprint differed (a parameter, gradient or optimizer state after
+//   the step): it dates the divergence, never names its origin (the op that wrote it does).
+// The order is the blame order's tie-break inside a step and collective epoch.
+enum class Classification { Origin, Structural, Receiver, Metric, State };
 const char* classification_name(Classification c);
+
+// A State record's state_kind field (trace/record_kinds.def): "parameter", "gradient",
+// "optimizer", "user"; "kind N" for a value this version does not know.
+std::string state_kind_name(uint64_t state_kind);
 
 // Why a structural divergence is structural.
 enum class StructuralKind { None, Inserted, Deleted, Reordered, Fields, Buffers };
@@ -49,6 +58,10 @@ struct Divergence {
   bool is_collective = false;
   uint64_t comm_id = 0, comm_seq = 0;
   int received_from = -1;  // receiver collective: a rank whose input differed
+  // Receiver of a difference made before this step: the window of fingerprinted (or compared)
+  // steps starts here, after the trace's first step, and nothing traced in it wrote the
+  // differing input. Fingerprinting earlier steps finds its writer.
+  std::optional<uint32_t> made_before_step;
   // Ordering inside the rank and across ranks.
   uint64_t anchor_seq = 0;  // seq in run A (or of the A op just before an inserted op)
   uint8_t anchor_sub = 0;
@@ -68,6 +81,18 @@ struct MetricDivergence {
   std::vector<uint8_t> a, b;
 };
 
+// The first State record of a rank (or of the runs) whose fingerprint differed: the state
+// after step `step` is no longer the same.
+struct StateDivergence {
+  int rank = 0;
+  uint32_t step = 0;
+  std::string name;  // "blocks.0.wte.weight", "...:grad", "...:exp_avg"
+  uint64_t state_kind = 0;
+  uint64_t bytes = 0;
+  uint64_t seq_a = 0, seq_b = 0;
+  uint64_t fingerprint_a = 0, fingerprint_b = 0;
+};
+
 // A collective whose fingerprints differed, to tell receivers from origins across ranks.
 struct CollectiveStatus {
   uint64_t comm_id = 0, comm_seq = 0;
@@ -80,15 +105,19 @@ struct RankResult {
   std::vector<Divergence> structural;  // capped
   uint64_t structural_total = 0;
   std::optional<MetricDivergence> metric;
+  std::optional<StateDivergence> state;
   std::vector<CollectiveStatus> collectives;  // those that differed, capped
   uint64_t records_compared = 0;
   uint64_t divergent_records = 0;
   uint64_t steps_compared = 0, steps_skipped = 0;
   std::optional<uint32_t> first_step, last_step;  // of the steps compared or skipped as equal
+  std::optional<uint32_t> window_first_step;      // CompareOptions::window_first_step
   // Kernels whose guessed input region differed before any traced op of this rank had
   // diverged: the differing bytes were written by no traced op (a scratch buffer's leftovers,
-  // memory the allocator handed out uninitialised). Not divergences; the first is shown only
-  // when the rank's metrics differ and nothing else explains it.
+  // memory the allocator handed out uninitialised), or, in a window that starts after the
+  // trace's first step, a difference made before it (made_before_step). Not divergences; the
+  // first is shown when the rank's metric or state differs and nothing else explains it, and
+  // one made before the window also when the rank diverges later anyway (combine_ranks).
   uint64_t unexplained = 0;
   std::optional<Divergence> first_unexplained;
   std::vector<std::string> warnings;
@@ -100,6 +129,7 @@ struct DiffResult {
   std::vector<Divergence> first_by_epoch;  // each rank's first divergence, in blame order
   std::optional<Divergence> culprit;       // first origin (or structural) in that order
   std::optional<MetricDivergence> metric;  // earliest step, then lowest rank
+  std::optional<StateDivergence> state;    // earliest step, then lowest rank
   std::vector<Divergence> structural;      // all ranks, capped
   uint64_t structural_total = 0;
   uint64_t records_compared = 0, steps_compared = 0, steps_skipped = 0;
@@ -110,6 +140,10 @@ struct DiffResult {
   // anything the runs hold was not compared (a file cut off, salvaged, without its end record).
   std::optional<uint32_t> first_step, last_step;
   std::optional<uint32_t> trace_first_step, trace_last_step;  // steps either run holds
+  // First step of the window that was fingerprinted (the trace headers' LOCKSTEP_STEPS) and
+  // compared (--steps), when it starts after the trace's first step: a difference may have been
+  // made before it. nullopt: the window starts at the trace's first step.
+  std::optional<uint32_t> window_first_step;
   std::vector<std::string> not_compared;
 };
 
@@ -122,6 +156,11 @@ inline Verdict verdict_of(const DiffResult& r) {
   return r.not_compared.empty() ? Verdict::Identical : Verdict::Incomplete;
 }
 const char* verdict_name(Verdict v);  // "identical" | "divergent" | "incomplete"
+// The earliest step where anything differs: a rank's first divergence, a metric, a state.
+std::optional<uint32_t> earliest_diverging_step(const DiffResult& r);
+// The first divergence, in blame order, of a receiver of a difference made before the window
+// (Divergence::made_before_step); null when there is none.
+const Divergence* first_made_before_window(const DiffResult& r);
 // One line: what was compared (steps A-B, N records) and what was not, and why.
 std::string coverage_line(const DiffResult& r);
 

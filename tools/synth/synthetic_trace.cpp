@@ -39,8 +39,11 @@ class RankWriter {
 
   trace::TraceWriter& writer() { return *writer_; }
 
+  // weights_in / weights_out: the weight tensor's region before and after the op (arg2), for
+  // the kernel that reads and updates it; null for any other op.
   void op(RecordKind kind, uint32_t step, uint32_t stream, const std::string& name, uint64_t in_fp,
-          uint64_t out_fp, bool fingerprinted, uint64_t algo = 3) {
+          uint64_t out_fp, bool fingerprinted, uint64_t algo = 3,
+          const uint64_t* weights_in = nullptr, const uint64_t* weights_out = nullptr) {
     Record& r = scratch_;
     r.clear();
     r.kind = kind;
@@ -74,7 +77,13 @@ class RankWriter {
         trace::Role::Out, trace::DType::BF16,        flags, writer_->intern(out_label),
         1 << 21,          fingerprinted ? out_fp : 0};
     r.buffers.push_back(in);
+    if (weights_in)
+      r.buffers.push_back({trace::Role::In, trace::DType::BF16, flags, writer_->intern("arg2"),
+                           1 << 20, fingerprinted ? *weights_in : 0});
     r.buffers.push_back(out);
+    if (weights_out)
+      r.buffers.push_back({trace::Role::Out, trace::DType::BF16, flags, writer_->intern("arg2"),
+                           1 << 20, fingerprinted ? *weights_out : 0});
     if (spec_.flagged_inputs && kind == RecordKind::Kernel && fingerprinted) {
       const uint8_t read_only = trace::kFingerprintValid | trace::kLearnedReadOnly;
       r.buffers.push_back(
@@ -82,6 +91,23 @@ class RankWriter {
       r.buffers.push_back({trace::Role::In, trace::DType::Bytes, trace::kNotWrittenSinceAlloc,
                            writer_->intern("arg2"), 4096, 0});
     }
+    writer_->append(r);
+  }
+
+  // The shim's State record: one output buffer, the tensor's fingerprint.
+  void state(uint32_t step, uint64_t fp, bool fingerprinted) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = RecordKind::State;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = 1;
+    r.name = writer_->intern("blocks.0.wte.weight");
+    r.fields[fields::State::bytes] = 1 << 20;
+    r.fields[fields::State::state_kind] = 0;  // a parameter
+    const uint8_t flags = fingerprinted ? (trace::kFingerprintValid | trace::kExtentExact) : 0;
+    r.buffers.push_back({trace::Role::Out, trace::DType::BF16, flags, writer_->intern("tensor"),
+                         1 << 20, fingerprinted ? fp : 0});
     writer_->append(r);
   }
 
@@ -115,8 +141,11 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
   std::vector<std::unique_ptr<RankWriter>> writers(spec.world_size);
   for (int rank = 0; rank < spec.world_size; ++rank) {
     if (spec.only_rank && *spec.only_rank != rank) continue;
-    nlohmann::json header = trace::build_trace_header(
-        {{"configuration", {{"level", spec.level}, {"synthetic", true}}}});
+    // The window as the shim records it (trace::kConfigKey), so that the diff knows it.
+    nlohmann::json config = trace::config_window_json(spec.fp_first_step, spec.fp_last_step);
+    config["level"] = spec.level;
+    config["synthetic"] = true;
+    nlohmann::json header = trace::build_trace_header({{trace::kConfigKey, config}});
     header["rank"] = rank;
     header["world_size"] = spec.header_world_size.value_or(spec.world_size);
     header["run_id"] = spec.header_run_id.value_or(run_id);
@@ -128,8 +157,11 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     if (!writer) return error.empty() ? options.path + ": cannot open" : error;
     writers[rank] = std::make_unique<RankWriter>(std::move(writer), spec);
   }
-  std::vector<uint64_t> state(spec.world_size);
-  for (int rank = 0; rank < spec.world_size; ++rank) state[rank] = mix(42, rank);
+  std::vector<uint64_t> state(spec.world_size), weights(spec.world_size);
+  for (int rank = 0; rank < spec.world_size; ++rank) {
+    state[rank] = mix(42, rank);
+    weights[rank] = mix(7, rank);
+  }
   for (uint32_t step = 0; step < spec.steps; ++step) {
     const bool window = step >= spec.fp_first_step && step <= spec.fp_last_step;
     const bool all = spec.level == "full" && window;
@@ -147,13 +179,20 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
         uint64_t algo = 3;
         if (gemm && find_plant(spec, Plant::GemmAlgo, rank, step, i)) algo = 7, out ^= 0x55;
         if (find_plant(spec, Plant::Output, rank, step, i)) out ^= 1;
+        const bool embedding = spec.weights && i == 0 && !gemm;
+        uint64_t weights_in = weights[rank];
+        if (embedding) {
+          if (step >= spec.weights_feed_from) out = mix(out, weights_in);
+          weights[rank] = mix(weights_in, step);
+          if (find_plant(spec, Plant::Weights, rank, step, 0)) weights[rank] ^= 1;
+        }
         if (w) {
           if (gemm)
             w->op(RecordKind::Gemm, step, stream, "cublasLtMatmul", s, out, broad, algo);
           else
             w->op(RecordKind::Kernel, step, stream,
                   fmt::format("void layer{}_forward<__nv_bfloat16, 128>(Params)", i % 16), s, out,
-                  all);
+                  all, 3, embedding ? &weights_in : nullptr, embedding ? &weights[rank] : nullptr);
         }
         s = out;
       }
@@ -168,6 +207,7 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
               broad);
         w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", reduced,
               state[rank], all);
+        if (spec.state) w->state(step, mix(weights[rank], state[rank]), broad);
         if (spec.metrics) {
           float loss = 4.0f / (1.0f + step) + static_cast<float>(state[rank] % 1000) * 1e-6f;
           if (find_plant(spec, Plant::Metric, rank, step, 0)) loss += 1e-3f;

@@ -4,6 +4,13 @@
 // an optimizer kernel, and a loss metric. Values flow like data: each op's input fingerprint is
 // the previous op's output, and the all-reduce mixes every rank's state, so a planted change
 // propagates as it would in a real job.
+//
+// Optionally (Spec::weights) each rank also has a weight tensor that the first kernel of every
+// step reads and updates (an embedding with its backward), and that feeds the values of the
+// step only from Spec::weights_feed_from on: a difference in it stays out of every GEMM,
+// collective and loss until then, as bf16 rounding hid the differing embedding weights of
+// issue #35 for four steps. With Spec::state a State record after the optimizer fingerprints
+// the rank's parameters (weights and state), as the shim's State records do.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +27,8 @@ struct Plant {
     Delete,    // the op is not launched
     GemmAlgo,  // the GEMM at this index picks another algorithm (and computes another D)
     Metric,    // only the loss payload of this step changes
+    Weights,   // the first kernel of the step writes other weights (Spec::weights; an origin
+               // that nothing else shows before Spec::weights_feed_from)
   } kind = Output;
   int rank = 0;
   uint32_t step = 0;
@@ -44,6 +53,10 @@ struct Spec {
   // Level full's flagged inputs on every fingerprinted kernel: an input "arg1" learned read-only
   // (a digest, no output entry) and an input "arg2" not written since its allocation (no value).
   bool flagged_inputs = false;
+
+  bool weights = false;                     // the weight tensor above (kernel 0's arg2 region)
+  uint32_t weights_feed_from = UINT32_MAX;  // the step from which the weights feed the values
+  bool state = false;                       // a State record per rank and step (see above)
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

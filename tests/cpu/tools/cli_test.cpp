@@ -15,7 +15,7 @@ TEST_F(Cli, IdenticalRunsExitZero) {
   ASSERT_EQ(r.code, 0) << r.err;
   json j = r.parsed();
   EXPECT_EQ(j["schema"], "lockstep-diff");
-  EXPECT_EQ(j["version"], 2);
+  EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["verdict"], "identical");
   EXPECT_TRUE(j["culprit_rank"].is_null());
   EXPECT_TRUE(j["first_divergence"].is_null());
@@ -343,6 +343,11 @@ TEST_F(Cli, CheckIsTheCiGate) {
   Result same = lockstep("check -o " + path("same").string() + " -- " FAKE_JOB, job_env());
   EXPECT_EQ(same.code, 0) << same.out << same.err;
   EXPECT_NE(same.out.find("DETERMINISTIC"), std::string::npos);
+  // Without --json the job's output reaches the terminal as before, and each run keeps it too.
+  EXPECT_NE(same.out.find("{\"fake_job\": \"training\""), std::string::npos) << same.out;
+  EXPECT_NE(same.err.find("fake_job: a warning on stderr"), std::string::npos) << same.err;
+  EXPECT_NE(slurp(path("same") / "run-2" / "job.log").find("fake_job: a warning"),
+            std::string::npos);
   std::string toggle = path("toggle").string();
   Result differ = lockstep("check --runs 3 -o " + path("differ").string() + " -- " FAKE_JOB,
                            job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
@@ -365,6 +370,131 @@ TEST_F(Cli, HuntNarrowsFromBroadToTheOriginOp) {
   EXPECT_NE(r.out.find("origin rank 1, step 3: kernel void layer1_forward"), std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(path("hunt") / "full-2" / "rank-00001.lstrace"));
+}
+
+// ---- issue #35: the earliest bit, not the first visible loss; output tools can read --------
+// The fake job's weights (synth::Spec::weights): rank 1's first kernel writes other weights at
+// step 1 in every other run, and bf16 keeps them out of the GEMMs, collectives and loss until
+// step 4.
+std::string hidden_weights_env(const std::string& toggle, const std::string& extra = "") {
+  return job_env("FAKE_JOB_TOGGLE=" + toggle +
+                 " FAKE_JOB_PLANT=weights:1:1:0 FAKE_JOB_WEIGHTS_FEED_FROM=4 " + extra);
+}
+
+TEST_F(Cli, HuntMovesItsWindowEarlierUntilItHoldsTheWriterOfTheWeights) {
+  Result r = lockstep("hunt -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string()));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("earliest diverging step 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("window 4-4: first divergence is a receiver of a difference made before "
+                       "step 4"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("; trying 2-4\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("window 2-4: first divergence is a receiver of a difference made before "
+                       "step 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("; trying 1-4\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("origin rank 1, step 1: kernel void layer0_forward<__nv_bfloat16, "
+                       "128>(Params) #1 stream 1 (fingerprinted steps 1-4; windows tried: 4-4, "
+                       "2-4, 1-4)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(path("hunt") / "full-window3-2" / "rank-00001.lstrace"));
+}
+
+TEST_F(Cli, HuntWithStateRecordsGoesStraightToTheStepWhoseStateDiffersFirst) {
+  Result r = lockstep("hunt -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string(), "FAKE_JOB_STATE=1"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("earliest diverging step 1 (state 'blocks.0.wte.weight' on rank 1); "
+                       "steps 0-0 identical"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(fingerprinted steps 1-1; windows tried: 1-1)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("trying"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, HuntStopsAfterItsWindowsAndSaysTheDifferenceWasMadeEarlier) {
+  Result r = lockstep("hunt --windows 2 -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string()));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("the difference was made before step 2, and 2 windows did not reach its "
+                       "writer"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(Cli, HuntJsonPrintsOneDocumentWithItsWindowsAndKeepsTheJobsOutputInLogs) {
+  Result r = lockstep("hunt --json -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string()));
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  json j = r.parsed();  // throws unless stdout is one JSON document
+  EXPECT_EQ(j["schema"], "lockstep-diff");
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["culprit"]["step"], 1);
+  EXPECT_EQ(j["culprit"]["classification"], "origin");
+  EXPECT_EQ(j["compared"]["window_first_step"], 1);
+  const json& hunt = j["hunt"];
+  EXPECT_EQ(hunt["broad"]["earliest_step"], 4);
+  EXPECT_EQ(hunt["broad"]["identical_through"], 3);
+  EXPECT_EQ(hunt["outcome"], "origin");
+  EXPECT_EQ(hunt["fingerprinted_steps"], (json{{"first", 1}, {"last", 4}}));
+  ASSERT_EQ(hunt["windows"].size(), 3u);
+  EXPECT_EQ(hunt["windows"][0]["outcome"], "made-before");
+  EXPECT_EQ(hunt["windows"][1]["first"], 2);
+  EXPECT_EQ(hunt["windows"][2]["outcome"], "origin");
+  // Progress on stderr; the job's own lines only in each run's job.log (stderr is no terminal).
+  EXPECT_NE(r.err.find("window 4-4: first divergence is a receiver"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fake_job"), std::string::npos) << r.err;
+  for (const char* run : {"broad-1", "broad-2", "full-1", "full-window3-2"}) {
+    std::string log = slurp(path("hunt") / run / "job.log");
+    EXPECT_NE(log.find("{\"fake_job\": \"training\""), std::string::npos) << run;
+    EXPECT_NE(log.find("fake_job: a warning on stderr"), std::string::npos) << run;
+  }
+}
+
+TEST_F(Cli, HuntJsonOfIdenticalRunsIsStillOneDocument) {
+  Result r = lockstep("hunt --json -o " + path("hunt").string() + " -- " FAKE_JOB, job_env());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  json j = r.parsed();
+  EXPECT_EQ(j["verdict"], "identical");
+  EXPECT_EQ(j["hunt"]["outcome"], "identical");
+  EXPECT_TRUE(j["hunt"]["windows"].empty());
+}
+
+TEST_F(Cli, CheckJsonPrintsOneDocumentAndKeepsTheJobsOutputInItsLog) {
+  std::string toggle = path("toggle").string();
+  Result r = lockstep("check --json --runs 3 -o " + path("gate").string() + " -- " FAKE_JOB,
+                      job_env("FAKE_JOB_TOGGLE=" + toggle + " FAKE_JOB_PLANT=output:1:2:1"));
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  json j = r.parsed();  // throws unless stdout is one JSON document
+  EXPECT_EQ(j["verdict"], "divergent");
+  EXPECT_EQ(j["culprit_rank"], 1);
+  EXPECT_EQ(j["check"]["verdict"], "divergent");
+  EXPECT_EQ(j["check"]["runs"].size(), 3u);
+  ASSERT_EQ(j["check"]["pairs"].size(), 2u);
+  EXPECT_EQ(j["check"]["pairs"][0]["verdict"], "divergent");  // run 2 planted, run 3 not
+  EXPECT_EQ(j["check"]["pairs"][1]["verdict"], "identical");
+  EXPECT_NE(r.err.find("lockstep check: DIVERGENT"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("fake_job"), std::string::npos) << r.err;
+  EXPECT_NE(slurp(path("gate") / "run-1" / "job.log").find("{\"fake_job\""), std::string::npos);
+
+  Result same = lockstep("check --json -o " + path("same").string() + " -- " FAKE_JOB, job_env());
+  ASSERT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_EQ(same.parsed()["check"]["verdict"], "deterministic");
+}
+
+TEST_F(Cli, AFailingJobUnderCheckNamesItsLog) {
+  Result r = lockstep("check --json -o " + path("fail").string() + " -- " FAKE_JOB,
+                      job_env("FAKE_JOB_EXIT=3"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("exited with code 3 in run 1 (its output: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run-1/job.log"), std::string::npos) << r.err;
+  EXPECT_EQ(line_count(r.err), 2) << r.err;  // the progress line and the error
 }
 
 }  // namespace

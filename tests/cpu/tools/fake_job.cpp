@@ -1,7 +1,12 @@
 // A stand-in for a traced training job, for the tests of `lockstep run/check/hunt`: like a
 // launcher it starts FAKE_JOB_WORLD rank processes (RANK/WORLD_SIZE set), and each writes its
 // trace the way the shim would (LOCKSTEP_DIR, LOCKSTEP_RUN_ID, LOCKSTEP_LEVEL, LOCKSTEP_STEPS).
-//   FAKE_JOB_PLANT=kind:rank:step:index  plant a divergence (kind: output|insert|delete|metric)
+// Like a real job it prints: a line on stdout that looks like JSON, and one on stderr.
+//   FAKE_JOB_PLANT=kind:rank:step:index  plant a divergence (kind: output|insert|delete|metric|
+//                                        weights: the step's first kernel writes other weights)
+//   FAKE_JOB_WEIGHTS_FEED_FROM=n         a weight tensor that feeds the values from step n on
+//                                        (synth::Spec::weights: bf16 hides it until then)
+//   FAKE_JOB_STATE=1                     a State record per rank and step (as the shim's hook)
 //   FAKE_JOB_TOGGLE=path                 plant it only every other run (the file flips)
 //   FAKE_JOB_EXPECT_PRELOAD=text         exit 3 unless LD_PRELOAD contains text
 //   FAKE_JOB_EXIT=n                      exit code;  FAKE_JOB_SIGNAL=n: kill itself with n
@@ -29,6 +34,9 @@ int main() {
   if (!expect.empty() && env_or("LD_PRELOAD", "").find(expect) == std::string::npos) return 3;
   int exit_code = std::atoi(env_or("FAKE_JOB_EXIT", "0").c_str());
   if (int sig = std::atoi(env_or("FAKE_JOB_SIGNAL", "0").c_str())) raise(sig);
+  std::printf("{\"fake_job\": \"training\", \"loss\": 4.0}\n");
+  std::fprintf(stderr, "fake_job: a warning on stderr\n");
+  std::fflush(stdout);
   std::string dir = env_or("LOCKSTEP_DIR", "");
   if (dir.empty()) return exit_code;
 
@@ -36,6 +44,11 @@ int main() {
   spec.world_size = std::atoi(env_or("FAKE_JOB_WORLD", "2").c_str());
   spec.steps = std::atoi(env_or("FAKE_JOB_STEPS", "6").c_str());
   spec.level = env_or("LOCKSTEP_LEVEL", "full");
+  spec.state = env_or("FAKE_JOB_STATE", "0") == "1";
+  if (std::string feed = env_or("FAKE_JOB_WEIGHTS_FEED_FROM", ""); !feed.empty()) {
+    spec.weights = true;
+    spec.weights_feed_from = static_cast<uint32_t>(std::atoi(feed.c_str()));
+  }
   if (std::string steps = env_or("LOCKSTEP_STEPS", ""); !steps.empty())
     lockstep::tools::parse_step_range(steps, "LOCKSTEP_STEPS", spec.fp_first_step,
                                       spec.fp_last_step);
@@ -54,10 +67,11 @@ int main() {
                     &plant_spec.index) != 4)
       return 4;
     std::string k = kind;
-    plant_spec.kind = k == "insert"   ? synth::Plant::Insert
-                      : k == "delete" ? synth::Plant::Delete
-                      : k == "metric" ? synth::Plant::Metric
-                                      : synth::Plant::Output;
+    plant_spec.kind = k == "insert"    ? synth::Plant::Insert
+                      : k == "delete"  ? synth::Plant::Delete
+                      : k == "metric"  ? synth::Plant::Metric
+                      : k == "weights" ? synth::Plant::Weights
+                                       : synth::Plant::Output;
     spec.plants.push_back(plant_spec);
   }
   std::string run_id = env_or("LOCKSTEP_RUN_ID", "fake");

@@ -86,6 +86,17 @@ class SyntheticRank {
     return records.back();
   }
 
+  // A State record (the shim's fingerprint of a parameter after the step): one output buffer.
+  Record& state(uint32_t step, const std::string& name, uint64_t fp) {
+    Record r;
+    r.kind = RecordKind::State;
+    r.step = step, r.stream = 1, r.seq = ++seq, r.name = str(name);
+    r.fields[fields::State::bytes] = 4096;
+    r.buffers = {buffer(trace::Role::Out, "tensor", fp)};
+    records.push_back(r);
+    return records.back();
+  }
+
   // Steps with a summary whose digest is computed from the records' content (not seq/thread).
   std::vector<StepInfo> steps(bool with_summaries = true) const {
     std::map<uint32_t, StepInfo> by_step;
