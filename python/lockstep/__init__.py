@@ -13,7 +13,8 @@ Inside a job run by `lockstep run`: lockstep.step() ends the current step, locks
 names the boundary, lockstep.fingerprint(tensor, name) records a State record; all are no-ops
 without the shim (lockstep.traced() says). python/README.md has the whole API."""
 
-from lockstep._diff import DiffResult, Divergence, DivergentBuffer, MetricDivergence, diff
+from lockstep._diff import (DiffResult, Divergence, DivergentBuffer, MetricDivergence,
+                            StateDivergence, diff)
 from lockstep._errors import Error, InputError, TraceError
 from lockstep._run import Run, open, record_kinds  # noqa: A004 (lockstep.open is the API)
 
@@ -22,6 +23,6 @@ from lockstep._shim import (GRADIENT, OPTIMIZER_STATE, OTHER, PARAMETER, fingerp
                             fingerprint_many, mark, step, traced)
 
 __all__ = ["open", "Run", "diff", "DiffResult", "Divergence", "DivergentBuffer",
-           "MetricDivergence", "record_kinds", "Error", "InputError", "TraceError", "step",
+           "MetricDivergence", "StateDivergence", "record_kinds", "Error", "InputError", "TraceError", "step",
            "mark", "traced", "fingerprint", "fingerprint_many", "PARAMETER", "GRADIENT",
            "OPTIMIZER_STATE", "OTHER"]

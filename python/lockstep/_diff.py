@@ -33,12 +33,13 @@ class Divergence:
     name: str
     occurrence: int
     epoch: int
-    classification: str  # origin | receiver | structural | metric
+    classification: str  # origin | receiver | structural | metric | state
     structural_kind: Optional[str]  # inserted | deleted | reordered | fields | buffers
     detail: str
     comm_id: Optional[int] = None
     comm_seq: Optional[int] = None
     received_from: Optional[int] = None
+    made_before_step: Optional[int] = None  # a receiver of a difference made before this step
     buffer: Optional[DivergentBuffer] = None
     context_a: List[str] = field(default_factory=list)  # structural: ops around it, run A
     context_b: List[str] = field(default_factory=list)
@@ -54,7 +55,7 @@ class Divergence:
             epoch=d["epoch"], classification=d["classification"],
             structural_kind=d["structural_kind"], detail=d["detail"],
             comm_id=collective.get("comm_id"), comm_seq=collective.get("comm_seq"),
-            received_from=d.get("received_from"),
+            received_from=d.get("received_from"), made_before_step=d.get("made_before_step"),
             buffer=None if b is None else DivergentBuffer(
                 role=b["role"], label=b["label"], bytes=b["bytes"], dtype=b["dtype"],
                 fingerprint_a=int(b["fingerprint_a"], 16),
@@ -82,14 +83,42 @@ class MetricDivergence:
     b: str
     a_bytes: bytes
     b_bytes: bytes
+    dtype: Optional[str] = None  # from dtype_hint, or guessed from the size
+    a_values: List[Optional[float]] = field(default_factory=list)  # None: NaN or infinite
+    b_values: List[Optional[float]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d):
+        a, b = d["a"], d["b"]
         return cls(rank=d["rank"], step=d["step"], stream=d["stream"], name=d["name"],
                    occurrence=d["occurrence"], seq_a=d["seq"]["a"], seq_b=d["seq"]["b"],
-                   dtype_hint=d["dtype_hint"], a=d["a"]["decoded"], b=d["b"]["decoded"],
-                   a_bytes=bytes.fromhex(d["a"]["bytes_hex"]),
-                   b_bytes=bytes.fromhex(d["b"]["bytes_hex"]))
+                   dtype_hint=d["dtype_hint"], a=a["decoded"], b=b["decoded"],
+                   a_bytes=bytes.fromhex(a["bytes_hex"]),
+                   b_bytes=bytes.fromhex(b["bytes_hex"]),
+                   dtype=a.get("dtype"), a_values=a.get("values", []),
+                   b_values=b.get("values", []))
+
+
+@dataclass(frozen=True)
+class StateDivergence:
+    """The earliest step (then rank) whose state (a parameter, gradient, optimizer state)
+    differs: it dates a divergence, the op that wrote the tensor names its origin."""
+    rank: int
+    step: int
+    name: str  # "blocks.0.wte.weight", "...:grad"
+    state_kind: str  # parameter | gradient | optimizer | user
+    bytes: int
+    seq_a: int
+    seq_b: int
+    fingerprint_a: int
+    fingerprint_b: int
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(rank=d["rank"], step=d["step"], name=d["name"], state_kind=d["state_kind"],
+                   bytes=d["bytes"], seq_a=d["seq"]["a"], seq_b=d["seq"]["b"],
+                   fingerprint_a=int(d["fingerprint_a"], 16),
+                   fingerprint_b=int(d["fingerprint_b"], 16))
 
 
 class DiffResult:
@@ -113,6 +142,7 @@ class DiffResult:
         self.structural = [Divergence.from_json(d) for d in report["structural"]]
         self.structural_total = report["structural_total"]
         self.metric_divergence = _maybe(MetricDivergence, report["metric_divergence"])
+        self.state_divergence = _maybe(StateDivergence, report.get("state_divergence"))
 
     identical = property(lambda self: self.verdict == "identical")
     divergent = property(lambda self: self.verdict == "divergent")
@@ -145,15 +175,16 @@ class DiffResult:
             rows.append((
                 d.rank, d.step, d.classification, d.structural_kind, d.kind, d.name,
                 d.occurrence, d.stream, d.seq_a, d.seq_b, d.epoch, d._key() in firsts,
-                d._key() == culprit, d.received_from, b and b.role, b and b.label,
+                d._key() == culprit, d.received_from, d.made_before_step, b and b.role, b and b.label,
                 b and b.dtype, b and b.bytes, b and b.fingerprint_a, b and b.fingerprint_b,
                 d.detail))
         return frame(rows, [
             "rank", "step", "classification", "structural_kind", "kind", "name", "occurrence",
             "stream", "seq_a", "seq_b", "epoch", "first", "culprit", "received_from",
-            "buffer_role", "buffer_label", "buffer_dtype", "buffer_bytes", "fingerprint_a",
+            "made_before_step", "buffer_role", "buffer_label", "buffer_dtype", "buffer_bytes", "fingerprint_a",
             "fingerprint_b", "detail"], {
             "seq_a": "UInt64", "seq_b": "UInt64", "received_from": "Int64",
+            "made_before_step": "Int64",
             "buffer_bytes": "UInt64", "fingerprint_a": "UInt64", "fingerprint_b": "UInt64"})
 
 

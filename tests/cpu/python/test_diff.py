@@ -78,3 +78,16 @@ def test_a_result_refuses_to_be_read_as_a_bool(traces):
     result = lockstep.diff(traces / "cuda-det-full-1", traces / "cuda-det-full-2")
     with pytest.raises(TypeError, match="identical"):
         bool(result)
+
+
+def test_the_planted_pairs_first_differing_loss_is_its_metric_divergence_at_step_3(traces):
+    import struct
+    result = lockstep.diff(traces / "cuda-atomic-full-1", traces / "cuda-atomic-full-2")
+    metric = result.metric_divergence
+    assert metric.step == 3 and metric.a_bytes != metric.b_bytes
+    # The values are the payload's f32 elements, as the bytes say.
+    count = len(metric.a_bytes) // 4
+    assert metric.dtype == "f32"
+    assert metric.a_values == list(struct.unpack(f"<{count}f", metric.a_bytes))
+    assert metric.b_values == list(struct.unpack(f"<{count}f", metric.b_bytes))
+    assert result.state_divergence is None  # examples/cuda records no state
