@@ -1,4 +1,5 @@
-// lockstep: one binary, subcommands (run, diff, check, hunt, show, stats, verify, export).
+// lockstep: one binary, subcommands (run, diff, check, hunt, show, stats, verify, export,
+// gather).
 // Every input error ends here as one line naming the file and the problem, exit code 2.
 #include <cstdio>
 #include <exception>
@@ -46,6 +47,7 @@ Run 'lockstep COMMAND --help' for a command's options.)");
   add(add_stats_command(app));
   add(add_verify_command(app));
   add(add_export_command(app));
+  add(add_gather_command(app));
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);

@@ -13,6 +13,7 @@
 namespace lockstep::tools {
 
 using CommandRunner = std::function<int()>;
+struct DiffContext;
 
 CommandRunner add_run_command(CLI::App& app);
 CommandRunner add_diff_command(CLI::App& app);
@@ -22,6 +23,7 @@ CommandRunner add_show_command(CLI::App& app);
 CommandRunner add_stats_command(CLI::App& app);
 CommandRunner add_verify_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
+CommandRunner add_gather_command(CLI::App& app);
 
 // Exit codes shared by diff, check and hunt. Incomplete (no divergence in what was compared, but
 // not everything was compared) shares 2 with invalid input: a gate must not pass either.
@@ -40,8 +42,10 @@ struct DiffRequest {
   bool print = true;  // write the report to stdout
 };
 
-// Diffs two runs; returns the exit code (throws InputError / TraceError for bad input).
-int run_diff(const DiffRequest& request, DiffResult* result = nullptr);
+// Diffs two runs; returns the exit code (throws InputError / TraceError for bad input). `context`
+// receives what the reports need besides the result (the Python package builds its JSON).
+int run_diff(const DiffRequest& request, DiffResult* result = nullptr,
+             DiffContext* context = nullptr);
 
 // verify's check: 0 certified, 2 not (reasons on stderr when printing).
 int run_verify(const std::string& dir, bool print);

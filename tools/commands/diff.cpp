@@ -29,7 +29,7 @@ void warn(const std::string& message) {
   std::fprintf(stderr, "lockstep: warning: %s\n", message.c_str());
 }
 
-int run_diff(const DiffRequest& request, DiffResult* result_out) {
+int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* context_out) {
   auto start = std::chrono::steady_clock::now();
   DiffOptions options;
   if (!request.steps.empty())
@@ -97,6 +97,7 @@ int run_diff(const DiffRequest& request, DiffResult* result_out) {
   }
   int code = exit_code(verdict_of(result));
   if (result_out) *result_out = std::move(result);
+  if (context_out) *context_out = std::move(context);
   return code;
 }
 
