@@ -103,9 +103,9 @@ def test_s_deterministic_compiled_job_is_identical(gs, row, job, level):
         return
     report = gs.diff(f"state-det-{level}-diff", one.name, two.name)
     verdict = gs.check_diff(report.out, "--expect", "identical")
-    states = gs.run(f"state-det-{level}-stats", 60, [gs.config.lockstep, "show", one.trace,
-                                                     "--grep", "^state", "--limit", 100000])
-    count = sum(1 for line in states.text().splitlines() if " state " in line)
+    shown = gs.run(f"state-det-{level}-show", 60, [gs.config.lockstep, "show", one.trace,
+                                                    "--limit", 1000000])
+    count = len(re.findall(r" thread \d+ state ", shown.text()))
     ok = report.rc == 0 and passed(verdict) and count > 0
     row("PASS" if ok else "FAIL", f"diff {report.rc}; {verdict[6:] if passed(verdict) else verdict}"
                                   f"; {count} state records")

@@ -170,7 +170,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kOverwrite,    env::kFailHard,      env::kMemory,
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
-                         env::kRecallFills,  env::kFromCli,       env::kLib};
+                         env::kRecallFills,  env::kState,         env::kFromCli,
+                         env::kLib};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
