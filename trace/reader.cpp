@@ -167,6 +167,8 @@ class FileReader final : public TraceReader {
                   "summary record count out of range for step " + std::to_string(step));
         summary.record_count += count;
         summary.digest += record.fields[fields::StepSummary::digest];
+        if (record.fields[fields::StepSummary::numbered] != 0)
+          summary.job_step = record.fields[fields::StepSummary::job_step];
         return true;
       });
     }

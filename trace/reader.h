@@ -49,6 +49,9 @@ struct StepSummary {
   uint32_t step = 0;
   uint64_t record_count = 0;
   uint64_t digest = 0;
+  // The job's own number of this step (its StepMarker said "step 12", lockstep_step_number):
+  // nullopt for an unnumbered step and for traces written before numbers were recorded.
+  std::optional<uint64_t> job_step;
 };
 
 class TraceReader {
@@ -76,7 +79,7 @@ class TraceReader {
   virtual const std::optional<TraceEnd>& end() = 0;
 
   // Step summaries from Summary blocks only, one per step in step order (partial summaries of
-  // a step merged).
+  // a step merged). Their job_step is the trace's map from trace steps to the job's numbers.
   virtual std::vector<StepSummary> step_summaries() = 0;
 
   // Decodes records, in file order, of the Records blocks whose step range meets

@@ -62,10 +62,13 @@ struct Block {
   bool budgeted = false;  // counted against memory_budget (thread blocks), returned on release
 };
 
+inline constexpr uint64_t kNoJobStep = UINT64_MAX;
+
 struct StepTotal {
   uint32_t step;
   uint64_t count;
   uint64_t digest;
+  uint64_t job_step = kNoJobStep;  // from the step's numbered StepMarker record, if any
 };
 
 class SpinLock {
@@ -143,15 +146,24 @@ thread_local ThreadSlots tls_slots;
 
 std::atomic<uint64_t> next_writer_uid{1};
 
-void add_step(std::vector<StepTotal>& steps, uint32_t step, uint64_t count, uint64_t digest) {
+void add_step(std::vector<StepTotal>& steps, uint32_t step, uint64_t count, uint64_t digest,
+              uint64_t job_step = kNoJobStep) {
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (it->step == step) {
       it->count += count;
       it->digest += digest;
+      if (job_step != kNoJobStep) it->job_step = job_step;
       return;
     }
   }
-  steps.push_back({step, count, digest});
+  steps.push_back({step, count, digest, job_step});
+}
+
+// The job's number a record gives its step: a StepMarker that carried one (record_kinds.def).
+uint64_t job_step_of(const Record& record) {
+  if (record.kind != RecordKind::StepMarker || record.fields[fields::StepMarker::numbered] == 0)
+    return kNoJobStep;
+  return record.fields[fields::StepMarker::job_step];
 }
 
 class Writer final : public TraceWriter {
@@ -506,7 +518,7 @@ class Writer final : public TraceWriter {
     block->used =
         tb.encoder.encode(record, thread, block->data.get() + block->used) - block->data.get();
     ++block->count;
-    add_step(tb.steps, record.step, 1, digest);
+    add_step(tb.steps, record.step, 1, digest, job_step_of(record));
     return true;
   }
 
@@ -603,6 +615,7 @@ class Writer final : public TraceWriter {
           auto [slot, fresh] = merged.try_emplace(it->step, StepTotal{it->step, 0, 0});
           slot->second.count += it->count;
           slot->second.digest += it->digest;
+          if (it->job_step != kNoJobStep) slot->second.job_step = it->job_step;
         } else {
           *keep++ = *it;
         }
@@ -629,6 +642,9 @@ class Writer final : public TraceWriter {
       record.fields[fields::StepSummary::summarized_step] = total.step;
       record.fields[fields::StepSummary::record_count] = total.count;
       record.fields[fields::StepSummary::digest] = total.digest;
+      const bool numbered = total.job_step != kNoJobStep;
+      record.fields[fields::StepSummary::job_step] = numbered ? total.job_step : 0;
+      record.fields[fields::StepSummary::numbered] = numbered ? 1 : 0;
       out = encoder->encode(record, 0, out);
     }
     block->used = out - block->data.get();

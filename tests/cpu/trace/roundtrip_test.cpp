@@ -142,6 +142,48 @@ TEST(RoundTrip, StepSummariesCountRecordsPerStep) {
   for (uint32_t step = 0; step < 5; ++step) EXPECT_EQ(summaries[step].digest, digests[step]);
 }
 
+// The diff pairs two runs' steps by the job's numbers; it reads them from the summaries alone.
+TEST(RoundTrip, StepSummariesCarryTheJobsNumberFromTheStepsNumberedMarker) {
+  TempDir dir;
+  WriterOptions options;
+  options.path = dir.file("n.lstrace");
+  std::string error;
+  auto writer = TraceWriter::open(options, nlohmann::json::object(), &error);
+  ASSERT_TRUE(writer) << error;
+  uint64_t seq = 0;
+  auto marker = [&](uint32_t step, std::optional<uint64_t> number) {
+    Record record;
+    record.kind = RecordKind::StepMarker;
+    record.seq = ++seq;
+    record.step = step;
+    record.name = writer->intern("step");
+    record.fields[fields::StepMarker::new_step] = step;
+    if (number) {
+      record.fields[fields::StepMarker::job_step] = *number;
+      record.fields[fields::StepMarker::numbered] = 1;
+    }
+    writer->append(record);
+  };
+  // Step 0: set-up, no marker. Step 1 starts with "step 4", step 2 with "step 0" (a number
+  // may be 0), step 3 with an unnumbered marker; step 4 is summarized at close.
+  writer->end_step(0);
+  marker(1, 4);
+  writer->end_step(1);
+  marker(2, 0);
+  writer->end_step(2);
+  marker(3, std::nullopt);
+  writer->end_step(3);
+  marker(4, 9);
+  writer->close();
+  auto summaries = TraceReader::open(options.path)->step_summaries();
+  ASSERT_EQ(summaries.size(), 5u);
+  EXPECT_EQ(summaries[0].job_step, std::nullopt);
+  EXPECT_EQ(summaries[1].job_step, std::optional<uint64_t>(4));
+  EXPECT_EQ(summaries[2].job_step, std::optional<uint64_t>(0));
+  EXPECT_EQ(summaries[3].job_step, std::nullopt);
+  EXPECT_EQ(summaries[4].job_step, std::optional<uint64_t>(9));
+}
+
 TEST(RoundTrip, HeaderFromEnvironment) {
   ::setenv("RANK", "3", 1);
   ::setenv("WORLD_SIZE", "8", 1);
