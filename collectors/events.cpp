@@ -20,6 +20,7 @@ void set_resolver_internal(SymbolResolver resolver);  // driver_api.cpp
 extern "C" int InitializeInjectionNvtx2(const void* (*)(uint32_t));
 __attribute__((used)) static void* const g_keep_exported_entry_points[] = {
     reinterpret_cast<void*>(&lockstep_step), reinterpret_cast<void*>(&lockstep_mark),
+    reinterpret_cast<void*>(&lockstep_step_number),
     reinterpret_cast<void*>(&lockstep_fingerprint),
     reinterpret_cast<void*>(&lockstep_fingerprint_many),
     reinterpret_cast<void*>(&InitializeInjectionNvtx2)};

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -249,6 +250,7 @@ bool capture_begun();
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
 void marker_range_push(const char* message);  // NVTX range push / start
 void marker_range_pop();
-void marker_step(const char* name);  // lockstep_step() / lockstep_mark(name)
+// lockstep_step() / lockstep_mark(name) / lockstep_step_number(n): `job_step` is n.
+void marker_step(const char* name, std::optional<uint64_t> job_step = std::nullopt);
 
 }  // namespace lockstep::collectors

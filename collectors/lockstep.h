@@ -11,7 +11,13 @@ extern "C" {
 
 /* The current step is finished; the next one starts. */
 __attribute__((visibility("default"))) void lockstep_step(void);
-/* Same, naming the boundary (the StepMarker record carries `name`). */
+/* Same, and the step that starts is the job's step `n` (its own number: the iteration its
+ * loop is at, which a resumed job continues from). `lockstep diff` pairs two runs' steps by
+ * these numbers, so that a run resumed from a checkpoint compares with a run that went straight
+ * through. Markers named "step 12" / "iteration 12" carry a number the same way. */
+__attribute__((visibility("default"))) void lockstep_step_number(unsigned long long n);
+/* Same as lockstep_step, naming the boundary (the StepMarker record carries `name`; a name like
+ * "step 12" numbers the step as lockstep_step_number(12) does). */
 __attribute__((visibility("default"))) void lockstep_mark(const char* name);
 
 /* Fingerprints `bytes` bytes of device memory at `ptr` as the job's state named `name` (a

@@ -14,12 +14,13 @@ void marker_range_push(const char* message) {
   uint32_t finished = 0;
   if (!Tracer::steps().on_marker(message, &finished)) return;
   if (Tracer* tracer = Tracer::existing())
-    tracer->step_advanced(finished, message, static_cast<uint64_t>(MarkerSource::Nvtx));
+    tracer->step_advanced(finished, message, static_cast<uint64_t>(MarkerSource::Nvtx),
+                          marker_step_number(message));
 }
 
 void marker_range_pop() {}
 
-void marker_step(const char* name) {
+void marker_step(const char* name, std::optional<uint64_t> job_step) {
   if (inside_shim_call() || !Tracer::possible()) return;
   self_time::Scope timed(self_time::Phase::Marker);
   Tracer* tracer = Tracer::existing();
@@ -27,12 +28,16 @@ void marker_step(const char* name) {
   const uint32_t finished = Tracer::steps().on_explicit();
   if (tracer != nullptr)
     tracer->step_advanced(finished, name != nullptr ? name : "lockstep_step",
-                          static_cast<uint64_t>(MarkerSource::Api));
+                          static_cast<uint64_t>(MarkerSource::Api), job_step);
 }
 
 }  // namespace lockstep::collectors
 
 extern "C" void lockstep_step(void) { lockstep::collectors::marker_step(nullptr); }
+extern "C" void lockstep_step_number(unsigned long long n) {
+  lockstep::collectors::marker_step("lockstep_step", n);
+}
 extern "C" void lockstep_mark(const char* name) {
-  lockstep::collectors::marker_step(name != nullptr ? name : "lockstep_mark");
+  if (name == nullptr) return lockstep::collectors::marker_step("lockstep_mark");
+  lockstep::collectors::marker_step(name, lockstep::collectors::marker_step_number(name));
 }

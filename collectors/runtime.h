@@ -187,7 +187,9 @@ class Tracer {
 
   // ---- steps ----------------------------------------------------------------------------------
   static StepCounter& steps();  // process-wide: markers count even before the trace opens
-  void step_advanced(uint32_t finished, std::string_view marker, uint64_t source);
+  // `job_step`: the job's own number of the step that starts (the StepMarker's job_step).
+  void step_advanced(uint32_t finished, std::string_view marker, uint64_t source,
+                     std::optional<uint64_t> job_step = std::nullopt);
 
   AllocationMap& allocations() { return allocations_; }
   CommRegistry& comms() { return comms_; }

@@ -1,6 +1,54 @@
 #include "collectors/step_counter.h"
 
 namespace lockstep::collectors {
+namespace {
+
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+bool alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// Does `text` hold `word` (lower case) at `at`, case-insensitively?
+bool word_at(std::string_view text, size_t at, std::string_view word) {
+  if (text.size() - at < word.size()) return false;
+  for (size_t i = 0; i < word.size(); ++i)
+    if (lower(text[at + i]) != word[i]) return false;
+  return true;
+}
+
+// The number after a keyword that ends at `at`: "_num", separators, digits.
+std::optional<uint64_t> number_after(std::string_view text, size_t at) {
+  if (word_at(text, at, "_num")) at += 4;
+  for (int separators = 0; at < text.size() && separators < 3; ++separators) {
+    const char c = text[at];
+    if (c != ' ' && c != '=' && c != ':' && c != '#' && c != '-' && c != '\t') break;
+    ++at;
+  }
+  if (at == text.size() || !digit(text[at])) return std::nullopt;
+  uint64_t value = 0;
+  for (; at < text.size() && digit(text[at]); ++at) {
+    const uint64_t d = static_cast<uint64_t>(text[at] - '0');
+    if (value > (UINT64_MAX - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::optional<uint64_t> marker_step_number(std::string_view text) {
+  // Longest first: "iteration" before "iter", whose match would stop at "ation".
+  static constexpr std::string_view kWords[] = {"iteration", "iter", "step"};
+  for (size_t at = 0; at < text.size(); ++at) {
+    if (at > 0 && alpha(text[at - 1])) continue;  // inside a word: "substep", "optimizer"
+    for (std::string_view word : kWords) {
+      if (!word_at(text, at, word)) continue;
+      const size_t end = at + word.size();
+      if (end < text.size() && alpha(text[end])) continue;  // "steps", "iterator"
+      if (auto number = number_after(text, end)) return number;
+    }
+  }
+  return std::nullopt;
+}
 
 StepCounter::StepCounter(StepSource source, const std::string& pattern)
     : source_(source),

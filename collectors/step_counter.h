@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -15,6 +16,13 @@
 namespace lockstep::collectors {
 
 enum class MarkerSource : uint8_t { Nvtx = 1, Api = 2, Metric = 3 };
+
+// The job's own number of the step a marker starts, read from its text: the first "step",
+// "iteration" or "iter" (a word of its own, or after "_": "train_step"), then an optional "_num"
+// (JAX's "step_num=12"), at most a few separators (space, '=', ':', '#', '-') and decimal digits:
+// "step 12", "Step=12", "train_step 12", "iteration 12", "iter 12", "step: 12/100". nullopt
+// when there is none ("step", "steps 3", "step -"), or the digits overflow 64 bits.
+std::optional<uint64_t> marker_step_number(std::string_view text);
 
 class StepCounter {
  public:

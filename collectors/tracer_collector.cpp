@@ -216,13 +216,18 @@ void Tracer::finish_steps_locked() {
   }
 }
 
-void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t source) {
+void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t source,
+                           std::optional<uint64_t> job_step) {
   trace::Record record;
   stamp(&record, trace::RecordKind::StepMarker, marker, nullptr, false);
   record.stream = 0;
   record.step = finished + 1;
   record.fields[trace::fields::StepMarker::new_step] = finished + 1;
   record.fields[trace::fields::StepMarker::marker_source] = source;
+  if (job_step) {
+    record.fields[trace::fields::StepMarker::job_step] = *job_step;
+    record.fields[trace::fields::StepMarker::numbered] = 1;
+  }
   append(record);
   std::lock_guard lock(pending_mutex_);
   steps_to_end_.push_back(finished);

@@ -21,6 +21,7 @@ def _function(name, argtypes):
 
 
 _step = _function("lockstep_step", [])
+_step_number = _function("lockstep_step_number", [ctypes.c_ulonglong])
 _mark = _function("lockstep_mark", [ctypes.c_char_p])
 _fingerprint_many = _function(
     "lockstep_fingerprint_many",
@@ -33,9 +34,13 @@ def traced():
     return _step is not None
 
 
-def step():
-    """End the current step (the next one starts)."""
-    if _step is not None:
+def step(n=None):
+    """End the current step (the next one starts). `n`: the job's own number of the step that
+    starts (its loop counter), recorded so that `lockstep diff` pairs the steps of two runs by
+    it: a run resumed from a checkpoint at step n then compares with one that ran straight."""
+    if n is not None and _step_number is not None:
+        _step_number(int(n))
+    elif _step is not None:
         _step()
 
 

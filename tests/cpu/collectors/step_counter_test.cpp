@@ -57,5 +57,21 @@ TEST(StepCounter, CustomPatternIsCaseInsensitive) {
   EXPECT_FALSE(steps.on_metric(&finished));
 }
 
+TEST(MarkerStepNumber, ReadsTheJobsNumberAfterStepIterationOrIter) {
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"step 12", 12},        {"Step=12", 12},       {"train_step 7", 7},  {"iteration 12", 12},
+      {"iter 3", 3},          {"ITER:4", 4},         {"step: 12/100", 12}, {"step#0", 0},
+      {"train#step_num=9#", 9}, {"forward step 5", 5}, {"step12", 12},
+      {"step 18446744073709551615", UINT64_MAX}};
+  for (const auto& [text, number] : cases)
+    EXPECT_EQ(marker_step_number(text), std::optional<uint64_t>(number)) << text;
+}
+
+TEST(MarkerStepNumber, FindsNoneWithoutDigitsRightAfterTheWord) {
+  for (const char* text : {"step", "steps 3", "substep 4", "iterator 2", "optimizer_step", "",
+                           "step x 3", "step    4", "step 18446744073709551616", "epoch 3"})
+    EXPECT_EQ(marker_step_number(text), std::nullopt) << text;
+}
+
 }  // namespace
 }  // namespace lockstep::collectors

@@ -13,6 +13,11 @@ static void line(const char* text) {
 }
 
 void lockstep_step(void) { line("step\n"); }
+void lockstep_step_number(unsigned long long n) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "step %llu\n", n);
+  line(buf);
+}
 void lockstep_mark(const char* name) {
   (void)name;
   line("mark\n");

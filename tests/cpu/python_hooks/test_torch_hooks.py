@@ -71,6 +71,12 @@ class TorchHooks(unittest.TestCase):
         assert calls == one_step * 2
 
 
+    def test_a_numbered_step_sends_the_jobs_number_and_a_bare_step_none(self):
+        body = "import lockstep._shim as s\ns.step(12)\ns.step()\ns.step(n=0)\n"
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert calls == "step 12\nstep\nstep 0\n", calls
+
     def test_dead_weak_proxies_among_the_live_objects_do_not_stop_the_names(self):
         # Found on the H200: isinstance() on a dead weakref.proxy raises ReferenceError.
         body = "import weakref\nclass X: pass\nx = X(); keep = [weakref.proxy(x)]; del x\n"
