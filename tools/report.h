@@ -2,6 +2,8 @@
 // machines (schema in tools/README.md, versioned by kDiffSchemaVersion).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,8 @@ namespace lockstep::tools {
 
 // 2: verdict incomplete, compared, not_compared. 3: classification "state", state_divergence,
 // made_before_step, compared.window_first_step; an op whose input differed is never an origin.
-inline constexpr int kDiffSchemaVersion = 3;
+// 4: alignment, phases, step_b / job_step of divergences, classification "host_input".
+inline constexpr int kDiffSchemaVersion = 4;
 
 struct DiffContext {
   std::string a, b;  // run paths
@@ -28,5 +31,14 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context);
 
 // "gemm cublasLtMatmul #2 stream 1" for one divergence's op.
 std::string op_label(const Divergence& d);
+
+// A step as the reports show it: "5"; "5 (B 3)" when run B's trace step is another; under
+// number alignment the job's number first, "4 (trace steps 5/1)".
+std::string step_text(uint32_t step, uint32_t step_b, const std::optional<uint64_t>& job_step);
+
+// For a run resumed from a checkpoint and compared by the job's numbers (alignment.resumed):
+// "resume bit-exact for steps 4-7" when identical; "resume not bit-exact: ..." naming the first
+// divergence after the restore when divergent; "" otherwise (incomplete, or not a resume pair).
+std::string resume_verdict(const DiffResult& result);
 
 }  // namespace lockstep::tools

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tools/metric_value.h"
@@ -21,17 +23,28 @@ json context_json(const std::vector<ContextLine>& lines) {
   return out;
 }
 
+json optional_json(const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// The text's class name as a JSON value: "host input" is "host_input".
+std::string classification_key(Classification c) {
+  std::string key = classification_name(c);
+  std::replace(key.begin(), key.end(), ' ', '_');
+  return key;
+}
+
 json divergence_json(const Divergence& d) {
   json j = {
       {"rank", d.rank},
       {"step", d.step},
+      {"step_b", d.step_b},
+      {"job_step", optional_json(d.job_step)},
       {"seq", seq_pair(d.seq_a, d.seq_b)},
       {"stream", d.stream},
       {"kind", d.kind},
       {"name", d.name},
       {"occurrence", d.occurrence},
       {"epoch", d.epoch},
-      {"classification", classification_name(d.classification)},
+      {"classification", classification_key(d.classification)},
       {"structural_kind", d.structural == StructuralKind::None
                               ? json(nullptr)
                               : json(structural_kind_name(d.structural))},
@@ -67,6 +80,51 @@ json metric_value(const std::vector<uint8_t>& bytes, uint64_t hint) {
           {"values", value.values}};
 }
 
+// How the steps were paired, and what one run held that the other did not (tools/README.md).
+json alignment_json(const DiffResult& result) {
+  const StepAlignment& a = result.alignment;
+  json out = {{"mode", align_mode_name(a.mode)},
+              {"reason", a.reason.empty() ? json(nullptr) : json(a.reason)},
+              {"compared_job_steps", nullptr},
+              {"resume", nullptr}};
+  if (const std::optional<JobStepRange> steps = compared_job_steps(result))
+    out["compared_job_steps"] = {
+        {"first", steps->first <= steps->last ? json(steps->first) : json(nullptr)},
+        {"last", steps->first <= steps->last ? json(steps->last) : json(nullptr)},
+        {"setup", steps->with_setup}};
+  if (a.by_number() && a.resumed != 0) {
+    std::optional<uint64_t> at;
+    for (const StepPairing& p : a.pairs)
+      if (p.job_step) {
+        at = p.job_step;
+        break;
+      }
+    const Verdict verdict = verdict_of(result);
+    out["resume"] = {{"run", std::string(1, a.resumed)},
+                     {"at_step", optional_json(at)},
+                     {"bit_exact", verdict == Verdict::Identical  ? json(true)
+                                   : verdict == Verdict::Divergent ? json(false)
+                                                                   : json(nullptr)},
+                     {"verdict", resume_verdict(result)}};
+  }
+  return out;
+}
+
+json phases_json(const StepAlignment& a) {
+  json out = json::array();
+  for (const UnpairedSteps& u : a.unpaired)
+    out.push_back({{"run", std::string(1, u.run)},
+                   {"phase", unpaired_where_name(u.where)},
+                   {"trace_steps", {u.span.first, u.span.last}},
+                   {"job_steps", u.span.job_first
+                                     ? json{*u.span.job_first, *u.span.job_last}
+                                     : json(nullptr)},
+                   {"records", u.span.records},
+                   {"compared", false},
+                   {"text", unpaired_text(u)}});
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
@@ -86,6 +144,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
         {"window_first_step",
          result.window_first_step ? json(*result.window_first_step) : json(nullptr)}}},
       {"not_compared", result.not_compared},
+      {"alignment", alignment_json(result)},
+      {"phases", phases_json(result.alignment)},
       {"a", {{"path", context.a}}},
       {"b", {{"path", context.b}}},
       {"world_size", context.world_size},
@@ -115,6 +175,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
     const MetricDivergence& m = *result.metric;
     j["metric_divergence"] = {{"rank", m.rank},
                               {"step", m.step},
+                              {"step_b", m.step_b},
+                              {"job_step", optional_json(m.job_step)},
                               {"stream", m.stream},
                               {"name", m.name},
                               {"occurrence", m.occurrence},
@@ -127,6 +189,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
     const StateDivergence& s = *result.state;
     j["state_divergence"] = {{"rank", s.rank},
                              {"step", s.step},
+                             {"step_b", s.step_b},
+                             {"job_step", optional_json(s.job_step)},
                              {"name", s.name},
                              {"state_kind", state_kind_name(s.state_kind)},
                              {"bytes", s.bytes},

@@ -76,6 +76,45 @@ std::string op_label(const Divergence& d) {
   return label;
 }
 
+std::string step_text(uint32_t step, uint32_t step_b, const std::optional<uint64_t>& job_step) {
+  if (job_step) return fmt::format("{} (trace steps {}/{})", *job_step, step, step_b);
+  if (step != step_b) return fmt::format("{} (B {})", step, step_b);
+  return std::to_string(step);
+}
+
+std::string resume_verdict(const DiffResult& result) {
+  const StepAlignment& alignment = result.alignment;
+  if (!alignment.by_number() || alignment.resumed == 0) return "";
+  const std::optional<JobStepRange> steps = compared_job_steps(result);
+  const Verdict verdict = verdict_of(result);
+  if (verdict == Verdict::Identical && steps)
+    return "resume bit-exact for " + job_steps_text(*steps);
+  if (verdict != Verdict::Divergent) return "";
+  const char resumed = alignment.resumed == 'a' ? 'A' : 'B';
+  if (!result.first_by_epoch.empty()) {
+    const Divergence& d = result.first_by_epoch.front();
+    return fmt::format(
+        "resume not bit-exact: run {}'s first divergence after its restore is at step {}, rank "
+        "{}: {} ({}: {})",
+        resumed, step_text(d.step, d.step_b, d.job_step), d.rank, op_label(d),
+        classification_name(d.classification), d.detail);
+  }
+  if (result.metric) {
+    const MetricDivergence& m = *result.metric;
+    return fmt::format(
+        "resume not bit-exact: run {}'s first divergence after its restore is metric {} at "
+        "step {}, rank {}",
+        resumed, m.name, step_text(m.step, m.step_b, m.job_step), m.rank);
+  }
+  if (result.state) {
+    const StateDivergence& s = *result.state;
+    return fmt::format(
+        "resume not bit-exact: run {}'s state '{}' first differs after step {}, rank {}",
+        resumed, s.name, step_text(s.step, s.step_b, s.job_step), s.rank);
+  }
+  return "resume not bit-exact";
+}
+
 std::string diff_text(const DiffResult& result, const DiffContext& context, const Style& style) {
   std::string out;
   Verdict verdict = verdict_of(result);
@@ -83,7 +122,12 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                      verdict == Verdict::Divergent    ? style.red(style.bold("DIVERGENT"))
                      : verdict == Verdict::Incomplete ? style.yellow(style.bold("INCOMPLETE"))
                                                       : style.green("IDENTICAL"));
+  if (std::string resume = resume_verdict(result); !resume.empty())
+    out += fmt::format("  {}\n", resume);
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
+  if (result.alignment.by_number())
+    out += "  steps paired by the job's own numbers (--align number); steps below are the "
+           "job's numbers\n";
   out += fmt::format(
       "  {} rank{} compared; {} records in {} steps compared, {} steps skipped "
       "as equal by their summaries\n",
@@ -111,7 +155,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     const MetricDivergence& m = *result.metric;
     out += fmt::format(
         "\n{}   first differs at step {}, rank {}: {} #{} on stream {} (seq {}/{})\n",
-        style.bold("metric"), m.step, m.rank, m.name, m.occurrence, m.stream, m.seq_a, m.seq_b);
+        style.bold("metric"), step_text(m.step, m.step_b, m.job_step), m.rank, m.name,
+        m.occurrence, m.stream, m.seq_a, m.seq_b);
     // The values people compare first ("f32 2.3456 vs 2.3457"), then both payloads with their bits.
     const std::string values = metric_difference(m.a, m.b, m.dtype_hint);
     if (!values.empty()) out += fmt::format("         {}\n", values);
@@ -121,8 +166,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   if (result.state) {
     const StateDivergence& s = *result.state;
     out += fmt::format("\n{}    '{}' ({}) first differs after step {}, rank {} (seq {}/{})\n",
-                       style.bold("state"), s.name, state_kind_name(s.state_kind), s.step, s.rank,
-                       s.seq_a, s.seq_b);
+                       style.bold("state"), s.name, state_kind_name(s.state_kind),
+                       step_text(s.step, s.step_b, s.job_step), s.rank, s.seq_a, s.seq_b);
     out += fmt::format("         A {:#018x}  B {:#018x}\n", s.fingerprint_a, s.fingerprint_b);
   }
   // A receiver of a difference made before the window: the earliest bit is not in it.
@@ -130,15 +175,24 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format(
         "\n{}  rank {}, step {}: {} received a difference made before step {}: fingerprint "
         "from an earlier step to find its origin (lockstep hunt moves its window)\n",
-        style.bold("earlier"), before->rank, before->step, op_label(*before),
+        style.bold("earlier"), before->rank,
+        step_text(before->step, before->step_b, before->job_step), op_label(*before),
         *before->made_before_step);
   if (result.culprit) {
     const Divergence& d = *result.culprit;
-    out += fmt::format("\n{}  rank {}, step {}: {} ({})\n", style.bold("culprit"), d.rank, d.step,
-                       op_label(d), seqs(d));
+    out += fmt::format("\n{}  rank {}, step {}: {} ({})\n", style.bold("culprit"), d.rank,
+                       step_text(d.step, d.step_b, d.job_step), op_label(d), seqs(d));
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+  } else if (!result.first_by_epoch.empty() && !first_made_before_window(result) &&
+             result.alignment.resumed != 0 && result.first_step &&
+             result.first_by_epoch.front().step == *result.first_step) {
+    // The first step compared already read differing state: it came from the restore.
+    out += fmt::format(
+        "\n{}  none in the steps compared: their first step already read differing state, "
+        "which run {}'s restore prologue (not compared) loaded\n",
+        style.bold("culprit"), result.alignment.resumed == 'a' ? 'A' : 'B');
   } else if (!result.first_by_epoch.empty() && !first_made_before_window(result)) {
     out += fmt::format(
         "\n{}  none: no rank has an op whose inputs matched and outputs "
@@ -155,7 +209,9 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
         what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
       if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
       if (d.made_before_step) what += fmt::format("  (made before step {})", *d.made_before_step);
-      out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", d.rank, d.step, d.epoch,
+      const std::string step =
+          d.job_step ? std::to_string(*d.job_step) : step_text(d.step, d.step_b, std::nullopt);
+      out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", d.rank, step, d.epoch,
                          classification_name(d.classification), what);
     }
   }
@@ -167,7 +223,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     size_t shown = 0;
     for (const Divergence& d : result.structural) {
       if (++shown > 8) break;
-      out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank, d.step, d.stream,
+      out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank,
+                         step_text(d.step, d.step_b, d.job_step), d.stream,
                          structural_kind_name(d.structural), d.kind, d.name, d.detail);
       if (!d.context_a.empty() || !d.context_b.empty()) side_by_side(out, d, style);
     }

@@ -172,6 +172,11 @@ enum BufferFlags : uint8_t {
   kDigestOfEnclosing = 1 << 7,
 };
 
+// The label of a Memcpy record's input buffer that holds a host-to-device copy's source,
+// fingerprinted on the CPU while the source is valid (collectors/memory_ops.cpp): a difference
+// there entered from the host, and the diff classifies it so (tools/diff/compare.cpp).
+inline constexpr std::string_view kHostSourceLabel = "host src";
+
 struct BufferFingerprint {
   Role role = Role::In;
   DType dtype = DType::Unknown;

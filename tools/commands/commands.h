@@ -39,7 +39,8 @@ struct DiffRequest {
   bool exhaustive = false;
   bool salvage = false;  // read the prefix before a corrupt block (the verdict says so)
   int threads = 0;
-  bool print = true;  // write the report to stdout
+  std::string align = "auto";  // --align: auto | number | ordinal (tools/diff/alignment.h)
+  bool print = true;           // write the report to stdout
 };
 
 // Diffs two runs; returns the exit code (throws InputError / TraceError for bad input). `context`

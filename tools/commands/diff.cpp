@@ -38,6 +38,11 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   options.compare.context = request.context;
   options.exhaustive = request.exhaustive;
   options.threads = request.threads;
+  const std::optional<AlignMode> align = parse_align_mode(request.align);
+  if (!align)
+    throw InputError(
+        fmt::format("--align: '{}' is not auto, number or ordinal", request.align));
+  options.align = *align;
 
   OpenOptions open_options;
   open_options.salvage = request.salvage;
@@ -81,6 +86,9 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   } catch (const StepRangeError& e) {
     progress.clear();
     throw InputError(fmt::format("--steps {}: {}", request.steps, e.what()));
+  } catch (const AlignmentError& e) {
+    progress.clear();
+    throw InputError(fmt::format("--align number: {}", e.what()));
   }
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
@@ -111,7 +119,12 @@ CommandRunner add_diff_command(CLI::App& app) {
   sub->add_option("B", request->b, "Second run")->required();
   sub->add_flag("--json", request->json, "Machine-readable report (schema: tools/README.md)");
   sub->add_option("--rank", request->rank, "Compare only this rank");
-  sub->add_option("--steps", request->steps, "Compare only steps A-B (A, A-, A-B)");
+  sub->add_option("--steps", request->steps,
+                  "Compare only steps A-B (A, A-, A-B): the job's numbers when aligned by them");
+  sub->add_option("--align", request->align,
+                  "Pair steps by the job's own numbers (number), by the trace's step counter "
+                  "(ordinal), or by numbers when both runs have them (auto)")
+      ->capture_default_str();
   sub->add_option("--context", request->context, "Ops shown around a structural divergence")
       ->capture_default_str();
   sub->add_flag("--exhaustive", request->exhaustive,
@@ -128,7 +141,15 @@ invalid input.
 Examples:
   lockstep diff run-a run-b                 # text report: metric, culprit, per-rank blame
   lockstep diff run-a run-b --json | jq .culprit_rank
-  lockstep diff run-a run-b --rank 3 --steps 100-120 --context 5)");
+  lockstep diff run-a run-b --rank 3 --steps 100-120 --context 5
+  lockstep diff continuous resumed          # a run resumed at step 4: compares steps 4-7 by
+                                            # the job's numbers, its restore is a phase apart
+  lockstep diff run-a run-b --align ordinal # pair trace step i with trace step i
+
+Steps by the job's numbers: when the job numbers its steps (lockstep_step_number(n),
+lockstep.step(n), markers named "step N"), both runs' steps pair by those numbers; steps only
+one run has before or after the others (a run resumed from a checkpoint, a shorter run) are
+listed, not compared, and do not make the verdict incomplete; a step missing in between does.)");
   return [request] { return run_diff(*request); };
 }
 

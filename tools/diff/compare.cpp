@@ -18,6 +18,8 @@ const char* classification_name(Classification c) {
   switch (c) {
     case Classification::Origin:
       return "origin";
+    case Classification::HostInput:
+      return "host input";
     case Classification::Structural:
       return "structural";
     case Classification::Receiver:
@@ -52,6 +54,13 @@ const char* structural_kind_name(StructuralKind k) {
       return "buffers";
   }
   return "?";
+}
+
+std::string host_input_detail(uint64_t step, const std::string& api, uint64_t bytes) {
+  return fmt::format(
+      "the bytes copied from host memory differ (step {}, {}, {} bytes): the difference entered "
+      "from the host",
+      step, api, bytes);
 }
 
 bool blame_before(const Divergence& x, const Divergence& y) {
@@ -615,7 +624,10 @@ class WindowComparer {
     // so no traced op of the window wrote the differing input. When the window starts after
     // the trace's first step, the difference was most likely made before it; else the bytes
     // were written by no traced op (see RankResult).
-    const bool receiver = outcome.in_index >= 0;
+    // A copy from host memory whose host source differs is where the difference entered.
+    const bool host_input = outcome.in_index >= 0 && x.kind == RecordKind::Memcpy &&
+                            pool_.text(ba[outcome.in_index].label) == trace::kHostSourceLabel;
+    const bool receiver = outcome.in_index >= 0 && !host_input;
     const std::optional<uint32_t> made_before =
         receiver ? options_.window_first_step : std::nullopt;
     // A kernel's guessed region can hold bytes no traced op wrote (scratch, uninitialised
@@ -634,7 +646,12 @@ class WindowComparer {
     d.seq_a = x.seq;
     d.seq_b = y.seq;
     d.anchor_seq = x.seq;
-    if (receiver) {
+    if (host_input) {
+      // A copy does not change bytes: what differs on the device came from the host.
+      d.classification = Classification::HostInput;
+      d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
+      d.detail = host_input_detail(g.step, d.name, d.buffer->bytes);
+    } else if (receiver) {
       d.classification = Classification::Receiver;
       d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
       d.made_before_step = made_before;

@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
+
+#include <fmt/format.h>
+
+#include "tools/diff/aligned_input.h"
 
 namespace lockstep::tools {
 namespace {
@@ -100,6 +105,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     table_b.clear();
     a.load(steps[i].step, steps[end - 1].step, pool, table_a);
     b.load(steps[i].step, steps[end - 1].step, pool, table_b);
+    if (options.align == AlignMode::Number) align_collective_sequences(table_a, table_b);
     using trace::RecordKind;
     metrics_seen = metrics_seen || has_kind(table_a, RecordKind::Metric) ||
                    has_kind(table_b, RecordKind::Metric);
@@ -168,9 +174,11 @@ void combine_ranks(DiffResult& result) {
       if (d.rank == r.rank) r.first = d;
   result.first_by_epoch = firsts;
   result.culprit.reset();
+  // Where the difference entered: an op that made it, a different op, or bytes from the host.
   // A State record only dates a divergence: even one that differs in shape names no op.
   for (const Divergence& d : firsts)
     if ((d.classification == Classification::Origin ||
+         d.classification == Classification::HostInput ||
          d.classification == Classification::Structural) &&
         d.kind != trace::record_kind_name(trace::RecordKind::State)) {
       result.culprit = d;
@@ -220,6 +228,66 @@ void combine_ranks(DiffResult& result) {
 
 namespace {
 
+// Under number alignment: why steps were not compared that make the verdict incomplete (a gap
+// in one run's numbering, no step in common), once per distinct reason; and a warning when a
+// rank pairs its steps unlike the first.
+template <class AlignmentOf>
+void note_unpaired(size_t count, AlignmentOf&& alignment_of, const std::vector<RankPair>& ranks,
+                   DiffResult& result) {
+  std::map<std::string, std::vector<int>> reasons;
+  for (size_t i = 0; i < count; ++i) {
+    const StepAlignment& alignment = alignment_of(i);
+    if (alignment.pairs.empty())
+      reasons["the runs have no numbered step in common"].push_back(ranks[i].rank);
+    for (const UnpairedSteps& u : alignment.unpaired)
+      if (u.where == UnpairedSteps::Where::Gap) reasons[unpaired_text(u)].push_back(ranks[i].rank);
+    if (i > 0) {
+      const StepAlignment& first = alignment_of(0);
+      auto same = [](const StepPairing& x, const StepPairing& y) {
+        return x.a == y.a && x.b == y.b && x.job_step == y.job_step;
+      };
+      if (!std::equal(alignment.pairs.begin(), alignment.pairs.end(), first.pairs.begin(),
+                      first.pairs.end(), same))
+        result.warnings.push_back(fmt::format(
+            "rank {} pairs its steps unlike rank {} (the report's step ranges are rank {}'s)",
+            ranks[i].rank, ranks[0].rank, ranks[0].rank));
+    }
+  }
+  for (const auto& [reason, with] : reasons)
+    result.not_compared.push_back(with.size() == count
+                                      ? reason
+                                      : fmt::format("rank {}: {}", with.front(), reason));
+}
+
+// Fills in run B's trace step and the job's number of every divergence found.
+template <class AlignmentOf>
+void annotate_steps(DiffResult& result, AlignmentOf&& alignment_of) {
+  auto one = [&](auto& d) {
+    const StepAlignment& alignment = alignment_of(d.rank);
+    d.step_b = alignment.b_step(d.step);
+    d.job_step = alignment.job_step(d.step);
+  };
+  auto divergence = [&](Divergence& d) {
+    one(d);
+    // Its detail names the step (compare_window knew only the key): the job's number when the
+    // steps paired by it.
+    if (d.classification == Classification::HostInput && d.job_step && d.buffer)
+      d.detail = host_input_detail(*d.job_step, d.name, d.buffer->bytes);
+  };
+  for (Divergence& d : result.first_by_epoch) divergence(d);
+  for (Divergence& d : result.structural) divergence(d);
+  if (result.culprit) divergence(*result.culprit);
+  if (result.metric) one(*result.metric);
+  if (result.state) one(*result.state);
+  for (RankResult& r : result.ranks) {
+    if (r.first) divergence(*r.first);
+    if (r.first_unexplained) divergence(*r.first_unexplained);
+    for (Divergence& d : r.structural) divergence(d);
+    if (r.metric) one(*r.metric);
+    if (r.state) one(*r.state);
+  }
+}
+
 // Runs fn(i) for every index on `threads` workers; rethrows the first failure by index.
 template <class Fn>
 void parallel_for(size_t count, int threads, const std::atomic<bool>* stop, Fn&& fn) {
@@ -257,13 +325,41 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   struct Survey {
     std::optional<int64_t> complete;
     std::vector<std::string> incomplete;
-    std::optional<uint32_t> first, last;  // steps the inputs hold
+    std::optional<uint32_t> first, last;  // steps the inputs hold (keys, under number alignment)
+    StepAlignment alignment;
   };
   std::vector<Survey> surveys(ranks.size());
+  const bool ranged = options.first_step != 0 || options.last_step != UINT32_MAX;
+  // First pass: each rank's steps and how they pair. Auto aligns by number only when every
+  // rank can: the ranks of one run are tied together by their collectives. (Inputs are opened
+  // again for each pass: a run of thousands of ranks must not hold a file open per rank.)
+  if (options.align != AlignMode::Ordinal)
+    parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+      surveys[i].alignment =
+          align_steps(ranks[i].open_a()->steps(), ranks[i].open_b()->steps(), options.align);
+    });
+  AlignMode mode = AlignMode::Ordinal;
+  if (!surveys.empty() && std::all_of(surveys.begin(), surveys.end(), [](const Survey& s) {
+        return s.alignment.by_number();
+      }))
+    mode = AlignMode::Number;
+  std::string ordinal_reason;
+  for (Survey& survey : surveys) {
+    if (mode == AlignMode::Ordinal) {
+      if (ordinal_reason.empty()) ordinal_reason = survey.alignment.reason;
+      survey.alignment = StepAlignment{};
+    } else if (ranged) {
+      restrict_alignment(survey.alignment, options.first_step, options.last_step);
+    }
+  }
+  // Second pass: what each rank's inputs hold, seen through the alignment.
   parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
     Survey& survey = surveys[i];
     for (const RankInputFactory* open : {&ranks[i].open_a, &ranks[i].open_b}) {
       std::unique_ptr<RankInput> input = (*open)();
+      if (mode == AlignMode::Number)
+        input = std::make_unique<AlignedRankInput>(std::move(input), survey.alignment,
+                                                   open == &ranks[i].open_b);
       std::vector<StepInfo> steps = input->steps();
       if (!steps.empty()) {
         survey.first = std::min(survey.first.value_or(UINT32_MAX), steps.front().step);
@@ -275,6 +371,10 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
         survey.incomplete.push_back(std::move(reason));
     }
   });
+  if (!surveys.empty()) {
+    result.alignment = surveys.front().alignment;
+    if (mode == AlignMode::Ordinal) result.alignment.reason = ordinal_reason;
+  }
   std::optional<int64_t> complete;
   for (const Survey& survey : surveys) {
     if (survey.first)
@@ -288,9 +388,13 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
                                survey.incomplete.end());
   }
   // A range outside the trace compares nothing: that is a mistake, not a verdict.
-  bool ranged = options.first_step != 0 || options.last_step != UINT32_MAX;
-  if (ranged && (!result.trace_first_step || options.first_step > *result.trace_last_step ||
-                 options.last_step < *result.trace_first_step))
+  if (ranged && mode == AlignMode::Number && !result.trace_first_step)
+    throw StepRangeError("steps " + std::to_string(options.first_step) + "-" +
+                         std::to_string(options.last_step) +
+                         " hold no numbered step that both runs have");
+  if (ranged && mode == AlignMode::Ordinal &&
+      (!result.trace_first_step || options.first_step > *result.trace_last_step ||
+       options.last_step < *result.trace_first_step))
     throw StepRangeError(result.trace_first_step
                              ? "steps " + std::to_string(options.first_step) + "-" +
                                    std::to_string(options.last_step) +
@@ -299,6 +403,15 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
                                    std::to_string(*result.trace_last_step) + ")"
                              : std::string("the runs hold no steps"));
   DiffOptions effective = options;
+  effective.align = mode;
+  if (mode == AlignMode::Number) {
+    // The job's step range is in the alignment now; the engine sees keys.
+    effective.first_step = 0;
+    effective.last_step = UINT32_MAX;
+    note_unpaired(surveys.size(), [&](size_t i) -> const StepAlignment& {
+      return surveys[i].alignment;
+    }, ranks, result);
+  }
   if (complete) {
     int64_t last = std::min<int64_t>(effective.last_step, *complete);
     if (last < static_cast<int64_t>(effective.first_step)) {
@@ -311,12 +424,19 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
     std::unique_ptr<RankInput> a = ranks[i].open_a();
     std::unique_ptr<RankInput> b = ranks[i].open_b();
+    if (mode == AlignMode::Number) {
+      a = std::make_unique<AlignedRankInput>(std::move(a), surveys[i].alignment, false);
+      b = std::make_unique<AlignedRankInput>(std::move(b), surveys[i].alignment, true);
+    }
     result.ranks[i] = diff_rank(ranks[i].rank, *a, *b, effective);
     if (options.progress) options.progress(++done, static_cast<int>(ranks.size()));
   });
   std::vector<std::string> warnings = std::move(result.warnings);
   combine_ranks(result);
   result.warnings.insert(result.warnings.begin(), warnings.begin(), warnings.end());
+  std::map<int, const StepAlignment*> by_rank;
+  for (size_t i = 0; i < ranks.size(); ++i) by_rank[ranks[i].rank] = &surveys[i].alignment;
+  annotate_steps(result, [&](int rank) -> const StepAlignment& { return *by_rank.at(rank); });
   return result;
 }
 
@@ -347,20 +467,63 @@ const Divergence* first_made_before_window(const DiffResult& r) {
   return nullptr;
 }
 
+std::optional<JobStepRange> compared_job_steps(const DiffResult& r) {
+  if (!r.alignment.by_number() || !r.first_step || !r.last_step) return std::nullopt;
+  std::optional<JobStepRange> range;
+  for (const StepPairing& p : r.alignment.pairs) {
+    if (p.a < *r.first_step || p.a > *r.last_step) continue;
+    if (!range) range = JobStepRange{UINT64_MAX, 0, false};
+    if (!p.within) {
+      range->with_setup = true;
+      continue;
+    }
+    range->first = std::min(range->first, *p.within);
+    range->last = std::max(range->last, *p.within);
+  }
+  return range;
+}
+
+std::string job_steps_text(const JobStepRange& range) {
+  if (range.first > range.last) return "set-up";  // nothing numbered among them
+  std::string steps = range.first == range.last
+                          ? "step " + std::to_string(range.first)
+                          : "steps " + std::to_string(range.first) + "-" +
+                                std::to_string(range.last);
+  return range.with_setup ? "set-up and " + steps : steps;
+}
+
 std::string coverage_line(const DiffResult& r) {
   std::string line;
-  if (r.first_step && r.last_step)
+  const std::optional<JobStepRange> job = compared_job_steps(r);
+  if (job) {
+    // The job's numbers first: those are what the user's loop printed.
+    const StepPairing* first = r.alignment.pair_of(*r.first_step);
+    const StepPairing* last = r.alignment.pair_of(*r.last_step);
+    line = "compared " + job_steps_text(*job) + " by the job's numbers (trace steps " +
+           std::to_string(first->a) + "-" + std::to_string(last->a) + " of A, " +
+           std::to_string(first->b) + "-" + std::to_string(last->b) + " of B; " +
+           std::to_string(r.records_compared) + " records decoded, " +
+           std::to_string(r.steps_skipped) + " steps equal by their summaries)";
+  } else if (r.first_step && r.last_step) {
     line = "compared steps " + std::to_string(*r.first_step) + "-" + std::to_string(*r.last_step) +
            " (" + std::to_string(r.records_compared) + " records decoded, " +
            std::to_string(r.steps_skipped) + " steps equal by their summaries)";
-  else
+  } else {
     line = "compared nothing";
+  }
+  // Steps one run has and the other does not, before or after the steps both have, or the
+  // resumed run's restore prologue: not compared, and not missing either.
+  for (const UnpairedSteps& u : r.alignment.unpaired)
+    if (u.where != UnpairedSteps::Where::Gap) line += "; " + unpaired_text(u);
   if (r.trace_last_step && (!r.last_step || *r.last_step < *r.trace_last_step) &&
       !r.not_compared.empty()) {
     uint32_t from = r.last_step ? *r.last_step + 1 : *r.trace_first_step;
-    line += from == *r.trace_last_step ? "; step " + std::to_string(from) + " not compared"
-                                       : "; steps " + std::to_string(from) + "-" +
-                                             std::to_string(*r.trace_last_step) + " not compared";
+    // Under number alignment the steps here are run A's trace steps (the diff's keys).
+    const std::string of_a = r.alignment.by_number() ? " of A" : "";
+    line += from == *r.trace_last_step
+                ? "; step " + std::to_string(from) + of_a + " not compared"
+                : "; steps " + std::to_string(from) + "-" + std::to_string(*r.trace_last_step) +
+                      of_a + " not compared";
   }
   for (const std::string& reason : r.not_compared) line += "; " + reason;
   return line;

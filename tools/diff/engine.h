@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/diff/alignment.h"
 #include "tools/diff/compare.h"
 #include "tools/diff/ops.h"
 #include "tools/diff/result.h"
@@ -22,6 +23,7 @@ struct StepInfo {
   uint64_t record_count = 0;  // estimate when there is no summary
   bool has_summary = false;
   uint64_t digest = 0;
+  std::optional<uint64_t> job_step;  // the job's own number of the step (its summary says)
 };
 
 // One run's records of one rank: a trace file, or a table in a test.
@@ -61,6 +63,8 @@ struct DiffOptions {
   // both workers stay in cache: 1 << 16 (tables of ~13 MB each) was ~20% slower, measured.
   size_t window_records = 1u << 14;
   int threads = 0;  // 0: one per core
+  // Which steps pair (alignment.h). Number: first_step/last_step are the job's numbers.
+  AlignMode align = AlignMode::Ordinal;
   CompareOptions compare;
   std::function<void(int ranks_done, int ranks_total)> progress;  // called from workers
 };

@@ -31,6 +31,7 @@ std::vector<StepInfo> FileRankInput::steps() {
     info.record_count = summary.record_count;
     info.has_summary = true;
     info.digest = summary.digest;
+    info.job_step = summary.job_step;
   }
   std::vector<StepInfo> steps;
   steps.reserve(by_step.size());

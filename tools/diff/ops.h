@@ -70,6 +70,10 @@ class OpTable {
   uint64_t field(const Op& op, int index) const {
     return index < op.field_count ? fields_[op.field_offset + index] : 0;
   }
+  // Rewrites a field of an op of this table (the step alignment renumbers B's collectives).
+  void set_field(const Op& op, int index, uint64_t value) {
+    if (index < op.field_count) fields_[op.field_offset + index] = value;
+  }
   std::span<const OpBuffer> buffers(const Op& op) const {
     return {buffers_.data() + op.buffer_offset, op.buffer_count};
   }

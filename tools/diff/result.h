@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/diff/alignment.h"
+
 namespace lockstep::tools {
 
 // origin: every compared input matched and an output differed (this op made the difference).
@@ -16,9 +18,16 @@ namespace lockstep::tools {
 // metric: only a metric payload differed (no fingerprinted input says where it came from).
 // state: a State record's fingerprint differed (a parameter, gradient or optimizer state after
 //   the step): it dates the divergence, never names its origin (the op that wrote it does).
+// host input: a copy from host memory to the device whose host source (fingerprinted on the CPU,
+//   trace::kHostSourceLabel) differed: the difference entered from the host, not from a GPU op.
+//   It is where the difference entered, as an origin is (the culprit), but no GPU op made it.
 // The order is the blame order's tie-break inside a step and collective epoch.
-enum class Classification { Origin, Structural, Receiver, Metric, State };
-const char* classification_name(Classification c);
+enum class Classification { Origin, HostInput, Structural, Receiver, Metric, State };
+const char* classification_name(Classification c);  // "origin", "host input", ...
+// The detail line of a host input: "the bytes copied from host memory differ (step 2,
+// cudaMemcpyAsync, 4 bytes): the difference entered from the host" (the bytes fingerprinted:
+// the copy's, or its first LOCKSTEP_HOST_HASH_BYTES).
+std::string host_input_detail(uint64_t step, const std::string& api, uint64_t bytes);
 
 // A State record's state_kind field (trace/record_kinds.def): "parameter", "gradient",
 // "optimizer", "user"; "kind N" for a value this version does not know.
@@ -45,7 +54,11 @@ struct ContextLine {
 
 struct Divergence {
   int rank = 0;
-  uint32_t step = 0;
+  uint32_t step = 0;  // run A's trace step (the diff's key for a pair of steps)
+  // Run B's trace step (another under number alignment) and the job's number of the step
+  // (number alignment only): set once the diff is done (annotate_steps).
+  uint32_t step_b = 0;
+  std::optional<uint64_t> job_step;
   uint32_t stream = 0;
   Classification classification = Classification::Origin;
   StructuralKind structural = StructuralKind::None;
@@ -72,13 +85,15 @@ struct Divergence {
 
 struct MetricDivergence {
   int rank = 0;
-  uint32_t step = 0;
+  uint32_t step = 0;  // run A's trace step; step_b, job_step (below) as in Divergence
   uint32_t stream = 0;
   std::string name;
   uint32_t occurrence = 0;
   uint64_t seq_a = 0, seq_b = 0;
   uint64_t dtype_hint = 0;
   std::vector<uint8_t> a, b;
+  uint32_t step_b = 0;
+  std::optional<uint64_t> job_step;
 };
 
 // The first State record of a rank (or of the runs) whose fingerprint differed: the state
@@ -91,6 +106,8 @@ struct StateDivergence {
   uint64_t bytes = 0;
   uint64_t seq_a = 0, seq_b = 0;
   uint64_t fingerprint_a = 0, fingerprint_b = 0;
+  uint32_t step_b = 0;  // as in Divergence
+  std::optional<uint64_t> job_step;
 };
 
 // A collective whose fingerprints differed, to tell receivers from origins across ranks.
@@ -145,6 +162,9 @@ struct DiffResult {
   // made before it. nullopt: the window starts at the trace's first step.
   std::optional<uint32_t> window_first_step;
   std::vector<std::string> not_compared;
+  // Which steps were paired (the first rank's: ranks normally agree; a warning says when not).
+  // Under number alignment first_step/last_step above are run A's trace steps of the pairs.
+  StepAlignment alignment;
 };
 
 // identical: no divergence and every step both runs hold was compared, nothing cut off,
@@ -163,5 +183,15 @@ std::optional<uint32_t> earliest_diverging_step(const DiffResult& r);
 const Divergence* first_made_before_window(const DiffResult& r);
 // One line: what was compared (steps A-B, N records) and what was not, and why.
 std::string coverage_line(const DiffResult& r);
+// The job's numbers of the steps compared under number alignment (first_step..last_step's
+// pairs, unnumbered ones counted with the numbered step before them); nullopt under ordinal
+// alignment or when nothing was compared.
+struct JobStepRange {
+  uint64_t first = 0, last = 0;  // first > last: no numbered step among them (set-up only)
+  bool with_setup = false;       // the steps before the first number (set-up) were compared too
+};
+std::optional<JobStepRange> compared_job_steps(const DiffResult& r);
+// "steps 4-7" / "step 4" / "set-up and steps 0-7".
+std::string job_steps_text(const JobStepRange& range);
 
 }  // namespace lockstep::tools

@@ -1,5 +1,6 @@
 #include "tools/synth/synthetic_trace.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -63,7 +64,7 @@ class RankWriter {
       in_label = "A", out_label = "D";
     } else if (kind == RecordKind::Collective) {
       r.fields[fields::Collective::comm_id] = 0;
-      r.fields[fields::Collective::comm_seq] = step;
+      r.fields[fields::Collective::comm_seq] = collectives_++;
       r.fields[fields::Collective::count] = 1 << 20;
       r.fields[fields::Collective::nranks] = spec_.world_size;
       r.fields[fields::Collective::root_or_peer] = UINT64_MAX;
@@ -111,6 +112,39 @@ class RankWriter {
     writer_->append(r);
   }
 
+  // The job's numbered step marker: trace step `step` is the job's step `job_step`.
+  void step_marker(uint32_t step, uint64_t job_step) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = RecordKind::StepMarker;
+    r.seq = ++seq_;
+    r.step = step;
+    r.name = writer_->intern(fmt::format("step {}", job_step));
+    r.fields[fields::StepMarker::new_step] = step;
+    r.fields[fields::StepMarker::marker_source] = 1;
+    r.fields[fields::StepMarker::job_step] = job_step;
+    r.fields[fields::StepMarker::numbered] = 1;
+    writer_->append(r);
+  }
+
+  // A host-to-device copy (set-up, a checkpoint's restore) on stream 1.
+  void host_copy(uint32_t step, uint64_t dst_fp, bool fingerprinted) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = RecordKind::Memcpy;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = 1;
+    r.name = writer_->intern("cudaMemcpyAsync");
+    r.fields[fields::Memcpy::direction] = 1;
+    r.fields[fields::Memcpy::bytes] = 1 << 20;
+    r.fields[fields::Memcpy::is_async] = 1;
+    const uint8_t flags = fingerprinted ? (trace::kFingerprintValid | trace::kExtentExact) : 0;
+    r.buffers.push_back({trace::Role::Out, trace::DType::Bytes, flags, writer_->intern("dst"),
+                         1 << 20, fingerprinted ? dst_fp : 0});
+    writer_->append(r);
+  }
+
   void metric(uint32_t step, float value) {
     Record& r = scratch_;
     r.clear();
@@ -131,6 +165,7 @@ class RankWriter {
   const Spec& spec_;
   Record scratch_;
   uint64_t seq_ = 0;
+  uint64_t collectives_ = 0;  // comm_seq: collectives on communicator 0 so far
 };
 
 }  // namespace
@@ -162,29 +197,53 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     state[rank] = mix(42, rank);
     weights[rank] = mix(7, rank);
   }
-  for (uint32_t step = 0; step < spec.steps; ++step) {
+  // Numbered: trace step 0 is set-up (or the restore prologue), the job's step n is trace step
+  // n - resume_at + 1 (steps skipped by the loop leave no trace step).
+  uint32_t next_trace_step = 1;
+  if (spec.numbered) {
+    const bool fingerprinted = spec.level == "full";
+    for (int rank = 0; rank < spec.world_size; ++rank) {
+      if (RankWriter* w = writers[rank].get()) {
+        w->host_copy(0, mix(7, rank), fingerprinted);  // the model's initial weights
+        if (spec.resume_at > 0)
+          w->host_copy(0, mix(8, spec.resume_at) ^ (spec.restore_differs ? 1 : 0),
+                       fingerprinted);  // the checkpoint
+        w->writer().end_step(0);
+        if (spec.flush_every_step) w->writer().flush();
+      }
+    }
+  }
+  for (uint32_t job_step = 0; job_step < spec.steps; ++job_step) {
+    const bool skipped = std::find(spec.skip_steps.begin(), spec.skip_steps.end(), job_step) !=
+                         spec.skip_steps.end();
+    // Steps before a resume ran in another process: their values flow, nothing is written.
+    const bool silent = spec.numbered && (job_step < spec.resume_at || skipped);
+    if (spec.numbered && job_step == spec.resume_at && spec.restore_differs)
+      for (uint64_t& s : state) s ^= 1;
+    const uint32_t step = !spec.numbered ? job_step : silent ? 0 : next_trace_step++;
     const bool window = step >= spec.fp_first_step && step <= spec.fp_last_step;
     const bool all = spec.level == "full" && window;
     const bool broad = (spec.level == "full" || spec.level == "broad") && window;
     for (int rank = 0; rank < spec.world_size; ++rank) {
-      RankWriter* w = writers[rank].get();
+      RankWriter* w = silent ? nullptr : writers[rank].get();
+      if (w && spec.numbered) w->step_marker(step, job_step);
       uint64_t& s = state[rank];
       for (uint32_t i = 0; i < spec.ops_per_step; ++i) {
         uint32_t stream = 1 + i % spec.streams;
-        if (find_plant(spec, Plant::Insert, rank, step, i) && w)
+        if (find_plant(spec, Plant::Insert, rank, job_step, i) && w)
           w->op(RecordKind::Kernel, step, stream, "planted_extra_kernel", s, s, all);
-        if (find_plant(spec, Plant::Delete, rank, step, i)) continue;
+        if (find_plant(spec, Plant::Delete, rank, job_step, i)) continue;
         bool gemm = i % 4 == 3;
-        uint64_t out = mix(s, step * 1000 + i);
+        uint64_t out = mix(s, job_step * 1000 + i);
         uint64_t algo = 3;
-        if (gemm && find_plant(spec, Plant::GemmAlgo, rank, step, i)) algo = 7, out ^= 0x55;
-        if (find_plant(spec, Plant::Output, rank, step, i)) out ^= 1;
+        if (gemm && find_plant(spec, Plant::GemmAlgo, rank, job_step, i)) algo = 7, out ^= 0x55;
+        if (find_plant(spec, Plant::Output, rank, job_step, i)) out ^= 1;
         const bool embedding = spec.weights && i == 0 && !gemm;
         uint64_t weights_in = weights[rank];
         if (embedding) {
-          if (step >= spec.weights_feed_from) out = mix(out, weights_in);
-          weights[rank] = mix(weights_in, step);
-          if (find_plant(spec, Plant::Weights, rank, step, 0)) weights[rank] ^= 1;
+          if (job_step >= spec.weights_feed_from) out = mix(out, weights_in);
+          weights[rank] = mix(weights_in, job_step);
+          if (find_plant(spec, Plant::Weights, rank, job_step, 0)) weights[rank] ^= 1;
         }
         if (w) {
           if (gemm)
@@ -201,16 +260,17 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     for (int rank = 0; rank < spec.world_size; ++rank) reduced = mix(reduced, state[rank]);
     for (int rank = 0; rank < spec.world_size; ++rank) {
       uint64_t before = state[rank];
-      state[rank] = mix(reduced, step);
-      if (RankWriter* w = writers[rank].get()) {
+      state[rank] = mix(reduced, job_step);
+      if (RankWriter* w = silent ? nullptr : writers[rank].get()) {
         w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, reduced,
               broad);
         w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", reduced,
               state[rank], all);
         if (spec.state) w->state(step, mix(weights[rank], state[rank]), broad);
         if (spec.metrics) {
-          float loss = 4.0f / (1.0f + step) + static_cast<float>(state[rank] % 1000) * 1e-6f;
-          if (find_plant(spec, Plant::Metric, rank, step, 0)) loss += 1e-3f;
+          float loss =
+              4.0f / (1.0f + job_step) + static_cast<float>(state[rank] % 1000) * 1e-6f;
+          if (find_plant(spec, Plant::Metric, rank, job_step, 0)) loss += 1e-3f;
           w->metric(step, loss);
         }
         w->writer().end_step(step);

@@ -57,6 +57,17 @@ struct Spec {
   bool weights = false;                     // the weight tensor above (kernel 0's arg2 region)
   uint32_t weights_feed_from = UINT32_MAX;  // the step from which the weights feed the values
   bool state = false;                       // a State record per rank and step (see above)
+  // The job numbers its steps: trace step 0 is set-up (two host-to-device copies, no marker) and
+  // each later trace step starts with a StepMarker "step N" numbering it as the job's step N
+  // (the loop index; plants name it too). With resume_at = K (> 0) the run is the same job
+  // resumed from a checkpoint taken before step K: its trace step 0 is the restore prologue
+  // (set-up and the checkpoint's copies), then job steps K..steps-1 are its trace steps 1...,
+  // with the same values as a straight run's. Collectives count comm_seq from the process's
+  // start, as the shim does.
+  bool numbered = false;
+  uint32_t resume_at = 0;
+  std::vector<uint32_t> skip_steps;  // job steps the loop skips (a gap in the numbering)
+  bool restore_differs = false;      // the restore loads another state (every rank's differs)
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,37 @@ class SyntheticRank {
     return records.back();
   }
 
+  // A copy from host memory: its host source fingerprinted on the CPU (trace::kHostSourceLabel)
+  // and its device destination.
+  Record& host_copy(uint32_t step, uint32_t stream, uint64_t host_fp, uint64_t dst_fp,
+                    uint64_t bytes = 4) {
+    Record r;
+    r.kind = RecordKind::Memcpy;
+    r.step = step, r.stream = stream, r.seq = ++seq, r.name = str("cudaMemcpyAsync");
+    r.fields[fields::Memcpy::direction] = 1;
+    r.fields[fields::Memcpy::bytes] = bytes;
+    r.fields[fields::Memcpy::is_async] = 1;
+    r.buffers = {buffer(trace::Role::Out, "dst", dst_fp, bytes),
+                 buffer(trace::Role::In, std::string(trace::kHostSourceLabel), host_fp, bytes)};
+    records.push_back(r);
+    return records.back();
+  }
+
+  // The marker that starts `step`, numbered `job_step` by the job (none: unnumbered).
+  Record& marker(uint32_t step, std::optional<uint64_t> job_step) {
+    Record r;
+    r.kind = RecordKind::StepMarker;
+    r.step = step, r.seq = ++seq, r.name = str("lockstep_step");
+    r.fields[fields::StepMarker::new_step] = step;
+    r.fields[fields::StepMarker::marker_source] = 2;
+    if (job_step) {
+      r.fields[fields::StepMarker::job_step] = *job_step;
+      r.fields[fields::StepMarker::numbered] = 1;
+    }
+    records.push_back(r);
+    return records.back();
+  }
+
   Record& metric(uint32_t step, float value) {
     Record r;
     r.kind = RecordKind::Metric;
@@ -110,6 +142,9 @@ class SyntheticRank {
       for (const auto& b : r.buffers) h = h * 1099511628211ull + b.fingerprint + b.bytes;
       for (uint8_t p : r.payload) h = h * 131 + p;
       s.digest += h * 0x9e3779b97f4a7c15ull + r.stream;  // order-independent across threads
+      // The writer copies a numbered marker's number into its step's summary.
+      if (r.kind == RecordKind::StepMarker && r.fields[fields::StepMarker::numbered])
+        s.job_step = r.fields[fields::StepMarker::job_step];
     }
     std::vector<StepInfo> out;
     for (auto& [step, info] : by_step) out.push_back(info);

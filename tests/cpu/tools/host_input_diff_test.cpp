@@ -1,0 +1,108 @@
+// Host inputs in the diff (issue #31): a first divergence at a copy from host memory whose host
+// source (fingerprinted on the CPU, trace::kHostSourceLabel) differs is classified host input,
+// in text and JSON, never origin: the difference entered from the host.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "tests/cpu/tools/synthetic.h"
+#include "tools/diff/engine.h"
+#include "tools/diff/memory_input.h"
+#include "tools/report.h"
+
+namespace lockstep::tools {
+namespace {
+
+using testing::SyntheticRank;
+
+// A step that copies a host-side value (an FP8 scale) to the device and computes with it.
+void step_with_copy(SyntheticRank& r, uint32_t step, uint64_t host_fp, uint64_t dst_fp) {
+  r.host_copy(step, 1, host_fp, dst_fp);
+  r.kernel(step, 1, "scale_kernel", dst_fp, dst_fp + 1);
+  r.gemm(step, 1, 3, dst_fp + 1, dst_fp + 2);
+}
+
+DiffResult diff(const SyntheticRank& a, const SyntheticRank& b, AlignMode align) {
+  std::vector<RankPair> pairs = {
+      {0,
+       [&] { return std::unique_ptr<RankInput>(std::make_unique<MemoryRankInput>(
+                 a.records, a.strings, a.steps())); },
+       [&] { return std::unique_ptr<RankInput>(std::make_unique<MemoryRankInput>(
+                 b.records, b.strings, b.steps())); }}};
+  DiffOptions options;
+  options.align = align;
+  return diff_ranks(pairs, options);
+}
+
+const DiffContext kContext{"a", "b", 1, {0}, 0.0};
+
+TEST(HostInputDiff, ACopyWhoseHostBytesDifferIsAHostInputNotAnOrigin) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) {
+    step_with_copy(a, s, 100 + s, 200 + s * 10);
+    // From step 2 on, run B's host side holds another value (a scale changed on the CPU).
+    step_with_copy(b, s, s >= 2 ? 900 + s : 100 + s, s >= 2 ? 700 + s * 10 : 200 + s * 10);
+  }
+  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::HostInput);
+  EXPECT_EQ(r.culprit->step, 2u);
+  EXPECT_EQ(r.culprit->detail,
+            "the bytes copied from host memory differ (step 2, cudaMemcpyAsync, 4 bytes): the "
+            "difference entered from the host");
+  ASSERT_TRUE(r.culprit->buffer);
+  EXPECT_EQ(r.culprit->buffer->label, trace::kHostSourceLabel);
+  EXPECT_EQ(r.culprit->buffer->role, "in");
+  FILE* not_a_terminal = std::fopen("/dev/null", "w");  // no colour codes in the text
+  const std::string text = diff_text(r, kContext, Style(not_a_terminal));
+  std::fclose(not_a_terminal);
+  EXPECT_NE(text.find("host input: the bytes copied from host memory differ (step 2"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = diff_json(r, kContext);
+  EXPECT_EQ(j["culprit"]["classification"], "host_input");
+  EXPECT_EQ(j["per_rank"][0]["classification"], "host_input");
+}
+
+TEST(HostInputDiff, ACopyWhoseHostBytesMatchedButWhoseDestinationDiffersStaysAnOrigin) {
+  SyntheticRank a, b;
+  step_with_copy(a, 0, 100, 200);
+  step_with_copy(b, 0, 100, 201);  // the same host bytes arrived differently
+  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::Origin);
+  EXPECT_EQ(r.culprit->buffer->label, "dst");
+}
+
+TEST(HostInputDiff, UnderNumberAlignmentTheDetailNamesTheJobsStep) {
+  // A went straight through steps 0-3; B resumed at step 2 (its trace step 1).
+  SyntheticRank a, b;
+  a.kernel(0, 1, "setup", 1, 2);
+  b.kernel(0, 1, "restore", 1, 3);
+  for (uint32_t job = 0; job < 4; ++job) {
+    a.marker(job + 1, job);
+    step_with_copy(a, job + 1, 100 + job, 200 + job * 10);
+    if (job < 2) continue;
+    b.marker(job - 1, job);
+    step_with_copy(b, job - 1, job == 3 ? 999 : 100 + job, job == 3 ? 777 : 200 + job * 10);
+  }
+  const DiffResult r = diff(a, b, AlignMode::Auto);
+  ASSERT_TRUE(r.alignment.by_number());
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::HostInput);
+  EXPECT_EQ(r.culprit->job_step, std::optional<uint64_t>(3));
+  EXPECT_EQ(r.culprit->step, 4u);
+  EXPECT_EQ(r.culprit->step_b, 2u);
+  EXPECT_EQ(r.culprit->detail,
+            "the bytes copied from host memory differ (step 3, cudaMemcpyAsync, 4 bytes): the "
+            "difference entered from the host");
+  EXPECT_EQ(resume_verdict(r).rfind("resume not bit-exact: run B's first divergence after its "
+                                    "restore is at step 3 (trace steps 4/2), rank 0: memcpy "
+                                    "cudaMemcpyAsync #1 stream 1 (host input: ",
+                                    0),
+            0u)
+      << resume_verdict(r);
+}
+
+}  // namespace
+}  // namespace lockstep::tools
