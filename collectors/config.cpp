@@ -39,6 +39,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::MaxRegion:
       config.max_region = *settings::parse_byte_size(value);
       break;
+    case Id::HostHashBytes:
+      config.host_hash_bytes = *settings::parse_byte_size(value);
+      break;
     case Id::MetricBytes:
       config.metric_bytes = static_cast<uint32_t>(*settings::parse_byte_size(value));
       break;

@@ -33,6 +33,7 @@ struct Config {
   uint32_t last_step = UINT32_MAX;
   std::string kernels;                 // regex (ECMAScript); empty = every kernel
   uint64_t max_region = 256ull << 20;  // bytes per pointer region at level full
+  uint64_t host_hash_bytes = 64ull << 20;  // H2D copies: host source hashed on the CPU, capped
   uint32_t metric_bytes = 64;          // D2H copies of at most this many bytes are metrics
   StepSource step_source = StepSource::Auto;
   std::string step_pattern;  // regex, case-insensitive, matched against marker text

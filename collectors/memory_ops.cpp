@@ -1,5 +1,7 @@
 // Copies and sets: destination fingerprinted after the call (level full); small device-to-host
-// copies become Metric records carrying the copied bytes (loss.item(), grad norms).
+// copies become Metric records carrying the copied bytes (loss.item(), grad norms); a
+// host-to-device copy's host source is fingerprinted on the CPU (level full).
+#include <algorithm>
 #include <cstring>
 
 #include "collectors/call_stack.h"
@@ -7,6 +9,7 @@
 #include "collectors/events.h"
 #include "collectors/metric_snapshots.h"
 #include "common/hot.h"
+#include "hashing/fingerprint.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -28,6 +31,43 @@ bool pinned(const void* host) {
   return d.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                reinterpret_cast<CUdeviceptr>(host)) == CUDA_SUCCESS &&
          type == CU_MEMORYTYPE_HOST;
+}
+
+// May the CPU read `source`, a copy's source outside the allocation map? Not when the driver
+// says it is device memory (managed memory, another process's imported allocation: a
+// default-direction copy resolved to host-to-device by the map alone). Pageable memory is unknown
+// to the driver (an error here): host memory, as a host-to-device copy's API says.
+bool host_readable(const void* source) {
+  const Driver& d = driver();
+  if (d.pointerGetAttribute == nullptr) return true;
+  ShimCallGuard guard;
+  CUmemorytype type{};
+  return d.pointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                               reinterpret_cast<CUdeviceptr>(source)) != CUDA_SUCCESS ||
+         type == CU_MEMORYTYPE_HOST;
+}
+
+// A host-to-device copy's source, as an input buffer "host src" fingerprinted here on the CPU
+// with the same LSF1 digest the GPU gives. The source is valid now, at the call: a synchronous
+// copy reads it during the call, a pageable asynchronous one is staged by the driver before the
+// call returns, and a pinned one must not be written by the job until the copy is done. A copy
+// captured into a graph reads its source at each replay, not now: not hashed. At most
+// host_hash_bytes are read (a longer source: its first bytes, flagged clamped).
+void add_host_source(Tracer* tracer, trace::Record* record, const MemoryOp& op) {
+  const uint64_t cap = tracer->config().host_hash_bytes;
+  if (cap == 0 || op.src == nullptr || op.bytes == 0) return;
+  uint64_t capture_id = 0;
+  if (tracer->capturing(op.stream, op.per_thread_stream, &capture_id)) return;
+  if (!host_readable(op.src)) return;
+  trace::BufferFingerprint entry;
+  entry.role = trace::Role::In;
+  entry.dtype = trace::DType::Bytes;
+  entry.label = tracer->intern(trace::kHostSourceLabel);
+  entry.bytes = std::min(op.bytes, cap);
+  entry.flags = trace::kFingerprintValid | trace::kExtentExact;
+  if (entry.bytes < op.bytes) entry.flags |= trace::kExtentClamped;
+  entry.fingerprint = hashing::fingerprint(op.src, entry.bytes);
+  record->buffers.push_back(entry);
 }
 
 }  // namespace
@@ -85,6 +125,7 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
     if (dst_device) {
       tracer->add_buffer(&r, &call.outputs, "dst", trace::Role::Out, trace::DType::Bytes, op.dst,
                          op.bytes, true, hash);
+      if (hash && !src_device) add_host_source(tracer, &r, op);
     } else if (src_device) {
       // Host destination: the GPU cannot hash it; the device source is the content.
       tracer->add_buffer(&r, &inputs, "src", trace::Role::In, trace::DType::Bytes, op.src, op.bytes,

@@ -51,6 +51,7 @@ nlohmann::json config_json(const Config& c) {
           {"kernels", c.kernels},
           {"max_region", c.max_region},
           {"metric_bytes", c.metric_bytes},
+          {"host_hash_bytes", c.host_hash_bytes},
           {"step_source", static_cast<int>(c.step_source)},
           {"step_pattern", c.step_pattern},
           {"memory", c.memory},

@@ -73,6 +73,10 @@ TEST(Config, ByteSizes) {
   EXPECT_FALSE(parse({{env::kMaxRegion, "0"}}).ok());
   EXPECT_EQ(parse({{env::kMetricBytes, "0"}}).config.metric_bytes, 0u);
   EXPECT_FALSE(parse({{env::kMetricBytes, "2M"}}).ok());
+  EXPECT_EQ(parse({}).config.host_hash_bytes, 64ull << 20);
+  EXPECT_EQ(parse({{env::kHostHashBytes, "1K"}}).config.host_hash_bytes, 1024u);
+  EXPECT_EQ(parse({{env::kHostHashBytes, "0"}}).config.host_hash_bytes, 0u) << "0: off";
+  EXPECT_FALSE(parse({{env::kHostHashBytes, "lots"}}).ok());
 }
 
 TEST(Config, RegexesAreValidated) {
@@ -171,7 +175,7 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
-                         env::kLib};
+                         env::kLib,          env::kHostHashBytes};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
