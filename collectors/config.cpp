@@ -112,6 +112,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
       break;  // read by the CLI, not the shim
     case Id::State:
       break;  // read by the Python hook (python/lockstep/_torch_hooks.py), not the shim
+    case Id::ResumeAt:
+    case Id::Checkpoint:
+      break;  // for the job (`lockstep check --resume-at`), not the shim
   }
 }
 

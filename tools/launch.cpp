@@ -226,6 +226,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!request.state.empty()) setenv(env::kState, request.state.c_str(), 1);
     if (!python.empty()) setenv("PYTHONPATH", python.c_str(), 1);
     for (const auto& [name, value] : allocator.set) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : request.job_env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);

@@ -22,6 +22,8 @@ struct TraceRequest {
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env
   std::vector<std::string> command;
   JobOutput output = JobOutput::Inherit;  // else also into <dir>/job.log (job_output.h)
+  // More variables for the job (check --resume-at's contract: resume_check.h).
+  std::vector<std::pair<std::string, std::string>> job_env;
 };
 
 // The PyTorch caching allocator hands out pieces of large segments, so a kernel's pointer

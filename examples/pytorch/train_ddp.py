@@ -197,7 +197,7 @@ def main(argv=None):
         gate.before_step()
         profile.before_step(step)
         started = time.perf_counter()
-        markers.begin()
+        markers.begin(step)
         plant_state.step = step
         if plant is not None:
             plant.active = step == args.plant_step

@@ -7,8 +7,14 @@ plants one nondeterministic op at a chosen step and layer.
 
 Prints one line per step: "step N loss L loss_hex H" (H = the float32 loss bytes, big-endian
 hex), so two runs compare as bytes. Steps are numbered from 1; with --markers api (default)
-lockstep_step() is called at the start of each step when the shim is preloaded, so the trace's
-step N is the script's step N (set-up work falls in step 0).
+lockstep_step_number(N) is called at the start of each step when the shim is preloaded, so the
+trace's step N is the script's step N (set-up work falls in step 0) and carries the number N.
+
+Checkpoints: --save-at K FILE saves the model, the optimizer, the RNG states and the next step's
+number to FILE before step K runs; --resume-from FILE loads them and runs steps K..--steps, so
+that `lockstep diff straight resumed` compares steps K.. of both (by the steps' numbers).
+Under `lockstep check --resume-at K` the job gets LOCKSTEP_RESUME_AT=K and LOCKSTEP_CHECKPOINT:
+it saves there when that file does not exist yet and resumes from it when it does.
 """
 
 import os
@@ -63,6 +69,14 @@ def parse_args(argv=None):
                    help="how steps are marked for lockstep (default: lockstep_step() if found)")
     p.add_argument("--nvtx", action="store_true", help="same as --markers nvtx")
     p.add_argument("--out", help="write losses (and step times) as JSON to this file")
+    p.add_argument("--save-at", nargs=2, metavar=("K", "FILE"),
+                   help="save model, optimizer, RNG states and the step number to FILE before "
+                        "step K (the run goes on to --steps)")
+    p.add_argument("--resume-from", metavar="FILE",
+                   help="load a --save-at checkpoint and run its step K..--steps")
+    p.add_argument("--forget-optimizer", action="store_true",
+                   help="with --resume-from: do not load the optimizer's state (a resume that "
+                        "is not bit-exact, for lockstep's negative demonstration)")
     add_gate_argument(p)
     add_profile_argument(p)
     p.add_argument("--probe-plant", type=int, default=0, metavar="K",
@@ -81,7 +95,56 @@ def parse_args(argv=None):
                 "plant is captured into the graph, which then replays it at every later step")
     if args.cuda_graph and args.warmup >= args.steps:
         p.error(f"--cuda-graph needs --steps > --warmup ({args.warmup})")
+    resume_contract(args)
+    if args.save_at:
+        try:
+            args.save_at = (int(args.save_at[0]), args.save_at[1])
+        except ValueError:
+            p.error(f"--save-at: {args.save_at[0]!r} is not a step number")
+        if not 1 <= args.save_at[0] <= args.steps:
+            p.error(f"--save-at {args.save_at[0]} is outside steps 1..{args.steps}")
+    if args.save_at and args.resume_from:
+        p.error("--save-at and --resume-from: one run saves, another resumes")
+    if args.forget_optimizer and not args.resume_from:
+        p.error("--forget-optimizer needs --resume-from")
+    if (args.save_at or args.resume_from) and (args.cuda_graph or args.probe_plant):
+        p.error("--save-at / --resume-from do not combine with --cuda-graph or --probe-plant")
     return args
+
+
+def resume_contract(args):
+    """`lockstep check --resume-at K` runs the job twice with LOCKSTEP_RESUME_AT=K and
+    LOCKSTEP_CHECKPOINT=FILE: the first run finds no FILE and saves there before step K, the
+    second finds it and resumes. Explicit --save-at / --resume-from win."""
+    at, path = os.environ.get("LOCKSTEP_RESUME_AT"), os.environ.get("LOCKSTEP_CHECKPOINT")
+    if args.save_at or args.resume_from or not at or not path:
+        return
+    if os.path.exists(path):
+        args.resume_from = path
+    else:
+        args.save_at = [at, path]
+
+
+def save_checkpoint(path, step, model, optimizer, torch):
+    """Everything the steps from `step` on depend on: weights, optimizer state, RNG states
+    (the batches are made up front from the seed, so they need nothing)."""
+    torch.save({"next_step": step, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all()}, path + ".tmp")
+    os.replace(path + ".tmp", path)  # a killed save never leaves a checkpoint to resume from
+
+
+def load_checkpoint(path, model, optimizer, forget_optimizer, torch):
+    # On the CPU first: load_state_dict puts each tensor where the model's live (the optimizer's
+    # "step" counters stay on the CPU, as in the run that saved them; on the GPU, AdamW would
+    # read them back with a small copy every step, which the straight run does not make).
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    model.load_state_dict(state["model"])
+    if not forget_optimizer:
+        optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["cpu_rng"])
+    torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return state["next_step"]
 
 
 def float_hex(value):
@@ -140,6 +203,13 @@ def main(argv=None):
         return loss
 
     losses, times = [], []
+    first_step = 1
+    if args.resume_from:
+        first_step = load_checkpoint(args.resume_from, model, optimizer, args.forget_optimizer,
+                                     torch)
+        print(f"train_gpt.py: resumed from {args.resume_from} at step {first_step}"
+              f"{' without the optimizer state' if args.forget_optimizer else ''}",
+              file=sys.stderr)
 
     def finish_step(step, loss_tensor, started):
         loss = loss_tensor.detach().float().item()  # the step's one small D2H copy
@@ -151,11 +221,14 @@ def main(argv=None):
     graph = static_x = static_y = static_loss = None
     side = torch.cuda.Stream() if args.cuda_graph else None
     profile = StepProfile(args.profile, args.steps)
-    for step in range(1, args.steps + 1):
+    for step in range(first_step, args.steps + 1):
+        if args.save_at and step == args.save_at[0]:
+            # Before the step's marker: the save's copies fall in the previous step.
+            save_checkpoint(args.save_at[1], step, model, optimizer, torch)
         gate.before_step()
         profile.before_step(step)
         started = time.perf_counter()
-        markers.begin()
+        markers.begin(step)
         x, y = inputs[step - 1], targets[step - 1]
         if not args.cuda_graph:
             optimizer.zero_grad(set_to_none=True)

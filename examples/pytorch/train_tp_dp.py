@@ -254,7 +254,7 @@ def main(argv=None):
         gate.before_step()
         profile.before_step(step)
         started = time.perf_counter()
-        markers.begin()
+        markers.begin(step)
         # The same fill on every rank and step, with the delta only where planted: the fill
         # is then the origin on the planted rank, and both runs launch the same kernels.
         planted = rank == args.plant_rank and step == args.plant_step

@@ -8,6 +8,7 @@
 #include "tools/commands/commands.h"
 #include "tools/launch.h"
 #include "tools/report.h"
+#include "tools/resume_check.h"
 #include "tools/run_set.h"
 
 namespace lockstep::tools {
@@ -17,6 +18,7 @@ struct CheckRequest {
   int runs = 2;
   TraceRequest trace;
   bool json = false;
+  std::optional<uint64_t> resume_at;  // --resume-at K: resume certification (resume_check.h)
 };
 }  // namespace
 
@@ -36,6 +38,9 @@ CommandRunner add_check_command(CLI::App& app) {
   sub->add_flag("--json", request->json,
                 "Print only one JSON document on stdout: the diff that decided the verdict, with "
                 "every pair's verdict in it (the job's output goes to each run's job.log)");
+  sub->add_option("--resume-at", request->resume_at,
+                  "Run the job straight, then resumed from its own checkpoint of step K, and "
+                  "diff them by the job's step numbers (the job's side: see below)");
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
   sub->footer(
       R"(Run 1 is diffed against every other run. Each run's directory (run-1, run-2, ...) keeps
@@ -46,11 +51,26 @@ Exit status: 0 all runs identical, 1 divergent, 2 incomplete (a trace cut off, u
 or dropping records: not everything was compared) or invalid (the command failed, or a trace
 could not be read).
 
+With --resume-at K (resume certification): the job runs twice, into DIR/straight and
+DIR/resumed, both with LOCKSTEP_RESUME_AT=K and LOCKSTEP_CHECKPOINT=DIR/checkpoint in the
+environment ({resume_at} and {checkpoint} in its arguments are replaced by the same). The
+first run finds no checkpoint file: it runs from the start and saves its state there before
+step K. The second finds it: it loads it and runs steps K to the end. Both must number their
+steps (lockstep_step_number(n), lockstep.step(n), NVTX "step N"). The runs are diffed by those
+numbers: exit 0 means the resume is bit-exact for the steps both ran.
+
 Examples:
   lockstep check -- python train.py --steps 5
   lockstep check --json -- python train.py --steps 5 | jq .check.verdict
-  lockstep check --runs 3 --level full -o /tmp/gate -- ./app)");
+  lockstep check --runs 3 --level full -o /tmp/gate -- ./app
+  lockstep check --resume-at 4 -- python examples/pytorch/train_gpt.py --steps 8
+  lockstep check --resume-at 4 -- ./train --resume-step {resume_at} --ckpt {checkpoint})");
   return [request] {
+    if (request->resume_at) {
+      if (request->runs != 2)
+        throw InputError("--runs: --resume-at runs the job twice (straight, then resumed)");
+      return run_resume_check({*request->resume_at, request->trace, request->json});
+    }
     if (request->runs < 2) throw InputError("--runs: needs at least 2");
     std::string base = request->trace.dir.empty() ? default_trace_dir() : request->trace.dir;
     std::vector<std::string> dirs;

@@ -79,6 +79,13 @@ TEST(Config, ByteSizes) {
   EXPECT_FALSE(parse({{env::kHostHashBytes, "lots"}}).ok());
 }
 
+// `lockstep check --resume-at` sets these for the job: the shim takes any value, and uses none.
+TEST(Config, TheResumeContractsVariablesAreKnownButNotTheShims) {
+  const ConfigResult r = parse({{env::kResumeAt, "4"}, {env::kCheckpoint, "/tmp/x/checkpoint"}});
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.config, parse({}).config);
+}
+
 TEST(Config, RegexesAreValidated) {
   EXPECT_TRUE(parse({{env::kKernels, "gemm|reduce"}}).ok());
   ConfigResult r = parse({{env::kKernels, "gemm("}});
@@ -175,7 +182,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
-                         env::kLib,          env::kHostHashBytes};
+                         env::kLib,          env::kHostHashBytes, env::kResumeAt,
+                         env::kCheckpoint};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;

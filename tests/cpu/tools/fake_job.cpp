@@ -10,6 +10,13 @@
 //   FAKE_JOB_TOGGLE=path                 plant it only every other run (the file flips)
 //   FAKE_JOB_EXPECT_PRELOAD=text         exit 3 unless LD_PRELOAD contains text
 //   FAKE_JOB_EXIT=n                      exit code;  FAKE_JOB_SIGNAL=n: kill itself with n
+//   FAKE_JOB_NUMBERED=1                  number its steps (trace step 0 is set-up); then it
+//                                        follows `lockstep check --resume-at`'s contract:
+//                                        LOCKSTEP_RESUME_AT=K and LOCKSTEP_CHECKPOINT=FILE (or
+//                                        arguments --checkpoint FILE): no FILE, it runs straight
+//                                        and writes FILE; FILE there, it resumes at step K
+//   FAKE_JOB_NO_CHECKPOINT=1             ... but never writes FILE
+//   FAKE_JOB_RESTORE_DIFFERS=1           ... and its restore loads another state
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +36,7 @@ static std::string env_or(const char* name, const char* fallback) {
   return v ? v : fallback;
 }
 
-int main() {
+int main(int argc, char** argv) {
   std::string expect = env_or("FAKE_JOB_EXPECT_PRELOAD", "");
   if (!expect.empty() && env_or("LD_PRELOAD", "").find(expect) == std::string::npos) return 3;
   int exit_code = std::atoi(env_or("FAKE_JOB_EXIT", "0").c_str());
@@ -67,12 +74,26 @@ int main() {
                     &plant_spec.index) != 4)
       return 4;
     std::string k = kind;
-    plant_spec.kind = k == "insert"    ? synth::Plant::Insert
-                      : k == "delete"  ? synth::Plant::Delete
-                      : k == "metric"  ? synth::Plant::Metric
-                      : k == "weights" ? synth::Plant::Weights
-                                       : synth::Plant::Output;
+    plant_spec.kind = k == "insert"     ? synth::Plant::Insert
+                      : k == "delete"   ? synth::Plant::Delete
+                      : k == "metric"   ? synth::Plant::Metric
+                      : k == "weights"  ? synth::Plant::Weights
+                                        : synth::Plant::Output;
     spec.plants.push_back(plant_spec);
+  }
+  std::string checkpoint;
+  if (env_or("FAKE_JOB_NUMBERED", "0") == "1") {
+    spec.numbered = true;
+    checkpoint = env_or("LOCKSTEP_CHECKPOINT", "");
+    if (argc == 3 && std::string(argv[1]) == "--checkpoint") checkpoint = argv[2];
+    const int resume_at = std::atoi(env_or("LOCKSTEP_RESUME_AT", "0").c_str());
+    if (!checkpoint.empty() && resume_at > 0 && std::filesystem::exists(checkpoint)) {
+      spec.resume_at = static_cast<uint32_t>(resume_at);
+      spec.restore_differs = env_or("FAKE_JOB_RESTORE_DIFFERS", "0") == "1";
+      checkpoint.clear();  // resumed: nothing to save
+    } else if (resume_at == 0 || env_or("FAKE_JOB_NO_CHECKPOINT", "0") == "1") {
+      checkpoint.clear();
+    }
   }
   std::string run_id = env_or("LOCKSTEP_RUN_ID", "fake");
   for (int rank = 0; rank < spec.world_size; ++rank) {
@@ -85,5 +106,6 @@ int main() {
   }
   int status, failed = 0;
   while (wait(&status) > 0) failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!checkpoint.empty()) std::fclose(std::fopen(checkpoint.c_str(), "w"));
   return failed ? 6 : exit_code;
 }

@@ -11,6 +11,7 @@
 #include "common/settings.h"
 #include "tools/launch.h"
 #include "tools/python_env.h"
+#include "tools/resume_check.h"
 #include "tools/run_set.h"
 #include "trace/run_dir.h"
 
@@ -188,6 +189,18 @@ TEST_F(InTempDir, TheRefusalOfAnotherRunsDirectoryNamesTheFlag) {
   ::unsetenv("LOCKSTEP_LIB");
   EXPECT_NE(message.find("--overwrite"), std::string::npos) << message;
   EXPECT_EQ(message.find("LOCKSTEP_"), std::string::npos) << message;
+}
+
+// check --resume-at's contract: the job's arguments may name the resume step and the file.
+TEST(ResumeArguments, PlaceholdersAreReplacedEverywhereInEveryArgument) {
+  const std::vector<std::string> command = {"train", "--resume-step={resume_at}", "--ckpt",
+                                            "{checkpoint}", "{resume_at}-{resume_at}", "{other}"};
+  EXPECT_EQ(resume_arguments(command, 4, "/d/checkpoint"),
+            (std::vector<std::string>{"train", "--resume-step=4", "--ckpt", "/d/checkpoint", "4-4",
+                                      "{other}"}));
+  // A value that contains a placeholder is not replaced again.
+  EXPECT_EQ(resume_arguments({"{checkpoint}"}, 4, "/{checkpoint}"),
+            (std::vector<std::string>{"/{checkpoint}"}));
 }
 
 }  // namespace

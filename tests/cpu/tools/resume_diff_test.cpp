@@ -151,3 +151,65 @@ TEST_F(Cli, AligningUnnumberedRunsByNumberIsOneLineAndExitTwo) {
 }
 
 }  // namespace
+
+// ---- check --resume-at with the fake job (tests/cpu/tools/fake_job.cpp) --------------------
+namespace {
+
+std::string resume_env(const std::string& extra = "") {
+  return std::string("LOCKSTEP_LIB=") + DUMMY_SHIM + " FAKE_JOB_NUMBERED=1 FAKE_JOB_STEPS=6 " +
+         extra;
+}
+
+TEST_F(Cli, CheckResumeAtCertifiesABitExactResume) {
+  const std::string dir = path("check").string();
+  Result r = lockstep("check --resume-at 3 -o " + dir + " -- " FAKE_JOB, resume_env());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resume bit-exact for steps 3-5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lockstep check: RESUME BIT-EXACT (resume bit-exact for steps 3-5; runs "
+                       "in " + dir + ")"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(path("check") / "straight" / "rank-00000.lstrace"));
+  EXPECT_TRUE(fs::exists(path("check") / "resumed" / "rank-00001.lstrace"));
+  EXPECT_TRUE(fs::exists(path("check") / "checkpoint"));
+  EXPECT_TRUE(fs::exists(path("check") / "resumed" / "job.log")) << "the job's output, as check's";
+  EXPECT_EQ(r.err.find("lockstep: warning"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, CheckResumeAtNamesARestoreThatLoadsAnotherState) {
+  Result r = lockstep("check --resume-at 3 -o " + path("bad").string() + " -- " FAKE_JOB,
+                      resume_env("FAKE_JOB_RESTORE_DIFFERS=1"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("lockstep check: RESUME DIVERGENT (resume not bit-exact: run B's first "
+                       "divergence after its restore is at step 3"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(Cli, CheckResumeAtRefusesAJobThatSavesNoCheckpoint) {
+  Result r = lockstep("check --resume-at 3 -o " + path("none").string() + " -- " FAKE_JOB,
+                      resume_env("FAKE_JOB_NO_CHECKPOINT=1"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the straight run wrote no checkpoint to " +
+                       fs::absolute(path("none") / "checkpoint").string() +
+                       " (LOCKSTEP_CHECKPOINT) before step 3"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(path("none") / "resumed")) << "no resumed run without a checkpoint";
+}
+
+TEST_F(Cli, CheckResumeAtRefusesAnEarlierChecksCheckpointUnlessOverwriting) {
+  const std::string dir = path("again").string();
+  ASSERT_EQ(lockstep("check --resume-at 3 -o " + dir + " -- " FAKE_JOB, resume_env()).code, 0);
+  Result again = lockstep("check --resume-at 3 -o " + dir + " -- " FAKE_JOB, resume_env());
+  EXPECT_EQ(again.code, 2);
+  EXPECT_EQ(line_count(again.err), 1) << again.err;
+  EXPECT_NE(again.err.find("a checkpoint of an earlier check is there (--overwrite removes it)"),
+            std::string::npos)
+      << again.err;
+  Result overwritten =
+      lockstep("check --resume-at 3 --overwrite -o " + dir + " -- " FAKE_JOB, resume_env());
+  EXPECT_EQ(overwritten.code, 0) << overwritten.out << overwritten.err;
+}
+
+}  // namespace
