@@ -43,6 +43,7 @@ const Driver& driver() {
     load(d, "cuCtxGetDevice", v, &d.ctxGetDevice);
     load(d, "cuDeviceGetName", v, &d.deviceGetName);
     load(d, "cuDeviceGetUuid", v, &d.deviceGetUuid);
+    load(d, "cuDeviceGetPCIBusId", v, &d.deviceGetPCIBusId);
     load(d, "cuDriverGetVersion", v, &d.driverGetVersion);
     load(d, "cuKernelGetName", v, &d.kernelGetName);
     load(d, "cuFuncGetName", v, &d.funcGetName);

@@ -16,6 +16,7 @@ struct Driver {
   decltype(&::cuCtxGetDevice) ctxGetDevice = nullptr;
   decltype(&::cuDeviceGetName) deviceGetName = nullptr;
   decltype(&::cuDeviceGetUuid_v2) deviceGetUuid = nullptr;
+  decltype(&::cuDeviceGetPCIBusId) deviceGetPCIBusId = nullptr;  // the header's GPU identity
   decltype(&::cuDriverGetVersion) driverGetVersion = nullptr;
   decltype(&::cuKernelGetName) kernelGetName = nullptr;
   decltype(&::cuFuncGetName) funcGetName = nullptr;

@@ -131,6 +131,11 @@ Tracer* Tracer::create() {
         gpu["name"] = name;
       if (d.deviceGetUuid != nullptr && d.deviceGetUuid(&uuid, device) == CUDA_SUCCESS)
         gpu["uuid"] = uuid_text(uuid);
+      // With the host name, what `lockstep audit` names a suspected faulty GPU by.
+      char pci[32] = {};
+      if (d.deviceGetPCIBusId != nullptr &&
+          d.deviceGetPCIBusId(pci, sizeof(pci), device) == CUDA_SUCCESS)
+        gpu["pci_bus_id"] = pci;
     }
   }
   extra["gpu"] = gpu;

@@ -1,5 +1,5 @@
 // lockstep: one binary, subcommands (run, diff, check, hunt, show, stats, verify, export,
-// gather).
+// gather, audit).
 // Every input error ends here as one line naming the file and the problem, exit code 2.
 #include <cstdio>
 #include <exception>
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   lockstep diff runs/a runs/b                      # first op whose inputs matched, outputs differed
   lockstep check -- python train.py                # CI gate: two traced runs, diffed
   lockstep hunt -- python train.py                 # broad runs, then full runs on the bad step
+  lockstep audit runs/a                            # ranks that disagree within one run
 Run 'lockstep COMMAND --help' for a command's options.)");
   std::map<CLI::App*, CommandRunner> runners;
   auto add = [&](CommandRunner runner) {
@@ -48,6 +49,7 @@ Run 'lockstep COMMAND --help' for a command's options.)");
   add(add_verify_command(app));
   add(add_export_command(app));
   add(add_gather_command(app));
+  add(add_audit_command(app));
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);

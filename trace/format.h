@@ -31,7 +31,9 @@
 //
 // JSON header keys of note (header.h builds them): rank, world_size, local_rank (null when
 // unknown), run_id (the run directory's id, as in its manifest.json; absent in files written
-// outside a run directory), host, pid, start_time, lockstep_version, format_version.
+// outside a run directory), host, pid, start_time, lockstep_version, format_version; gpu (the
+// shim's: ordinal, name, uuid, pci_bus_id; null before a CUDA context), which `lockstep audit`
+// names a suspected GPU by.
 #pragma once
 
 #include <cstdint>

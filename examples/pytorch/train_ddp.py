@@ -15,6 +15,11 @@ communication hook that lets one rank perturb one gradient value before the all-
   --plant-kind activation --plant-rank R --plant-step S --plant-layer L
       rank R runs train_gpt.py's nondeterministic index_add_ at step S, layer L: two planted
       runs differ from each other (diff two planted runs).
+  --plant-kind replica --plant-rank R --plant-step S
+      after every optimizer step every rank adds a value to the first parameter's first element
+      in place (0.0, except --plant-delta on rank R at step S): the same kernel reading the
+      same parameters on every replica and, on rank R, writing other bytes, as a faulty GPU
+      would. `lockstep audit` of a --level full run names rank R and its GPU (one run suffices).
 
   --grouped
       after each step also issue grouped NCCL calls (a batched send/recv ring exchange and two
@@ -56,7 +61,7 @@ def parse_args(argv=None):
                         "default); explicit: matmul, mask, fp32 softmax, matmul (every head's "
                         "scores written to memory)")
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--plant-kind", choices=["grad", "activation"], default="grad")
+    p.add_argument("--plant-kind", choices=["grad", "activation", "replica"], default="grad")
     p.add_argument("--plant-rank", type=int, default=-1, help="rank that plants (-1: none)")
     p.add_argument("--plant-step", type=int, default=0, help="1-based step of the plant")
     p.add_argument("--plant-layer", type=int, default=0)
@@ -180,6 +185,7 @@ def main(argv=None):
     plant_state = PlantState(rank, world, args.plant_rank, args.plant_step, args.plant_delta,
                              enabled=args.plant_kind == "grad")
     ddp.register_comm_hook(plant_state, perturbing_allreduce)
+    first_parameter = next(ddp.parameters())
     inputs, targets = gpt_model.make_batches(args.steps, args.batch, cfg.seq, cfg.vocab,
                                              args.seed + 1 + 1000 * rank, device)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr, weight_decay=0.1)
@@ -206,6 +212,10 @@ def main(argv=None):
             loss = gpt_model.loss_fn(ddp(inputs[step - 1]), targets[step - 1])
         loss.backward()
         optimizer.step()
+        if args.plant_kind == "replica":
+            planted = rank == args.plant_rank and step == args.plant_step
+            with torch.no_grad():
+                first_parameter.view(-1)[:1].add_(args.plant_delta if planted else 0.0)
         if args.grouped:
             extra = grouped_collectives(dist, torch, loss, rank, world, device)
             # One 8-byte device-to-host copy for both numbers.

@@ -24,6 +24,7 @@ CommandRunner add_stats_command(CLI::App& app);
 CommandRunner add_verify_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_gather_command(CLI::App& app);
+CommandRunner add_audit_command(CLI::App& app);
 
 // Exit codes shared by diff, check and hunt. Incomplete (no divergence in what was compared, but
 // not everything was compared) shares 2 with invalid input: a gate must not pass either.
@@ -47,6 +48,10 @@ struct DiffRequest {
 // receives what the reports need besides the result (the Python package builds its JSON).
 int run_diff(const DiffRequest& request, DiffResult* result = nullptr,
              DiffContext* context = nullptr);
+
+// audit's check of one run (tools/audit.h): 0 clean, 1 suspect; the report on stdout. Throws
+// InputError / TraceError for bad input.
+int run_audit(const std::string& dir, bool json, bool salvage);
 
 // verify's check: 0 certified, 2 not (reasons on stderr when printing).
 int run_verify(const std::string& dir, bool print);

@@ -57,10 +57,14 @@ CommandRunner add_run_command(CLI::App& app) {
       throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
   }
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
+  auto audit = std::make_shared<bool>(false);
+  sub->add_flag("--audit", *audit,
+                "When the job exits 0, audit its trace (lockstep audit): exit 1 if a rank is "
+                "suspect");
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Every process of the job (torchrun, mpirun, srun...) writes its own file into the
 directory. The exit status is the command's (128+N if signal N ended it); 2 if lockstep itself
-could not start it. liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
+could not start it; with --audit and a command that exited 0, the audit's (0 clean, 1 suspect). liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
 At --level full a kernel's pointer arguments are fingerprinted from the pointer to the end of
 their allocation; PyTorch's caching allocator packs many tensors into one allocation, so by
 default (--torch-alloc auto) a full-level run of a PyTorch job uses its cudaMallocAsync backend,
@@ -70,13 +74,16 @@ yourself is kept.
 Examples:
   lockstep run -o runs/a -- python train.py --steps 50
   lockstep run -o runs/b --level full --steps 40-42 -- torchrun --nproc-per-node 8 train.py
-  lockstep run --kernels 'gemm|reduce' -- ./my_cuda_app)");
-  return [request] {
+  lockstep run --kernels 'gemm|reduce' -- ./my_cuda_app
+  lockstep run --audit -- torchrun --nproc-per-node 8 train.py   # then lockstep audit)");
+  return [request, audit] {
     check_request(*request);  // before a default directory is made for a run that cannot start
     if (request->dir.empty()) request->dir = default_trace_dir();
     LaunchResult result = launch_traced(*request);
     std::fprintf(stderr, "lockstep: trace in %s: %s\n", request->dir.c_str(),
                  trace_summary_line(request->dir).c_str());
+    // The job's own failure comes first; a clean exit is then only as good as the audit.
+    if (*audit && result.exit_code == 0) return run_audit(request->dir, false, false);
     return result.exit_code;
   };
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -35,16 +36,19 @@ const Plant* find_plant(const Spec& spec, Plant::Kind kind, int rank, uint32_t s
 
 class RankWriter {
  public:
-  RankWriter(std::unique_ptr<trace::TraceWriter> writer, const Spec& spec)
-      : writer_(std::move(writer)), spec_(spec) {}
+  RankWriter(std::unique_ptr<trace::TraceWriter> writer, const Spec& spec, int rank)
+      : writer_(std::move(writer)), spec_(spec), rank_(rank) {}
 
   trace::TraceWriter& writer() { return *writer_; }
 
   // weights_in / weights_out: the weight tensor's region before and after the op (arg2), for
-  // the kernel that reads and updates it; null for any other op.
+  // the kernel that reads and updates it; null for any other op. `out_before`: the output
+  // region's fingerprint before the op, as an input of the same label (a kernel reading and
+  // writing its parameters in place); none when absent.
   void op(RecordKind kind, uint32_t step, uint32_t stream, const std::string& name, uint64_t in_fp,
           uint64_t out_fp, bool fingerprinted, uint64_t algo = 3,
-          const uint64_t* weights_in = nullptr, const uint64_t* weights_out = nullptr) {
+          const uint64_t* weights_in = nullptr, const uint64_t* weights_out = nullptr,
+          std::optional<uint64_t> out_before = std::nullopt) {
     Record& r = scratch_;
     r.clear();
     r.kind = kind;
@@ -67,6 +71,7 @@ class RankWriter {
       r.fields[fields::Collective::comm_seq] = collectives_++;
       r.fields[fields::Collective::count] = 1 << 20;
       r.fields[fields::Collective::nranks] = spec_.world_size;
+      r.fields[fields::Collective::comm_rank] = rank_;
       r.fields[fields::Collective::root_or_peer] = UINT64_MAX;
       in_label = "send", out_label = "recv";
     }
@@ -81,6 +86,12 @@ class RankWriter {
     if (weights_in)
       r.buffers.push_back({trace::Role::In, trace::DType::BF16, flags, writer_->intern("arg2"),
                            1 << 20, fingerprinted ? *weights_in : 0});
+    if (out_before) {
+      trace::BufferFingerprint before = out;
+      before.role = trace::Role::In;
+      before.fingerprint = fingerprinted ? *out_before : 0;
+      r.buffers.push_back(before);
+    }
     r.buffers.push_back(out);
     if (weights_out)
       r.buffers.push_back({trace::Role::Out, trace::DType::BF16, flags, writer_->intern("arg2"),
@@ -166,6 +177,7 @@ class RankWriter {
   Record scratch_;
   uint64_t seq_ = 0;
   uint64_t collectives_ = 0;  // comm_seq: collectives on communicator 0 so far
+  int rank_ = 0;
 };
 
 }  // namespace
@@ -184,13 +196,18 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     header["rank"] = rank;
     header["world_size"] = spec.header_world_size.value_or(spec.world_size);
     header["run_id"] = spec.header_run_id.value_or(run_id);
+    // What the shim records of the GPU (collectors/tracer_lifecycle.cpp), made up per rank.
+    header["gpu"] = {{"ordinal", rank % 8},
+                     {"name", "Synthetic GPU"},
+                     {"uuid", fmt::format("5e7e0000-0000-0000-0000-{:012x}", rank)},
+                     {"pci_bus_id", fmt::format("0000:{:02x}:00.0", 0x18 + rank)}};
     trace::WriterOptions options;
     options.path = dir + "/" + trace::rank_trace_name(rank);
     options.memory_budget = spec.writer_memory;
     if (spec.block_bytes) options.block_bytes = spec.block_bytes;
     auto writer = trace::TraceWriter::open(options, header, &error);
     if (!writer) return error.empty() ? options.path + ": cannot open" : error;
-    writers[rank] = std::make_unique<RankWriter>(std::move(writer), spec);
+    writers[rank] = std::make_unique<RankWriter>(std::move(writer), spec, rank);
   }
   std::vector<uint64_t> state(spec.world_size), weights(spec.world_size);
   for (int rank = 0; rank < spec.world_size; ++rank) {
@@ -260,12 +277,20 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     for (int rank = 0; rank < spec.world_size; ++rank) reduced = mix(reduced, state[rank]);
     for (int rank = 0; rank < spec.world_size; ++rank) {
       uint64_t before = state[rank];
-      state[rank] = mix(reduced, job_step);
+      uint64_t received = reduced;
+      if (find_plant(spec, Plant::Received, rank, job_step, 0)) received ^= 1;
+      state[rank] = mix(received, job_step);
+      const uint64_t params = mix(received, 0xa11);  // the parameters before the update
+      if (find_plant(spec, Plant::Replica, rank, job_step, 0)) state[rank] ^= 1;
       if (RankWriter* w = silent ? nullptr : writers[rank].get()) {
-        w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, reduced,
+        w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, received,
               broad);
-        w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", reduced,
-              state[rank], all);
+        if (spec.replica_update)
+          w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", received,
+                state[rank], all, 3, nullptr, nullptr, params);
+        else
+          w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", received,
+                state[rank], all);
         if (spec.state) w->state(step, mix(weights[rank], state[rank]), broad);
         if (spec.metrics) {
           float loss =

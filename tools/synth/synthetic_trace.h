@@ -29,6 +29,11 @@ struct Plant {
     Metric,    // only the loss payload of this step changes
     Weights,   // the first kernel of the step writes other weights (Spec::weights; an origin
                // that nothing else shows before Spec::weights_feed_from)
+    // Faults of one rank inside one run (lockstep audit): the all-reduce's receive buffer of
+    // this rank differs from the other ranks' (the rank goes on from it), or the optimizer
+    // update (Spec::replica_update) computes other bytes from the same inputs.
+    Received,
+    Replica,
   } kind = Output;
   int rank = 0;
   uint32_t step = 0;
@@ -68,6 +73,9 @@ struct Spec {
   uint32_t resume_at = 0;
   std::vector<uint32_t> skip_steps;  // job steps the loop skips (a gap in the numbering)
   bool restore_differs = false;      // the restore loads another state (every rank's differs)
+  // The optimizer update reads the reduced gradients and the parameters ("arg1", the same on
+  // every rank) and writes the parameters back ("arg1"): what data-parallel replicas do alike.
+  bool replica_update = false;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

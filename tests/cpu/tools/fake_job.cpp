@@ -3,7 +3,8 @@
 // trace the way the shim would (LOCKSTEP_DIR, LOCKSTEP_RUN_ID, LOCKSTEP_LEVEL, LOCKSTEP_STEPS).
 // Like a real job it prints: a line on stdout that looks like JSON, and one on stderr.
 //   FAKE_JOB_PLANT=kind:rank:step:index  plant a divergence (kind: output|insert|delete|metric|
-//                                        weights: the step's first kernel writes other weights)
+//                                        weights: the step's first kernel writes other weights),
+//                                        or a fault of one rank (received: its all-reduce result)
 //   FAKE_JOB_WEIGHTS_FEED_FROM=n         a weight tensor that feeds the values from step n on
 //                                        (synth::Spec::weights: bf16 hides it until then)
 //   FAKE_JOB_STATE=1                     a State record per rank and step (as the shim's hook)
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
                       : k == "delete"   ? synth::Plant::Delete
                       : k == "metric"   ? synth::Plant::Metric
                       : k == "weights"  ? synth::Plant::Weights
+                      : k == "received" ? synth::Plant::Received
                                         : synth::Plant::Output;
     spec.plants.push_back(plant_spec);
   }
