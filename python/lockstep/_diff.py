@@ -33,7 +33,7 @@ class Divergence:
     name: str
     occurrence: int
     epoch: int
-    classification: str  # origin | receiver | structural | metric | state
+    classification: str  # origin | host_input | receiver | structural | metric | state
     structural_kind: Optional[str]  # inserted | deleted | reordered | fields | buffers
     detail: str
     comm_id: Optional[int] = None
@@ -43,6 +43,8 @@ class Divergence:
     buffer: Optional[DivergentBuffer] = None
     context_a: List[str] = field(default_factory=list)  # structural: ops around it, run A
     context_b: List[str] = field(default_factory=list)
+    step_b: Optional[int] = None  # run B's trace step (another when aligned by number)
+    job_step: Optional[int] = None  # the job's own number of the step (aligned by number)
 
     @classmethod
     def from_json(cls, d):
@@ -61,7 +63,8 @@ class Divergence:
                 fingerprint_a=int(b["fingerprint_a"], 16),
                 fingerprint_b=int(b["fingerprint_b"], 16)),
             context_a=[line["op"] for line in context.get("a", [])],
-            context_b=[line["op"] for line in context.get("b", [])])
+            context_b=[line["op"] for line in context.get("b", [])],
+            step_b=d.get("step_b"), job_step=d.get("job_step"))
 
     def _key(self):
         return (self.rank, self.step, self.seq_a, self.seq_b, self.kind, self.name,
@@ -143,6 +146,10 @@ class DiffResult:
         self.structural_total = report["structural_total"]
         self.metric_divergence = _maybe(MetricDivergence, report["metric_divergence"])
         self.state_divergence = _maybe(StateDivergence, report.get("state_divergence"))
+        # How the steps paired (by the job's numbers or by position) and what was left out
+        # (tools/README.md, "Steps by the job's number"): dicts as the report has them.
+        self.alignment = report.get("alignment")
+        self.phases = report.get("phases", [])
 
     identical = property(lambda self: self.verdict == "identical")
     divergent = property(lambda self: self.verdict == "divergent")
@@ -192,11 +199,12 @@ def _maybe(cls, d):
     return None if d is None else cls.from_json(d)
 
 
-def diff(a, b, rank=None, steps=None, context=3, exhaustive=False, salvage=False, threads=0):
+def diff(a, b, rank=None, steps=None, context=3, exhaustive=False, salvage=False, threads=0,
+         align="auto"):
     """Compares two runs (directories, or single .lstrace files) as `lockstep diff A B` does,
-    without printing; the options are the CLI's. Raises lockstep.InputError or
-    lockstep.TraceError for bad input (the CLI's exit 2 with one line); an incomplete comparison
-    is a result (verdict 'incomplete'), not an error."""
+    without printing; the options are the CLI's (align: 'auto', 'number' or 'ordinal'). Raises
+    lockstep.InputError or lockstep.TraceError for bad input (the CLI's exit 2 with one line); an
+    incomplete comparison is a result (verdict 'incomplete'), not an error."""
     code, report = core().diff(str(a), str(b), rank, _steps.text(steps), context, exhaustive,
-                               salvage, threads)
+                               salvage, threads, align)
     return DiffResult(code, report)

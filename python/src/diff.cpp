@@ -16,7 +16,8 @@ void bind_diff(py::module_& m) {
   m.def(
       "diff",
       [](const std::string& a, const std::string& b, std::optional<int> rank,
-         const std::string& steps, int context, bool exhaustive, bool salvage, int threads) {
+         const std::string& steps, int context, bool exhaustive, bool salvage, int threads,
+         const std::string& align) {
         tools::DiffRequest request;
         request.a = a;
         request.b = b;
@@ -26,6 +27,7 @@ void bind_diff(py::module_& m) {
         request.exhaustive = exhaustive;
         request.salvage = salvage;
         request.threads = threads;
+        request.align = align;
         request.print = false;
         tools::DiffResult result;
         tools::DiffContext where;
@@ -39,7 +41,8 @@ void bind_diff(py::module_& m) {
       },
       py::arg("a"), py::arg("b"), py::arg("rank") = py::none(), py::arg("steps") = "",
       py::arg("context") = 3, py::arg("exhaustive") = false, py::arg("salvage") = false,
-      py::arg("threads") = 0, "(exit code, report): `lockstep diff A B --json`, without printing");
+      py::arg("threads") = 0, py::arg("align") = "auto",
+      "(exit code, report): `lockstep diff A B --json`, without printing");
 
   m.def(
       "verify",

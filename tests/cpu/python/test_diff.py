@@ -91,3 +91,14 @@ def test_the_planted_pairs_first_differing_loss_is_its_metric_divergence_at_step
     assert metric.a_values == list(struct.unpack(f"<{count}f", metric.a_bytes))
     assert metric.b_values == list(struct.unpack(f"<{count}f", metric.b_bytes))
     assert result.state_divergence is None  # examples/cuda records no state
+
+
+def test_the_result_says_how_steps_paired_and_align_reaches_the_diff(traces):
+    # The sample traces number no steps: paired by position, and number alignment is refused.
+    # (Resumed runs paired by number: tests/cpu/tools/resume_diff_test.cpp.)
+    result = lockstep.diff(traces / "cuda-det-full-1", traces / "cuda-det-full-2")
+    assert result.alignment["mode"] == "ordinal"
+    assert result.alignment["reason"] == "neither run has numbered steps"
+    assert result.phases == []
+    with pytest.raises(lockstep.InputError, match="--align number: neither run has numbered"):
+        lockstep.diff(traces / "cuda-det-full-1", traces / "cuda-det-full-2", align="number")
