@@ -119,22 +119,18 @@ def test_r_a_host_side_fp8_scale_is_a_host_input_and_its_gemm_a_receiver(gs, row
     report = gs.diff("scale-copy-diff", "scale-copy-a", "scale-copy-b")
     doc = report_of(report)
     first = doc.get("first_divergence") or {}
-    gemm = next((d for d in doc.get("per_rank", []) + doc.get("divergences", [])
-                 if d.get("classification") == "receiver" and "Matmul" in str(d.get("name"))),
+    gemm = next((d for d in doc.get("culprit_receivers", [])
+                 if d.get("kind") == "gemm" and "A_scale" in str((d.get("buffer") or {}).get("label"))),
                 None)
-    # The report lists the ops after the first divergence; the GEMM that read the scale is the
-    # first receiver named cublasLtMatmul in its text, if not in the JSON's per-rank list.
     text = gs.run("scale-copy-text", 60, [gs.config.lockstep, "diff", gs.path("scale-copy-a"),
                                           gs.path("scale-copy-b")]).text()
+    host_line = next((line.strip() for line in text.splitlines() if "host input:" in line), "")
     gemm_line = next((line.strip() for line in text.splitlines()
-                      if "receiver" in line and "Matmul" in line), None)
-    host_line = next((line.strip() for line in text.splitlines() if "host" in line
-                      and "differ" in line), "")
-    figure = f"first: {describe(first)}; {host_line[:110]}; gemm: " \
-             f"{describe(gemm) if gemm else (gemm_line or 'no receiver GEMM')[:90]}"
+                      if line.strip().startswith("then") and "gemm" in line), "no receiver GEMM")
+    figure = f"first: {describe(first)}; {host_line[:100]}; {gemm_line[:110]}"
     ok = (report.rc == 1 and first.get("classification") == "host_input"
           and first.get("step") == SCALE_STEP and "emcpy" in str(first.get("name"))
-          and (gemm is not None or gemm_line is not None))
+          and gemm is not None)
     row("PASS" if ok else "FAIL", figure)
 
 
