@@ -93,8 +93,11 @@ def test_r_a_resume_without_the_optimizer_state_is_named_after_the_restore(gs, r
     first = doc.get("first_divergence") or {}
     job_step = first.get("job_step")
     figure = f"check {check.rc}: {resume.get('verdict') or check.last_err(80)}; first: {describe(first)}"
+    # Without its loaded state AdamW creates it afresh at the first step after the restore (a
+    # zero fill only run B makes: structural), or the loaded values differ (host input, origin
+    # or receiver): either way named at the resume step.
     ok = (check.rc == 1 and resume.get("bit_exact") is False and job_step == RESUME_AT
-          and first.get("classification") in ("host_input", "origin", "receiver"))
+          and first.get("classification") in ("host_input", "origin", "receiver", "structural"))
     row("PASS" if ok else "FAIL", figure)
 
 
