@@ -36,6 +36,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::Kernels:
       config.kernels = value;
       break;
+    case Id::Stacks:
+      config.stacks = value;
+      break;
     case Id::MaxRegion:
       config.max_region = *settings::parse_byte_size(value);
       break;

@@ -32,6 +32,7 @@ struct Config {
   uint32_t first_step = 0;  // LOCKSTEP_STEPS window, inclusive
   uint32_t last_step = UINT32_MAX;
   std::string kernels;                 // regex (ECMAScript); empty = every kernel
+  std::string stacks;                  // LOCKSTEP_STACKS regex; empty = no kernel's stack
   uint64_t max_region = 256ull << 20;  // bytes per pointer region at level full
   uint64_t host_hash_bytes = 64ull << 20;  // H2D copies: host source hashed on the CPU, capped
   uint32_t metric_bytes = 64;          // D2H copies of at most this many bytes are metrics

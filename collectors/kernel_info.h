@@ -24,6 +24,7 @@ struct KernelInfo {
   bool layout_known = false;
   bool selected = true;  // LOCKSTEP_KERNELS
   bool is_nccl = false;
+  bool stacks = false;  // LOCKSTEP_STACKS: its launches record their call stack (stacks.h)
   std::vector<ParamInfo> layout;
   std::string name;                       // demangled
   std::unique_ptr<PointerRoles> roles;    // level full (LOCKSTEP_LEARN_READONLY), else null
@@ -41,6 +42,7 @@ struct KernelBrief {
   trace::StringId name_id = 0;
   bool selected = true;
   bool is_nccl = false;
+  bool stacks = false;
 };
 KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle);
 

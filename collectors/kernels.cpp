@@ -16,6 +16,7 @@
 #include "collectors/events.h"
 #include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
+#include "collectors/stack_records.h"
 #include "common/self_time.h"
 #include "common/hot.h"
 
@@ -86,6 +87,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   info->name = demangle(mangled);
   info->name_id = tracer->intern(info->name);
   info->selected = tracer->kernel_selected(info->name);
+  info->stacks = tracer->kernel_stacks(info->name);
   info->is_nccl = info->name.starts_with("nccl");
   if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
   if (info->layout_known) {
@@ -128,7 +130,8 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 [[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer, FunctionHandle kind,
                                               const void* handle) {
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
-  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl}};
+  slot = {handle,
+          KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks}};
   return slot.brief;
 }
 
@@ -297,10 +300,14 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     set_launch_fields(r, launch);
     label_capture(tracer, r, launch);
   }
+  KernelBrief brief;
   {
     self_time::Scope timed(self_time::Phase::Describe);
-    r.name = brief_of(tracer, launch.handle_kind, launch.handle).name_id;  // may throw
+    brief = brief_of(tracer, launch.handle_kind, launch.handle);  // may throw
+    r.name = brief.name_id;
   }
+  if (brief.stacks) [[unlikely]]
+    record_stack(tracer, r, launch.stream, launch.per_thread_stream);
   // No deferred output hashes to flush, unlike the general path: only held records defer them
   // (kernels, GEMMs and copies with fingerprints), and below full none is held.
   slot.tracer = tracer;
@@ -367,6 +374,8 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   stamping.reset();
   if (brief.info == nullptr) brief = describe();
   r.name = brief.name_id;
+  if (brief.stacks) [[unlikely]]
+    record_stack(tracer, r, launch.stream, launch.per_thread_stream);
 
   // Arguments, only where they are fingerprinted (level full, inside the step window, kernel
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +

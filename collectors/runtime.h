@@ -196,6 +196,8 @@ class Tracer {
 
   // Kernel name filter (LOCKSTEP_KERNELS): true when no filter is set.
   bool kernel_selected(std::string_view demangled_name) const;
+  // Do its launches record their call stack (LOCKSTEP_STACKS, stacks.h)? false when unset.
+  bool kernel_stacks(std::string_view demangled_name) const;
 
   void close();               // flush and close the writer (atexit); idempotent
   void abandon_after_fork();  // child side of fork
@@ -323,6 +325,7 @@ class Tracer {
   AllocationMap allocations_;
   CommRegistry comms_;
   std::optional<std::regex> kernel_filter_;
+  std::optional<std::regex> stack_filter_;
 
   // Pending records, digests in flight, deferred step ends, stream-done callbacks.
   std::mutex pending_mutex_;

@@ -36,6 +36,7 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
       learn_roles_(config.learn_read_only && config.level == Level::Full),
       recall_fills_(config.recall_fills && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
+  if (!config.stacks.empty()) stack_filter_.emplace(config.stacks, std::regex::ECMAScript);
 }
 
 void Tracer::debug(const std::string& line) const {
@@ -172,6 +173,10 @@ void Tracer::warn(WarningCode code, uint64_t count, std::string_view message) {
 bool Tracer::kernel_selected(std::string_view name) const {
   if (!kernel_filter_) return true;
   return std::regex_search(name.begin(), name.end(), *kernel_filter_);
+}
+
+bool Tracer::kernel_stacks(std::string_view name) const {
+  return stack_filter_ && std::regex_search(name.begin(), name.end(), *stack_filter_);
 }
 
 bool Tracer::capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,

@@ -108,6 +108,8 @@ RequestField request_field(TraceRequest& request, settings::Id id) {
       return {&request.steps, nullptr};
     case settings::Id::Kernels:
       return {&request.kernels, nullptr};
+    case settings::Id::Stacks:
+      return {&request.stacks, nullptr};
     case settings::Id::State:
       return {&request.state, nullptr};
     case settings::Id::Overwrite:
@@ -222,6 +224,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!request.level.empty()) setenv(env::kLevel, request.level.c_str(), 1);
     if (!request.steps.empty()) setenv(env::kSteps, request.steps.c_str(), 1);
     if (!request.kernels.empty()) setenv(env::kKernels, request.kernels.c_str(), 1);
+    if (!request.stacks.empty()) setenv(env::kStacks, request.stacks.c_str(), 1);
     if (request.overwrite) setenv(env::kOverwrite, "1", 1);
     if (!request.state.empty()) setenv(env::kState, request.state.c_str(), 1);
     if (!python.empty()) setenv("PYTHONPATH", python.c_str(), 1);

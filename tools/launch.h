@@ -10,13 +10,14 @@
 
 namespace lockstep::tools {
 
-// What `lockstep run` asks of the shim. dir, level, steps, kernels and overwrite are the settings
-// of common/settings.def that have a flag (request_field()).
+// What `lockstep run` asks of the shim. dir, level, steps, kernels, stacks, state and overwrite are
+// the settings of common/settings.def that have a flag (request_field()).
 struct TraceRequest {
   std::string dir;
   std::string level;    // settings::kLevelNames; empty: the shim's default
   std::string steps;    // A-B; empty: all
   std::string kernels;  // regex; empty: all
+  std::string stacks;   // LOCKSTEP_STACKS regex; empty: none
   std::string state;    // LOCKSTEP_STATE; empty: the default
   bool overwrite = false;
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env

@@ -60,6 +60,15 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
   for (const trace::BufferFingerprint& b : r.buffers)
     line += " | " + buffer_text(b, reader.string(b.label));
   if (r.kind == trace::RecordKind::Warning) line += " | " + warning_sentence(r, name);
+  if (r.kind == trace::RecordKind::Stack) {  // the frames, one per line under it
+    const std::string frames(r.payload.begin(), r.payload.end());
+    for (size_t at = 0; at < frames.size();) {
+      const size_t end = std::min(frames.find('\n', at), frames.size());
+      line += "\n    " + frames.substr(at, end - at);
+      at = end + 1;
+    }
+    return line;
+  }
   if (!r.payload.empty())
     line += " | payload " +
             format_metric_value(r.payload, r.kind == trace::RecordKind::Metric

@@ -163,6 +163,13 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"culprit_rank", result.culprit ? json(result.culprit->rank) : json(nullptr)},
       {"culprit", result.culprit ? divergence_json(*result.culprit) : json(nullptr)},
       {"culprit_receivers", json::array()},
+      {"culprit_stack", result.culprit_stack_run == 0
+                            ? json(nullptr)
+                            : json{{"run", result.culprit_stack_run == 's'
+                                               ? std::string("stacks")
+                                               : std::string(1, result.culprit_stack_run)},
+                                   {"python", result.culprit_python},
+                                   {"native", result.culprit_native}}},
       {"per_rank", json::array()},
       {"structural", json::array()},
       {"structural_total", result.structural_total},

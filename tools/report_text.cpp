@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "tools/metric_value.h"
+#include "tools/op_stack.h"
 #include "tools/report.h"
 
 namespace lockstep::tools {
@@ -115,6 +116,29 @@ std::string resume_verdict(const DiffResult& result) {
   return "resume not bit-exact";
 }
 
+namespace {
+// The culprit's call stack (op_stack.h), when a run recorded it: the job's line first.
+std::string culprit_stack_lines(const DiffResult& result) {
+  if (result.culprit_stack_run == 0) return {};
+  constexpr size_t kPython = 4, kNative = 3;
+  const std::string run = result.culprit_stack_run == 'a'   ? "run A"
+                          : result.culprit_stack_run == 'b' ? "run B"
+                                                            : "hunt's stack run";
+  const std::string label = fmt::format("launched from ({}):", run);
+  const std::vector<std::string> frames = job_frames(result.culprit_python);  // the job's first
+  std::string out;
+  if (frames.empty())
+    out += fmt::format("         {} no Python frames on its thread\n", label);
+  for (size_t i = 0; i < frames.size() && i < kPython; ++i)
+    out += fmt::format("         {} {}\n", i == 0 ? label : std::string(label.size(), ' '),
+                       frames[i]);
+  for (size_t i = 0; i < result.culprit_native.size() && i < kNative; ++i)
+    out += fmt::format("         {} {}\n", i == 0 ? std::string("native:") : std::string(7, ' '),
+                       result.culprit_native[i]);
+  return out;
+}
+}  // namespace
+
 std::string diff_text(const DiffResult& result, const DiffContext& context, const Style& style) {
   std::string out;
   Verdict verdict = verdict_of(result);
@@ -185,6 +209,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+    out += culprit_stack_lines(result);
     for (const Divergence& r : result.culprit_receivers)
       out += fmt::format("         then step {}: {}, input '{}' differs ({})\n",
                          step_text(r.step, r.step_b, r.job_step), op_label(r),

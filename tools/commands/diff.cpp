@@ -7,6 +7,7 @@
 #include "tools/diff/engine.h"
 #include "tools/diff/file_input.h"
 #include "tools/launch.h"
+#include "tools/op_stack.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
 #include "tools/term.h"
@@ -28,6 +29,24 @@ int exit_code(Verdict verdict) {
 void warn(const std::string& message) {
   std::fprintf(stderr, "lockstep: warning: %s\n", message.c_str());
 }
+
+namespace {
+// The culprit's call stack, from whichever run recorded one (`lockstep run --stacks`).
+void attach_culprit_stack(const std::string& a, const std::string& b, DiffResult* result) {
+  if (!result->culprit || result->culprit->kind != "kernel") return;
+  const Divergence& d = *result->culprit;
+  std::optional<OpStack> stack;
+  if (d.seq_a != 0) stack = stack_of_op(a, d.rank, d.step, d.seq_a);
+  if (stack) {
+    result->culprit_stack_run = 'a';
+  } else if (d.seq_b != 0 && (stack = stack_of_op(b, d.rank, d.step_b, d.seq_b))) {
+    result->culprit_stack_run = 'b';
+  }
+  if (!stack) return;
+  result->culprit_python = std::move(stack->python);
+  result->culprit_native = std::move(stack->native);
+}
+}  // namespace
 
 int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* context_out) {
   auto start = std::chrono::steady_clock::now();
@@ -92,6 +111,7 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   }
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
+  attach_culprit_stack(request.a, request.b, &result);
 
   DiffContext context{
       request.a, request.b, a.world_size, ranks,

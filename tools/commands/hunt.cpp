@@ -7,6 +7,7 @@
 #include "tools/commands/commands.h"
 #include "tools/hunt_plan.h"
 #include "tools/launch.h"
+#include "tools/op_stack.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
 #include "tools/term.h"
@@ -24,6 +25,7 @@ struct HuntRequest {
   int margin = 0;
   int attempts = 3;
   int windows = 4;
+  bool no_stack = false;
   std::string torch_alloc = "auto";
   std::vector<std::string> command;
 };
@@ -68,6 +70,36 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
   diff.print = false;
   pair.code = run_diff(diff, &pair.result);
   return pair;
+}
+
+// Stage 3: one more run at broad, fingerprinting nothing, that records the call stack of the
+// culprit's kernel in its step (LOCKSTEP_STACKS: op_stack.h) and attaches the one launch the
+// diff named (same step, stream, name and occurrence) to the result. The message says what
+// was found.
+std::string find_culprit_stack(const HuntRequest& request, DiffResult* result) {
+  const Divergence& d = *result->culprit;
+  TraceRequest trace;
+  trace.dir = (std::filesystem::path(request.dir) / "stacks").string();
+  trace.level = "broad";
+  trace.steps = std::to_string(d.step);
+  trace.stacks = exact_regex(d.name);
+  trace.overwrite = request.overwrite;
+  trace.torch_alloc = request.torch_alloc;
+  trace.command = request.command;
+  trace.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
+  LaunchResult launched = launch_traced(trace);
+  if (launched.exit_code != 0)
+    return fmt::format("the run exited with code {} (its output: {})", launched.exit_code,
+                       (std::filesystem::path(trace.dir) / kJobLogName).string());
+  std::optional<OpStack> stack =
+      stack_of_kernel(trace.dir, d.rank, d.step, d.stream, d.name, d.occurrence);
+  if (!stack) return "the culprit's launch was not found in this run (its steps differ)";
+  result->culprit_stack_run = 's';
+  result->culprit_python = std::move(stack->python);
+  result->culprit_native = std::move(stack->native);
+  if (result->culprit_python.empty())
+    return "launched from a thread with no Python frames (a backward or library thread)";
+  return "launched from " + job_frames(result->culprit_python).front();
 }
 
 DiffContext context_of(const Pair& pair) {
@@ -146,6 +178,8 @@ CommandRunner add_hunt_command(CLI::App& app) {
   sub->add_flag("--json", request->json,
                 "Print only the final diff as JSON on stdout, with the hunt's stages in it "
                 "(progress on stderr; the job's output in each run's job.log)");
+  sub->add_flag("--no-stack", request->no_stack,
+                "Skip stage 3 (the run that records the culprit's call stack)");
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad give the earliest step S where anything differs
@@ -157,8 +191,12 @@ an op whose input already differed when the window began (a receiver of a differ
 before it), the window starts earlier, halfway toward the trace's first step (4-4, then 2-4,
 1-4, 0-4), up to --windows windows; each window tried is printed with why. Nondeterminism
 need not recur in every pair of runs: each window tries up to --attempts pairs. The answer
-names the steps that were fingerprinted. Each run's directory keeps the job's output in
-job.log (on the terminal too, unless --json).
+names the steps that were fingerprinted.
+Stage 3: when the culprit is a kernel, one more run at --level broad records the call stack of
+its launch (LOCKSTEP_STACKS): the Python file, line and function that launched it, and the
+native frames above CUDA; a kernel launched from autograd's backward thread has no Python
+frames. Each run's directory keeps the job's output in job.log (on the terminal too, unless
+--json).
 Exit status: 0 no divergence, 1 divergence found, 2 incomplete (a trace cut off or unfinished:
 not everything was compared) or invalid (command failed, unreadable trace).
 
@@ -246,6 +284,14 @@ Examples:
     }
     const std::string steps =
         fmt::format("fingerprinted steps {}; windows tried: {}", window.text(), tried);
+    if (verdict.outcome == WindowOutcome::Origin && full.result.culprit &&
+        full.result.culprit->kind == "kernel" && !request->no_stack) {
+      start = std::chrono::steady_clock::now();
+      const std::string found = find_culprit_stack(*request, &full.result);
+      std::fprintf(say, "stage 3 (broad, 1 run recording the culprit's call stack): %.2f s: %s\n",
+                   since(start), found.c_str());
+      std::fflush(say);
+    }
     const DiffResult& result = full.result;
     switch (verdict.outcome) {
       case WindowOutcome::Origin:

@@ -149,6 +149,11 @@ struct DiffResult {
   std::vector<Divergence> first_by_epoch;  // each rank's first divergence, in blame order
   std::optional<Divergence> culprit;       // first origin (or structural) in that order
   std::vector<Divergence> culprit_receivers;  // the culprit rank's first receivers after it
+  // The culprit's call stack, when a run recorded it (Stack records: LOCKSTEP_STACKS), set by
+  // the diff command (op_stack.h), not the engine: 'a' or 'b', 's' for hunt's stack run (0:
+  // none), and the frames.
+  char culprit_stack_run = 0;
+  std::vector<std::string> culprit_python, culprit_native;
   std::optional<MetricDivergence> metric;  // earliest step, then lowest rank
   std::optional<StateDivergence> state;    // earliest step, then lowest rank
   std::vector<Divergence> structural;      // all ranks, capped

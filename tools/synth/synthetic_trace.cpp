@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -103,6 +104,30 @@ class RankWriter {
       r.buffers.push_back({trace::Role::In, trace::DType::Bytes, trace::kNotWrittenSinceAlloc,
                            writer_->intern("arg2"), 4096, 0});
     }
+    writer_->append(r);
+    if (spec_.stacks && kind == RecordKind::Kernel) stack(r.seq, step, stream, name);
+  }
+
+  // The Stack record of the kernel launch `op_seq` (LOCKSTEP_STACKS naming every kernel): a
+  // Python line per kernel name, under a training loop, and one native frame.
+  void stack(uint64_t op_seq, uint32_t step, uint32_t stream, const std::string& kernel) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = RecordKind::Stack;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = stream;
+    const std::string line =
+        fmt::format("/job/model.py:{} in Block.forward", 10 + std::hash<std::string>{}(kernel) % 90);
+    r.name = writer_->intern(line);
+    r.fields[fields::Stack::op_seq] = op_seq;
+    r.fields[fields::Stack::python_frames] = 3;
+    r.fields[fields::Stack::native_frames] = 1;
+    const std::string text = "py " + line +
+                             "\npy /usr/lib/python3/dist-packages/torch/nn/modules/module.py:1750 "
+                             "in Module._call_impl\npy /job/train.py:88 in main\nnative "
+                             "at::native::launch_kernel+0x1c (libtorch_cuda.so)\n";
+    r.payload.assign(text.begin(), text.end());
     writer_->append(r);
   }
 

@@ -62,6 +62,7 @@ struct Spec {
   bool weights = false;                     // the weight tensor above (kernel 0's arg2 region)
   uint32_t weights_feed_from = UINT32_MAX;  // the step from which the weights feed the values
   bool state = false;                       // a State record per rank and step (see above)
+  bool stacks = false;  // a Stack record after every kernel (LOCKSTEP_STACKS naming them all)
   // The job numbers its steps: trace step 0 is set-up (two host-to-device copies, no marker) and
   // each later trace step starts with a StepMarker "step N" numbering it as the job's step N
   // (the loop index; plants name it too). With resume_at = K (> 0) the run is the same job

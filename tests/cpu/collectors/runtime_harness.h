@@ -352,6 +352,18 @@ class RuntimeTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// The records of one kind in a trace, in seq order.
+inline std::vector<trace::Record> records_of_kind(trace::TraceReader& reader,
+                                                  trace::RecordKind kind) {
+  std::vector<trace::Record> out;
+  reader.for_each_record([&](const trace::Record& r) {
+    if (r.kind == kind) out.push_back(r);
+    return true;
+  });
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+  return out;
+}
+
 inline const trace::BufferFingerprint* find_buffer(trace::TraceReader& reader,
                                                    const trace::Record& r, std::string_view label) {
   for (const auto& b : r.buffers)

@@ -18,13 +18,7 @@ void send_three_parameters() {
 }
 
 std::vector<trace::Record> state_records(trace::TraceReader& reader) {
-  std::vector<trace::Record> out;
-  reader.for_each_record([&](const trace::Record& r) {
-    if (r.kind == trace::RecordKind::State) out.push_back(r);
-    return true;
-  });
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
-  return out;
+  return records_of_kind(reader, trace::RecordKind::State);
 }
 
 TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {

@@ -8,13 +8,7 @@ namespace {
 
 // The StepMarker records of a trace, in seq order.
 std::vector<trace::Record> markers(trace::TraceReader& reader) {
-  std::vector<trace::Record> out;
-  reader.for_each_record([&](const trace::Record& r) {
-    if (r.kind == trace::RecordKind::StepMarker) out.push_back(r);
-    return true;
-  });
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
-  return out;
+  return records_of_kind(reader, trace::RecordKind::StepMarker);
 }
 
 // The trace opens on the first CUDA event; a metric copy is one at every level.

@@ -1,5 +1,7 @@
 // The built `lockstep` binary on synthetic trace directories written with TraceWriter:
 // exit codes, the JSON schema, bad input, and the run/check/hunt mechanics with a fake job.
+#include <nlohmann/json.hpp>
+
 #include "cli_harness.h"
 #include "trace/reader.h"
 
@@ -405,6 +407,63 @@ TEST_F(Cli, HuntMovesItsWindowEarlierUntilItHoldsTheWriterOfTheWeights) {
             std::string::npos)
       << r.out;
   EXPECT_TRUE(fs::exists(path("hunt") / "full-window3-2" / "rank-00001.lstrace"));
+  // Stage 3: one run recording the culprit's call stack, and the answer with the job's line.
+  EXPECT_NE(r.out.find("stage 3 (broad, 1 run recording the culprit's call stack): "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("launched from (hunt's stack run): /job/model.py:"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(path("hunt") / "stacks" / "rank-00001.lstrace"));
+}
+
+TEST_F(Cli, HuntWithoutStackSkipsTheThirdStage) {
+  Result r = lockstep("hunt --no-stack -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string()));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(r.out.find("stage 3"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("hunt") / "stacks"));
+}
+
+TEST_F(Cli, DiffNamesTheJobsLineThatLaunchedTheCulpritWhenARunRecordedStacks) {
+  synth::Spec a = small(2), b = small(2);
+  a.stacks = b.stacks = true;
+  b.plants = {{synth::Plant::Output, 1, 2, 1}};
+  const std::string da = write("a", a), db = write("b", b);
+  Result r = lockstep("diff " + pair(da, db));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  // The job's frames, innermost first; the installed package's frame between them left out.
+  const size_t at = r.out.find("launched from (run A): /job/model.py:");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("in Block.forward\n                                /job/train.py:88 in main\n",
+                       at),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("module.py"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("native: at::native::launch_kernel+0x1c (libtorch_cuda.so)"),
+            std::string::npos)
+      << r.out;
+  Result j = lockstep("diff --json " + pair(da, db));
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["culprit_stack"]["run"], "a");
+  EXPECT_EQ(doc["culprit_stack"]["python"].size(), 3u);  // all of them in JSON
+  // Without stacks in either run: none.
+  Result plain = lockstep("diff --json " + pair(write("c", small(2)), write("d", [] {
+                            synth::Spec s = small(2);
+                            s.plants = {{synth::Plant::Output, 1, 2, 1}};
+                            return s;
+                          }())));
+  EXPECT_TRUE(nlohmann::json::parse(plain.out)["culprit_stack"].is_null());
+}
+
+TEST_F(Cli, ShowPrintsAStacksFramesUnderIt) {
+  synth::Spec a = small(1);
+  a.stacks = true;
+  Result r = lockstep("show " + write("a", a) + " --step 1 --grep 'model.py' --limit 1");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" stack /job/model.py:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n    py /job/train.py:88 in main\n    native at::native::launch_kernel"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(Cli, HuntWithStateRecordsGoesStraightToTheStepWhoseStateDiffersFirst) {

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   spec.steps = std::atoi(env_or("FAKE_JOB_STEPS", "6").c_str());
   spec.level = env_or("LOCKSTEP_LEVEL", "full");
   spec.state = env_or("FAKE_JOB_STATE", "0") == "1";
+  spec.stacks = !env_or("LOCKSTEP_STACKS", "").empty();  // every kernel's, as a broad regex would
   if (std::string feed = env_or("FAKE_JOB_WEIGHTS_FEED_FROM", ""); !feed.empty()) {
     spec.weights = true;
     spec.weights_feed_from = static_cast<uint32_t>(std::atoi(feed.c_str()));
