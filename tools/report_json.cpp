@@ -4,6 +4,7 @@
 
 #include "tools/metric_value.h"
 #include "tools/report.h"
+#include "tools/scope_text.h"
 
 namespace lockstep::tools {
 namespace {
@@ -42,6 +43,7 @@ json divergence_json(const Divergence& d) {
       {"stream", d.stream},
       {"kind", d.kind},
       {"name", d.name},
+      {"scope", d.scope},
       {"occurrence", d.occurrence},
       {"epoch", d.epoch},
       {"classification", classification_key(d.classification)},
@@ -162,6 +164,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                                : divergence_json(result.first_by_epoch.front())},
       {"culprit_rank", result.culprit ? json(result.culprit->rank) : json(nullptr)},
       {"culprit", result.culprit ? divergence_json(*result.culprit) : json(nullptr)},
+      {"first_scope", nullptr},
       {"per_rank", json::array()},
       {"structural", json::array()},
       {"structural_total", result.structural_total},
@@ -169,6 +172,12 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"state_divergence", nullptr},
       {"warnings", result.warnings},
   };
+  if (const Divergence* d = first_diverging_scope(result))
+    j["first_scope"] = {{"rank", d->rank},
+                        {"step", d->step},
+                        {"scope", d->scope},
+                        {"text", scope_text(d->scope)},
+                        {"op", op_label(*d)}};
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.structural) j["structural"].push_back(divergence_json(d));
   if (result.metric) {
