@@ -185,12 +185,13 @@ class NondeterministicPlant:
 
 
 class _PlantedGradient(torch.autograd.Function):
-    """Identity in the forward; in the backward, adds the plant's result to the gradient."""
+    """Identity in the forward (a copy: a view returned by a Function would make an in-place op on
+    it fail); in the backward, adds the plant's result to the gradient."""
 
     @staticmethod
     def forward(ctx, x, plant):
         ctx.plant = plant
-        return x.view_as(x)
+        return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
