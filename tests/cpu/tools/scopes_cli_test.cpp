@@ -145,6 +145,10 @@ TEST_F(Cli, HuntAnswersWithTheModuleAndPhaseUnlessTheUserTurnedScopesOff) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("in scope Model (forward) / layers.0 (forward)"), std::string::npos)
       << r.out;
+  // The stage line that gives the answer names it too.
+  EXPECT_NE(r.out.find("(Params) #1 stream 2 in Model (forward) / layers.0 (forward)"),
+            std::string::npos)
+      << r.out;
   fs::remove(path("toggle"));
   Result off = lockstep("hunt -o " + path("hunt-off").string() + " -- " FAKE_JOB,
                         job + " LOCKSTEP_SCOPES=0");
