@@ -17,16 +17,16 @@ struct Frame {
   std::string name;  // capacity kept when the frame is reused
   const void* domain = nullptr;
   bool transparent = false;
-  trace::ScopeId id = 0;            // of this frame's path, in the trace of `id_for`
-  const Tracer* id_for = nullptr;   // null: not interned yet (or the parent changed)
+  trace::ScopeId id = 0;           // of this frame's path, in the trace of `id_for`
+  const Tracer* id_for = nullptr;  // null: not interned yet (or the parent changed)
 };
 
 struct ThreadScopes {
   std::vector<Frame> frames;  // [0, depth) open, outermost first
   size_t depth = 0;
-  int overflow = 0;                      // pushes past kMaxScopeDepth not yet popped
-  trace::ScopeId current = 0;            // the innermost scope's id...
-  const Tracer* current_for = nullptr;   // ...in this tracer's trace; null: the stack changed
+  int overflow = 0;                     // pushes past kMaxScopeDepth not yet popped
+  trace::ScopeId current = 0;           // the innermost scope's id...
+  const Tracer* current_for = nullptr;  // ...in this tracer's trace; null: the stack changed
 };
 
 // Heap, never freed: records are still made during exit, after thread_local destructors.

@@ -91,11 +91,10 @@ TEST_F(RuntimeTest, EveryThreadHasItsOwnStackOfRanges) {
   });
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
-  const std::map<std::string, std::string> expected = {
-      {"main", "main thread"},
-      {"autograd, no range yet", ""},
-      {"autograd", "blocks.1.mlp (backward)"},
-      {"main again", "main thread"}};
+  const std::map<std::string, std::string> expected = {{"main", "main thread"},
+                                                       {"autograd, no range yet", ""},
+                                                       {"autograd", "blocks.1.mlp (backward)"},
+                                                       {"main again", "main thread"}};
   EXPECT_EQ(scopes_by_record(*reader), expected);
 }
 
@@ -194,11 +193,10 @@ TEST_F(RuntimeTest, NvtxRangesAreScopesAndAStepRangeKeepsItsParents) {
   });
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
-  const std::map<std::string, std::string> expected = {
-      {"first", ""},
-      {"in the step range", "forward"},
-      {"in attention", "forward / attention"},
-      {"after the step range", "forward"}};
+  const std::map<std::string, std::string> expected = {{"first", ""},
+                                                       {"in the step range", "forward"},
+                                                       {"in attention", "forward / attention"},
+                                                       {"after the step range", "forward"}};
   EXPECT_EQ(scopes_by_record(*reader), expected);
 }
 

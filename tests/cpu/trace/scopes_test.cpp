@@ -69,8 +69,7 @@ TEST(Scopes, EveryRecordsScopeReadsBackAsItsPathOfNames) {
   EXPECT_EQ(reader->scope_path(model), std::vector<std::string_view>{"GPT (forward)"});
   EXPECT_EQ(reader->scope_path(mlp),
             (std::vector<std::string_view>{"GPT (forward)", "blocks.1.mlp (forward)"}));
-  EXPECT_EQ(reader->scope_path(backward),
-            std::vector<std::string_view>{"blocks.1.mlp (backward)"});
+  EXPECT_EQ(reader->scope_path(backward), std::vector<std::string_view>{"blocks.1.mlp (backward)"});
   EXPECT_EQ(reader->scope_parent(mlp), model);
   EXPECT_THROW(reader->scope_path(999), TraceError);
 }
