@@ -114,6 +114,7 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::Lib:
       break;  // read by the CLI, not the shim
     case Id::State:
+    case Id::Scopes:
       break;  // read by the Python hook (python/lockstep/_torch_hooks.py), not the shim
     case Id::ResumeAt:
     case Id::Checkpoint:

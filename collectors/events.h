@@ -248,8 +248,8 @@ void capture_begins();
 bool capture_begun();
 
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
-void marker_range_push(const char* message);  // NVTX range push / start
-void marker_range_pop();
+// NVTX range push / start, mark: true when the text was a step marker (the step advanced).
+bool marker_range_push(const char* message);
 // lockstep_step() / lockstep_mark(name) / lockstep_step_number(n): `job_step` is n.
 void marker_step(const char* name, std::optional<uint64_t> job_step = std::nullopt);
 

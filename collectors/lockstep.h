@@ -34,6 +34,14 @@ __attribute__((visibility("default"))) void lockstep_fingerprint_many(
     unsigned long long n, const void* const* ptrs, const unsigned long long* bytes,
     const char* const* names, void* stream, int kind);
 
+/* A named range opens on the calling thread: every record the thread makes until the matching
+ * lockstep_scope_pop carries it (inside the ranges already open), and `lockstep show`, `diff` and
+ * `export` name it. The same as an NVTX range push/pop, for jobs without NVTX; `name` is copied.
+ * The PyTorch hooks of `lockstep run` use these for module names ("blocks.1.mlp (forward)"). */
+__attribute__((visibility("default"))) void lockstep_scope_push(const char* name);
+/* Closes the innermost range lockstep_scope_push opened on the calling thread. */
+__attribute__((visibility("default"))) void lockstep_scope_pop(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,17 +8,16 @@
 
 namespace lockstep::collectors {
 
-void marker_range_push(const char* message) {
-  if (message == nullptr || inside_shim_call() || !Tracer::possible()) return;
+bool marker_range_push(const char* message) {
+  if (message == nullptr || inside_shim_call() || !Tracer::possible()) return false;
   self_time::Scope timed(self_time::Phase::Marker);
   uint32_t finished = 0;
-  if (!Tracer::steps().on_marker(message, &finished)) return;
+  if (!Tracer::steps().on_marker(message, &finished)) return false;
   if (Tracer* tracer = Tracer::existing())
     tracer->step_advanced(finished, message, static_cast<uint64_t>(MarkerSource::Nvtx),
                           marker_step_number(message));
+  return true;
 }
-
-void marker_range_pop() {}
 
 void marker_step(const char* name, std::optional<uint64_t> job_step) {
   if (inside_shim_call() || !Tracer::possible()) return;

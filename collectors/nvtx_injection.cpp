@@ -1,15 +1,23 @@
 // lockstep as an NVTX injection library: `lockstep run` sets NVTX_INJECTION64_PATH to the shim,
 // and NVTX (header-only, inside the job) calls InitializeInjectionNvtx2 on its first use. We
 // register callbacks for the ASCII and Ex range/mark calls of the core and domain modules; a
-// range or mark whose message matches LOCKSTEP_STEP_ON advances the step.
+// range or mark whose message matches LOCKSTEP_STEP_ON advances the step, and a pushed range
+// (push/pop, not start/end, which need not nest on a thread) opens a scope on the calling thread
+// (scopes.h) until its pop.
 #include <nvtx3/nvToolsExt.h>
 
 #include "collectors/events.h"
+#include "collectors/scopes.h"
 
 namespace {
 
-using lockstep::collectors::marker_range_pop;
 using lockstep::collectors::marker_range_push;
+using lockstep::collectors::scope_pop;
+using lockstep::collectors::scope_push;
+
+// A range's name when its message is not ASCII (Unicode, a registered string): its scope is
+// still pushed, so that its pop closes it.
+constexpr const char* kUnnamedRange = "(unnamed range)";
 
 thread_local int g_range_depth = 0;
 
@@ -31,18 +39,20 @@ nvtxRangeId_t range_start_a(const char* message) {
   return 0;
 }
 void range_end(nvtxRangeId_t) {}
-int range_push_ex(const nvtxEventAttributes_t* attributes) {
-  mark_ex(attributes);
+int push(const void* domain, const char* message) {
+  const bool step = message != nullptr && marker_range_push(message);
+  scope_push(message != nullptr ? message : kUnnamedRange, domain, step);
   return g_range_depth++;
 }
-int range_push_a(const char* message) {
-  marker_range_push(message);
-  return g_range_depth++;
-}
-int range_pop() {
-  marker_range_pop();
+int pop(const void* domain) {
+  scope_pop(domain);
   return g_range_depth > 0 ? --g_range_depth : -1;
 }
+int range_push_ex(const nvtxEventAttributes_t* attributes) {
+  return push(nullptr, ascii_message(attributes));
+}
+int range_push_a(const char* message) { return push(nullptr, message); }
+int range_pop() { return pop(nullptr); }
 // Domain (core2) variants.
 void domain_mark_ex(nvtxDomainHandle_t, const nvtxEventAttributes_t* attributes) {
   mark_ex(attributes);
@@ -51,10 +61,10 @@ nvtxRangeId_t domain_range_start_ex(nvtxDomainHandle_t, const nvtxEventAttribute
   return range_start_ex(attributes);
 }
 void domain_range_end(nvtxDomainHandle_t, nvtxRangeId_t) {}
-int domain_range_push_ex(nvtxDomainHandle_t, const nvtxEventAttributes_t* attributes) {
-  return range_push_ex(attributes);
+int domain_range_push_ex(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attributes) {
+  return push(domain, ascii_message(attributes));
 }
-int domain_range_pop(nvtxDomainHandle_t) { return range_pop(); }
+int domain_range_pop(nvtxDomainHandle_t domain) { return pop(domain); }
 
 template <typename Fn>
 void install(NvtxFunctionTable table, unsigned size, unsigned id, Fn fn) {

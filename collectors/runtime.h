@@ -88,7 +88,10 @@ class Tracer {
   // Kernel names and buffer labels are interned on every record; the writer's table takes a
   // process-wide mutex, so each thread keeps its own cache in front of it.
   trace::StringId intern(std::string_view text);
-  // seq, stream, step, thread, kind, name.
+  // The scope (parent, name) as an id of this trace (trace/record.h, ScopeId), through a cache of
+  // the thread's own in front of the writer's table (scopes.cpp calls it once per new range).
+  trace::ScopeId intern_scope(trace::ScopeId parent, std::string_view name);
+  // seq, stream, step, thread, scope (the ranges open on this thread: scopes.h), kind, name.
   void stamp(trace::Record* record, trace::RecordKind kind, std::string_view name, CUstream stream,
              bool per_thread_default);
   // Adds a buffer entry (allocation ordinal + offset from the allocation map) to `record`, and,

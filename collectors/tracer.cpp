@@ -10,6 +10,7 @@
 
 #include "collectors/driver_api.h"
 #include "collectors/runtime.h"
+#include "collectors/scopes.h"
 #include "common/hot.h"
 #include "common/self_time.h"
 
@@ -107,6 +108,22 @@ LOCKSTEP_HOT trace::StringId Tracer::intern(std::string_view text) {
   return id;
 }
 
+trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name) {
+  const trace::StringId text = intern(name);
+  // Heap, never freed, as intern's cache; keyed by (parent, name id).
+  thread_local auto* cache = new std::unordered_map<uint64_t, trace::ScopeId>;
+  thread_local const trace::TraceWriter* cached_for = nullptr;
+  if (cached_for != writer_.get()) {
+    cache->clear();
+    cached_for = writer_.get();
+  }
+  const uint64_t key = (static_cast<uint64_t>(parent) << 32) | text;
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  const trace::ScopeId id = writer_->intern_scope(parent, text);
+  if (cache->size() < 4096) cache->emplace(key, id);
+  return id;
+}
+
 LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
   thread_local uint32_t ordinal = 0;
   if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -120,6 +137,7 @@ LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind,
   record->stream = stream_ordinal(stream, per_thread_default);
   record->step = steps().current();
   record->thread = thread_ordinal();
+  record->scope = current_scope(*this);
   record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call
 }
 

@@ -23,6 +23,7 @@ constexpr KindSpec step_on() { return {Kind::StepOn}; }
 constexpr KindSpec run_id() { return {Kind::RunId}; }
 constexpr KindSpec merge_hashes() { return {Kind::MergeHashes}; }
 constexpr KindSpec state_set() { return {Kind::StateSet}; }
+constexpr KindSpec auto_switch() { return {Kind::AutoSwitch}; }
 
 constexpr Setting kTable[] = {
 #define LOCKSTEP_SETTING(id, name, default_text, kind, flag, help) \
@@ -212,6 +213,9 @@ std::optional<std::string> problem(const Setting& setting, std::string_view valu
       if (lower(value) == "adjacent" || parse_switch(value)) return std::nullopt;
       return "is not 1, adjacent or 0 (adjacent in any case; 1 also as true, yes, on; 0 as "
              "false, no, off; empty is 0)";
+    case Kind::AutoSwitch:
+      if (lower(value) == "auto" || parse_switch(value)) return std::nullopt;
+      return std::string("is not auto or ") + kSwitchWords;
     case Kind::StateSet: {
       const std::string words = lower(value);
       if (words == "all" || parse_switch(words) == false) return std::nullopt;

@@ -24,6 +24,7 @@ enum class Kind : uint8_t {
   RunId,        // 1 to 64 of [A-Za-z0-9._-]
   MergeHashes,  // a switch, or adjacent
   StateSet,     // off (or a false switch word), or a comma list of params, grads, optimizer; all
+  AutoSwitch,   // auto, or a switch
 };
 struct KindSpec {
   Kind kind;

@@ -5,8 +5,15 @@
 #include <fmt/format.h>
 
 #include "tools/report.h"
+#include "tools/scope_text.h"
 
 namespace lockstep::tools {
+namespace {
+// " in blocks.1.mlp (backward)" when the op ran inside ranges: the stage lines name the module.
+std::string in_scope(const Divergence& d) {
+  return d.scope.empty() ? std::string() : " in " + scope_text(d.scope);
+}
+}  // namespace
 
 std::string StepWindow::text() const { return fmt::format("{}-{}", first, last); }
 
@@ -22,8 +29,8 @@ std::optional<BroadFinding> broad_finding(const DiffResult& broad) {
     const Divergence& d = broad.first_by_epoch.front();
     finding.what = d.classification == Classification::State
                        ? fmt::format("state '{}' on rank {}", d.name, d.rank)
-                       : fmt::format("{} {} on rank {}", classification_name(d.classification),
-                                     op_label(d), d.rank);
+                       : fmt::format("{} {} on rank {}{}", classification_name(d.classification),
+                                     op_label(d), d.rank, in_scope(d));
   } else if (broad.state && broad.state->step == *step) {
     finding.what = fmt::format("state '{}' on rank {}", broad.state->name, broad.state->rank);
   } else if (broad.metric) {
@@ -81,8 +88,8 @@ WindowVerdict judge_window(const DiffResult& full, const StepWindow& window,
     const Divergence& d = *full.culprit;
     verdict.outcome = d.classification == Classification::Structural ? WindowOutcome::Structural
                                                                      : WindowOutcome::Origin;
-    verdict.why = fmt::format("{} rank {}, step {}: {}", classification_name(d.classification),
-                              d.rank, d.step, op_label(d));
+    verdict.why = fmt::format("{} rank {}, step {}: {}{}", classification_name(d.classification),
+                              d.rank, d.step, op_label(d), in_scope(d));
     return verdict;
   }
   verdict.outcome = WindowOutcome::NoCulprit;

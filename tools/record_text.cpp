@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tools/metric_value.h"
+#include "tools/scope_text.h"
 #include "trace/field_format.h"
 
 namespace lockstep::tools {
@@ -74,6 +75,7 @@ std::string record_line(int rank, const trace::Record& r, trace::TraceReader& re
             format_metric_value(r.payload, r.kind == trace::RecordKind::Metric
                                                ? r.fields[trace::fields::Metric::dtype_hint]
                                                : 0);
+  if (r.scope != 0) line += " | scope " + scope_text(reader.scope_path(r.scope));
   return line;
 }
 

@@ -28,7 +28,8 @@ std::string fingerprint_text(const trace::BufferFingerprint& b);
 // A Warning record as a sentence (trace/warning_codes.def); "" for any other kind.
 std::string warning_sentence(const trace::Record& r, std::string_view name);
 
-// `show`'s line: "r0 step 3 seq 45 stream 1 thread 0 gemm cublasLtMatmul m=... | in A ...".
+// `show`'s line: "r0 step 3 seq 45 stream 1 thread 0 gemm cublasLtMatmul m=... | in A ...",
+// ending "| scope blocks.1.mlp (forward)" when ranges were open on the thread (scope_text.h).
 std::string record_line(int rank, const trace::Record& r, trace::TraceReader& reader);
 
 // Records of steps [first_step, last_step] in sequence order (the process's call order): the

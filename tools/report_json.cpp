@@ -4,6 +4,7 @@
 
 #include "tools/metric_value.h"
 #include "tools/report.h"
+#include "tools/scope_text.h"
 
 namespace lockstep::tools {
 namespace {
@@ -42,6 +43,7 @@ json divergence_json(const Divergence& d) {
       {"stream", d.stream},
       {"kind", d.kind},
       {"name", d.name},
+      {"scope", d.scope},
       {"occurrence", d.occurrence},
       {"epoch", d.epoch},
       {"classification", classification_key(d.classification)},
@@ -170,6 +172,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                                                : std::string(1, result.culprit_stack_run)},
                                    {"python", result.culprit_python},
                                    {"native", result.culprit_native}}},
+      {"first_scope", nullptr},
       {"per_rank", json::array()},
       {"structural", json::array()},
       {"structural_total", result.structural_total},
@@ -177,6 +180,12 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"state_divergence", nullptr},
       {"warnings", result.warnings},
   };
+  if (const Divergence* d = first_diverging_scope(result))
+    j["first_scope"] = {{"rank", d->rank},
+                        {"step", d->step},
+                        {"scope", d->scope},
+                        {"text", scope_text(d->scope)},
+                        {"op", op_label(*d)}};
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.culprit_receivers)
     j["culprit_receivers"].push_back(divergence_json(d));

@@ -3,6 +3,7 @@
 #include "tools/metric_value.h"
 #include "tools/op_stack.h"
 #include "tools/report.h"
+#include "tools/scope_text.h"
 
 namespace lockstep::tools {
 namespace {
@@ -209,6 +210,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+    if (!d.scope.empty()) out += fmt::format("         in scope {}\n", scope_text(d.scope));
     out += culprit_stack_lines(result);
     for (const Divergence& r : result.culprit_receivers)
       out += fmt::format("         then step {}: {}, input '{}' differs ({})\n",
@@ -229,6 +231,11 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
         "differed (the difference entered through untraced work)\n",
         style.bold("culprit"));
   }
+  // The diff by scope: a receiver first says where the difference was first seen, by module.
+  if (const Divergence* d = first_diverging_scope(result))
+    out += fmt::format("\n{}    rank {}, step {}: the first op to diverge, {}, ran in {}\n",
+                       style.bold("scope"), d->rank, step_text(d->step, d->step_b, d->job_step),
+                       op_label(*d), scope_text(d->scope));
   if (!result.first_by_epoch.empty()) {
     out += "\nfirst divergence per rank, in blame order (step, collective epoch, origins first):\n";
     out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", "rank", "step", "epoch", "class", "op");
@@ -239,6 +246,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
         what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
       if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
       if (d.made_before_step) what += fmt::format("  (made before step {})", *d.made_before_step);
+      if (!d.scope.empty()) what += "  in " + scope_text(d.scope);
       const std::string step =
           d.job_step ? std::to_string(*d.job_step) : step_text(d.step, d.step_b, std::nullopt);
       out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", d.rank, step, d.epoch,

@@ -18,7 +18,7 @@ enum TagBits : uint8_t {
   kExtension = 1 << 7,
 };
 enum ExtensionBits : uint8_t { kBufferCountChanged = 1, kHasPayload = 2, kExtensionKnownBits = 3 };
-enum ContextBits : uint8_t { kStream = 1, kStep = 2, kThread = 4 };
+enum ContextBits : uint8_t { kStream = 1, kStep = 2, kThread = 4, kScope = 8 };
 enum BufferBits : uint8_t {
   kRoleFlags = 1 << 0,
   kDType = 1 << 1,
@@ -94,7 +94,7 @@ constexpr auto kKnownKinds = [] {
 
 void DeltaState::reset() {
   prev_seq = 0;
-  prev_stream = prev_step = prev_thread = 0;
+  prev_stream = prev_step = prev_thread = prev_scope = 0;
   std::memset(prev_name, 0, sizeof(prev_name));
   std::memset(last_slot_, 0, sizeof(last_slot_));
   if (++generation_ == 0) {  // wrapped: forget every entry for real
@@ -155,7 +155,8 @@ uint8_t* RecordEncoder::encode(const Record& record, uint32_t thread, uint8_t* o
   }
   s.prev_seq = record.seq;
 
-  if (record.stream != s.prev_stream || record.step != s.prev_step || thread != s.prev_thread) {
+  if (record.stream != s.prev_stream || record.step != s.prev_step || thread != s.prev_thread ||
+      record.scope != s.prev_scope) {
     tag |= kContextChanged;
     uint8_t* mask_at = out++;
     uint8_t mask = 0;
@@ -165,8 +166,10 @@ uint8_t* RecordEncoder::encode(const Record& record, uint32_t thread, uint8_t* o
       out = put_varint(out, zigzag(static_cast<int64_t>(record.step) - s.prev_step));
     }
     if (thread != s.prev_thread) mask |= kThread, out = put_varint(out, thread);
+    if (record.scope != s.prev_scope) mask |= kScope, out = put_varint(out, record.scope);
     *mask_at = mask;
     s.prev_stream = record.stream, s.prev_step = record.step, s.prev_thread = thread;
+    s.prev_scope = record.scope;
   }
 
   if (record.name != s.prev_name[kind_slot]) {
@@ -258,7 +261,7 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
   if (tag & kContextChanged) {
     if (in >= end) return fail(error, "record cut off in context");
     const uint8_t bits = *in++;
-    if (bits & ~(kStream | kStep | kThread)) return fail(error, "bad context mask");
+    if (bits & ~(kStream | kStep | kThread | kScope)) return fail(error, "bad context mask");
     if ((bits & kStream) && !get_u32(in, end, s.prev_stream)) return fail(error, "bad stream");
     if (bits & kStep) {
       if (!get_varint(in, end, value)) return fail(error, "bad step");
@@ -271,8 +274,10 @@ bool RecordDecoder::decode(const uint8_t*& in, const uint8_t* end, Record& out,
       s.prev_step = static_cast<uint32_t>(step);
     }
     if ((bits & kThread) && !get_u32(in, end, s.prev_thread)) return fail(error, "bad thread");
+    if ((bits & kScope) && !get_u32(in, end, s.prev_scope)) return fail(error, "bad scope");
   }
   out.stream = s.prev_stream, out.step = s.prev_step, out.thread = s.prev_thread;
+  out.scope = s.prev_scope;
 
   if ((tag & kNameChanged) && !get_u32(in, end, s.prev_name[kind]))
     return fail(error, "bad name id");

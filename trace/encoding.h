@@ -11,8 +11,9 @@
 //   [kind]     varint, only when bits 0-3 are 15
 //   [ext]      u8: bit 0 buffer count differs from the base's, bit 1 payload present
 //   [seq gap]  varint zigzag(seq - (previous seq + 1))
-//   [context]  u8 mask (bit 0 stream, 1 step, 2 thread), then stream varint, step zigzag delta,
-//              thread varint for each bit set
+//   [context]  u8 mask (bit 0 stream, 1 step, 2 thread, 3 scope), then stream varint, step
+//              zigzag delta, thread varint, scope varint for each bit set (scope: format
+//              version 2; a version-1 file never sets bit 3)
 //   [name]     varint
 //   [count]    varint buffer count
 //   field mask varint: bit i set where field i differs from the base; the values follow
@@ -70,7 +71,7 @@ class DeltaState {
   void remember_decoded(const Record& record, int slot);
 
   uint64_t prev_seq = 0;
-  uint32_t prev_stream = 0, prev_step = 0, prev_thread = 0;
+  uint32_t prev_stream = 0, prev_step = 0, prev_thread = 0, prev_scope = 0;
   StringId prev_name[kKindSlots] = {};
 
  private:

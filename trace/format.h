@@ -15,6 +15,10 @@
 //   Strings   string definitions (id, bytes); always written before any block that uses them
 //   Summary   StepSummary records, one per finished step; a diff reads only these to skip
 //             equal steps without decoding their record blocks
+//   Scopes    Scope records (record_kinds.def), one per scope, each defined before the first
+//             block whose records carry its id (as Strings); header: min_step = max_step = 0,
+//             first_seq 0. The tools read them all at once to turn a record's scope id into
+//             its path of range names (TraceReader::scope_path).
 //   End       the end-of-trace block (EndPayload below), the last thing the writer writes: at
 //             close (reason "exit", or "exec" before an exec), or from a fatal signal's handler
 //             (clean = 0, reason "signal N"). A file without one was not finished (the job was
@@ -41,7 +45,12 @@
 namespace lockstep::trace {
 
 inline constexpr char kFileMagic[8] = {'L', 'O', 'C', 'K', 'S', 'T', 'E', 'P'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2: every record's context may carry its scope id (encoding.h, context bit 3), and
+// Scopes blocks define them. A version-1 reader would stop at the first such record in the
+// middle of a file ("bad context mask"): the version makes it refuse the file up front, in one
+// line. Version-1 files read as before (every record in no scope).
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;  // the oldest this reader still reads
 inline constexpr uint32_t kBlockMagic = 0x4b42534cu;  // "LSBK"
 inline constexpr const char* kTraceFileSuffix = ".lstrace";
 inline constexpr const char* kManifestName = "manifest.json";
@@ -57,7 +66,8 @@ static_assert(sizeof(FileHeader) == 24);
 
 // Adding a type: give it the next number, document its payload above, write it in writer.cpp and
 // read it in reader.cpp (blocks() lists every known type; unknown types are skipped there).
-enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3, End = 4 };
+enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3, End = 4, Scopes = 5 };
+inline constexpr uint8_t kLastBlockType = 5;  // a reader skips types above (a newer writer)
 
 struct BlockHeader {
   uint32_t magic;       // kBlockMagic

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -71,7 +72,8 @@ class FileReader final : public TraceReader {
     if (version_ > kFormatVersion)
       fail("trace format v" + std::to_string(version_) + " is newer than this lockstep reads (v" +
            std::to_string(kFormatVersion) + ")");
-    if (version_ == 0) fail("bad trace format version 0 at offset 8");
+    if (version_ < kOldestFormatVersion)
+      fail("bad trace format version " + std::to_string(version_) + " at offset 8");
     if (file.json_bytes > kMaxJsonBytes) fail("JSON header length out of range at offset 12");
     if (sizeof(file) + uint64_t{file.json_bytes} > size_)
       fail("trace cut off inside its JSON header (offset 24)");
@@ -122,7 +124,7 @@ class FileReader final : public TraceReader {
       }
       check_block_bounds(offset, header);
       if (header.type >= static_cast<uint8_t>(BlockType::Records) &&
-          header.type <= static_cast<uint8_t>(BlockType::End)) {
+          header.type <= kLastBlockType) {
         BlockInfo info;
         info.offset = offset;
         info.type = static_cast<BlockType>(header.type);
@@ -201,13 +203,23 @@ class FileReader final : public TraceReader {
         (void)end();
       } else {
         decode_block(block, [&](const Record& record) {
-          if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary))
+          if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary) ||
+              (block.type == BlockType::Scopes) != (record.kind == RecordKind::Scope))
             fail_at(block.offset, "record kind does not belong in this block type");
           return true;
         });
       }
     }
   }
+
+  std::vector<std::string_view> scope_path(ScopeId id) override {
+    std::vector<std::string_view> path;
+    for (; id != 0; id = scope_entry(id).parent) path.push_back(string(scope_entry(id).name));
+    std::reverse(path.begin(), path.end());
+    return path;
+  }
+
+  ScopeId scope_parent(ScopeId id) override { return id == 0 ? 0 : scope_entry(id).parent; }
 
   std::string_view string(StringId id) override {
     if (id == 0) return {};
@@ -223,6 +235,34 @@ class FileReader final : public TraceReader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw TraceError(path_ + ": " + what); }
+
+  struct ScopeEntry {
+    ScopeId parent = 0;
+    StringId name = 0;
+  };
+  // Every Scopes block, read once. A parent must be an earlier (smaller) id: the writer interns
+  // parents first, and a path walk then always ends.
+  const ScopeEntry& scope_entry(ScopeId id) {
+    if (!scopes_loaded_) {
+      for (const BlockInfo& block : blocks()) {
+        if (block.type != BlockType::Scopes) continue;
+        decode_block(block, [&](const Record& record) {
+          const uint64_t scope = record.fields[fields::Scope::scope_id];
+          const uint64_t parent = record.fields[fields::Scope::parent];
+          if (record.kind != RecordKind::Scope || scope == 0 || scope > UINT32_MAX ||
+              parent >= scope)
+            fail_at(block.offset, "corrupt scope definition");
+          scopes_.try_emplace(static_cast<ScopeId>(scope),
+                              ScopeEntry{static_cast<ScopeId>(parent), record.name});
+          return true;
+        });
+      }
+      scopes_loaded_ = true;
+    }
+    auto it = scopes_.find(id);
+    if (it == scopes_.end()) fail("scope id " + std::to_string(id) + " is not defined");
+    return it->second;
+  }
 
   void refuse_irregular(mode_t mode) const {
     const char* kind = irregular_kind(mode);
@@ -401,6 +441,8 @@ class FileReader final : public TraceReader {
   nlohmann::json header_;
   uint64_t data_start_ = 0;
   bool scanned_ = false, truncated_ = false, strings_loaded_ = false, end_loaded_ = false;
+  bool scopes_loaded_ = false;
+  std::unordered_map<ScopeId, ScopeEntry> scopes_;
   std::optional<TraceEnd> end_;
   uint64_t truncation_offset_ = 0;
   std::vector<BlockInfo> blocks_;

@@ -98,6 +98,13 @@ class TraceReader {
 
   virtual std::string_view string(StringId id) = 0;  // throws TraceError for an undefined id
 
+  // A scope (record.h, ScopeId) as its path of range names, outermost first; empty for scope 0.
+  // The first call reads every Scopes block (format.h). Throws TraceError for an id no Scopes
+  // block defines, or a definition whose parent is not an earlier scope.
+  virtual std::vector<std::string_view> scope_path(ScopeId id) = 0;
+  // The enclosing scope of `id` (0: outermost); throws as scope_path.
+  virtual ScopeId scope_parent(ScopeId id) = 0;
+
   // True once a cut-off tail was seen; truncation_offset() is where the valid prefix ends.
   virtual bool truncated() const = 0;
   virtual uint64_t truncation_offset() const = 0;

@@ -100,6 +100,11 @@ const std::vector<RecordKindInfo>& record_kinds();
 // `fields` (the record's fields in table order), each as trace::field_text prints it; "" for a
 // kind without one. Defined in field_format.cpp (library lockstep_trace_text).
 std::string short_text(RecordKind kind, std::span<const uint64_t> fields);
+// Kinds the writer makes itself, in blocks of their own type (StepSummary in Summary blocks,
+// Scope in Scopes blocks): TraceWriter::append refuses them.
+inline bool writers_own_kind(RecordKind kind) {
+  return kind == RecordKind::StepSummary || kind == RecordKind::Scope;
+}
 // nullptr for an unknown wire id (a newer writer); the reader reports it.
 const RecordKindInfo* find_record_kind(uint8_t wire_id);
 const RecordKindInfo* find_record_kind(std::string_view name);
@@ -149,6 +154,14 @@ int dtype_bits(DType dtype);  // 0 for unknown ids
 // by id. Id 0 is the empty string. Ids are per file: compare the strings, never the ids.
 using StringId = uint32_t;
 
+// ---- scopes --------------------------------------------------------------------------------
+// The stack of ranges (NVTX push/pop, lockstep_scope_push, a PyTorch module's forward) open on
+// the calling thread when the call was made: interned once per file as a Scope record (parent
+// scope, name) in a Scopes block, and referenced by id from every record. Id 0 is no scope (the
+// outermost level); a scope's parent id is always smaller than its own. Ids are per file:
+// compare the paths, never the ids.
+using ScopeId = uint32_t;
+
 // ---- buffer fingerprints -------------------------------------------------------------------
 enum class Role : uint8_t { In = 0, Out = 1 };
 
@@ -192,6 +205,7 @@ struct BufferFingerprint {
 // ---- records -------------------------------------------------------------------------------
 struct Record {
   RecordKind kind = RecordKind::Kernel;
+  ScopeId scope = 0;    // the ranges open on the calling thread (above); 0 = none
   uint64_t seq = 0;     // order of the API call in the process (1-based, gap-free unless dropped)
   uint32_t stream = 0;  // stable stream ordinal: order of first use in the process, 0 = none
   uint32_t step = 0;    // step counter when the call was made
@@ -204,6 +218,7 @@ struct Record {
   // Keeps capacity so that a thread-local Record can be reused without allocating.
   void clear() {
     kind = RecordKind::Kernel;
+    scope = 0;
     seq = 0, stream = 0, step = 0, thread = 0, name = 0;
     clear_fields();
     buffers.clear();
@@ -226,6 +241,7 @@ struct Record {
       return;
     }
     kind = other.kind;
+    scope = other.scope;
     seq = other.seq, stream = other.stream, step = other.step, thread = other.thread;
     name = other.name;
     fields = other.fields;

@@ -42,6 +42,7 @@
 #include "trace/digest.h"
 #include "trace/encoding.h"
 #include "trace/format.h"
+#include "trace/scope_table.h"
 #include "trace/string_table.h"
 #include "trace/writer.h"
 #include "common/hot.h"
@@ -208,11 +209,14 @@ class Writer final : public TraceWriter {
   }
 
   StringId intern(std::string_view text) override { return state_->strings.intern(text); }
+  ScopeId intern_scope(ScopeId parent, StringId name) override {
+    return state_->scopes.intern(parent, name);
+  }
 
   LOCKSTEP_HOT bool append(const Record& record) override {
     State& s = *state_;
     const int count = fast_field_count(record.kind);
-    if (count == 0 || record.kind == RecordKind::StepSummary ||
+    if (count == 0 || writers_own_kind(record.kind) ||
         !s.accepting.load(std::memory_order_relaxed)) {
       s.rejected.fetch_add(1, std::memory_order_relaxed);
       return false;
@@ -295,7 +299,8 @@ class Writer final : public TraceWriter {
     }
     s.wake.notify_all();
     if (s.thread.joinable()) s.thread.join();
-    if (!unwritten_strings_.empty()) {  // the last cycle failed to write some definitions
+    if (!unwritten_strings_.empty() || !unwritten_scopes_.empty()) {
+      // the last cycle failed to write some definitions
       std::vector<std::unique_ptr<Block>> none;
       write_cycle(none);
     }
@@ -392,6 +397,7 @@ class Writer final : public TraceWriter {
 
   struct State {
     StringTable strings;
+    ScopeTable scopes;
     std::atomic<bool> accepting{true};
     std::atomic<uint64_t> rejected{0};  // bad kind, or no thread buffer
 
@@ -814,8 +820,13 @@ class Writer final : public TraceWriter {
   // so its definition is in this strings block or an earlier one.
   // Definitions whose block failed to write go again in the next cycle (a transient failure must
   // not leave every later record naming an undefined string).
+  // Scopes are taken before strings: a scope's name was interned before the scope, so the
+  // strings taken after it include that name, and the Strings block precedes the Scopes block.
   void write_cycle(std::vector<std::unique_ptr<Block>>& blocks) {
     State& s = *state_;
+    auto scopes = std::exchange(unwritten_scopes_, {});
+    auto fresh_scopes = s.scopes.take_pending();
+    scopes.insert(scopes.end(), fresh_scopes.begin(), fresh_scopes.end());
     auto pending = std::exchange(unwritten_strings_, {});
     auto fresh = s.strings.take_pending();
     pending.insert(pending.end(), fresh.begin(), fresh.end());
@@ -833,6 +844,7 @@ class Writer final : public TraceWriter {
         unwritten_strings_.insert(unwritten_strings_.end(), pending.begin() + first,
                                   pending.begin() + at);
     }
+    write_scopes(scopes);
     for (auto& block : blocks) {
       BlockHeader header{};
       header.type = static_cast<uint8_t>(block->type);
@@ -844,6 +856,34 @@ class Writer final : public TraceWriter {
       release_block(std::move(block));
     }
     blocks.clear();
+  }
+
+  // Scope definitions as Scope records (record_kinds.def) in Scopes blocks; those whose block
+  // fails to write go again in the next cycle, as string definitions do.
+  void write_scopes(const std::vector<ScopeDefinition>& scopes) {
+    size_t at = 0;
+    Record record;
+    record.kind = RecordKind::Scope;
+    while (at < scopes.size()) {
+      const size_t first = at;
+      std::vector<uint8_t> payload;
+      RecordEncoder encoder;
+      uint32_t count = 0;
+      for (; at < scopes.size() && payload.size() < (4u << 20); ++at, ++count) {
+        record.name = scopes[at].name;
+        record.fields[fields::Scope::scope_id] = scopes[at].id;
+        record.fields[fields::Scope::parent] = scopes[at].parent;
+        const size_t used = payload.size();
+        payload.resize(used + RecordEncoder::max_encoded_size(record));
+        payload.resize(encoder.encode(record, 0, payload.data() + used) - payload.data());
+      }
+      BlockHeader header{};
+      header.type = static_cast<uint8_t>(BlockType::Scopes);
+      header.record_count = count;
+      if (!write_block(header, payload.data(), payload.size()))
+        unwritten_scopes_.insert(unwritten_scopes_.end(), scopes.begin() + first,
+                                 scopes.begin() + at);
+    }
   }
 
   bool write_block(BlockHeader& header, const uint8_t* payload, size_t bytes) {
@@ -1000,6 +1040,7 @@ class Writer final : public TraceWriter {
   // String definitions whose block failed to write (background thread only); the views point
   // into the string table, whose keys never move.
   std::vector<std::pair<StringId, std::string_view>> unwritten_strings_;
+  std::vector<ScopeDefinition> unwritten_scopes_;  // the same for scope definitions
   bool header_written_ = false;  // set by open, before the background thread starts
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();

@@ -67,6 +67,11 @@ class TraceWriter {
   // any block that references the id.
   virtual StringId intern(std::string_view text) = 0;
 
+  // Thread-safe. Returns the same id for the same (parent, name) (ScopeTable); the Scope record
+  // defining it reaches the file before any block whose records carry the id. `name` must be an
+  // id intern() returned. Call once per new range stack, not per record.
+  virtual ScopeId intern_scope(ScopeId parent, StringId name) = 0;
+
   // Thread-safe, lock-free on the fast path. The record's step feeds that step's summary digest.
   // Returns false if the record was refused (counted as dropped): writer closed, or no block
   // memory at all. An accepted record is encoded later; if no block memory is left by then it

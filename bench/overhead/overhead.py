@@ -61,6 +61,12 @@ EXTRA_MODES = {
     # Broad without the state records of the PyTorch hook (python/lockstep/_torch_hooks.py):
     # what fingerprinting the parameters after every optimizer step costs.
     "broad-nostate": ("broad", None, {"LOCKSTEP_STATE": "off"}),
+    # Broad with and without the module scopes of the PyTorch hook (python/lockstep/
+    # _module_scopes.py; off at broad by default: LOCKSTEP_SCOPES=auto): what naming every
+    # module's forward and backward and the optimizer step costs. Issue #29's target: at most
+    # 0.5% more than broad without them, else they stay off at broad.
+    "broad-noscopes": ("broad", None, {"LOCKSTEP_SCOPES": "0"}),
+    "broad-scopes": ("broad", None, {"LOCKSTEP_SCOPES": "1"}),
 }
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~35 ms per

@@ -184,6 +184,53 @@ class NondeterministicPlant:
         return x + (1e-2 * self.accumulate()).to(x.dtype)
 
 
+class _PlantedGradient(torch.autograd.Function):
+    """Identity in the forward (a copy: a view returned by a Function would make an in-place op on
+    it fail); in the backward, adds the plant's result to the gradient."""
+
+    @staticmethod
+    def forward(ctx, x, plant):
+        ctx.plant = plant
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.plant.active:
+            return grad, None
+        return grad + (1e-2 * ctx.plant.accumulate()).to(grad.dtype), None
+
+
+def plant_in_module(module, phase, plant, optimizer):
+    """Runs `plant` (a NondeterministicPlant, while active) inside `module`: at the end of its
+    forward (added to its output), in its backward (added to the gradient of its output, by an
+    autograd Function the forward passes its output through), or in the optimizer step (added
+    to the module's first parameter, by the optimizer's own post-step hook, which runs inside
+    the step: before the global post-step hooks)."""
+    if phase == "optimizer":
+        param = next(module.parameters())
+
+        def after_step(opt, args, kwargs):
+            if plant.active:
+                with torch.no_grad():
+                    flat = param.view(-1)
+                    n = min(flat.numel(), plant.dim)
+                    flat[:n].add_(1e-4 * plant.accumulate()[:n].to(param.dtype))
+
+        optimizer.register_step_post_hook(after_step)
+        return
+    forward = module.forward
+
+    def planted_forward(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        if not plant.active:
+            return out
+        if phase == "forward":
+            return plant(out)
+        return _PlantedGradient.apply(out, plant)
+
+    module.forward = planted_forward
+
+
 def set_deterministic(seed, algorithms=True):
     """Everything PyTorch offers for bit-for-bit reruns. CUBLAS_WORKSPACE_CONFIG must already be
     in the environment (set before torch is imported). algorithms=False leaves

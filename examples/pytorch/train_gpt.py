@@ -60,6 +60,15 @@ def parse_args(argv=None):
                    help="1-based step at which a nondeterministic op runs (0: never); with "
                         "--cuda-graph, the step whose capture takes it in (replayed from then on)")
     p.add_argument("--plant-layer", type=int, default=0, help="layer of the planted op")
+    p.add_argument("--plant-module", metavar="PATH",
+                   help="plant the op in this module instead (its path in the model, as "
+                        "`lockstep run` names scopes: blocks.1.mlp), in --plant-phase")
+    p.add_argument("--plant-phase", choices=["forward", "backward", "optimizer"],
+                   default="forward",
+                   help="with --plant-module: where the planted op runs: at the end of the "
+                        "module's forward (added to its output), in its backward (added to the "
+                        "gradient of its output), or in the optimizer step (added to the "
+                        "module's first parameter after the update)")
     p.add_argument("--nondeterministic-algorithms", action="store_true",
                    help="leave torch.use_deterministic_algorithms off (the default of most "
                         "training scripts): with --compile, Inductor's embedding backward then "
@@ -88,6 +97,10 @@ def parse_args(argv=None):
         p.error("--steps must be at least 1")
     if args.plant_step and not 1 <= args.plant_step <= args.steps:
         p.error(f"--plant-step {args.plant_step} is outside steps 1..{args.steps}")
+    if args.plant_module and not args.plant_step:
+        p.error("--plant-module needs --plant-step (the step the planted op runs at)")
+    if args.plant_module and args.cuda_graph:
+        p.error("--plant-module does not combine with --cuda-graph")
     if not 0 <= args.plant_layer < args.layers:
         p.error(f"--plant-layer {args.plant_layer} is outside layers 0..{args.layers - 1}")
     if args.cuda_graph and args.plant_step and args.plant_step <= args.warmup:
@@ -150,6 +163,14 @@ def load_checkpoint(path, model, optimizer, forget_optimizer, torch):
     return state["next_step"]
 
 
+def plant_text(args):
+    if not args.plant_step:
+        return "-"
+    where = (f"in {args.plant_module} ({args.plant_phase})" if args.plant_module
+             else f"layer {args.plant_layer}")
+    return f"step {args.plant_step} {where}"
+
+
 def float_hex(value):
     return struct.pack(">f", value).hex()
 
@@ -184,18 +205,25 @@ def main(argv=None):
     plant = None
     if args.plant_step:
         plant = gpt_model.NondeterministicPlant(cfg.dim, device, args.seed + 7)
-        model.blocks[args.plant_layer].plant = plant
+        if args.plant_module is None:
+            model.blocks[args.plant_layer].plant = plant
     inputs, targets = gpt_model.make_batches(args.steps, args.batch, cfg.seq, cfg.vocab,
                                              args.seed + 1, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1,
                                   capturable=args.cuda_graph)
+    if args.plant_module:
+        modules = dict(model.named_modules())
+        if args.plant_module not in modules:
+            print(f"train_gpt.py: --plant-module {args.plant_module}: no such module (e.g. "
+                  f"blocks.1.mlp, blocks.0.attn, head)", file=sys.stderr)
+            return 2
+        gpt_model.plant_in_module(modules[args.plant_module], args.plant_phase, plant, optimizer)
     forward = torch.compile(model, mode=args.compile_mode) if args.compile else model
     markers = StepMarkers(args.markers)
     gate = StepGate(args.gate)
     print(f"train_gpt.py: {torch.cuda.get_device_name(device)}, torch {torch.__version__}, "
           f"{sum(p.numel() for p in model.parameters())} parameters, steps {args.steps}, "
-          f"compile {args.compile}, cuda-graph {args.cuda_graph}, plant step "
-          f"{args.plant_step or '-'} layer {args.plant_layer if args.plant_step else '-'}, "
+          f"compile {args.compile}, cuda-graph {args.cuda_graph}, plant {plant_text(args)}, "
           f"markers {markers.description}", file=sys.stderr)
 
     def train_step(x, y):

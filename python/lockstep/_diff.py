@@ -3,7 +3,7 @@ objects. Every name follows the diff's versioned JSON report (tools/README.md, "
 whose dict is DiffResult.json; fingerprints are ints here, hex strings there."""
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from lockstep import _steps
 from lockstep._native import core
@@ -45,6 +45,9 @@ class Divergence:
     context_b: List[str] = field(default_factory=list)
     step_b: Optional[int] = None  # run B's trace step (another when aligned by number)
     job_step: Optional[int] = None  # the job's own number of the step (aligned by number)
+    # The ranges open on the op's thread, outermost first ("GPT (forward)", "blocks.1.mlp
+    # (forward)"): module and phase under `lockstep run` (schema 5); () for none.
+    scope: Tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, d):
@@ -64,7 +67,8 @@ class Divergence:
                 fingerprint_b=int(b["fingerprint_b"], 16)),
             context_a=[line["op"] for line in context.get("a", [])],
             context_b=[line["op"] for line in context.get("b", [])],
-            step_b=d.get("step_b"), job_step=d.get("job_step"))
+            step_b=d.get("step_b"), job_step=d.get("job_step"),
+            scope=tuple(d.get("scope") or ()))
 
     def _key(self):
         return (self.rank, self.step, self.seq_a, self.seq_b, self.kind, self.name,

@@ -112,3 +112,21 @@ def fingerprint_many(named, kind=OTHER, stream=None):
 def fingerprint(tensor, name, kind=OTHER, stream=None):
     """Fingerprint one tensor as the State record `name` of the current step."""
     fingerprint_many([(name, tensor)], kind, stream)
+
+
+_scope_push = _function("lockstep_scope_push", [ctypes.c_char_p])
+_scope_pop = _function("lockstep_scope_pop", [])
+
+
+def scope_push(name):
+    """Open the range `name` (str or bytes) on the calling thread: every record the thread makes
+    until the matching scope_pop carries it, inside the ranges already open (collectors/lockstep.h,
+    lockstep_scope_push)."""
+    if _scope_push is not None:
+        _scope_push(name if isinstance(name, bytes) else str(name).encode())
+
+
+def scope_pop():
+    """Close the innermost range scope_push opened on the calling thread."""
+    if _scope_pop is not None:
+        _scope_pop()

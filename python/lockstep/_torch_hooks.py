@@ -139,13 +139,21 @@ class StateHook:
 
 
 def arm(torch):
-    """Registers the optimizer hook (once). Returns what it armed, for LOCKSTEP_DEBUG."""
-    parts = wanted()
-    if not parts or not _shim.traced():
+    """Registers the module scopes' hooks (_module_scopes.py, as LOCKSTEP_SCOPES asks) and the
+    optimizer's state hook (once). Returns what it armed, for LOCKSTEP_DEBUG."""
+    if not _shim.traced():
         return "nothing"
     level = os.environ.get("LOCKSTEP_LEVEL", "broad").strip().lower()
     if level not in ("broad", "full"):
         return "nothing (level %s)" % level
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-    register_optimizer_step_post_hook(StateHook(torch, parts))
-    return "state records of " + ",".join(sorted(parts))
+    armed = []
+    from lockstep import _module_scopes
+    if _module_scopes.wanted(level):
+        _module_scopes.arm(torch)
+        armed.append("module scopes")
+    parts = wanted()
+    if parts:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(StateHook(torch, parts))
+        armed.append("state records of " + ",".join(sorted(parts)))
+    return "; ".join(armed) or "nothing"

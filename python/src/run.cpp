@@ -46,6 +46,7 @@ struct Record {
   uint64_t seq = 0;
   uint32_t step = 0, stream = 0, thread = 0;
   std::string kind, name;
+  std::vector<std::string> scope;  // the ranges open on its thread, outermost first
   std::vector<std::pair<std::string, uint64_t>> fields;  // the kind's fields, in table order
   std::vector<Buffer> buffers;
   std::string payload;                // Metric bytes
@@ -61,6 +62,7 @@ Record convert(const trace::Record& r, int rank, trace::TraceReader& reader) {
   out.thread = r.thread;
   out.kind = std::string(trace::record_kind_name(r.kind));
   out.name = std::string(reader.string(r.name));
+  for (std::string_view level : reader.scope_path(r.scope)) out.scope.emplace_back(level);
   if (const trace::RecordKindInfo* info = trace::find_record_kind(static_cast<uint8_t>(r.kind)))
     for (size_t i = 0; i < info->field_names.size(); ++i)
       out.fields.emplace_back(std::string(info->field_names[i]), r.fields[i]);
@@ -209,6 +211,12 @@ void bind_run(py::module_& m) {
       .def_readonly("thread", &Record::thread)
       .def_readonly("kind", &Record::kind)
       .def_readonly("name", &Record::name)
+      .def_property_readonly("scope",
+                             [](const Record& r) {
+                               py::tuple levels(r.scope.size());
+                               for (size_t i = 0; i < r.scope.size(); ++i) levels[i] = r.scope[i];
+                               return levels;
+                             })
       .def_property_readonly("fields",
                              [](const Record& r) {
                                py::dict d;

@@ -34,6 +34,15 @@ Record random_record(RecordKind kind, std::mt19937_64& rng, TraceWriter* writer)
   record.stream = static_cast<uint32_t>(rng() % 4);
   record.step = static_cast<uint32_t>(rng() % 3);
   record.thread = static_cast<uint32_t>(1 + rng() % 3);
+  // No scope, a module's forward, or a block inside it: defined when there is a writer.
+  const int depth = static_cast<int>(rng() % 3);
+  if (!writer) {
+    record.scope = static_cast<ScopeId>(depth);
+  } else if (depth > 0) {
+    record.scope = writer->intern_scope(0, writer->intern("blocks.0 (forward)"));
+    if (depth > 1)
+      record.scope = writer->intern_scope(record.scope, writer->intern("blocks.0.mlp (forward)"));
+  }
   const int count = field_count(kind);
   for (int i = 0; i < count; ++i) record.fields[i] = random_value(rng);
   if (writer) record.name = writer->intern("kernel_" + std::to_string(rng() % 20));

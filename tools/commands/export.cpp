@@ -17,6 +17,7 @@
 #include "tools/metric_value.h"
 #include "tools/record_text.h"
 #include "tools/run_set.h"
+#include "tools/scope_text.h"
 #include "tools/term.h"
 #include "tools/wording.h"
 #include "trace/field_format.h"
@@ -93,10 +94,72 @@ std::vector<exporting::Arg> record_args(const trace::Record& r, std::string_view
     args.push_back({"value", format_metric_value(
                                  r.payload, r.fields[trace::fields::Metric::dtype_hint])});
   if (r.kind == trace::RecordKind::Warning) args.push_back({"warning", warning_sentence(r, name)});
+  if (r.scope != 0) args.push_back({"scope", scope_text(reader.scope_path(r.scope))});
   return args;
 }
 
 using Marks = std::map<std::pair<int, uint64_t>, const Divergence*>;  // (rank, seq in DIR)
+
+// The scopes open on each thread of a rank, as nested slices on the thread's scope track: a
+// level opens at the first record made inside it and closes after the last (the file holds each
+// thread's records in seq order), so a slice spans exactly the records made in it.
+class ScopeSlices {
+ public:
+  ScopeSlices(int rank, trace::TraceReader& reader, exporting::Sink& sink)
+      : rank_(rank), reader_(reader), sink_(sink) {}
+
+  void record(const trace::Record& r) {
+    Thread& t = threads_[r.thread];
+    if (r.scope != t.scope) {
+      const std::vector<std::string_view> path = reader_.scope_path(r.scope);
+      size_t same = 0;
+      while (same < path.size() && same < t.names.size() && path[same] == t.names[same]) ++same;
+      close(r.thread, t, same);
+      if (path.size() > same && !t.declared) sink_.scope_track(rank_, r.thread), t.declared = true;
+      for (size_t i = same; i < path.size(); ++i) {
+        t.names.emplace_back(path[i]);
+        t.starts.push_back(r.seq);
+      }
+      t.scope = r.scope;
+    }
+    t.last_seq = r.seq;
+  }
+
+  void finish() {
+    for (auto& [thread, t] : threads_) close(thread, t, 0);
+  }
+
+ private:
+  struct Thread {
+    trace::ScopeId scope = 0;
+    std::vector<std::string> names;  // the open levels, outermost first
+    std::vector<uint64_t> starts;    // the seq each opened at
+    uint64_t last_seq = 0;
+    bool declared = false;
+  };
+
+  // Closes the levels of `t` from the innermost down to `keep` levels, after its last record.
+  void close(uint32_t thread, Thread& t, size_t keep) {
+    while (t.names.size() > keep) {
+      exporting::Event event;
+      event.rank = rank_;
+      event.scope_thread = thread;
+      event.depth = static_cast<uint32_t>(t.names.size() - 1);
+      event.seq = t.starts.back();
+      event.length = t.last_seq + 1 - event.seq;
+      event.name = t.names.back();
+      event.category = "scope";
+      sink_.event(event);
+      t.names.pop_back();
+      t.starts.pop_back();
+    }
+  }
+
+  int rank_;
+  trace::TraceReader& reader_;
+  exporting::Sink& sink_;
+  std::map<uint32_t, Thread> threads_;
+};
 
 // Writes the rank's records of [first, last] to the sink; `each` after every record returns
 // false to stop. Returns the records written.
@@ -106,9 +169,11 @@ uint64_t export_rank(const RankFile& file, uint32_t first, uint32_t last, const 
   sink.rank(file.rank);
   std::set<uint32_t> streams;
   uint64_t written = 0;
+  ScopeSlices scopes(file.rank, *reader, sink);
   reader->for_each_record(first, last, [&](const trace::Record& r) {
     if (r.kind == trace::RecordKind::StepSummary) return true;
     if (streams.insert(r.stream).second) sink.stream(file.rank, r.stream);
+    scopes.record(r);
     const std::string_view name = reader->string(r.name);
     exporting::Event event;
     event.rank = file.rank;
@@ -130,6 +195,7 @@ uint64_t export_rank(const RankFile& file, uint32_t first, uint32_t last, const 
     ++written;
     return each();
   });
+  scopes.finish();
   return written;
 }
 
@@ -177,9 +243,11 @@ CommandRunner add_export_command(CLI::App& app) {
   sub->add_flag("--salvage", request->salvage,
                 "Export the valid prefix of a file with a corrupt block (else exit 2)");
   sub->footer(R"(One process per rank, one track per stream; each record a slice with its fields,
-buffers (fingerprints), metric value or warning as arguments. Records carry no clock, so the time
-axis is the op's sequence number (1 us per op). With --against, the diff's first divergence of each
-rank and its structural divergences are marked: "[origin]", "[receiver]", "[structural]" before
+buffers (fingerprints), metric value, warning and scope as arguments; and per thread that opened
+ranges (NVTX push/pop, lockstep_scope_push, a PyTorch module's forward and backward under
+`lockstep run`) a track "thread N scopes" of nested slices, each spanning the records made in it.
+Records carry no clock, so the time axis is the op's sequence number (1 us per op). With
+--against, the diff's first divergence of each rank and its structural divergences are marked: "[origin]", "[receiver]", "[structural]" before
 the name (and, in JSON, red). The size is estimated from the records chosen before anything is
 written; over --max-size the export is refused (exit 2): choose a rank, steps or the steps
 around the divergence. On a terminal a progress line counts the records.

@@ -1,8 +1,11 @@
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
+
+#include "common/env.h"
 
 #include "tools/commands/commands.h"
 #include "tools/hunt_plan.h"
@@ -53,6 +56,9 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
     trace.overwrite = request.overwrite;
     trace.torch_alloc = request.torch_alloc;
     trace.command = request.command;
+    // Module scopes in every run, broad ones too, so that each answer names the module and
+    // phase (LOCKSTEP_SCOPES; a user's own setting wins).
+    if (std::getenv(env::kScopes) == nullptr) trace.job_env.emplace_back(env::kScopes, "1");
     // Every run's output is kept in its directory; under --json none reaches stdout.
     trace.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
     LaunchResult launched = launch_traced(trace);

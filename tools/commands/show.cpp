@@ -44,12 +44,16 @@ spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F datatype=ncclBflo
 redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or "heuristic" (none given),
 then each buffer (role, label, dtype, bytes, fingerprint or -, dropped, unwritten, and flags),
 a metric's payload decoded by its dtype (guessed from its size when the trace does not say),
-and a warning as a sentence. Records are in sequence order per rank, steps in order.
+a warning as a sentence, and last the scope: the ranges open on the calling thread (NVTX
+push/pop, lockstep_scope_push; under `lockstep run`, a PyTorch module's path and phase, as
+in | scope GPT (forward) / blocks.1.mlp (forward)). Records are in sequence order per rank,
+steps in order.
 
 Examples:
   lockstep show runs/a --rank 0 --step 3
   lockstep show runs/a --grep 'ncclAllReduce|gemm' --limit 20
-  lockstep show runs/a --file-order | head     # no sorting: fastest on a huge trace)");
+  lockstep show runs/a --file-order | head     # no sorting: fastest on a huge trace
+  lockstep show runs/a --step 3 | grep 'scope blocks.1.mlp (backward)')");
   return [request] {
     std::optional<std::regex> pattern;
     if (!request->grep.empty()) {

@@ -492,6 +492,7 @@ class WindowComparer {
     d.stream = g.stream;
     d.kind = std::string(trace::record_kind_name(op.kind));
     d.name = std::string(pool_.text(op.name));
+    d.scope = split_scope(pool_.text(op.scope));
     d.occurrence = occurrence_in_group(table, ids, position);
     d.is_collective = is_collective(op.kind);
     if (d.is_collective) {

@@ -477,6 +477,13 @@ const Divergence* first_made_before_window(const DiffResult& r) {
   return nullptr;
 }
 
+const Divergence* first_diverging_scope(const DiffResult& r) {
+  if (r.first_by_epoch.empty()) return nullptr;
+  const Divergence& first = r.first_by_epoch.front();
+  if (first.classification != Classification::Receiver || first.scope.empty()) return nullptr;
+  return &first;
+}
+
 std::optional<JobStepRange> compared_job_steps(const DiffResult& r) {
   if (!r.alignment.by_number() || !r.first_step || !r.last_step) return std::nullopt;
   std::optional<JobStepRange> range;

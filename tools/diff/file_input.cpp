@@ -98,11 +98,13 @@ std::vector<std::string> FileRankInput::incomplete() {
 
 void FileRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) {
   auto lookup = [this](trace::StringId id) { return reader_->string(id); };
+  auto path_of = [this](trace::ScopeId id) { return reader_->scope_path(id); };
   reader_->for_each_record(first, last, [&](const trace::Record& record) {
     if (record.step < first || record.step > last) return true;
     out.add_with(
         record, translator_.translate(record.name, pool, lookup),
-        [&](size_t, trace::StringId label) { return translator_.translate(label, pool, lookup); });
+        [&](size_t, trace::StringId label) { return translator_.translate(label, pool, lookup); },
+        scopes_.translate(record.scope, pool, path_of));
     return true;
   });
 }

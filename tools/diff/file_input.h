@@ -35,6 +35,7 @@ class FileRankInput : public RankInput {
   std::optional<std::optional<trace::TraceEnd>> end_;
   std::optional<int64_t> complete_;  // last_complete_step, once counted
   StringTranslator translator_;      // into the one pool this input is used with
+  ScopeTranslator scopes_;           // the same for scope paths
 };
 
 }  // namespace lockstep::tools

@@ -1,6 +1,7 @@
 // A RankInput over records held in memory: the diff's unit tests use it, no files involved.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,13 +27,17 @@ class MemoryRankInput : public RankInput {
       labels.clear();
       for (const trace::BufferFingerprint& b : r.buffers)
         labels.push_back(translator_.translate(b.label, pool, lookup));
-      out.add(r, translator_.translate(r.name, pool, lookup), labels);
+      const uint32_t scope =
+          r.scope == 0 ? 0 : pool.intern(join_scope(std::vector<std::string_view>(
+                                 scopes.at(r.scope).begin(), scopes.at(r.scope).end())));
+      out.add(r, translator_.translate(r.name, pool, lookup), labels, scope);
     }
   }
 
   std::optional<uint32_t> fingerprint_first_step() override { return fingerprint_first; }
 
   int loads = 0;                              // how many windows were read
+  std::map<trace::ScopeId, std::vector<std::string>> scopes;  // a scope id's path, as a file's
   std::optional<uint32_t> fingerprint_first;  // as the trace header's LOCKSTEP_STEPS would say
 
  private:

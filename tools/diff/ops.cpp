@@ -17,9 +17,33 @@ void OpTable::clear() {
   payload_.clear();
 }
 
-void OpTable::add(const trace::Record& record, uint32_t name, std::span<const uint32_t> labels) {
-  add_with(record, name,
-           [&](size_t i, trace::StringId) { return i < labels.size() ? labels[i] : uint32_t{0}; });
+void OpTable::add(const trace::Record& record, uint32_t name, std::span<const uint32_t> labels,
+                  uint32_t scope) {
+  add_with(
+      record, name,
+      [&](size_t i, trace::StringId) { return i < labels.size() ? labels[i] : uint32_t{0}; },
+      scope);
+}
+
+std::string join_scope(const std::vector<std::string_view>& names) {
+  std::string joined;
+  for (std::string_view name : names) {
+    if (!joined.empty()) joined += kScopeSeparator;
+    joined += name;
+  }
+  return joined;
+}
+
+std::vector<std::string> split_scope(std::string_view joined) {
+  std::vector<std::string> names;
+  if (joined.empty()) return names;
+  size_t at = 0;
+  for (;;) {
+    const size_t end = joined.find(kScopeSeparator, at);
+    names.emplace_back(joined.substr(at, end == std::string_view::npos ? end : end - at));
+    if (end == std::string_view::npos) return names;
+    at = end + 1;
+  }
 }
 
 size_t OpTable::memory_bytes() const {

@@ -41,11 +41,18 @@ struct OpBuffer {
   bool has_value() const { return flags & trace::kFingerprintValid; }
 };
 
+// A scope path in a StringPool: its range names, outermost first, joined by this byte (no range
+// name holds it), so that a path compares as one id across the two runs.
+inline constexpr char kScopeSeparator = '\x1f';
+std::string join_scope(const std::vector<std::string_view>& names);
+std::vector<std::string> split_scope(std::string_view joined);  // {} for ""
+
 struct Op {
   uint64_t seq = 0;
   uint32_t stream = 0;
   uint32_t step = 0;
-  uint32_t name = 0;  // StringPool id
+  uint32_t name = 0;   // StringPool id
+  uint32_t scope = 0;  // StringPool id of the record's scope path (join_scope); 0: none
   trace::RecordKind kind = trace::RecordKind::Kernel;
   uint8_t field_count = 0;
   uint16_t buffer_count = 0;
@@ -81,12 +88,14 @@ class OpTable {
     return {payload_.data() + op.payload_offset, op.payload_bytes};
   }
 
-  // `name` and `labels` are StringPool ids already translated by the caller.
-  void add(const trace::Record& record, uint32_t name, std::span<const uint32_t> labels);
+  // `name`, `labels` and `scope` are StringPool ids already translated by the caller.
+  void add(const trace::Record& record, uint32_t name, std::span<const uint32_t> labels,
+           uint32_t scope = 0);
   // The same, translating each buffer's label with label_of(buffer index, trace::StringId) ->
   // uint32_t: the hot path of a diff (no label vector, no call through a pointer).
   template <class LabelOf>
-  void add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of);
+  void add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of,
+                uint32_t scope = 0);
 
   size_t memory_bytes() const;
 
@@ -109,12 +118,14 @@ class OpTable {
 };
 
 template <class LabelOf>
-void OpTable::add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of) {
+void OpTable::add_with(const trace::Record& record, uint32_t name, LabelOf&& label_of,
+                       uint32_t scope) {
   Op& op = ops_.emplace_back();
   op.seq = record.seq;
   op.stream = record.stream;
   op.step = record.step;
   op.name = name;
+  op.scope = scope;
   op.kind = record.kind;
   const int count = trace::fast_field_count(record.kind);  // 0 for an unknown kind
   op.field_count = static_cast<uint8_t>(count);
@@ -147,6 +158,23 @@ class StringTranslator {
     if (id >= cache_.size()) cache_.resize(static_cast<size_t>(id) + 1, kUnknown);
     uint32_t& slot = cache_[id];
     if (slot == kUnknown) slot = pool.intern(lookup(id));
+    return slot;
+  }
+
+ private:
+  static constexpr uint32_t kUnknown = UINT32_MAX;
+  std::vector<uint32_t> cache_;
+};
+
+// Translates one file's scope ids into StringPool ids of their paths, asking the file once per id.
+class ScopeTranslator {
+ public:
+  template <class PathOf>  // PathOf: std::vector<std::string_view>(trace::ScopeId)
+  uint32_t translate(trace::ScopeId id, StringPool& pool, PathOf&& path_of) {
+    if (id == 0) return 0;
+    if (id >= cache_.size()) cache_.resize(static_cast<size_t>(id) + 1, kUnknown);
+    uint32_t& slot = cache_[id];
+    if (slot == kUnknown) slot = pool.intern(join_scope(path_of(id)));
     return slot;
   }
 

@@ -64,6 +64,9 @@ struct Divergence {
   StructuralKind structural = StructuralKind::None;
   std::string kind;  // record kind CLI name
   std::string name;
+  // The ranges open on the op's thread (module and phase under `lockstep run`'s PyTorch hooks:
+  // "blocks.1.mlp (forward)"), outermost first; empty: none. Run A's (B's for an op only B has).
+  std::vector<std::string> scope;
   uint32_t occurrence = 0;        // 1-based occurrence of (kind, name) on this stream in this step
   uint64_t seq_a = 0, seq_b = 0;  // 0 where the op is absent from that run
   std::optional<BufferDiff> buffer;
@@ -190,6 +193,11 @@ std::optional<uint32_t> earliest_diverging_step(const DiffResult& r);
 // The first divergence, in blame order, of a receiver of a difference made before the window
 // (Divergence::made_before_step); null when there is none.
 const Divergence* first_made_before_window(const DiffResult& r);
+// The diff by scope: when the first divergence (blame order) is a receiver, the scope its op
+// ran in, which is the first scope (module and phase) whose ops diverged: at broad, where only
+// collectives are fingerprinted, "the gradient all-reduce in the backward of blocks.5". Null when
+// the first divergence is no receiver or ran outside every range.
+const Divergence* first_diverging_scope(const DiffResult& r);
 // One line: what was compared (steps A-B, N records) and what was not, and why.
 std::string coverage_line(const DiffResult& r);
 // The job's numbers of the steps compared under number alignment (first_step..last_step's

@@ -31,20 +31,35 @@ class JsonSink : public Sink {
           {"args", {{"name", stream ? fmt::format("stream {}", stream) : "no stream"}}}});
   }
 
+  // Thread scope tracks get tids above every stream's.
+  static uint64_t scope_tid(uint32_t thread) { return (uint64_t{1} << 32) + thread; }
+
+  void scope_track(int rank, uint32_t thread) override {
+    emit({{"ph", "M"},
+          {"pid", rank},
+          {"tid", scope_tid(thread)},
+          {"name", "thread_name"},
+          {"args", {{"name", fmt::format("thread {} scopes", thread)}}}});
+  }
+
   void event(const Event& e) override {
     nlohmann::json args = nlohmann::json::object();
     for (const Arg& a : e.args) std::visit([&](const auto& v) { args[a.key] = v; }, a.value);
+    // Microseconds, a nanosecond per nesting level inside the parent's (see Event).
+    const double ts = static_cast<double>(e.seq) + e.depth * 0.001;
     nlohmann::json event = {{"ph", e.instant ? "i" : "X"},
                             {"pid", e.rank},
-                            {"tid", e.stream},
-                            {"ts", e.seq},
+                            {"tid", e.scope_thread ? scope_tid(*e.scope_thread) : e.stream},
+                            {"ts", e.depth ? nlohmann::json(ts) : nlohmann::json(e.seq)},
                             {"name", e.name},
                             {"cat", e.category},
                             {"args", std::move(args)}};
     if (e.instant)
       event["s"] = "p";
+    else if (e.depth == 0)
+      event["dur"] = e.length;
     else
-      event["dur"] = 1;
+      event["dur"] = static_cast<double>(e.length) - 2 * e.depth * 0.001;
     if (e.divergent) event["cname"] = e.receiver ? "bad" : "terrible";
     emit(event);
   }

@@ -27,6 +27,10 @@ uint64_t process_uuid(int rank) { return (static_cast<uint64_t>(rank) + 1) << 32
 uint64_t stream_uuid(int rank, uint32_t stream) {
   return process_uuid(rank) | (static_cast<uint64_t>(stream) + 1);
 }
+// Thread t's scope track: the high bit of the low word set (stream ordinals stay far below it).
+uint64_t scope_uuid(int rank, uint32_t thread) {
+  return process_uuid(rank) | 0x80000000u | (thread & 0x7fffffffu);
+}
 
 class Interned {
  public:
@@ -64,13 +68,24 @@ class ProtoSink : public Sink {
     write(packet);
   }
 
-  void event(const Event& e) override {
+  void scope_track(int rank, uint32_t thread) override {
     pb::TracePacket packet;
-    packet.set_timestamp(e.seq * kUnitNs);
+    pb::TrackDescriptor* track = packet.mutable_track_descriptor();
+    track->set_uuid(scope_uuid(rank, thread));
+    track->set_parent_uuid(process_uuid(rank));
+    track->set_name(fmt::format("thread {} scopes", thread));
+    write(packet);
+  }
+
+  void event(const Event& e) override {
+    const uint64_t track =
+        e.scope_thread ? scope_uuid(e.rank, *e.scope_thread) : stream_uuid(e.rank, e.stream);
+    pb::TracePacket packet;
+    packet.set_timestamp(e.seq * kUnitNs + e.depth);
     packet.set_sequence_flags(pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
     pb::TrackEvent* event = packet.mutable_track_event();
     event->set_type(e.instant ? pb::TrackEvent::TYPE_INSTANT : pb::TrackEvent::TYPE_SLICE_BEGIN);
-    event->set_track_uuid(stream_uuid(e.rank, e.stream));
+    event->set_track_uuid(track);
     bool fresh = false;
     uint64_t iid = names_.id(e.name, &fresh);
     event->set_name_iid(iid);
@@ -116,10 +131,10 @@ class ProtoSink : public Sink {
     write(packet);
     if (e.instant) return;
     pb::TracePacket end;
-    end.set_timestamp(e.seq * kUnitNs + kSliceNs);
+    end.set_timestamp((e.seq + e.length - 1) * kUnitNs + kSliceNs - e.depth);
     end.set_sequence_flags(pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
     end.mutable_track_event()->set_type(pb::TrackEvent::TYPE_SLICE_END);
-    end.mutable_track_event()->set_track_uuid(stream_uuid(e.rank, e.stream));
+    end.mutable_track_event()->set_track_uuid(track);
     write(end);
   }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -23,6 +24,13 @@ struct Event {
   int rank = 0;
   uint32_t stream = 0;
   uint64_t seq = 0;
+  // A scope's slice (the ranges open on a thread: a module's forward) goes on its thread's scope
+  // track (scope_track), `length` time units from seq, at nesting `depth` (0 outermost): the
+  // sinks start a deeper slice later and end it earlier by a nanosecond per level, so that a
+  // parent always encloses its children whatever order a reader sorts equal times in.
+  std::optional<uint32_t> scope_thread;
+  uint64_t length = 1;
+  uint32_t depth = 0;
   bool instant = false;
   std::string name;      // "[origin] kernel_name" for a divergent op
   std::string category;  // the record kind ("kernel", "gemm")
@@ -36,6 +44,8 @@ class Sink {
   virtual ~Sink() = default;
   virtual void rank(int rank) = 0;  // before the rank's events
   virtual void stream(int rank, uint32_t stream) = 0;  // before the stream's first event
+  // Before the first scope slice of a thread: its track, "thread N scopes", under the rank.
+  virtual void scope_track(int rank, uint32_t thread) = 0;
   virtual void event(const Event& event) = 0;
   virtual void finish() = 0;  // ends the file's structure (then the caller closes it)
   virtual uint64_t bytes() const = 0;  // written so far

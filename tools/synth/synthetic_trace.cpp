@@ -42,6 +42,12 @@ class RankWriter {
 
   trace::TraceWriter& writer() { return *writer_; }
 
+  // The scope of the next ops (Spec::scopes): a path of names, outermost first; {} for none.
+  void set_scope(const std::vector<std::string>& path) {
+    scope_ = 0;
+    for (const std::string& name : path) scope_ = writer_->intern_scope(scope_, writer_->intern(name));
+  }
+
   // weights_in / weights_out: the weight tensor's region before and after the op (arg2), for
   // the kernel that reads and updates it; null for any other op. `out_before`: the output
   // region's fingerprint before the op, as an input of the same label (a kernel reading and
@@ -57,6 +63,7 @@ class RankWriter {
     r.step = step;
     r.stream = stream;
     r.name = writer_->intern(name);
+    r.scope = scope_;
     const char* in_label = "arg0";
     const char* out_label = "arg1";
     if (kind == RecordKind::Kernel) {
@@ -200,6 +207,7 @@ class RankWriter {
   std::unique_ptr<trace::TraceWriter> writer_;
   const Spec& spec_;
   Record scratch_;
+  trace::ScopeId scope_ = 0;
   uint64_t seq_ = 0;
   uint64_t collectives_ = 0;  // comm_seq: collectives on communicator 0 so far
   int rank_ = 0;
@@ -287,6 +295,8 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
           weights[rank] = mix(weights_in, job_step);
           if (find_plant(spec, Plant::Weights, rank, job_step, 0)) weights[rank] ^= 1;
         }
+        if (w && spec.scopes)
+          w->set_scope({"Model (forward)", fmt::format("layers.{} (forward)", i / 2)});
         if (w) {
           if (gemm)
             w->op(RecordKind::Gemm, step, stream, "cublasLtMatmul", s, out, broad, algo);
@@ -308,14 +318,17 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
       const uint64_t params = mix(received, 0xa11);  // the parameters before the update
       if (find_plant(spec, Plant::Replica, rank, job_step, 0)) state[rank] ^= 1;
       if (RankWriter* w = silent ? nullptr : writers[rank].get()) {
+        if (spec.scopes) w->set_scope({"layers.0 (backward)"});
         w->op(RecordKind::Collective, step, spec.streams + 1, "ncclAllReduce", before, received,
               broad);
+        if (spec.scopes) w->set_scope({"optimizer.step"});
         if (spec.replica_update)
           w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", received,
                 state[rank], all, 3, nullptr, nullptr, params);
         else
           w->op(RecordKind::Kernel, step, 1, "void adam_update<float>(AdamParams)", received,
                 state[rank], all);
+        if (spec.scopes) w->set_scope({});
         if (spec.state) w->state(step, mix(weights[rank], state[rank]), broad);
         if (spec.metrics) {
           float loss =

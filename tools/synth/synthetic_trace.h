@@ -77,6 +77,10 @@ struct Spec {
   // The optimizer update reads the reduced gradients and the parameters ("arg1", the same on
   // every rank) and writes the parameters back ("arg1"): what data-parallel replicas do alike.
   bool replica_update = false;
+  // Scopes, as `lockstep run`'s module hooks give them: compute op i in "Model (forward) /
+  // layers.<i / 2> (forward)", the all-reduce in "layers.0 (backward)" (DDP's gradient
+  // all-reduce), the optimizer kernel in "optimizer.step", metrics and states in none.
+  bool scopes = false;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

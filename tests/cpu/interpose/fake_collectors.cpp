@@ -175,8 +175,10 @@ void stream_order_point() { add("order_point"); }
 void capture_begins() { add("capture_begins"); }
 bool capture_begun() { return false; }
 
-void marker_range_push(const char* message) { add("range_push %s", message); }
-void marker_range_pop() { add("range_pop"); }
+bool marker_range_push(const char* message) {
+  add("range_push %s", message);
+  return false;
+}
 void marker_step(const char* name) { add("step %s", name != nullptr ? name : ""); }
 
 }  // namespace lockstep::collectors

@@ -32,6 +32,12 @@ def test_every_record_lockstep_show_prints_comes_once_in_process_order(traces, c
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
 
+def test_a_record_made_outside_every_range_has_an_empty_scope(traces):
+    # The CUDA example pushes no range (format v1 sample traces carry no scopes at all).
+    scopes = {r.scope for r in lockstep.open(traces / "cuda-det-full-1").records()}
+    assert scopes == {()}
+
+
 def test_buffers_carry_the_fingerprints_lockstep_show_prints(traces, cli):
     run = lockstep.open(traces / "cuda-atomic-full-1")
     _, shown, _ = cli("show", traces / "cuda-atomic-full-1", "--grep", "planted")

@@ -1,8 +1,10 @@
 /* A stand-in for the shim's C API (collectors/lockstep.h) that writes each call as one line to
  * $LOCKSTEP_TEST_RECORD, for the CPU tests of the Python hooks: what Python sends, not what the
  * shim does with it (tests/cpu/collectors/state_records_test.cpp covers that). */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void line(const char* text) {
   const char* path = getenv("LOCKSTEP_TEST_RECORD");
@@ -32,4 +34,17 @@ void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
     snprintf(buf, sizeof buf, "  %s %p %llu\n", names[i], ptrs[i], bytes[i]);
     line(buf);
   }
+}
+
+/* Scopes: which thread pushed matters (a module's backward runs on autograd's thread). */
+static const char* thread_tag(void) { return gettid() == getpid() ? "" : " [other thread]"; }
+void lockstep_scope_push(const char* name) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "push %s%s\n", name, thread_tag());
+  line(buf);
+}
+void lockstep_scope_pop(void) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "pop%s\n", thread_tag());
+  line(buf);
 }

@@ -144,5 +144,90 @@ class TorchHooks(unittest.TestCase):
         assert "their sitecustomize ran" in done.stdout
 
 
+GPT = textwrap.dedent("""
+    import torch, torch.nn as nn
+    class GPT(nn.Module): pass
+    class Embedding(nn.Module): pass
+    class Block(nn.Module): pass
+    class MLP(nn.Module): pass
+    class Blocks(nn.Module): pass
+    model = GPT(tok=Embedding(), blocks=Blocks(**{"0": Block(mlp=MLP())}))
+    opt = torch.optim.Optimizer(model.parameters())
+    record = open(__import__("os").environ["LOCKSTEP_TEST_RECORD"], "a", buffering=1)
+    def kernel(node):  # what the node's own kernels would be: made inside its scope
+        record.write("kernel " + node.name + "\\n")
+    """)
+
+
+@unittest.skipIf(not SHIM, "RECORDING_SHIM not built")
+class ModuleScopes(unittest.TestCase):
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory()
+        self.tmp = Path(self._dir.name)
+
+    def tearDown(self):
+        self._dir.cleanup()
+
+    def run_job(self, body, **env):
+        done, calls = run(GPT + body, self.tmp, extra_env={"LOCKSTEP_STATE": "off", **env})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotIn("stopped", done.stderr)
+        return calls
+
+    def test_each_modules_forward_is_a_scope_named_by_its_path_in_the_model(self):
+        calls = self.run_job("model(torch.Tensor(0, 4))", LOCKSTEP_SCOPES="1")
+        self.assertEqual(calls, "push GPT (forward)\n"
+                                "push tok (forward)\n"
+                                "pop\n"
+                                "push blocks (forward)\n"
+                                "push blocks.0 (forward)\n"
+                                "push blocks.0.mlp (forward)\n"
+                                "pop\npop\npop\npop\n")
+
+    def test_a_modules_backward_is_a_scope_on_autograds_thread_around_its_own_nodes(self):
+        body = ("x = torch.Tensor(0, 4, grad_fn=torch.autograd.Node('input'))\n"
+                "model(x)\n"
+                "open(record.name, 'w').close()  # the backward only\n"
+                "torch.autograd.backward(on_node=kernel)\n")
+        calls = self.run_job(body, LOCKSTEP_SCOPES="1")
+        other = " [other thread]"
+        self.assertEqual(calls, f"push GPT (backward){other}\n"
+                                "kernel GPT\n"
+                                f"pop{other}\npush blocks (backward){other}\n"
+                                "kernel Blocks\n"
+                                f"pop{other}\npush blocks.0 (backward){other}\n"
+                                "kernel Block\n"
+                                f"pop{other}\npush blocks.0.mlp (backward){other}\n"
+                                "kernel MLP\n"
+                                f"pop{other}\npush tok (backward){other}\n"
+                                "kernel Embedding\n"
+                                # the model's input came from outside every module: no scope
+                                f"pop{other}\n"
+                                "kernel input\n")
+
+    def test_the_optimizer_step_is_a_scope(self):
+        calls = self.run_job("opt.step()", LOCKSTEP_SCOPES="1")
+        self.assertEqual(calls, "push optimizer.step\npop\n")
+
+    def test_inside_a_region_dynamo_compiles_the_hooks_do_nothing(self):
+        body = "torch.compiler.compiling = True\nmodel(torch.Tensor(0, 4))\n"
+        self.assertEqual(self.run_job(body, LOCKSTEP_SCOPES="1"), "")
+
+    def test_auto_names_modules_at_full_and_not_at_broad_and_off_never(self):
+        body = "model(torch.Tensor(0, 4)); opt.step()"
+        self.assertIn("push GPT (forward)", self.run_job(body, LOCKSTEP_LEVEL="full"))
+        self.assertEqual(self.run_job(body, LOCKSTEP_LEVEL="broad"), "")
+        self.assertEqual(self.run_job(body, LOCKSTEP_LEVEL="full", LOCKSTEP_SCOPES="0"), "")
+
+    def test_a_failing_hook_stops_the_scopes_with_one_line_and_the_job_goes_on(self):
+        body = ("nn.Module.named_modules = None  # naming the model now fails\n"
+                "model(torch.Tensor(0, 4)); model(torch.Tensor(0, 4)); print('done')")
+        done, calls = run(GPT + body, self.tmp,
+                          extra_env={"LOCKSTEP_SCOPES": "1", "LOCKSTEP_STATE": "off"})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr.count("lockstep: module scopes stopped"), 1, done.stderr)
+        self.assertIn("done", done.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

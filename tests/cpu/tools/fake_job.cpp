@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   spec.level = env_or("LOCKSTEP_LEVEL", "full");
   spec.state = env_or("FAKE_JOB_STATE", "0") == "1";
   spec.stacks = !env_or("LOCKSTEP_STACKS", "").empty();  // every kernel's, as a broad regex would
+  // Module scopes, as the PyTorch hooks give them when LOCKSTEP_SCOPES asks (hunt sets it).
+  spec.scopes = env_or("LOCKSTEP_SCOPES", "0") == "1";
   if (std::string feed = env_or("FAKE_JOB_WEIGHTS_FEED_FROM", ""); !feed.empty()) {
     spec.weights = true;
     spec.weights_feed_from = static_cast<uint32_t>(std::atoi(feed.c_str()));

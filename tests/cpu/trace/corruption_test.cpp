@@ -89,11 +89,11 @@ TEST(Corruption, ForeignEmptyAndNewerFilesGiveOneLineErrors) {
   std::string error;
   ASSERT_TRUE(testing::write_sample_trace(newer, 4, &error)) << error;
   auto bytes = testing::read_bytes(newer);
-  const uint32_t version = 2;
+  const uint32_t version = kFormatVersion + 1;
   std::memcpy(bytes.data() + offsetof(FileHeader, format_version), &version, 4);
   testing::write_bytes(newer, bytes);
   const std::string message = error_of(newer);
-  EXPECT_EQ(message, newer + ": trace format v2 is newer than this lockstep reads (v1)");
+  EXPECT_EQ(message, newer + ": trace format v3 is newer than this lockstep reads (v2)");
 
   const std::string cut = dir.file("cut.lstrace");
   bytes.resize(30);

@@ -21,11 +21,11 @@ const char* kTexts[] = {"gemm_kernel", "softmax", "A", "B", "D", "send", "recv",
 std::vector<Record> make_run(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Record> records;
-  // Every kind a job's records can have: StepSummary records are the writer's own (it drops
-  // them from what it summarizes).
+  // Every kind a job's records can have: StepSummary and Scope records are the writer's own (it
+  // refuses them from the job).
   std::vector<RecordKind> kinds;
   for (const auto& info : record_kinds())
-    if (info.kind != RecordKind::StepSummary) kinds.push_back(info.kind);
+    if (!writers_own_kind(info.kind)) kinds.push_back(info.kind);
   for (int i = 0; i < 3000; ++i) {
     Record record = testing::random_record(kinds[rng() % kinds.size()], rng, nullptr);
     record.step = i / 1000;
@@ -37,7 +37,8 @@ std::vector<Record> make_run(uint64_t seed) {
 }
 
 // Writes the run: `threads` threads, records shuffled by `order_seed`, strings interned in a
-// shuffled order (so ids differ), seq/thread/allocation ordinals scrambled. Returns summaries.
+// shuffled order (so ids differ), seq/thread/scope/allocation ordinals scrambled (scope ids are
+// per file, interned in thread order). Returns summaries.
 std::vector<StepSummary> write_run(const std::string& path, std::vector<Record> records,
                                    int threads, uint64_t order_seed) {
   WriterOptions options;
@@ -63,6 +64,7 @@ std::vector<StepSummary> write_run(const std::string& path, std::vector<Record> 
     }
     record.seq = ++seq;
     record.thread = 0;
+    record.scope = static_cast<ScopeId>(rng() % 8);
   }
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {

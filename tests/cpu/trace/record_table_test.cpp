@@ -12,7 +12,7 @@ namespace {
 
 TEST(RecordTable, KindsInIdOrderWithNamesAndFields) {
   const auto& kinds = record_kinds();
-  ASSERT_EQ(kinds.size(), 11u);
+  ASSERT_EQ(kinds.size(), 12u);
   for (size_t i = 1; i < kinds.size(); ++i)
     EXPECT_LT(static_cast<int>(kinds[i - 1].kind), static_cast<int>(kinds[i].kind));
   const RecordKindInfo* kernel = find_record_kind("kernel");
@@ -83,7 +83,7 @@ TEST(RecordTable, DiffColumnsNameFieldsOfTheirRow) {
 
 // The rows as the diff has always treated them (tools/README.md, "How diff works").
 TEST(RecordTable, DiffColumnsOfTheKnownKinds) {
-  for (RecordKind kind : {RecordKind::Warning, RecordKind::StepSummary})
+  for (RecordKind kind : {RecordKind::Warning, RecordKind::StepSummary, RecordKind::Scope})
     EXPECT_TRUE(kind_diff(kind).ignored()) << record_kind_name(kind);
   for (RecordKind kind :
        {RecordKind::Kernel, RecordKind::Gemm, RecordKind::Collective, RecordKind::Memcpy,

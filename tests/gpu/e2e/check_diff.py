@@ -95,6 +95,13 @@ def buffer_label(div):
     return buf.get("label") if isinstance(buf, dict) else None
 
 
+def scope_of(div):
+    """A divergence's scope (schema 5: the ranges open on its op's thread, outermost first) as
+    one string, "GPT (forward) / blocks.1.mlp (forward)"; "" for none (or an older report)."""
+    scope = div.get("scope") if isinstance(div, dict) else None
+    return " / ".join(scope) if isinstance(scope, list) else ""
+
+
 def describe(div):
     if not isinstance(div, dict):
         return "none"
@@ -104,6 +111,8 @@ def describe(div):
     if label:
         role = div["buffer"].get("role", "")
         parts.append(f"buffer {label}({role})")
+    if scope_of(div):
+        parts.append(f"scope {scope_of(div)}")
     return ", ".join(parts)
 
 
@@ -144,6 +153,8 @@ def check(report, args):
         problems.append(f"name {short(first.get('name'))!r} !~ /{args.name}/")
     if args.classification and str(first.get("classification")) != args.classification:
         problems.append(f"classification {first.get('classification')} != {args.classification}")
+    if args.scope and not re.search(args.scope, scope_of(first)):
+        problems.append(f"scope {scope_of(first)!r} !~ /{args.scope}/")
     if args.culprit_rank is not None and report.culprit_rank != args.culprit_rank:
         problems.append(f"culprit rank {report.culprit_rank} != {args.culprit_rank}")
     if args.receiver_rank is not None:
@@ -197,6 +208,8 @@ def main(argv=None):
     p.add_argument("--culprit-rank", type=int)
     p.add_argument("--name", help="regex the first divergent op's name must match")
     p.add_argument("--classification", help="origin, receiver, structural, metric")
+    p.add_argument("--scope", help="regex the first divergence's scope (its levels joined by "
+                                   "' / ') must match")
     p.add_argument("--receiver-rank", type=int,
                    help="this rank must be reported as a receiver at a collective")
     p.add_argument("--receiver-name", default="(?i)all_?reduce",

@@ -97,6 +97,14 @@ class CheckDiffTest(unittest.TestCase):
         self.assertEqual(self.run_check(self.divergent(SCALE), *args), 0)
         self.assertEqual(self.run_check(self.divergent(), *args), 1)
 
+    def test_the_first_divergences_scope_must_match(self):
+        scoped = dict(ORIGIN, scope=["GPT (forward)", "blocks.1.mlp (forward)"])
+        doc = dict(self.divergent(), first_divergence=scoped)
+        args = ["--expect", "divergent", "--scope"]
+        self.assertEqual(self.run_check(doc, *args, r"(^| / )blocks\.1\.mlp \(forward\)$"), 0)
+        self.assertEqual(self.run_check(doc, *args, r"\(backward\)$"), 1)
+        self.assertEqual(self.run_check(self.divergent(), *args, "mlp"), 1)  # no scope at all
+
     def test_hunt_output_with_braces_before_the_json(self):
         stages = "stage 2 (full): 1.0 s: origin rank 1: void f<{lambda()#1}>\n\n"
         self.assertEqual(self.run_check(self.divergent(), "--expect", "divergent", "--step", "3",

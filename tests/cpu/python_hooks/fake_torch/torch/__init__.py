@@ -4,9 +4,10 @@ the hooks' mechanics only: arming on import, names, what is sent to the shim. Re
 exercised by the GPU suite (tests/gpu)."""
 
 class Tensor:
-    def __init__(self, ptr, nbytes, device="cuda:0"):
+    def __init__(self, ptr, nbytes, device="cuda:0", grad_fn=None):
         self._ptr, self._nbytes, self.device = ptr, nbytes, device
         self.is_cuda = device.startswith("cuda")
+        self.grad_fn = grad_fn
 
     def data_ptr(self):
         return self._ptr
@@ -28,4 +29,4 @@ def is_tensor(value):
     return isinstance(value, Tensor)
 
 
-from torch import cuda, nn, optim  # noqa: E402,F401  (after Tensor: nn subclasses it)
+from torch import autograd, compiler, cuda, nn, optim  # noqa: E402,F401  (after Tensor)

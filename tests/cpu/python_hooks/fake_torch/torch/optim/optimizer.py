@@ -1,4 +1,9 @@
+_pre_hooks = []
 _post_hooks = []
+
+
+def register_optimizer_step_pre_hook(hook):
+    _pre_hooks.append(hook)
 
 
 def register_optimizer_step_post_hook(hook):
@@ -11,5 +16,7 @@ class Optimizer:
         self.state = {}
 
     def step(self):
+        for hook in _pre_hooks:
+            hook(self, (), {})
         for hook in _post_hooks:
             hook(self, (), {})
