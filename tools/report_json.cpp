@@ -168,6 +168,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"metric_divergence", nullptr},
       {"state_divergence", nullptr},
       {"warnings", result.warnings},
+      {"environment", environment_json(result.environment)},
   };
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.structural) j["structural"].push_back(divergence_json(d));

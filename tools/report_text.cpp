@@ -125,6 +125,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   if (std::string resume = resume_verdict(result); !resume.empty())
     out += fmt::format("  {}\n", resume);
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
+  for (const std::string& line : environment_lines(result.environment))  // before the ops
+    out += fmt::format("  {}\n", line);
   if (result.alignment.by_number())
     out += "  steps paired by the job's own numbers (--align number); steps below are the "
            "job's numbers\n";

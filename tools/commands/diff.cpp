@@ -92,6 +92,12 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   }
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
+  std::vector<const nlohmann::json*> headers_a, headers_b;
+  for (int r : ranks) {
+    headers_a.push_back(&a.find(r)->header);
+    headers_b.push_back(&b.find(r)->header);
+  }
+  result.environment = compare_environments(headers_a, headers_b);
 
   DiffContext context{
       request.a, request.b, a.world_size, ranks,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/diff/alignment.h"
+#include "tools/why/environment.h"
 
 namespace lockstep::tools {
 
@@ -165,6 +166,8 @@ struct DiffResult {
   // Which steps were paired (the first rank's: ranks normally agree; a warning says when not).
   // Under number alignment first_step/last_step above are run A's trace steps of the pairs.
   StepAlignment alignment;
+  // The two runs' headers compared (tools/why/environment.h): shown first, never a verdict.
+  EnvironmentComparison environment;
 };
 
 // identical: no divergence and every step both runs hold was compared, nothing cut off,

@@ -76,6 +76,9 @@ struct Spec {
   // The optimizer update reads the reduced gradients and the parameters ("arg1", the same on
   // every rank) and writes the parameters back ("arg1"): what data-parallel replicas do alike.
   bool replica_update = false;
+  // JSON object text merged into every rank's header last (the environment's facts: versions,
+  // "environment" variables), so that two runs can differ in what they ran on.
+  std::string header_extra;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

@@ -15,7 +15,7 @@ TEST_F(Cli, IdenticalRunsExitZero) {
   ASSERT_EQ(r.code, 0) << r.err;
   json j = r.parsed();
   EXPECT_EQ(j["schema"], "lockstep-diff");
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["verdict"], "identical");
   EXPECT_EQ(j["alignment"]["mode"], "ordinal") << "runs without step numbers pair by position";
   EXPECT_EQ(j["alignment"]["reason"], "neither run has numbered steps");
@@ -436,7 +436,7 @@ TEST_F(Cli, HuntJsonPrintsOneDocumentWithItsWindowsAndKeepsTheJobsOutputInLogs) 
   ASSERT_EQ(r.code, 1) << r.out << r.err;
   json j = r.parsed();  // throws unless stdout is one JSON document
   EXPECT_EQ(j["schema"], "lockstep-diff");
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["culprit"]["step"], 1);
   EXPECT_EQ(j["culprit"]["classification"], "origin");
   EXPECT_EQ(j["compared"]["window_first_step"], 1);

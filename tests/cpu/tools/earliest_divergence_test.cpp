@@ -109,7 +109,7 @@ TEST(EarliestDivergence, StateAndMetricAreReportedInTheJsonAndTheText) {
   DiffResult broad = diff_runs({.full = false, .window_first = 0, .state = true});
   DiffContext context{"a", "b", 1, {0}, 0};
   nlohmann::json j = diff_json(broad, context);
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["state_divergence"]["step"], kWriterStep);
   EXPECT_EQ(j["state_divergence"]["state_kind"], "parameter");
   EXPECT_EQ(j["first_divergence"]["classification"], "state");

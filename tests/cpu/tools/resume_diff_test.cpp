@@ -50,7 +50,7 @@ TEST_F(Cli, TheJsonSaysHowStepsPairedAndWhatWasLeftOut) {
   Result r = lockstep("diff --json " + pair(a, b));
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   json j = r.parsed();
-  EXPECT_EQ(j["version"], 4);
+  EXPECT_EQ(j["version"], 5);
   EXPECT_EQ(j["verdict"], "identical");
   EXPECT_EQ(j["alignment"]["mode"], "number");
   EXPECT_EQ(j["alignment"]["compared_job_steps"], (json{{"first", 4}, {"last", 7}, {"setup", false}}));
