@@ -4,6 +4,8 @@
 
 #include "tools/metric_value.h"
 #include "tools/report.h"
+#include "tools/why/mechanisms.h"
+#include "tools/why/names.h"
 
 namespace lockstep::tools {
 namespace {
@@ -42,6 +44,7 @@ json divergence_json(const Divergence& d) {
       {"stream", d.stream},
       {"kind", d.kind},
       {"name", d.name},
+      {"name_short", short_kernel_name(d.name)},  // as the text shows a kernel (names.h)
       {"occurrence", d.occurrence},
       {"epoch", d.epoch},
       {"classification", classification_key(d.classification)},
@@ -58,6 +61,7 @@ json divergence_json(const Divergence& d) {
   if (d.buffer)
     j["buffer"] = {{"role", d.buffer->role},
                    {"label", d.buffer->label},
+                   {"label_words", buffer_words(d.kind, d.buffer->label)},
                    {"bytes", d.buffer->bytes},
                    {"dtype", d.buffer->dtype},
                    {"fingerprint_a", hex64(d.buffer->fingerprint_a)},
@@ -170,6 +174,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"warnings", result.warnings},
       {"environment", environment_json(result.environment)},
   };
+  if (result.culprit) j["culprit"]["mechanism"] = mechanism_json(*result.culprit);
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.structural) j["structural"].push_back(divergence_json(d));
   if (result.metric) {

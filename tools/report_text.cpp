@@ -2,6 +2,8 @@
 
 #include "tools/metric_value.h"
 #include "tools/report.h"
+#include "tools/why/mechanisms.h"
+#include "tools/why/names.h"
 
 namespace lockstep::tools {
 namespace {
@@ -59,15 +61,17 @@ void side_by_side(std::string& out, const Divergence& d, const Style& style) {
     row(i < a.after.size() ? a.after[i] : nullptr, i < b.after.size() ? b.after[i] : nullptr);
 }
 
-std::string buffer_line(const BufferDiff& b) {
-  return fmt::format("{} '{}' {} {} bytes: A {:#018x}  B {:#018x}", b.role, b.label, b.dtype,
-                     b.bytes, b.fingerprint_a, b.fingerprint_b);
+// "out parameter 1 at +632 B ('arg1+632') f32 4096 bytes: A ... B ...": the label in words.
+std::string buffer_line(const std::string& kind, const BufferDiff& b) {
+  return fmt::format("{} {} ('{}') {} {} bytes: A {:#018x}  B {:#018x}", b.role,
+                     buffer_words(kind, b.label), b.label, b.dtype, b.bytes, b.fingerprint_a,
+                     b.fingerprint_b);
 }
 
 }  // namespace
 
 std::string op_label(const Divergence& d) {
-  std::string label = d.kind + " " + d.name;
+  std::string label = d.kind + " " + display_name(d.kind, d.name);
   if (d.is_collective)
     label += fmt::format(" comm {} #{}", d.comm_id, d.comm_seq);
   else
@@ -186,7 +190,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                        step_text(d.step, d.step_b, d.job_step), op_label(d), seqs(d));
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
-    if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+    if (d.buffer) out += fmt::format("         {}\n", buffer_line(d.kind, *d.buffer));
+    for (const std::string& line : mechanism_lines(d)) out += fmt::format("         {}\n", line);
   } else if (!result.first_by_epoch.empty() && !first_made_before_window(result) &&
              result.alignment.resumed != 0 && result.first_step &&
              result.first_by_epoch.front().step == *result.first_step) {
@@ -206,7 +211,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", "rank", "step", "epoch", "class", "op");
     for (const Divergence& d : result.first_by_epoch) {
       std::string what = op_label(d);
-      if (d.buffer) what += fmt::format("  {} '{}'", d.buffer->role, d.buffer->label);
+      if (d.buffer)
+        what += fmt::format("  {} {}", d.buffer->role, buffer_words(d.kind, d.buffer->label));
       if (d.structural != StructuralKind::None)
         what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
       if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
@@ -227,7 +233,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
       if (++shown > 8) break;
       out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank,
                          step_text(d.step, d.step_b, d.job_step), d.stream,
-                         structural_kind_name(d.structural), d.kind, d.name, d.detail);
+                         structural_kind_name(d.structural), d.kind, display_name(d.kind, d.name),
+                         d.detail);
       if (!d.context_a.empty() || !d.context_b.empty()) side_by_side(out, d, style);
     }
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/why/names.h"
 #include "tools/diff/engine.h"
 #include "tools/diff/file_input.h"
 #include "tools/launch.h"
@@ -125,6 +126,9 @@ CommandRunner add_diff_command(CLI::App& app) {
   sub->add_option("B", request->b, "Second run")->required();
   sub->add_flag("--json", request->json, "Machine-readable report (schema: tools/README.md)");
   sub->add_option("--rank", request->rank, "Compare only this rank");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--steps", request->steps,
                   "Compare only steps A-B (A, A-, A-B): the job's numbers when aligned by them");
   sub->add_option("--align", request->align,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/why/names.h"
 #include "tools/record_text.h"
 #include "tools/run_set.h"
 #include "trace/reader.h"
@@ -30,6 +31,9 @@ CommandRunner add_show_command(CLI::App& app) {
       "show", "Print a trace's records, one line each, in the order the process made the calls");
   sub->add_option("DIR", request->dir, "Trace directory (or one .lstrace file)")->required();
   sub->add_option("--rank", request->rank, "Only this rank");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--step", request->step, "Only this step");
   sub->add_option("--grep", request->grep, "Only records whose name matches this regex");
   sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");

@@ -498,6 +498,8 @@ class WindowComparer {
     d.name = std::string(pool_.text(op.name));
     d.occurrence = occurrence_in_group(table, ids, position);
     d.is_collective = is_collective(op.kind);
+    const auto op_fields = table.fields(op);
+    d.fields.assign(op_fields.begin(), op_fields.end());
     if (d.is_collective) {
       d.comm_id = table.field(op, fields::Collective::comm_id);
       d.comm_seq = table.field(op, fields::Collective::comm_seq);

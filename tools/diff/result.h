@@ -81,6 +81,7 @@ struct Divergence {
   uint8_t anchor_sub = 0;
   uint32_t epoch = 0;  // collectives of the step before this op on this rank
   std::vector<ContextLine> context_a, context_b;      // structural only
+  std::vector<uint64_t> fields;  // the op's record fields (A's, else B's): tools/why/ reads them
   size_t context_before_a = 0, context_before_b = 0;  // lines before the divergence point
 };
 
