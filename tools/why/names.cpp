@@ -151,7 +151,7 @@ std::string short_kernel_name(std::string_view demangled) {
       chosen = id;
   }
   if (chosen.empty()) chosen = fallback;
-  if (chosen.empty()) return std::string(head.name) + "<...>";
+  if (chosen.empty()) return std::string(head.name);  // only types and numbers: elided
   return fmt::format("{}<{}>", head.name, chosen);
 }
 

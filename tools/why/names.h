@@ -12,7 +12,8 @@ namespace lockstep::tools {
 // A demangled kernel name shortened: the function's own name (no return type, namespaces or
 // parameter list) and, when its template arguments name an operator (a functor, a reduction, a
 // Triton or CUTLASS configuration), that one name in angle brackets: the last such identifier,
-// preferring one that is not itself a kernel or an implementation helper. A name with no
+// preferring one that is not itself a kernel or an implementation helper; none (only types and
+// numbers: layer1_forward<__nv_bfloat16, 128>): the function alone. A name with no
 // template arguments is only stripped ("gelu_forward(float const*, float*, int)" ->
 // "gelu_forward"); a name that does not parse is returned as it is.
 std::string short_kernel_name(std::string_view demangled);
