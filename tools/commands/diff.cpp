@@ -159,7 +159,13 @@ Examples:
 Steps by the job's numbers: when the job numbers its steps (lockstep_step_number(n),
 lockstep.step(n), markers named "step N"), both runs' steps pair by those numbers; steps only
 one run has before or after the others (a run resumed from a checkpoint, a shorter run) are
-listed, not compared, and do not make the verdict incomplete; a step missing in between does.)");
+listed, not compared, and do not make the verdict incomplete; a step missing in between does.
+
+Why: the report first lists what differs in the two runs' environments (GPU, driver, CUDA
+libraries, Python packages, layout, command line, the variables that change numerics: set more
+with LOCKSTEP_RECORD_ENV when tracing); they never decide the verdict. Under the culprit it names
+the known mechanism of nondeterminism its kernel, GEMM algorithm or collective matches, and the
+fix (the table: tools/why/mechanisms.def). Kernels read by their short names (--verbose: full).)");
   return [request] { return run_diff(*request); };
 }
 

@@ -42,10 +42,12 @@ CommandRunner add_show_command(CLI::App& app) {
   sub->add_flag("--file-order", request->file_order,
                 "Print records in the order the file holds them (per thread, block by block) "
                 "instead of sequence order; streams without sorting");
-  sub->footer(R"(Each line: rank, step, seq (the process's call order), stream, thread, kind, name,
-then the fields (zero ones left out), enum values by name as the CUDA, cuBLAS and NCCL headers
-spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F datatype=ncclBfloat16
-redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or "heuristic" (none given),
+  sub->footer(R"(Each line: rank, step, seq (the process's call order), stream, thread, kind, name
+(a kernel's shortened to its function and operator, _scatter_gather_elementwise_kernel<ReduceAdd>;
+--verbose: in full), then the fields (zero ones left out), enum values by name as the CUDA,
+cuBLAS and NCCL headers spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F
+datatype=ncclBfloat16 redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or
+"heuristic" (none given) with its reduction_scheme, cta_swizzling... when not 0,
 then each buffer (role, label, dtype, bytes, fingerprint or -, dropped, unwritten, and flags),
 a metric's payload decoded by its dtype (guessed from its size when the trace does not say),
 and a warning as a sentence. Records are in sequence order per rank, steps in order.
