@@ -45,6 +45,10 @@ class Divergence:
     context_b: List[str] = field(default_factory=list)
     step_b: Optional[int] = None  # run B's trace step (another when aligned by number)
     job_step: Optional[int] = None  # the job's own number of the step (aligned by number)
+    name_short: Optional[str] = None  # the kernel's name as text reports show it
+    # The culprit's known mechanism of nondeterminism: {"id", "what", "fix"} (tools/README.md,
+    # "Why: the mechanism under the culprit"); None elsewhere or when the table has no row.
+    mechanism: Optional[dict] = field(default=None, compare=False)
 
     @classmethod
     def from_json(cls, d):
@@ -64,7 +68,8 @@ class Divergence:
                 fingerprint_b=int(b["fingerprint_b"], 16)),
             context_a=[line["op"] for line in context.get("a", [])],
             context_b=[line["op"] for line in context.get("b", [])],
-            step_b=d.get("step_b"), job_step=d.get("job_step"))
+            step_b=d.get("step_b"), job_step=d.get("job_step"), name_short=d.get("name_short"),
+            mechanism=d.get("mechanism"))
 
     def _key(self):
         return (self.rank, self.step, self.seq_a, self.seq_b, self.kind, self.name,
@@ -150,6 +155,9 @@ class DiffResult:
         # (tools/README.md, "Steps by the job's number"): dicts as the report has them.
         self.alignment = report.get("alignment")
         self.phases = report.get("phases", [])
+        # What differs in the runs' environments, shown before the ops and never a verdict
+        # (tools/README.md, "The environment, first"): {"compared", "differences": [...]}.
+        self.environment = report.get("environment", {"compared": False, "differences": []})
 
     identical = property(lambda self: self.verdict == "identical")
     divergent = property(lambda self: self.verdict == "divergent")
