@@ -111,6 +111,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::FromCli:
       config.from_cli = *settings::parse_switch(value);
       break;
+    case Id::RecordEnv:
+      config.record_env = value == "none" ? std::string() : value;
+      break;
     case Id::Lib:
       break;  // read by the CLI, not the shim
     case Id::State:

@@ -42,6 +42,7 @@ const Driver& driver() {
     load(d, "cuCtxGetCurrent", v, &d.ctxGetCurrent);
     load(d, "cuCtxGetDevice", v, &d.ctxGetDevice);
     load(d, "cuDeviceGetName", v, &d.deviceGetName);
+    load(d, "cuDeviceGetCount", v, &d.deviceGetCount);
     load(d, "cuDeviceGetUuid", v, &d.deviceGetUuid);
     load(d, "cuDeviceGetPCIBusId", v, &d.deviceGetPCIBusId);
     load(d, "cuDriverGetVersion", v, &d.driverGetVersion);

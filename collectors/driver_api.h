@@ -18,6 +18,7 @@ struct Driver {
   decltype(&::cuDeviceGetUuid_v2) deviceGetUuid = nullptr;
   decltype(&::cuDeviceGetPCIBusId) deviceGetPCIBusId = nullptr;  // the header's GPU identity
   decltype(&::cuDriverGetVersion) driverGetVersion = nullptr;
+  decltype(&::cuDeviceGetCount) deviceGetCount = nullptr;  // the header's GPU count
   decltype(&::cuKernelGetName) kernelGetName = nullptr;
   decltype(&::cuFuncGetName) funcGetName = nullptr;
   decltype(&::cuKernelGetParamInfo) kernelGetParamInfo = nullptr;

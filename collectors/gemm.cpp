@@ -156,7 +156,14 @@ LOCKSTEP_HOT LtLayout read_layout_attributes(LayoutGet get, cublasLtMatrixLayout
 // process by the first verification that finds the bytes did not tell all.
 std::atomic<bool> g_layout_cache_off{false}, g_algo_cache_off{false};
 using LayoutCache = BytesKeyedCache<sizeof(cublasLtMatrixLayoutOpaque_t), LtLayout>;
-using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), uint64_t>;
+// What cuBLASLt chose: the packed `algo` field and the Gemm record's trailing algorithm fields.
+struct LtAlgoConfig {
+  uint64_t code = kNoAlgo;  // id | tile << 16 | stages << 32 | split-k << 48
+  uint32_t reduction_scheme = 0, cta_swizzling = 0, custom_option = 0;
+  uint16_t inner_shape = 0, cluster_shape = 0;
+  bool operator==(const LtAlgoConfig&) const = default;
+};
+using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), LtAlgoConfig>;
 thread_local LayoutCache* t_layouts = nullptr;
 thread_local AlgoCache* t_algos = nullptr;
 LayoutCache& layout_cache() {
@@ -208,23 +215,37 @@ LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout, 
       [&](uint8_t depth) { return read_layout_attributes(get, layout, LayoutRead{depth}); });
 }
 
-// Algorithm config id | tile << 16 | stages << 32 | split-k << 48 (what the library chose).
-LOCKSTEP_HOT uint64_t read_algo_code(const cublasLtMatmulAlgo_t* algo) {
+// The algorithm's configuration attributes (what the library chose), nine library calls: cached
+// by the algorithm's bytes (algo_config) as layouts are.
+LOCKSTEP_HOT LtAlgoConfig read_algo_config(const cublasLtMatmulAlgo_t* algo) {
   static auto get = reinterpret_cast<AlgoGet>(resolve("cublasLtMatmulAlgoConfigGetAttribute"));
-  if (get == nullptr) return kNoAlgo;
-  auto read = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> uint64_t {
-    uint32_t value = 0;  // every attribute read here is 32 bits wide
+  LtAlgoConfig config;
+  if (get == nullptr) return config;
+  // Each attribute read at its own width (the header's: 32 bits, the shape ids 16).
+  auto read = [&]<typename T>(cublasLtMatmulAlgoConfigAttributes_t attr, T) -> T {
+    T value = 0;
     size_t written = 0;
     if (get(algo, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS) return 0;
-    return value & 0xffffu;
+    return value;
   };
-  return read(CUBLASLT_ALGO_CONFIG_ID) | read(CUBLASLT_ALGO_CONFIG_TILE_ID) << 16 |
-         read(CUBLASLT_ALGO_CONFIG_STAGES_ID) << 32 | read(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << 48;
+  auto packed = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> uint64_t {
+    return read(attr, uint32_t{}) & 0xffffu;
+  };
+  config.code = packed(CUBLASLT_ALGO_CONFIG_ID) | packed(CUBLASLT_ALGO_CONFIG_TILE_ID) << 16 |
+                packed(CUBLASLT_ALGO_CONFIG_STAGES_ID) << 32 |
+                packed(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << 48;
+  config.reduction_scheme = read(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t{});
+  config.cta_swizzling = read(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t{});
+  config.custom_option = read(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t{});
+  config.inner_shape = read(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, uint16_t{});
+  config.cluster_shape = read(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{});
+  return config;
 }
 
-LOCKSTEP_HOT uint64_t algo_code(const cublasLtMatmulAlgo_t* algo) {
-  if (algo == nullptr) return kNoAlgo;
-  return algo_cache().get(algo, 1, g_algo_cache_off, [&](uint8_t) { return read_algo_code(algo); });
+LOCKSTEP_HOT LtAlgoConfig algo_config(const cublasLtMatmulAlgo_t* algo) {
+  if (algo == nullptr) return {};  // no algorithm given: cuBLASLt's heuristic chooses
+  return algo_cache().get(algo, 1, g_algo_cache_off,
+                          [&](uint8_t) { return read_algo_config(algo); });
 }
 
 int compute_type_bytes(int32_t compute_type) {
@@ -352,7 +373,13 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   r.fields[F::type_a] = a.type, r.fields[F::type_b] = b.type;
   r.fields[F::type_c] = c.type, r.fields[F::type_d] = d.type;
   r.fields[F::compute_type] = static_cast<uint64_t>(compute);
-  r.fields[F::algo] = algo_code(mm.algo);
+  const LtAlgoConfig chosen = algo_config(mm.algo);
+  r.fields[F::algo] = chosen.code;
+  r.fields[F::reduction_scheme] = chosen.reduction_scheme;
+  r.fields[F::cta_swizzling] = chosen.cta_swizzling;
+  r.fields[F::custom_option] = chosen.custom_option;
+  r.fields[F::inner_shape] = chosen.inner_shape;
+  r.fields[F::cluster_shape] = chosen.cluster_shape;
   r.fields[F::workspace_bytes] = mm.workspace_bytes;
   r.fields[F::scale_mode_a] = mode_a, r.fields[F::scale_mode_b] = mode_b;
   r.fields[F::epilogue] = epilogue;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "collectors/driver_api.h"
+#include "collectors/environment.h"
 #include "collectors/fatal_signals.h"
 #include "collectors/runtime.h"
 #include "common/hot.h"
@@ -57,7 +58,8 @@ nlohmann::json config_json(const Config& c) {
           {"memory", c.memory},
           {"hash_memory", c.hash_memory},
           {"merge_hashes", c.merge_hashes},
-          {"chain_hashes", c.chain_hashes}};
+          {"chain_hashes", c.chain_hashes},
+          {"record_env", c.record_env}};
 }
 
 }  // namespace
@@ -119,6 +121,9 @@ Tracer* Tracer::create() {
     int version = 0;
     if (d.driverGetVersion != nullptr && d.driverGetVersion(&version) == CUDA_SUCCESS)
       extra["driver_version"] = version;
+    int count = 0;
+    if (d.deviceGetCount != nullptr && d.deviceGetCount(&count) == CUDA_SUCCESS)
+      extra[trace::kGpuCountKey] = count;
     CUcontext ctx = nullptr;
     CUdevice device = 0;
     if (d.ctxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && d.ctxGetDevice != nullptr &&
@@ -147,6 +152,8 @@ Tracer* Tracer::create() {
   extra["nccl_version"] = version_or_null(nccl_version());
   extra["cublas_version"] = version_or_null(cublas_version());
   extra["cublaslt_version"] = version_or_null(cublaslt_version());
+  // Variables, Python packages, cuDNN: what `lockstep diff` compares before the ops.
+  extra.update(environment_facts(environ, config.record_env));
   nlohmann::json header = trace::build_trace_header(extra);
   // A rank variable the launcher set badly is not taken (the trace then has no rank): say so once.
   for (const std::string& problem : trace::rank_from_env().problems)

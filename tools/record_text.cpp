@@ -9,6 +9,8 @@
 #include "tools/scope_text.h"
 #include "trace/field_format.h"
 
+#include "tools/why/names.h"
+
 namespace lockstep::tools {
 
 std::string fields_text(const trace::Record& r, std::string_view name) {
@@ -55,8 +57,9 @@ std::string warning_sentence(const trace::Record& r, std::string_view name) {
 
 std::string record_line(int rank, const trace::Record& r, trace::TraceReader& reader) {
   const std::string_view name = reader.string(r.name);
+  const std::string_view kind = trace::record_kind_name(r.kind);
   std::string line = fmt::format("r{} step {} seq {} stream {} thread {} {} {}", rank, r.step,
-                                 r.seq, r.stream, r.thread, trace::record_kind_name(r.kind), name);
+                                 r.seq, r.stream, r.thread, kind, display_name(kind, name));
   line += fields_text(r, name);
   for (const trace::BufferFingerprint& b : r.buffers)
     line += " | " + buffer_text(b, reader.string(b.label));

@@ -17,6 +17,9 @@ namespace lockstep::tools {
 // 2: verdict incomplete, compared, not_compared. 3: classification "state", state_divergence,
 // made_before_step, compared.window_first_step; an op whose input differed is never an origin.
 // 4: alignment, phases, step_b / job_step of divergences, classification "host_input".
+// 5: environment (the headers' differences), culprit's mechanism, name_short (tools/why/);
+//    scope of every divergence and first_scope (the diff by scope); culprit_receivers and
+//    culprit_stack (additions).
 inline constexpr int kDiffSchemaVersion = 5;
 
 struct DiffContext {

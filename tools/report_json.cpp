@@ -5,6 +5,8 @@
 #include "tools/metric_value.h"
 #include "tools/report.h"
 #include "tools/scope_text.h"
+#include "tools/why/mechanisms.h"
+#include "tools/why/names.h"
 
 namespace lockstep::tools {
 namespace {
@@ -44,6 +46,7 @@ json divergence_json(const Divergence& d) {
       {"kind", d.kind},
       {"name", d.name},
       {"scope", d.scope},
+      {"name_short", short_kernel_name(d.name)},  // as the text shows a kernel (names.h)
       {"occurrence", d.occurrence},
       {"epoch", d.epoch},
       {"classification", classification_key(d.classification)},
@@ -60,6 +63,7 @@ json divergence_json(const Divergence& d) {
   if (d.buffer)
     j["buffer"] = {{"role", d.buffer->role},
                    {"label", d.buffer->label},
+                   {"label_words", buffer_words(d.kind, d.buffer->label)},
                    {"bytes", d.buffer->bytes},
                    {"dtype", d.buffer->dtype},
                    {"fingerprint_a", hex64(d.buffer->fingerprint_a)},
@@ -179,6 +183,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"metric_divergence", nullptr},
       {"state_divergence", nullptr},
       {"warnings", result.warnings},
+      {"environment", environment_json(result.environment)},
   };
   if (const Divergence* d = first_diverging_scope(result))
     j["first_scope"] = {{"rank", d->rank},
@@ -186,6 +191,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                         {"scope", d->scope},
                         {"text", scope_text(d->scope)},
                         {"op", op_label(*d)}};
+  if (result.culprit) j["culprit"]["mechanism"] = mechanism_json(*result.culprit);
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.culprit_receivers)
     j["culprit_receivers"].push_back(divergence_json(d));

@@ -4,6 +4,8 @@
 #include "tools/op_stack.h"
 #include "tools/report.h"
 #include "tools/scope_text.h"
+#include "tools/why/mechanisms.h"
+#include "tools/why/names.h"
 
 namespace lockstep::tools {
 namespace {
@@ -61,15 +63,17 @@ void side_by_side(std::string& out, const Divergence& d, const Style& style) {
     row(i < a.after.size() ? a.after[i] : nullptr, i < b.after.size() ? b.after[i] : nullptr);
 }
 
-std::string buffer_line(const BufferDiff& b) {
-  return fmt::format("{} '{}' {} {} bytes: A {:#018x}  B {:#018x}", b.role, b.label, b.dtype,
-                     b.bytes, b.fingerprint_a, b.fingerprint_b);
+// "out parameter 1 at +632 B ('arg1+632') f32 4096 bytes: A ... B ...": the label in words.
+std::string buffer_line(const std::string& kind, const BufferDiff& b) {
+  return fmt::format("{} {} ('{}') {} {} bytes: A {:#018x}  B {:#018x}", b.role,
+                     buffer_words(kind, b.label), b.label, b.dtype, b.bytes, b.fingerprint_a,
+                     b.fingerprint_b);
 }
 
 }  // namespace
 
 std::string op_label(const Divergence& d) {
-  std::string label = d.kind + " " + d.name;
+  std::string label = d.kind + " " + display_name(d.kind, d.name);
   if (d.is_collective)
     label += fmt::format(" comm {} #{}", d.comm_id, d.comm_seq);
   else
@@ -150,6 +154,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   if (std::string resume = resume_verdict(result); !resume.empty())
     out += fmt::format("  {}\n", resume);
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
+  for (const std::string& line : environment_lines(result.environment))  // before the ops
+    out += fmt::format("  {}\n", line);
   if (result.alignment.by_number())
     out += "  steps paired by the job's own numbers (--align number); steps below are the "
            "job's numbers\n";
@@ -209,8 +215,9 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
                        step_text(d.step, d.step_b, d.job_step), op_label(d), seqs(d));
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
-    if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+    if (d.buffer) out += fmt::format("         {}\n", buffer_line(d.kind, *d.buffer));
     if (!d.scope.empty()) out += fmt::format("         in scope {}\n", scope_text(d.scope));
+    for (const std::string& line : mechanism_lines(d)) out += fmt::format("         {}\n", line);
     out += culprit_stack_lines(result);
     for (const Divergence& r : result.culprit_receivers)
       out += fmt::format("         then step {}: {}, input '{}' differs ({})\n",
@@ -241,7 +248,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("  {:>5} {:>6} {:>6}  {:<11} {}\n", "rank", "step", "epoch", "class", "op");
     for (const Divergence& d : result.first_by_epoch) {
       std::string what = op_label(d);
-      if (d.buffer) what += fmt::format("  {} '{}'", d.buffer->role, d.buffer->label);
+      if (d.buffer)
+        what += fmt::format("  {} {}", d.buffer->role, buffer_words(d.kind, d.buffer->label));
       if (d.structural != StructuralKind::None)
         what += fmt::format("  ({}: {})", structural_kind_name(d.structural), d.detail);
       if (d.received_from >= 0) what += fmt::format("  (from rank {})", d.received_from);
@@ -263,7 +271,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
       if (++shown > 8) break;
       out += fmt::format("  rank {}, step {}, stream {}: {} {} {} ({})\n", d.rank,
                          step_text(d.step, d.step_b, d.job_step), d.stream,
-                         structural_kind_name(d.structural), d.kind, d.name, d.detail);
+                         structural_kind_name(d.structural), d.kind, display_name(d.kind, d.name),
+                         d.detail);
       if (!d.context_a.empty() || !d.context_b.empty()) side_by_side(out, d, style);
     }
   }

@@ -86,6 +86,8 @@ RankInfo rank_from_env() {
       info.world_size ? " (below the world size " + std::to_string(*info.world_size) + ")" : "";
   info.rank = read_int(env::kRankVars, "a rank", 0, limit, bound, info.problems);
   info.local_rank = read_int(env::kLocalRankVars, "a local rank", 0, limit, bound, info.problems);
+  info.local_world_size = read_int(env::kLocalWorldSizeVars, "a local world size", 1,
+                                   info.world_size.value_or(kMaxWorldSize), "", info.problems);
   return info;
 }
 
@@ -128,6 +130,7 @@ nlohmann::json build_trace_header(const nlohmann::json& extra) {
       {"rank", optional_int(rank.rank)},
       {"world_size", optional_int(rank.world_size)},
       {"local_rank", optional_int(rank.local_rank)},
+      {"local_world_size", optional_int(rank.local_world_size)},
       {"host", host_name()},
       {"pid", static_cast<int64_t>(::getpid())},
       {"command_line", command_line()},

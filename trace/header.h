@@ -20,6 +20,7 @@ const char* lockstep_version();
 // value and what is accepted, for the shim to print once.
 struct RankInfo {
   std::optional<int> rank, world_size, local_rank;
+  std::optional<int> local_world_size;  // ranks on this node (the world's layout)
   std::vector<std::string> problems;
 };
 RankInfo rank_from_env();
@@ -37,6 +38,15 @@ nlohmann::json build_trace_header(const nlohmann::json& extra = nlohmann::json::
 // the LOCKSTEP_STEPS window as "first_step" and "last_step" (inclusive; last UINT32_MAX when
 // open). A reader learns from it which steps were fingerprinted.
 inline constexpr const char* kConfigKey = "lockstep_config";
+
+// What else in the process can change numbers (collectors/environment.cpp writes them, the diff's
+// environment comparison reads them: tools/why/environment.cpp).
+inline constexpr const char* kGpuCountKey = "gpu_count";          // devices the process sees
+inline constexpr const char* kCudnnVersionKey = "cudnn_version";  // cudnnGetVersion(), if loaded
+// {"torch": "2.11.0+cu130", "triton": ...}: Python packages beside the job's loaded libraries.
+inline constexpr const char* kPythonPackagesKey = "python_packages";
+// {"NAME": "value"}: the variables of env::kNumericsVars and LOCKSTEP_RECORD_ENV that are set.
+inline constexpr const char* kEnvironmentKey = "environment";
 nlohmann::json config_window_json(uint32_t first_step, uint32_t last_step);
 // The window's first step, or nullopt when the header does not say (an older or foreign writer).
 std::optional<uint32_t> fingerprint_first_step(const nlohmann::json& header);

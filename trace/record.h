@@ -13,7 +13,7 @@
 
 namespace lockstep::trace {
 
-inline constexpr int kMaxFields = 16;
+inline constexpr int kMaxFields = 24;  // Gemm has 21 (record_kinds.def)
 
 // ---- record kinds ----------------------------------------------------------------------
 enum class RecordKind : uint8_t {

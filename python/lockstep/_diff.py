@@ -48,6 +48,10 @@ class Divergence:
     # The ranges open on the op's thread, outermost first ("GPT (forward)", "blocks.1.mlp
     # (forward)"): module and phase under `lockstep run` (schema 5); () for none.
     scope: Tuple[str, ...] = ()
+    name_short: Optional[str] = None  # the kernel's name as text reports show it
+    # The culprit's known mechanism of nondeterminism: {"id", "what", "fix"} (tools/README.md,
+    # "Why: the mechanism under the culprit"); None elsewhere or when the table has no row.
+    mechanism: Optional[dict] = field(default=None, compare=False)
 
     @classmethod
     def from_json(cls, d):
@@ -68,7 +72,8 @@ class Divergence:
             context_a=[line["op"] for line in context.get("a", [])],
             context_b=[line["op"] for line in context.get("b", [])],
             step_b=d.get("step_b"), job_step=d.get("job_step"),
-            scope=tuple(d.get("scope") or ()))
+            scope=tuple(d.get("scope") or ()), name_short=d.get("name_short"),
+            mechanism=d.get("mechanism"))
 
     def _key(self):
         return (self.rank, self.step, self.seq_a, self.seq_b, self.kind, self.name,
@@ -154,6 +159,9 @@ class DiffResult:
         # (tools/README.md, "Steps by the job's number"): dicts as the report has them.
         self.alignment = report.get("alignment")
         self.phases = report.get("phases", [])
+        # What differs in the runs' environments, shown before the ops and never a verdict
+        # (tools/README.md, "The environment, first"): {"compared", "differences": [...]}.
+        self.environment = report.get("environment", {"compared": False, "differences": []})
 
     identical = property(lambda self: self.verdict == "identical")
     divergent = property(lambda self: self.verdict == "divergent")

@@ -39,7 +39,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-ORDER=abcdesmrvfgxo  # every group, in the order they run: the one list of them
+ORDER=abcdesmrwvfgxo  # every group, in the order they run: the one list of them
 CHECKS=${CHECKS:-$ORDER}
 files=()
 for ((i = 0; i < ${#CHECKS}; i++)); do

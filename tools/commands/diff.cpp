@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/why/names.h"
 #include "tools/diff/engine.h"
 #include "tools/diff/file_input.h"
 #include "tools/launch.h"
@@ -112,6 +113,12 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
   attach_culprit_stack(request.a, request.b, &result);
+  std::vector<const nlohmann::json*> headers_a, headers_b;
+  for (int r : ranks) {
+    headers_a.push_back(&a.find(r)->header);
+    headers_b.push_back(&b.find(r)->header);
+  }
+  result.environment = compare_environments(headers_a, headers_b);
 
   DiffContext context{
       request.a, request.b, a.world_size, ranks,
@@ -139,6 +146,9 @@ CommandRunner add_diff_command(CLI::App& app) {
   sub->add_option("B", request->b, "Second run")->required();
   sub->add_flag("--json", request->json, "Machine-readable report (schema: tools/README.md)");
   sub->add_option("--rank", request->rank, "Compare only this rank");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--steps", request->steps,
                   "Compare only steps A-B (A, A-, A-B): the job's numbers when aligned by them");
   sub->add_option("--align", request->align,
@@ -169,7 +179,13 @@ Examples:
 Steps by the job's numbers: when the job numbers its steps (lockstep_step_number(n),
 lockstep.step(n), markers named "step N"), both runs' steps pair by those numbers; steps only
 one run has before or after the others (a run resumed from a checkpoint, a shorter run) are
-listed, not compared, and do not make the verdict incomplete; a step missing in between does.)");
+listed, not compared, and do not make the verdict incomplete; a step missing in between does.
+
+Why: the report first lists what differs in the two runs' environments (GPU, driver, CUDA
+libraries, Python packages, layout, command line, the variables that change numerics: set more
+with LOCKSTEP_RECORD_ENV when tracing); they never decide the verdict. Under the culprit it names
+the known mechanism of nondeterminism its kernel, GEMM algorithm or collective matches, and the
+fix (the table: tools/why/mechanisms.def). Kernels read by their short names (--verbose: full).)");
   return [request] { return run_diff(*request); };
 }
 

@@ -13,6 +13,7 @@
 #include "tools/commands/commands.h"
 #include "tools/diff/compare.h"
 #include "tools/export/sink.h"
+#include "tools/why/names.h"
 #include "tools/launch.h"
 #include "tools/metric_value.h"
 #include "tools/record_text.h"
@@ -180,15 +181,17 @@ uint64_t export_rank(const RankFile& file, uint32_t first, uint32_t last, const 
     event.stream = r.stream;
     event.seq = r.seq;
     event.instant = r.kind == trace::RecordKind::StepMarker;
-    event.name = std::string(name);
     event.category = std::string(trace::record_kind_name(r.kind));
+    event.name = display_name(event.category, name);  // the full name in its arguments
     event.args = record_args(r, name, *reader);
+    if (event.name != name) event.args.push_back({"full_name", std::string(name)});
     auto mark = marks.find({file.rank, r.seq});
     if (mark != marks.end()) {
       const Divergence& d = *mark->second;
       event.divergent = true;
       event.receiver = d.classification == Classification::Receiver;
-      event.name = fmt::format("[{}] {}", classification_name(d.classification), name);
+      event.name = fmt::format("[{}] {}", classification_name(d.classification),
+                               display_name(event.category, name));
       event.args.push_back({"divergence", d.detail});
     }
     sink.event(event);
@@ -232,6 +235,9 @@ CommandRunner add_export_command(CLI::App& app) {
       ->required();
   sub->add_option("--format", request->format, "json or proto (default: by the output's name)");
   sub->add_option("--rank", request->rank, "Only this rank");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--steps", request->steps, "Only steps A-B (A, A-, A-B)");
   sub->add_option("--around-divergence", request->around,
                   "Only the N steps before and after the first divergence (needs --against)");

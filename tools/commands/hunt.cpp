@@ -8,6 +8,7 @@
 #include "common/env.h"
 
 #include "tools/commands/commands.h"
+#include "tools/why/names.h"
 #include "tools/hunt_plan.h"
 #include "tools/launch.h"
 #include "tools/op_stack.h"
@@ -169,6 +170,9 @@ CommandRunner add_hunt_command(CLI::App& app) {
   sub->add_option("-o,--output", request->dir,
                   "Directory for the runs (default ./lockstep-trace-<time>)");
   sub->add_flag("--overwrite", request->overwrite, "Reuse run directories");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--margin", request->margin,
                   "Extra steps before the diverging step in the first full-level window")
       ->capture_default_str()

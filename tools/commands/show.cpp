@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/why/names.h"
 #include "tools/record_text.h"
 #include "tools/run_set.h"
 #include "trace/reader.h"
@@ -30,6 +31,9 @@ CommandRunner add_show_command(CLI::App& app) {
       "show", "Print a trace's records, one line each, in the order the process made the calls");
   sub->add_option("DIR", request->dir, "Trace directory (or one .lstrace file)")->required();
   sub->add_option("--rank", request->rank, "Only this rank");
+  sub->add_flag_callback(
+      "--verbose", [] { set_full_names(true); },
+      "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--step", request->step, "Only this step");
   sub->add_option("--grep", request->grep, "Only records whose name matches this regex");
   sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");
@@ -38,10 +42,12 @@ CommandRunner add_show_command(CLI::App& app) {
   sub->add_flag("--file-order", request->file_order,
                 "Print records in the order the file holds them (per thread, block by block) "
                 "instead of sequence order; streams without sorting");
-  sub->footer(R"(Each line: rank, step, seq (the process's call order), stream, thread, kind, name,
-then the fields (zero ones left out), enum values by name as the CUDA, cuBLAS and NCCL headers
-spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F datatype=ncclBfloat16
-redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or "heuristic" (none given),
+  sub->footer(R"(Each line: rank, step, seq (the process's call order), stream, thread, kind, name
+(a kernel's shortened to its function and operator, _scatter_gather_elementwise_kernel<ReduceAdd>;
+--verbose: in full), then the fields (zero ones left out), enum values by name as the CUDA,
+cuBLAS and NCCL headers spell them (type_a=CUDA_R_16BF compute_type=CUBLAS_COMPUTE_32F
+datatype=ncclBfloat16 redop=ncclSum), a cuBLASLt algorithm as id/tile/stages/split-k or
+"heuristic" (none given) with its reduction_scheme, cta_swizzling... when not 0,
 then each buffer (role, label, dtype, bytes, fingerprint or -, dropped, unwritten, and flags),
 a metric's payload decoded by its dtype (guessed from its size when the trace does not say),
 a warning as a sentence, and last the scope: the ranges open on the calling thread (NVTX

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tools/why/gemm_config.h"
 #include "trace/field_format.h"
 
 namespace lockstep::tools {
@@ -333,6 +334,9 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
       detail += fmt::format("{}{} {} vs {}", detail.empty() ? "" : ", ", field,
                             trace::field_text(a.kind, f, x), trace::field_text(a.kind, f, y));
     }
+    // A GEMM says what differs in the algorithm the library chose (tools/why/gemm_config.h).
+    if (!detail.empty() && a.kind == trace::RecordKind::Gemm)
+      detail = gemm_fields_difference(pool.text(a.name), fa, fb);
     if (!detail.empty()) {
       outcome.what = PairOutcome::Fields;
       outcome.detail = std::move(detail);
@@ -495,6 +499,8 @@ class WindowComparer {
     d.scope = split_scope(pool_.text(op.scope));
     d.occurrence = occurrence_in_group(table, ids, position);
     d.is_collective = is_collective(op.kind);
+    const auto op_fields = table.fields(op);
+    d.fields.assign(op_fields.begin(), op_fields.end());
     if (d.is_collective) {
       d.comm_id = table.field(op, fields::Collective::comm_id);
       d.comm_seq = table.field(op, fields::Collective::comm_seq);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/diff/alignment.h"
+#include "tools/why/environment.h"
 
 namespace lockstep::tools {
 
@@ -83,6 +84,7 @@ struct Divergence {
   uint8_t anchor_sub = 0;
   uint32_t epoch = 0;  // collectives of the step before this op on this rank
   std::vector<ContextLine> context_a, context_b;      // structural only
+  std::vector<uint64_t> fields;  // the op's record fields (A's, else B's): tools/why/ reads them
   size_t context_before_a = 0, context_before_b = 0;  // lines before the divergence point
 };
 
@@ -177,6 +179,8 @@ struct DiffResult {
   // Which steps were paired (the first rank's: ranks normally agree; a warning says when not).
   // Under number alignment first_step/last_step above are run A's trace steps of the pairs.
   StepAlignment alignment;
+  // The two runs' headers compared (tools/why/environment.h): shown first, never a verdict.
+  EnvironmentComparison environment;
 };
 
 // identical: no divergence and every step both runs hold was compared, nothing cut off,

@@ -238,6 +238,7 @@ std::string write_run(const std::string& dir, const Spec& spec, const std::strin
     options.path = dir + "/" + trace::rank_trace_name(rank);
     options.memory_budget = spec.writer_memory;
     if (spec.block_bytes) options.block_bytes = spec.block_bytes;
+    if (!spec.header_extra.empty()) header.update(nlohmann::json::parse(spec.header_extra));
     auto writer = trace::TraceWriter::open(options, header, &error);
     if (!writer) return error.empty() ? options.path + ": cannot open" : error;
     writers[rank] = std::make_unique<RankWriter>(std::move(writer), spec, rank);

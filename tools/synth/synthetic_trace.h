@@ -81,6 +81,9 @@ struct Spec {
   // layers.<i / 2> (forward)", the all-reduce in "layers.0 (backward)" (DDP's gradient
   // all-reduce), the optimizer kernel in "optimizer.step", metrics and states in none.
   bool scopes = false;
+  // JSON object text merged into every rank's header last (the environment's facts: versions,
+  // "environment" variables), so that two runs can differ in what they ran on.
+  std::string header_extra;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

@@ -183,7 +183,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
                          env::kLib,          env::kHostHashBytes, env::kResumeAt,
-                         env::kCheckpoint,   env::kStacks,        env::kScopes};
+                         env::kCheckpoint,   env::kStacks,        env::kScopes,
+                         env::kRecordEnv};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;

@@ -72,6 +72,21 @@ inline cublasStatus_t fake_layout_get(cublasLtMatrixLayout_t layout,
   ++g_layout_reads;
   return fake_get(reinterpret_cast<const FakeAttributes*>(layout), attr, buf, size, written);
 }
+// A cuBLASLt algorithm whose configuration attributes are `attrs`: its bytes hold the pointer and
+// the attributes' version, so that other attributes are other bytes (the shim caches by them).
+inline cublasLtMatmulAlgo_t fake_algo(const FakeAttributes* attrs) {
+  cublasLtMatmulAlgo_t algo{};
+  algo.data[0] = reinterpret_cast<uint64_t>(attrs);
+  algo.data[1] = attrs->version;
+  return algo;
+}
+inline int g_algo_reads = 0;  // calls of the fake cublasLtMatmulAlgoConfigGetAttribute
+inline cublasStatus_t fake_algo_get(const cublasLtMatmulAlgo_t* algo,
+                                    cublasLtMatmulAlgoConfigAttributes_t attr, void* buf,
+                                    size_t size, size_t* written) {
+  ++g_algo_reads;
+  return fake_get(reinterpret_cast<const FakeAttributes*>(algo->data[0]), attr, buf, size, written);
+}
 inline ncclResult_t fake_count(const ncclComm_t, int* n) {
   *n = 4;
   return ncclSuccess;
@@ -85,6 +100,7 @@ inline void* fake_resolver(const char* name) {
   const std::string n = name;
   if (n == "cublasLtMatmulDescGetAttribute") return reinterpret_cast<void*>(&fake_desc_get);
   if (n == "cublasLtMatrixLayoutGetAttribute") return reinterpret_cast<void*>(&fake_layout_get);
+  if (n == "cublasLtMatmulAlgoConfigGetAttribute") return reinterpret_cast<void*>(&fake_algo_get);
   if (n == "ncclCommCount") return reinterpret_cast<void*>(&fake_count);
   if (n == "ncclCommUserRank") return reinterpret_cast<void*>(&fake_user_rank);
   return nullptr;  // no libcuda in this process

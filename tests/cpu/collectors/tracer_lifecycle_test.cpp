@@ -75,3 +75,28 @@ TEST_F(RuntimeTest, ForkedChildNeverWritesTheParentsTrace) {
 
 }  // namespace
 }  // namespace lockstep::collectors
+
+namespace lockstep::collectors {
+namespace {
+
+// What can change numbers is in the header (collectors/environment.h), for the diff to compare.
+TEST_F(RuntimeTest, TheHeaderRecordsTheNumericsVariablesAndThoseTheUsersPatternNames) {
+  auto vars = env("broad");
+  vars["NVIDIA_TF32_OVERRIDE"] = "0";
+  vars["MY_KNOB"] = "3";
+  vars["LOCKSTEP_RECORD_ENV"] = "MY_.*";
+  ChildResult child = run_child(vars, [] { on_alloc(0x7f0000000000, 1 << 20); });
+  ASSERT_TRUE(WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0) << child.stderr_text;
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
+  const nlohmann::json& header = reader->header();
+  ASSERT_TRUE(header.contains("environment")) << header.dump();
+  EXPECT_EQ(header["environment"]["NVIDIA_TF32_OVERRIDE"], "0");
+  EXPECT_EQ(header["environment"]["MY_KNOB"], "3");
+  EXPECT_FALSE(header["environment"].contains("HOME"));
+  EXPECT_TRUE(header.contains("python_packages"));
+  EXPECT_TRUE(header.contains("cudnn_version")) << "null without cuDNN, but recorded";
+}
+
+}  // namespace
+}  // namespace lockstep::collectors

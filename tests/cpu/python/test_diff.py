@@ -25,6 +25,15 @@ def test_the_planted_pair_names_the_planted_kernel_as_its_origin(traces):
     assert culprit.buffer.fingerprint_a != culprit.buffer.fingerprint_b
 
 
+def test_the_planted_culprit_carries_its_mechanism_and_short_name(traces):
+    result = lockstep.diff(traces / "cuda-atomic-full-1", traces / "cuda-atomic-full-2")
+    assert result.culprit.name_short == "planted_atomic_sum_squares"
+    assert result.culprit.mechanism["id"] == "NamedAtomic"
+    assert result.environment["compared"] is True
+    # The two runs of the planted pair ran the same command line: nothing differs.
+    assert result.environment["differences"] == []
+
+
 def test_the_result_is_the_report_lockstep_diff_json_prints(traces, cli):
     a, b = traces / "cuda-atomic-full-1", traces / "cuda-atomic-full-2"
     code, out, _ = cli("diff", a, b, "--json")

@@ -178,7 +178,7 @@ TEST(DiffEngine, DifferentGemmAlgorithmIsStructural) {
   RankResult r = diff_one(a, b);
   ASSERT_TRUE(r.first);
   EXPECT_EQ(r.first->structural, StructuralKind::Fields);
-  EXPECT_NE(r.first->detail.find("algo 3 vs 5"), std::string::npos) << r.first->detail;
+  EXPECT_NE(r.first->detail.find("algorithm 3 vs 5"), std::string::npos) << r.first->detail;
 }
 
 TEST(DiffEngine, ReorderedOpsOnAStreamAreStructural) {

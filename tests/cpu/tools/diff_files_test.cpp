@@ -91,7 +91,7 @@ TEST(DiffFiles, RandomPlantsAreFoundExactly) {
         break;
       case synth::Plant::GemmAlgo:
         EXPECT_EQ(c.structural, StructuralKind::Fields);
-        EXPECT_NE(c.detail.find("algo 3 vs 7"), std::string::npos) << c.detail;
+        EXPECT_NE(c.detail.find("algorithm 3 vs 7"), std::string::npos) << c.detail;
         break;
       default:
         break;

@@ -196,7 +196,8 @@ TEST(InputBounds, SummaryCountsThatCouldWrapAreCorruption) {
 class RankEnv {
  public:
   RankEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
-    for (const auto* list : {&env::kRankVars, &env::kWorldSizeVars, &env::kLocalRankVars})
+    for (const auto* list :
+         {&env::kRankVars, &env::kWorldSizeVars, &env::kLocalRankVars, &env::kLocalWorldSizeVars})
       for (const char* name : *list)
         scoped_.push_back(std::make_unique<testing::ScopedEnv>(name, nullptr));
     for (const auto& [name, value] : values)
