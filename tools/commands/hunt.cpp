@@ -25,6 +25,7 @@ struct HuntRequest {
   int attempts = 3;
   int windows = 4;
   std::string torch_alloc = "auto";
+  std::string jax_alloc = "auto";
   std::vector<std::string> command;
 };
 
@@ -50,6 +51,7 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
     trace.steps = steps;
     trace.overwrite = request.overwrite;
     trace.torch_alloc = request.torch_alloc;
+    trace.jax_alloc = request.jax_alloc;
     trace.command = request.command;
     // Every run's output is kept in its directory; under --json none reaches stdout.
     trace.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
@@ -147,6 +149,8 @@ CommandRunner add_hunt_command(CLI::App& app) {
                 "Print only the final diff as JSON on stdout, with the hunt's stages in it "
                 "(progress on stderr; the job's output in each run's job.log)");
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
+  sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
+      ->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad give the earliest step S where anything differs
 (a metric such as the loss, a collective, a State record: the model's state after a step).
