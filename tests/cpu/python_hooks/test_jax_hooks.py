@@ -78,6 +78,11 @@ class JaxHooks(unittest.TestCase):
         assert done.stdout.split() == ["enter", "train_step", "enter", "data", "loading", "exit",
                                        "data", "loading", "exit", "train_step"], done.stdout
 
+    def test_the_package_sends_any_frameworks_marker_text_to_the_shim(self):
+        done, calls = run_jax("import lockstep\nlockstep.marker('step 4')\n", self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert calls == "marker step 4\n", calls
+
     def test_without_the_shim_the_annotations_work_and_nothing_is_sent(self):
         body = """
             import jax.profiler
