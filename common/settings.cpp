@@ -262,10 +262,11 @@ std::string cli_wording(std::string message) {
   return message;
 }
 
-std::string markdown_table() {
+std::string markdown_table(TableRows rows) {
   std::string out =
       "| variable | `lockstep run` | default | meaning |\n| --- | --- | --- | --- |\n";
   for (const Setting& setting : kTable) {
+    if (rows == TableRows::WithFlag && long_flag(setting).empty()) continue;
     std::string help = setting.help;
     replace_all(help, "|", "\\|");  // a literal | would split the Markdown cell
     const std::string flag = long_flag(setting);

@@ -82,8 +82,10 @@ std::string cli_help(const Setting& setting);
 // the flag, every other NAME of a setting with a flag the flag ("--output /x ...").
 std::string cli_wording(std::string message);
 
-// README's configuration table.
-std::string markdown_table();
+// The configuration table: every setting (collectors/README.md), or only those `lockstep run`
+// has a flag for (README.md, which points to the full one).
+enum class TableRows { All, WithFlag };
+std::string markdown_table(TableRows rows = TableRows::All);
 
 // One warning line per LOCKSTEP_* variable in `envp` (NAME=value strings, null-terminated) that
 // is no setting, naming the nearest setting by edit distance. Never an error: a misspelled

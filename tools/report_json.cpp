@@ -182,6 +182,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                                : divergence_json(result.first_by_epoch.front())},
       {"culprit_rank", result.culprit ? json(result.culprit->rank) : json(nullptr)},
       {"culprit", result.culprit ? divergence_json(*result.culprit) : json(nullptr)},
+      {"culprit_receivers", json::array()},
       {"per_rank", json::array()},
       {"structural", json::array()},
       {"structural_total", result.structural_total},
@@ -190,6 +191,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"warnings", result.warnings},
   };
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
+  for (const Divergence& d : result.culprit_receivers)
+    j["culprit_receivers"].push_back(divergence_json(d));
   for (const Divergence& d : result.structural) j["structural"].push_back(divergence_json(d));
   if (result.metric) {
     const MetricDivergence& m = *result.metric;

@@ -221,6 +221,11 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     out += fmt::format("         {}: {}\n", style.red(classification_name(d.classification)),
                        d.detail);
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(*d.buffer));
+    for (const Divergence& r : result.culprit_receivers)
+      out += fmt::format("         then step {}: {}, input '{}' differs ({})\n",
+                         step_text(r.step, r.step_b, r.job_step), op_label(r),
+                         r.buffer ? r.buffer->label : std::string("?"),
+                         classification_name(r.classification));
   } else if (!result.first_by_epoch.empty() && !first_made_before_window(result) &&
              result.alignment.resumed != 0 && result.first_step &&
              result.first_by_epoch.front().step == *result.first_step) {

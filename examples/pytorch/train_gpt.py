@@ -95,7 +95,10 @@ def parse_args(argv=None):
                 "plant is captured into the graph, which then replays it at every later step")
     if args.cuda_graph and args.warmup >= args.steps:
         p.error(f"--cuda-graph needs --steps > --warmup ({args.warmup})")
-    resume_contract(args)
+    contract = resume_contract(args)
+    # Under the contract the straight run saves: --forget-optimizer then applies to the resume.
+    if args.forget_optimizer and not args.resume_from and not contract:
+        p.error("--forget-optimizer needs --resume-from (or lockstep check --resume-at)")
     if args.save_at:
         try:
             args.save_at = (int(args.save_at[0]), args.save_at[1])
@@ -105,8 +108,6 @@ def parse_args(argv=None):
             p.error(f"--save-at {args.save_at[0]} is outside steps 1..{args.steps}")
     if args.save_at and args.resume_from:
         p.error("--save-at and --resume-from: one run saves, another resumes")
-    if args.forget_optimizer and not args.resume_from:
-        p.error("--forget-optimizer needs --resume-from")
     if (args.save_at or args.resume_from) and (args.cuda_graph or args.probe_plant):
         p.error("--save-at / --resume-from do not combine with --cuda-graph or --probe-plant")
     return args
@@ -115,14 +116,16 @@ def parse_args(argv=None):
 def resume_contract(args):
     """`lockstep check --resume-at K` runs the job twice with LOCKSTEP_RESUME_AT=K and
     LOCKSTEP_CHECKPOINT=FILE: the first run finds no FILE and saves there before step K, the
-    second finds it and resumes. Explicit --save-at / --resume-from win."""
+    second finds it and resumes. Explicit --save-at / --resume-from win. True when the contract
+    applies."""
     at, path = os.environ.get("LOCKSTEP_RESUME_AT"), os.environ.get("LOCKSTEP_CHECKPOINT")
     if args.save_at or args.resume_from or not at or not path:
-        return
+        return False
     if os.path.exists(path):
         args.resume_from = path
     else:
         args.save_at = [at, path]
+    return True
 
 
 def save_checkpoint(path, step, model, optimizer, torch):

@@ -507,10 +507,34 @@ class WindowComparer {
                                                                         result_.first->anchor_sub);
   }
 
+  // Would a receiver at (step, seq) be among the rank's first receivers after its first
+  // divergence (RankResult::receivers_after)?
+  bool would_follow(uint32_t step, uint64_t seq) const {
+    const auto& kept = result_.receivers_after;
+    return result_.first && !would_be_first(step, seq, 0) &&
+           (kept.size() < options_.receivers_cap ||
+            std::tuple(step, seq) < std::tuple(kept.back().step, kept.back().anchor_seq));
+  }
+
+  void keep_receiver(Divergence d) {
+    auto& kept = result_.receivers_after;
+    auto at = std::upper_bound(kept.begin(), kept.end(), d, [](const auto& x, const auto& y) {
+      return std::tuple(x.step, x.anchor_seq) < std::tuple(y.step, y.anchor_seq);
+    });
+    kept.insert(at, std::move(d));
+    if (kept.size() > options_.receivers_cap) kept.pop_back();
+  }
+
   // Counted by the caller; kept if it is the rank's first so far or a structural one to list.
   void note(Divergence d) {
     d.epoch = epoch_of(d.step, d.anchor_seq);
-    if (would_be_first(d.step, d.anchor_seq, d.anchor_sub)) result_.first = d;
+    if (would_be_first(d.step, d.anchor_seq, d.anchor_sub)) {
+      // A receiver displaced by an earlier divergence is one of the receivers after it.
+      if (result_.first && result_.first->classification == Classification::Receiver &&
+          options_.receivers_cap > 0)
+        keep_receiver(*result_.first);
+      result_.first = d;
+    }
     if (d.classification == Classification::Structural &&
         result_.structural.size() < options_.structural_cap)
       result_.structural.push_back(std::move(d));
@@ -565,7 +589,8 @@ class WindowComparer {
         // collective list, the metric nor the state: only counted (what the full path below
         // would do).
         if (x.kind != RecordKind::Collective && x.kind != RecordKind::Metric &&
-            x.kind != RecordKind::State && !would_be_first(g.step, x.seq, 0)) {
+            x.kind != RecordKind::State && !would_be_first(g.step, x.seq, 0) &&
+            !would_follow(g.step, x.seq)) {
           ++result_.divergent_records;
           return;
         }
@@ -619,15 +644,28 @@ class WindowComparer {
                                       fa.fingerprint,
                                       fb.fingerprint};
     }
-    if (!would_be_first(g.step, x.seq, 0)) return;
-    // A receiver that would be the rank's first divergence: no traced op before it diverged,
-    // so no traced op of the window wrote the differing input. When the window starts after
-    // the trace's first step, the difference was most likely made before it; else the bytes
-    // were written by no traced op (see RankResult).
     // A copy from host memory whose host source differs is where the difference entered.
     const bool host_input = outcome.in_index >= 0 && x.kind == RecordKind::Memcpy &&
                             pool_.text(ba[outcome.in_index].label) == trace::kHostSourceLabel;
     const bool receiver = outcome.in_index >= 0 && !host_input;
+    if (!would_be_first(g.step, x.seq, 0)) {
+      if (receiver && would_follow(g.step, x.seq)) {
+        Divergence d = base(g, x, a_, g.a, i);
+        d.seq_a = x.seq;
+        d.seq_b = y.seq;
+        d.anchor_seq = x.seq;
+        d.classification = Classification::Receiver;
+        d.buffer = buffer_diff(ba[outcome.in_index], bb[outcome.in_index_b], pool_);
+        d.detail = fmt::format("input '{}' already differed", d.buffer->label);
+        d.epoch = epoch_of(d.step, d.anchor_seq);
+        keep_receiver(std::move(d));
+      }
+      return;
+    }
+    // A receiver that would be the rank's first divergence: no traced op before it diverged,
+    // so no traced op of the window wrote the differing input. When the window starts after
+    // the trace's first step, the difference was most likely made before it; else the bytes
+    // were written by no traced op (see RankResult).
     const std::optional<uint32_t> made_before =
         receiver ? options_.window_first_step : std::nullopt;
     // A kernel's guessed region can hold bytes no traced op wrote (scratch, uninitialised

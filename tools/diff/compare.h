@@ -23,6 +23,7 @@ struct CompareOptions {
   int context = 3;               // ops shown before and after a structural divergence
   size_t structural_cap = 64;    // structural divergences kept per rank (all are counted)
   size_t collective_cap = 4096;  // differing collectives kept per rank
+  size_t receivers_cap = 3;      // receivers after the rank's first divergence kept
   // Set (by diff_rank) when the window of fingerprinted and compared steps starts after the
   // trace's first step: a receiver with no traced divergence before it then receives a
   // difference made before this step (Divergence::made_before_step).

@@ -218,6 +218,15 @@ void combine_ranks(DiffResult& result) {
       result.culprit = d;
       break;
     }
+  // What read the culprit's difference next on its rank: the GEMM that used a host-side scale.
+  result.culprit_receivers.clear();
+  if (result.culprit)
+    for (const RankResult& r : result.ranks)
+      if (r.rank == result.culprit->rank)
+        for (const Divergence& d : r.receivers_after)
+          if (std::tuple(d.step, d.anchor_seq) >
+              std::tuple(result.culprit->step, result.culprit->anchor_seq))
+            result.culprit_receivers.push_back(d);
 
   result.metric.reset();
   result.state.reset();
@@ -326,6 +335,7 @@ void annotate_steps(DiffResult& result, AlignmentOf&& alignment_of) {
   for (Divergence& d : result.first_by_epoch) divergence(d);
   for (Divergence& d : result.structural) divergence(d);
   if (result.culprit) divergence(*result.culprit);
+  for (Divergence& d : result.culprit_receivers) divergence(d);
   if (result.metric) one(*result.metric);
   if (result.state) one(*result.state);
   for (RankResult& r : result.ranks) {

@@ -150,6 +150,9 @@ struct RankResult {
   // one made before the window also when the rank diverges later anyway (combine_ranks).
   uint64_t unexplained = 0;
   std::optional<Divergence> first_unexplained;
+  // The rank's earliest receivers after its first divergence (CompareOptions::receivers_cap):
+  // the ops that read what the first divergence made, e.g. the GEMM that used a host input.
+  std::vector<Divergence> receivers_after;
   std::vector<std::string> warnings;
   std::optional<SetupResult> setup;
   // Choices autotuning made differently, in the set-up and the first steps compared.
@@ -162,6 +165,7 @@ struct DiffResult {
   std::vector<RankResult> ranks;           // by rank
   std::vector<Divergence> first_by_epoch;  // each rank's first divergence, in blame order
   std::optional<Divergence> culprit;       // first origin (or structural) in that order
+  std::vector<Divergence> culprit_receivers;  // the culprit rank's first receivers after it
   std::optional<MetricDivergence> metric;  // earliest step, then lowest rank
   std::optional<StateDivergence> state;    // earliest step, then lowest rank
   std::vector<Divergence> structural;      // all ranks, capped

@@ -192,16 +192,27 @@ TEST(Config, TableCoversEveryVariableOnce) {
   EXPECT_EQ(settings::all().size(), std::size(names));
 }
 
-TEST(Config, ReadmesCarryTheSameTable) {
-  for (const char* path : {LOCKSTEP_COLLECTORS_README, LOCKSTEP_MAIN_README}) {
+// collectors/README.md carries every setting; README.md the ones with a `lockstep run` flag.
+TEST(Config, ReadmesCarryTheGeneratedTables) {
+  const std::pair<const char*, settings::TableRows> readmes[] = {
+      {LOCKSTEP_COLLECTORS_README, settings::TableRows::All},
+      {LOCKSTEP_MAIN_README, settings::TableRows::WithFlag}};
+  for (const auto& [path, rows] : readmes) {
     std::ifstream readme(path);
     ASSERT_TRUE(readme) << path;
     std::stringstream text;
     text << readme.rdbuf();
-    EXPECT_NE(text.str().find(settings::markdown_table()), std::string::npos)
-        << path << " must contain exactly:\n"
-        << settings::markdown_table();
+    const std::string table = settings::markdown_table(rows);
+    EXPECT_NE(text.str().find(table), std::string::npos) << path << " must contain exactly:\n"
+                                                          << table;
   }
+}
+
+TEST(Config, TheShortTableHoldsOnlySettingsWithAFlag) {
+  const std::string table = settings::markdown_table(settings::TableRows::WithFlag);
+  EXPECT_NE(table.find("`LOCKSTEP_LEVEL` | `--level`"), std::string::npos) << table;
+  EXPECT_EQ(table.find("LOCKSTEP_MEMORY"), std::string::npos) << table;
+  EXPECT_LT(table.size(), settings::markdown_table().size());
 }
 
 // The table's defaults are what README promises: each one that is a value gives the Config

@@ -64,6 +64,45 @@ TEST(HostInputDiff, ACopyWhoseHostBytesDifferIsAHostInputNotAnOrigin) {
   EXPECT_EQ(j["per_rank"][0]["classification"], "host_input");
 }
 
+TEST(HostInputDiff, TheOpsThatReadTheHostInputAreListedAsItsReceivers) {
+  SyntheticRank a, b;
+  for (uint32_t s = 0; s < 4; ++s) {
+    step_with_copy(a, s, 100 + s, 200 + s * 10);
+    step_with_copy(b, s, s >= 2 ? 900 + s : 100 + s, s >= 2 ? 700 + s * 10 : 200 + s * 10);
+  }
+  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  ASSERT_EQ(r.culprit->classification, Classification::HostInput);
+  // Step 2's kernel read the copy's destination, and the GEMM the kernel's output; step 3's
+  // copy is a host input of its own, not a receiver.
+  ASSERT_EQ(r.culprit_receivers.size(), 3u);
+  EXPECT_EQ(r.culprit_receivers[0].name, "scale_kernel");
+  EXPECT_EQ(r.culprit_receivers[0].step, 2u);
+  EXPECT_EQ(r.culprit_receivers[1].kind, "gemm");
+  EXPECT_EQ(r.culprit_receivers[1].classification, Classification::Receiver);
+  EXPECT_EQ(r.culprit_receivers[2].step, 3u);
+  EXPECT_EQ(r.culprit_receivers[2].name, "scale_kernel");
+  FILE* not_a_terminal = std::fopen("/dev/null", "w");
+  const std::string text = diff_text(r, kContext, Style(not_a_terminal));
+  std::fclose(not_a_terminal);
+  EXPECT_NE(text.find("then step 2: gemm cublasLtMatmul #1 stream 1, input 'A' differs (receiver)"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = diff_json(r, kContext);
+  ASSERT_EQ(j["culprit_receivers"].size(), 3u);
+  EXPECT_EQ(j["culprit_receivers"][1]["classification"], "receiver");
+}
+
+TEST(HostInputDiff, AnIdenticalPairHasNoReceivers) {
+  SyntheticRank a, b;
+  step_with_copy(a, 0, 100, 200);
+  step_with_copy(b, 0, 100, 200);
+  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  EXPECT_FALSE(r.culprit);
+  EXPECT_TRUE(r.culprit_receivers.empty());
+  EXPECT_TRUE(diff_json(r, kContext)["culprit_receivers"].empty());
+}
+
 TEST(HostInputDiff, ACopyWhoseHostBytesMatchedButWhoseDestinationDiffersStaysAnOrigin) {
   SyntheticRank a, b;
   step_with_copy(a, 0, 100, 200);
