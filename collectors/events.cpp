@@ -281,4 +281,10 @@ void stream_order_point() {
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
+void stream_event_recorded(CUstream stream, bool per_thread_default) {
+  if (shim_depth > 0) return;  // the shim's own event records
+  if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
+    rule.order_point(Tracer::stream_key(stream, per_thread_default));
+}
+
 }  // namespace lockstep::collectors

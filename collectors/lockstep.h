@@ -20,6 +20,16 @@ __attribute__((visibility("default"))) void lockstep_step_number(unsigned long l
  * "step 12" numbers the step as lockstep_step_number(12) does). */
 __attribute__((visibility("default"))) void lockstep_mark(const char* name);
 
+/* `text` as an NVTX range or mark with that message: it ends the step only when it matches the
+ * step pattern (LOCKSTEP_STEP_ON), and "step 12" / "step_num=12" numbers the step that starts.
+ * For frameworks whose annotations are not NVTX (JAX's TraceAnnotation). */
+__attribute__((visibility("default"))) void lockstep_marker(const char* text);
+
+/* From now on a record's step follows the order of work on its own stream, not the host
+ * thread that ran first (collectors/stream_steps.h): for jobs that launch from worker threads
+ * while another thread marks steps, as XLA does. The `lockstep` package calls it for JAX. */
+__attribute__((visibility("default"))) void lockstep_step_order_streams(void);
+
 /* Fingerprints `bytes` bytes of device memory at `ptr` as the job's state named `name` (a
  * State record of the current step, at levels broad and full). The hash runs on `stream` (a
  * cudaStream_t / CUstream; 0 for the legacy default stream) after the work already queued

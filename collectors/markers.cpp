@@ -36,6 +36,12 @@ extern "C" void lockstep_step(void) { lockstep::collectors::marker_step(nullptr)
 extern "C" void lockstep_step_number(unsigned long long n) {
   lockstep::collectors::marker_step("lockstep_step", n);
 }
+extern "C" void lockstep_marker(const char* text) {
+  lockstep::collectors::marker_range_push(text);
+}
+extern "C" void lockstep_step_order_streams(void) {
+  lockstep::collectors::Tracer::stream_steps().enable();
+}
 extern "C" void lockstep_mark(const char* name) {
   if (name == nullptr) return lockstep::collectors::marker_step("lockstep_mark");
   lockstep::collectors::marker_step(name, lockstep::collectors::marker_step_number(name));

@@ -171,6 +171,9 @@ LOCKSTEP_HOT void memory_op_end(uint64_t token, int result) {
     uint32_t finished = 0;
     if (Tracer::steps().on_metric(&finished))
       tracer->step_advanced(finished, "metric", static_cast<uint64_t>(MarkerSource::Metric));
+    // The metric copy ends its stream's work of the step (stream_steps.h).
+    if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
+      rule.order_point(Tracer::stream_key(call->stream, call->per_thread_stream));
   } else if (call->kind == CallKind::Memory) {
     if (call->pending != nullptr) {
       // An async operation's destination waits for the next kernel on its stream. A synchronous

@@ -30,6 +30,7 @@
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
+#include "collectors/stream_steps.h"
 #include "collectors/tracer_stats.h"
 #include "hashing/engine.h"
 #include "trace/record.h"
@@ -190,6 +191,16 @@ class Tracer {
 
   // ---- steps ----------------------------------------------------------------------------------
   static StepCounter& steps();  // process-wide: markers count even before the trace opens
+  // Stream-ordered steps (stream_steps.h), when the job asked for them.
+  static StreamSteps& stream_steps();
+  // The key of a stream in the ordinal and step tables: the handle, or one value per default
+  // stream.
+  static uintptr_t stream_key(CUstream stream, bool per_thread_default) {
+    const auto key = reinterpret_cast<uintptr_t>(stream);
+    if (key != 0) return key;
+    return per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
+                              : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
+  }
   // `job_step`: the job's own number of the step that starts (the StepMarker's job_step).
   void step_advanced(uint32_t finished, std::string_view marker, uint64_t source,
                      std::optional<uint64_t> job_step = std::nullopt);

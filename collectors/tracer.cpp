@@ -29,6 +29,11 @@ StepCounter& Tracer::steps() {
   return *counter;
 }
 
+StreamSteps& Tracer::stream_steps() {
+  static StreamSteps* rule = new StreamSteps;  // never freed: records are made during exit
+  return *rule;
+}
+
 Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
     : config_(config),
       writer_(std::move(writer)),
@@ -56,10 +61,7 @@ thread_local LastStream t_last_stream{nullptr, 0, 0};
 }  // namespace
 
 LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
-  uintptr_t key = reinterpret_cast<uintptr_t>(stream);
-  if (key == 0)
-    key = per_thread_default ? reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD)
-                             : reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
+  const uintptr_t key = stream_key(stream, per_thread_default);
   const LastStream& last = t_last_stream;
   if (last.tracer == this && last.key == key) [[likely]]
     return last.ordinal;
@@ -136,6 +138,10 @@ LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind,
   record->seq = next_seq();
   record->stream = stream_ordinal(stream, per_thread_default);
   record->step = steps().current();
+  // Step markers and warnings are no work on a stream: they neither take nor move its step.
+  if (StreamSteps& rule = stream_steps(); rule.enabled() && kind != trace::RecordKind::StepMarker &&
+                                          kind != trace::RecordKind::Warning) [[unlikely]]
+    record->step = rule.step_of(stream_key(stream, per_thread_default), record->step);
   record->thread = thread_ordinal();
   record->scope = current_scope(*this);
   record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call

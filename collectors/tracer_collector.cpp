@@ -230,7 +230,14 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
   }
   append(record);
   std::lock_guard lock(pending_mutex_);
-  steps_to_end_.push_back(finished);
+  if (stream_steps().enabled()) {
+    // Another thread's stream may still add records to `finished` (it moves at its next order
+    // point, stream_steps.h), but none to the step before it.
+    StreamSteps::thread_started(finished + 1);
+    if (finished > 0) steps_to_end_.push_back(finished - 1);
+  } else {
+    steps_to_end_.push_back(finished);
+  }
   finish_steps_locked();
   if (config_.debug) {
     self_time::Untimed quiet;  // LOCKSTEP_DEBUG's own line: not what the marker costs a job

@@ -27,6 +27,17 @@ inline void capture_point() {
   order_point();
 }
 
+// An event record: an order point, and the point where the stream's work moves to the current
+// step under stream-ordered steps (collectors/stream_steps.h).
+inline void event_point(CUstream stream, bool per_thread_default) {
+  order_point();
+  try {
+    if (trace_operations()) collectors::stream_event_recorded(stream, per_thread_default);
+  } catch (...) {}
+}
+inline void event_point_legacy(CUstream stream) { event_point(stream, false); }
+inline void event_point_ptsz(CUstream stream) { event_point(stream, true); }
+
 }  // namespace
 
 // NAME(PARAMS): POINT() before the real NAME(ARGS), whose result is returned untouched.
@@ -38,14 +49,19 @@ inline void capture_point() {
 #define LOCKSTEP_ARGS(...) __VA_ARGS__
 
 // ---- events ----
-LOCKSTEP_ORDER_POINT(order_point, cuEventRecord, (CUevent hEvent, CUstream hStream),
+#define LOCKSTEP_EVENT_POINT(POINT, NAME, PARAMS, ARGS) \
+  LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {           \
+    POINT(hStream);                                     \
+    return LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);  \
+  }
+LOCKSTEP_EVENT_POINT(event_point_legacy, cuEventRecord, (CUevent hEvent, CUstream hStream),
                      (hEvent, hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream),
+LOCKSTEP_EVENT_POINT(event_point_ptsz, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream),
                      (hEvent, hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuEventRecordWithFlags,
+LOCKSTEP_EVENT_POINT(event_point_legacy, cuEventRecordWithFlags,
                      (CUevent hEvent, CUstream hStream, unsigned int flags),
                      (hEvent, hStream, flags))
-LOCKSTEP_ORDER_POINT(order_point, cuEventRecordWithFlags_ptsz,
+LOCKSTEP_EVENT_POINT(event_point_ptsz, cuEventRecordWithFlags_ptsz,
                      (CUevent hEvent, CUstream hStream, unsigned int flags),
                      (hEvent, hStream, flags))
 

@@ -139,6 +139,9 @@ void check_request(const TraceRequest& request) {
         throw InputError(fmt::format("{}={} (from the environment) {}", setting.name, value, *why));
     }
   }
+  // The allocator modes: their parsers throw InputError for an unknown one.
+  torch_allocator_env(request.torch_alloc, "full", nullptr);
+  xla_allocator_env(request.jax_alloc, "full", nullptr, nullptr);
 }
 
 bool looks_like_pytorch(const std::vector<std::string>& command) {
@@ -175,6 +178,24 @@ EnvChange torch_allocator_env(const std::string& mode, const std::string& level,
   return change;
 }
 
+EnvChange xla_allocator_env(const std::string& mode, const std::string& level,
+                            const char* user_allocator, const char* user_preallocate) {
+  EnvChange change;
+  const auto set = [](const char* v) { return v != nullptr && *v != '\0'; };
+  if (mode != "auto" && mode != "platform" && mode != "keep")
+    throw InputError(fmt::format("--jax-alloc: '{}' is not auto, platform or keep", mode));
+  const bool platform = mode == "platform" || (mode == "auto" && level == "full");
+  if (!platform || (mode == "auto" && set(user_allocator))) return change;
+  change.set.emplace_back("XLA_PYTHON_CLIENT_ALLOCATOR", "platform");
+  // The platform allocator never preallocates; said outright so that a reader of the job's
+  // environment needs no JAX documentation. A user's own value is left.
+  if (!set(user_preallocate)) change.set.emplace_back("XLA_PYTHON_CLIENT_PREALLOCATE", "false");
+  change.note =
+      "JAX/XLA allocator: platform (XLA_PYTHON_CLIENT_ALLOCATOR=platform, one allocation per "
+      "buffer), so that kernel regions are exact buffers (--jax-alloc keep to leave it)";
+  return change;
+}
+
 LaunchResult launch_traced(const TraceRequest& request) {
   if (request.command.empty()) throw InputError("lockstep: no command given after --");
   check_request(request);
@@ -187,6 +208,9 @@ LaunchResult launch_traced(const TraceRequest& request) {
   level = settings::kLevelNames[settings::parse_level(level).value_or(settings::kDefaultLevel)];
   const EnvChange allocator =
       torch_allocator_env(request.torch_alloc, level, std::getenv("PYTORCH_CUDA_ALLOC_CONF"));
+  const EnvChange xla_allocator =
+      xla_allocator_env(request.jax_alloc, level, std::getenv("XLA_PYTHON_CLIENT_ALLOCATOR"),
+                        std::getenv("XLA_PYTHON_CLIENT_PREALLOCATE"));
   std::string shim = find_shim();
   // A Python job gets lockstep's package and its start-up hook (python_env.h); computed before
   // fork: the child only calls setenv and exec.
@@ -229,6 +253,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!request.state.empty()) setenv(env::kState, request.state.c_str(), 1);
     if (!python.empty()) setenv("PYTHONPATH", python.c_str(), 1);
     for (const auto& [name, value] : allocator.set) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : xla_allocator.set) setenv(name.c_str(), value.c_str(), 1);
     for (const auto& [name, value] : request.job_env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -241,6 +266,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
   close(status_pipe[1]);
   if (!allocator.note.empty() && looks_like_pytorch(request.command))
     std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
+  if (!xla_allocator.note.empty() && looks_like_pytorch(request.command))
+    std::fprintf(stderr, "lockstep: %s\n", xla_allocator.note.c_str());
   child_pid = pid;
   struct sigaction action {
   }, previous[std::size(kForwarded)];

@@ -21,6 +21,7 @@ struct TraceRequest {
   std::string state;    // LOCKSTEP_STATE; empty: the default
   bool overwrite = false;
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env
+  std::string jax_alloc = "auto";    // auto|platform|keep: see xla_allocator_env
   std::vector<std::string> command;
   JobOutput output = JobOutput::Inherit;  // else also into <dir>/job.log (job_output.h)
   // More variables for the job (check --resume-at's contract: resume_check.h).
@@ -49,6 +50,21 @@ bool looks_like_pytorch(const std::vector<std::string>& command);
 inline constexpr const char* kTorchAllocHelp =
     "PyTorch allocator for exact kernel regions: auto (cudaMallocAsync at --level full), "
     "async, none (no caching), keep";
+
+// XLA (JAX) sub-allocates every buffer from one arena it reserves at start-up (the BFC
+// allocator, 75% of the GPU preallocated), so a kernel's pointer region (pointer to end of
+// allocation) covers most of the arena: other buffers and bytes no op wrote. With
+// XLA_PYTHON_CLIENT_ALLOCATOR=platform every buffer is its own cuMemAlloc, freed when dead, and
+// nothing is preallocated: regions are exact. The environment changes for mode (auto: platform
+// at level full, else keep; platform; keep), given the effective level and the user's
+// XLA_PYTHON_CLIENT_ALLOCATOR and XLA_PYTHON_CLIENT_PREALLOCATE (null if unset): auto keeps an
+// allocator the user chose. `note` as for torch_allocator_env (printed for a Python job). Throws
+// InputError for an unknown mode.
+EnvChange xla_allocator_env(const std::string& mode, const std::string& level,
+                            const char* user_allocator, const char* user_preallocate);
+inline constexpr const char* kJaxAllocHelp =
+    "JAX/XLA allocator for exact kernel regions: auto (XLA_PYTHON_CLIENT_ALLOCATOR=platform at "
+    "--level full, unless set), platform, keep";
 
 struct LaunchResult {
   int exit_code = 0;  // the job's code, or 128 + signal when a signal ended it

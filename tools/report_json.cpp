@@ -131,6 +131,25 @@ json phases_json(const StepAlignment& a) {
   return out;
 }
 
+json setup_json(const DiffResult& result) {
+  json out = {{"phase", nullptr}, {"autotune", json::array()}, {"autotune_total", result.choices_total},
+              {"fix", result.choices.empty() ? json(nullptr) : json(autotune_fix(result.choices))}};
+  for (const ChoiceDifference& c : result.choices)
+    out["autotune"].push_back({{"what", c.what}, {"a", c.a}, {"b", c.b}});
+  if (const std::optional<SetupResult>& s = result.setup)
+    out["phase"] = {{"rank", s->rank},
+                    {"trace_steps_a", {s->a.first, s->a.last}},
+                    {"trace_steps_b", {s->b.first, s->b.last}},
+                    {"records_a", s->a.records},
+                    {"records_b", s->b.records},
+                    {"identical", s->identical()},
+                    {"equal_by_summary", s->equal_by_summary},
+                    {"records_compared", s->records_compared},
+                    {"differences", s->differences},
+                    {"first", s->first ? divergence_json(*s->first) : json(nullptr)}};
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
@@ -152,6 +171,7 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"not_compared", result.not_compared},
       {"alignment", alignment_json(result)},
       {"phases", phases_json(result.alignment)},
+      {"setup", setup_json(result)},
       {"a", {{"path", context.a}}},
       {"b", {{"path", context.b}}},
       {"world_size", context.world_size},

@@ -88,6 +88,39 @@ std::string step_text(uint32_t step, uint32_t step_b, const std::optional<uint64
   return std::to_string(step);
 }
 
+// The autotuner's differing choices (setup_phase.h): the report's first finding, with the fix.
+std::string choices_text(const DiffResult& result, const Style& style) {
+  if (result.choices.empty()) return "";
+  std::string out = fmt::format(
+      "\n{} autotuning chose differently in the two runs ({} choice{}): their numbers can differ "
+      "from the first step on\n",
+      style.bold("autotune"), result.choices_total, result.choices_total == 1 ? "" : "s");
+  for (const ChoiceDifference& c : result.choices)
+    out += fmt::format("          {}: A {}, B {}\n", shorten(c.what, 100), c.a, c.b);
+  if (result.choices_total > result.choices.size())
+    out += fmt::format("          ... and {} more\n", result.choices_total - result.choices.size());
+  out += fmt::format("          fix: {}\n", autotune_fix(result.choices));
+  return out;
+}
+
+// The set-up phase (setup_phase.h), one line: compared apart, never the verdict's.
+std::string setup_line(const DiffResult& result) {
+  if (!result.setup) return "";
+  const SetupResult& s = *result.setup;
+  std::string line = fmt::format("  set-up before the first step (trace steps {}-{} of A, {}-{} of B; "
+                                 "{}/{} records): ",
+                                 s.a.first, s.a.last, s.b.first, s.b.last, s.a.records,
+                                 s.b.records);
+  if (s.identical())
+    return line + (s.equal_by_summary ? "equal by its summaries\n" : "identical\n");
+  line += fmt::format("{} difference{}, not part of the verdict", s.differences,
+                      s.differences == 1 ? "" : "s");
+  if (s.first)
+    line += fmt::format("; first: rank {}, {} {} ({})", s.first->rank, s.first->kind,
+                        shorten(s.first->name, 60), classification_name(s.first->classification));
+  return line + "\n";
+}
+
 std::string resume_verdict(const DiffResult& result) {
   const StepAlignment& alignment = result.alignment;
   if (!alignment.by_number() || alignment.resumed == 0) return "";
@@ -154,6 +187,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   if (std::string resume = resume_verdict(result); !resume.empty())
     out += fmt::format("  {}\n", resume);
   out += fmt::format("  A: {}\n  B: {}\n", context.a, context.b);
+  out += choices_text(result, style);
+  if (!result.choices.empty()) out += "\n";
   for (const std::string& line : environment_lines(result.environment))  // before the ops
     out += fmt::format("  {}\n", line);
   if (result.alignment.by_number())
@@ -166,6 +201,7 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
       result.steps_compared, result.steps_skipped);
   // What the verdict covers, and what it does not (cut off, salvaged, unfinished files).
   out += fmt::format("  {}\n", coverage_line(result));
+  out += setup_line(result);
   if (result.window_first_step)
     out += fmt::format(
         "  fingerprinted and compared from step {} on (the runs start at step {}): a difference "

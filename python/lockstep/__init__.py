@@ -20,9 +20,9 @@ from lockstep._run import Run, open, record_kinds  # noqa: A004 (lockstep.open i
 
 # The shim's side (ctypes into the preloaded liblockstep.so): no-ops without the shim.
 from lockstep._shim import (GRADIENT, OPTIMIZER_STATE, OTHER, PARAMETER, fingerprint,
-                            fingerprint_many, mark, step, traced)
+                            fingerprint_many, mark, marker, step, traced)
 
 __all__ = ["open", "Run", "diff", "DiffResult", "Divergence", "DivergentBuffer",
            "MetricDivergence", "StateDivergence", "record_kinds", "Error", "InputError", "TraceError", "step",
-           "mark", "traced", "fingerprint", "fingerprint_many", "PARAMETER", "GRADIENT",
+           "mark", "marker", "traced", "fingerprint", "fingerprint_many", "PARAMETER", "GRADIENT",
            "OPTIMIZER_STATE", "OTHER"]

@@ -23,6 +23,8 @@ def _function(name, argtypes):
 _step = _function("lockstep_step", [])
 _step_number = _function("lockstep_step_number", [ctypes.c_ulonglong])
 _mark = _function("lockstep_mark", [ctypes.c_char_p])
+_marker = _function("lockstep_marker", [ctypes.c_char_p])
+_step_order_streams = _function("lockstep_step_order_streams", [])
 _fingerprint_many = _function(
     "lockstep_fingerprint_many",
     [ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ulonglong),
@@ -48,6 +50,22 @@ def mark(name):
     """End the current step, naming the boundary."""
     if _mark is not None:
         _mark(str(name).encode())
+
+
+def marker(text):
+    """Send `text` as an NVTX marker would be: it ends the step only when it matches the step
+    pattern (LOCKSTEP_STEP_ON; "step 12", "train_step"), and "step 12" / "step_num=12" numbers
+    the step that starts."""
+    if _marker is not None:
+        _marker(str(text).encode())
+
+
+def step_order_streams():
+    """From now on a record's step follows the order of work on its own stream, not which
+    host thread ran first (collectors/stream_steps.h): for jobs whose launches come from
+    worker threads while another thread marks steps, as XLA's do."""
+    if _step_order_streams is not None:
+        _step_order_streams()
 
 
 def _extent(tensor):

@@ -32,7 +32,7 @@ import run_facts  # noqa: E402  (commit, GPU, driver, date: one home for every r
 E2E = os.path.join(ROOT, "tests", "gpu", "e2e")
 RESULTS = ("PASS", "FAIL", "KNOWN", "SKIP")
 # Group letters (tests/gpu/test_<letter>_*.py), in the order of run.sh's CHECKS.
-GROUPS = "abcdefgmorsvwx"
+GROUPS = "abcdefgjmorsvwx"
 
 
 def group_of(path):
@@ -130,6 +130,7 @@ class Suite:
         self.log = open(self.log_path, "a")
         self.extra_libs = []
         self._torch = None
+        self._jax = None
         self._gpus = None
         self.groups = set()
         self.say(f"lockstep GPU run: {self.started_at:%Y-%m-%d %H:%M:%S} UTC, root {ROOT}, "
@@ -166,6 +167,20 @@ class Suite:
             except (OSError, subprocess.SubprocessError):
                 self._torch = False
         return self._torch
+
+    def have_jax(self):
+        """JAX with a GPU backend in PYTHON (asked once)."""
+        if self._jax is None:
+            try:
+                self._jax = subprocess.run(
+                    [self.config.py, "-c",
+                     "import jax, sys; sys.exit(0 if any(d.platform == 'gpu' "
+                     "for d in jax.devices()) else 1)"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    timeout=180).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                self._jax = False
+        return self._jax
 
     def have_lockstep(self):
         return os.access(self.config.lockstep, os.X_OK)

@@ -14,7 +14,7 @@
 #             (<date>T<time>Z-<commit>-<groups>.json, for results/), logs.tar.gz (each step's
 #             output, the benchmarks' JSON) and sample-traces.tar.gz go (at most 6 files: the
 #             device machine brings back 8; default: /tmp/lockstep-gpu)
-#   CHECKS    letters of the groups to run (default: all, in this order: abcdesrvfgxo)
+#   CHECKS    letters of the groups to run (default: all, in this order: abcdesmrwvjfgxo)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmark
 #               d examples/cuda  e examples/pytorch  v CUPTI coverage (LOCKSTEP_VALIDATE=1)
 #               f overhead (+ per-launch cost)  g two GPUs (DDP)
@@ -39,7 +39,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-ORDER=abcdesmrwvfgxo  # every group, in the order they run: the one list of them
+ORDER=abcdesmrwvjfgxo  # every group, in the order they run: the one list of them
 CHECKS=${CHECKS:-$ORDER}
 files=()
 for ((i = 0; i < ${#CHECKS}; i++)); do

@@ -65,7 +65,7 @@ for lane in sys.argv[2:]:
 if docs:
     doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]],
                seconds=max(d["seconds"] for d in docs), source="tests/gpu/run_parallel.sh",
-               groups="".join(g for g in "abcdesrvfgxo" if any(g in d["groups"] for d in docs)))
+               groups="".join(g for g in "abcdesmrwvjfgxo" if any(g in d["groups"] for d in docs)))
     name = f"{doc['date'][:13].replace(':', '')}{doc['date'][14:16]}Z-" \
            f"{doc['commit'].replace('+', '-')}-{doc['groups']}.json"
     json.dump(doc, open(os.path.join(out, name), "w"), indent=1)

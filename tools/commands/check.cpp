@@ -35,6 +35,8 @@ CommandRunner add_check_command(CLI::App& app) {
   sub->add_flag("--overwrite", request->trace.overwrite, "Reuse run directories");
   sub->add_option("--torch-alloc", request->trace.torch_alloc, kTorchAllocHelp)
       ->capture_default_str();
+  sub->add_option("--jax-alloc", request->trace.jax_alloc, kJaxAllocHelp)
+      ->capture_default_str();
   sub->add_flag("--json", request->json,
                 "Print only one JSON document on stdout: the diff that decided the verdict, with "
                 "every pair's verdict in it (the job's output goes to each run's job.log)");

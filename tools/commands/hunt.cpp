@@ -31,6 +31,7 @@ struct HuntRequest {
   int windows = 4;
   bool no_stack = false;
   std::string torch_alloc = "auto";
+  std::string jax_alloc = "auto";
   std::vector<std::string> command;
 };
 
@@ -56,6 +57,7 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
     trace.steps = steps;
     trace.overwrite = request.overwrite;
     trace.torch_alloc = request.torch_alloc;
+    trace.jax_alloc = request.jax_alloc;
     trace.command = request.command;
     // Module scopes in every run, broad ones too, so that each answer names the module and
     // phase (LOCKSTEP_SCOPES; a user's own setting wins).
@@ -191,6 +193,8 @@ CommandRunner add_hunt_command(CLI::App& app) {
   sub->add_flag("--no-stack", request->no_stack,
                 "Skip stage 3 (the run that records the culprit's call stack)");
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
+  sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
+      ->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad give the earliest step S where anything differs
 (a metric such as the loss, a collective, a State record: the model's state after a step).

@@ -57,6 +57,8 @@ CommandRunner add_run_command(CLI::App& app) {
       throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
   }
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
+  sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
+      ->capture_default_str();
   auto audit = std::make_shared<bool>(false);
   sub->add_flag("--audit", *audit,
                 "When the job exits 0, audit its trace (lockstep audit): exit 1 if a rank is "
@@ -69,7 +71,9 @@ At --level full a kernel's pointer arguments are fingerprinted from the pointer 
 their allocation; PyTorch's caching allocator packs many tensors into one allocation, so by
 default (--torch-alloc auto) a full-level run of a PyTorch job uses its cudaMallocAsync backend,
 one allocation per tensor. The job's numbers do not change; a PYTORCH_CUDA_ALLOC_CONF you set
-yourself is kept.
+yourself is kept. XLA (JAX) sub-allocates from one preallocated arena the same way: at --level
+full (--jax-alloc auto) the job gets XLA_PYTHON_CLIENT_ALLOCATOR=platform (one allocation per
+buffer, nothing preallocated) unless you set that variable yourself.
 
 Examples:
   lockstep run -o runs/a -- python train.py --steps 50

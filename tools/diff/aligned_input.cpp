@@ -11,7 +11,14 @@ AlignedRankInput::AlignedRankInput(std::unique_ptr<RankInput> inner,
   for (const StepPairing& p : alignment.pairs) {
     const uint32_t step = side_b ? p.b : p.a;
     key_of_[step] = p.a;
-    step_of_[p.a] = step;
+    step_of_[p.a] = {step, step};
+  }
+  if (const std::optional<SetupSpans>& setup = alignment.setup) {
+    const StepSpan& span = side_b ? setup->b : setup->a;
+    for (uint32_t step = span.first; step <= span.last && step >= span.first; ++step)
+      key_of_[step] = setup->key;
+    step_of_[setup->key] = {span.first, span.last};
+    setup_key_ = setup->key;
   }
 }
 
@@ -21,6 +28,15 @@ std::vector<StepInfo> AlignedRankInput::steps() {
     auto it = key_of_.find(info.step);
     if (it == key_of_.end()) continue;
     info.step = it->second;
+    if (!out.empty() && out.back().step == info.step) {
+      // Another step of the set-up phase: one summary for the phase (a step's digest is a sum
+      // of its records' hashes, so the phase's is the sum of its steps').
+      StepInfo& phase = out.back();
+      phase.record_count += info.record_count;
+      phase.digest += info.digest;
+      phase.has_summary = phase.has_summary && info.has_summary;
+      continue;
+    }
     out.push_back(info);
   }
   return out;
@@ -31,7 +47,7 @@ void AlignedRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpT
   if (from == to) return;
   // Keys and trace steps rise together (the job's numbers increase), so the keys of a window
   // are one range of trace steps, maybe with unpaired steps inside it: dropped below.
-  uint32_t low = from->second, high = std::prev(to)->second;
+  uint32_t low = from->second.first, high = std::prev(to)->second.second;
   const size_t before = out.size();
   inner_->load(low, high, pool, out);
   std::vector<Op>& ops = out.ops();

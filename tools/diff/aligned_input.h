@@ -26,11 +26,15 @@ class AlignedRankInput : public RankInput {
   std::vector<std::string> incomplete() override { return inner_->incomplete(); }
   // The first key whose trace step is in this run's fingerprint window.
   std::optional<uint32_t> fingerprint_first_step() override;
+  // The set-up phase's key: every set-up step of this run is loaded under it.
+  std::optional<uint32_t> setup_key() override { return setup_key_; }
 
  private:
   std::unique_ptr<RankInput> inner_;
   std::map<uint32_t, uint32_t> key_of_;  // this run's trace step -> key
-  std::map<uint32_t, uint32_t> step_of_;  // key -> this run's trace step
+  // key -> this run's trace steps (first, last): one, or the set-up phase's
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> step_of_;
+  std::optional<uint32_t> setup_key_;
 };
 
 // Number alignment pairs steps that sit at different points of two processes, and a

@@ -148,6 +148,25 @@ StepAlignment align_steps(const std::vector<StepInfo>& a, const std::vector<Step
   // The steps before the first number pair with each other only when both runs start at the
   // same number: their set-up. Otherwise they are different work (one run's restore prologue).
   const bool prefixes_pair = out.resumed == 0;
+  // Both runs' set-up steps: one phase each, paired as one (setup_phase.h).
+  auto setup_span = [](const std::vector<Labelled>& l) {
+    std::optional<StepSpan> span;
+    for (const Labelled& x : l) {
+      if (x.label.number >= 0) break;
+      if (!span) span = StepSpan{x.info->step, x.info->step, std::nullopt, std::nullopt, 0};
+      span->last = x.info->step;
+      span->records += x.info->record_count;
+    }
+    return span;
+  };
+  const std::optional<StepSpan> setup_a = setup_span(la), setup_b = setup_span(lb);
+  size_t i = 0, j = 0;
+  if (prefixes_pair && setup_a && setup_b) {
+    out.setup = SetupSpans{*setup_a, *setup_b, setup_a->first};
+    out.pairs.push_back({setup_a->first, setup_b->first, std::nullopt, std::nullopt});
+    while (i < la.size() && la[i].label.number < 0) ++i;
+    while (j < lb.size() && lb[j].label.number < 0) ++j;
+  }
 
   // Merge the two label sequences (both ascending).
   struct Slot {
@@ -156,7 +175,7 @@ StepAlignment align_steps(const std::vector<StepInfo>& a, const std::vector<Step
   };
   std::vector<Slot> alone;
   std::optional<Label> first_pair, last_pair;
-  size_t i = 0, j = 0;
+  if (out.setup) first_pair = last_pair = Label{};
   while (i < la.size() || j < lb.size()) {
     if (i < la.size() && j < lb.size() && la[i].label == lb[j].label &&
         (la[i].label.number >= 0 || prefixes_pair)) {
@@ -212,6 +231,7 @@ void restrict_alignment(StepAlignment& alignment, uint64_t first, uint64_t last)
   std::erase_if(alignment.pairs, [&](const StepPairing& p) {
     return !p.within || *p.within < first || *p.within > last;
   });
+  alignment.setup.reset();  // before the job's steps asked for
   std::erase_if(alignment.unpaired, [&](const UnpairedSteps& u) {
     if (u.where == UnpairedSteps::Where::Restore) return false;
     return !u.span.job_first || *u.span.job_last < first || *u.span.job_first > last;

@@ -15,8 +15,10 @@
 //   - in between (a gap: a number one run has inside the other's range): something is missing,
 //     which makes a verdict without divergence INCOMPLETE.
 // Unnumbered steps are labelled by the numbered step before them (the k-th unnumbered step after
-// step n) and pair by that label; those before the first numbered step pair by position when
-// both runs start at the same number (their set-up), else they are the prologue above.
+// step n) and pair by that label. Those before the first numbered step, when both runs start at
+// the same number and both have some, are the set-up phase (setup_phase.h): all of them one
+// pair, under run A's first set-up step, however many trace steps each run's set-up spans;
+// when the runs start at different numbers they are the prologue above.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,13 @@ struct StepPairing {
   std::optional<uint64_t> within;
 };
 
+// The set-up phase of both runs: trace steps a.first-a.last of A with b.first-b.last of B, the
+// diff's key `key` (= a.first). Its pair is also in `pairs` (within: nullopt).
+struct SetupSpans {
+  StepSpan a, b;
+  uint32_t key = 0;
+};
+
 struct StepAlignment {
   AlignMode mode = AlignMode::Ordinal;  // as resolved (never Auto)
   std::string reason;                   // why auto chose ordinal ("run B has no numbered steps")
@@ -66,6 +75,7 @@ struct StepAlignment {
   // The resumed run ('a' or 'b'): its first numbered step is later than the other run's; 0 when
   // both start at the same number (or the mode is ordinal).
   char resumed = 0;
+  std::optional<SetupSpans> setup;  // number mode, both runs with set-up steps
 
   bool by_number() const { return mode == AlignMode::Number; }
   // The pair keyed by run A's trace step `a_step`; null in ordinal mode or when there is none.

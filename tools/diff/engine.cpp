@@ -83,7 +83,37 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
                   [&](const StepPair& p) { return static_cast<int64_t>(p.step) > *complete; });
   StringPool pool;
   thread_local OpTable table_a, table_b;  // reused: no fresh pages for every rank
-  bool metrics_seen = false, states_seen = false;
+  // The set-up phase: compared on its own, into its own result (setup_phase.h).
+  if (const std::optional<uint32_t> key = a.setup_key(); key && b.setup_key() == key) {
+    auto it = std::find_if(steps.begin(), steps.end(),
+                           [&](const StepPair& p) { return p.step == *key; });
+    if (it != steps.end() && it->a && it->b) {
+      SetupResult setup;
+      setup.rank = rank;
+      if (!options.exhaustive && it->summaries_match()) {
+        setup.equal_by_summary = true;
+      } else {
+        table_a.clear();
+        table_b.clear();
+        a.load(*key, *key, pool, table_a);
+        b.load(*key, *key, pool, table_b);
+        RankResult phase;
+        CompareOptions setup_compare = compare;
+        setup_compare.window_first_step.reset();
+        compare_window(table_a, table_b, pool, setup_compare, phase);
+        setup.compared = true;
+        setup.records_compared = phase.records_compared;
+        setup.differences = phase.structural_total + phase.divergent_records;
+        setup.first = phase.first ? phase.first
+                      : phase.structural.empty() ? std::nullopt
+                                                 : std::optional(phase.structural.front());
+        compare_choices(table_a, table_b, pool, result.choices, &result.choices_total, true);
+      }
+      result.setup = setup;
+      steps.erase(it);
+    }
+  }
+  bool metrics_seen = false, states_seen = false, choices_noted = false;
   size_t i = 0;
   while (i < steps.size()) {
     if (!result.first_step) result.first_step = steps[i].step;
@@ -112,6 +142,10 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     states_seen =
         states_seen || has_kind(table_a, RecordKind::State) || has_kind(table_b, RecordKind::State);
     compare_window(table_a, table_b, pool, compare, result);
+    if (!choices_noted) {  // the first steps compared: what the compiler chose shows there
+      compare_choices(table_a, table_b, pool, result.choices, &result.choices_total, false);
+      choices_noted = true;
+    }
     result.steps_compared += end - i;
     result.last_step = steps[end - 1].step;
     i = end;
@@ -226,6 +260,21 @@ void combine_ranks(DiffResult& result) {
     if (r.last_step && (!result.last_step || *r.last_step > *result.last_step))
       result.last_step = r.last_step;
     for (const std::string& w : r.warnings) result.warnings.push_back(w);
+  }
+  // The set-up phase and the autotuner's choices: reported apart, never in the verdict.
+  result.setup.reset();
+  result.choices.clear();
+  result.choices_total = 0;
+  for (const RankResult& r : result.ranks) {
+    if (r.setup && (!result.setup || (result.setup->identical() && !r.setup->identical())))
+      result.setup = r.setup;
+    for (const ChoiceDifference& c : r.choices) {
+      if (std::any_of(result.choices.begin(), result.choices.end(),
+                      [&](const ChoiceDifference& x) { return x.what == c.what; }))
+        continue;
+      if (result.choices.size() < kMaxChoices) result.choices.push_back(c);
+    }
+    result.choices_total = std::max(result.choices_total, r.choices_total);
   }
   std::stable_sort(result.structural.begin(), result.structural.end(),
                    [](const Divergence& x, const Divergence& y) {
@@ -439,6 +488,10 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
       b = std::make_unique<AlignedRankInput>(std::move(b), surveys[i].alignment, true);
     }
     result.ranks[i] = diff_rank(ranks[i].rank, *a, *b, effective);
+    if (result.ranks[i].setup && surveys[i].alignment.setup) {
+      result.ranks[i].setup->a = surveys[i].alignment.setup->a;
+      result.ranks[i].setup->b = surveys[i].alignment.setup->b;
+    }
     if (options.progress) options.progress(++done, static_cast<int>(ranks.size()));
   });
   std::vector<std::string> warnings = std::move(result.warnings);
@@ -497,6 +550,7 @@ std::optional<JobStepRange> compared_job_steps(const DiffResult& r) {
     range->first = std::min(range->first, *p.within);
     range->last = std::max(range->last, *p.within);
   }
+  if (range && r.setup) range->with_setup = true;  // the set-up phase, compared on its own
   return range;
 }
 

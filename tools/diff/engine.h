@@ -47,6 +47,9 @@ class RankInput {
   // nullopt: every step, or not recorded (an older trace). Outside the window ops are recorded
   // by identity only, so a difference made there is not seen where it was made.
   virtual std::optional<uint32_t> fingerprint_first_step() { return std::nullopt; }
+  // The step (key) that holds the run's set-up phase (setup_phase.h): compared on its own and
+  // reported apart. nullopt: none (ordinal alignment, or a run without set-up steps).
+  virtual std::optional<uint32_t> setup_key() { return std::nullopt; }
 };
 
 using RankInputFactory = std::function<std::unique_ptr<RankInput>()>;

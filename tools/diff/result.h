@@ -8,6 +8,7 @@
 
 #include "tools/diff/alignment.h"
 #include "tools/why/environment.h"
+#include "tools/diff/setup_phase.h"
 
 namespace lockstep::tools {
 
@@ -121,6 +122,18 @@ struct CollectiveStatus {
   bool in_differs = false, out_differs = false;
 };
 
+// The set-up phase of one rank (setup_phase.h), compared apart from the steps.
+struct SetupResult {
+  int rank = 0;
+  StepSpan a, b;                  // trace steps and records of each run's set-up
+  bool equal_by_summary = false;  // skipped: the phases' summaries matched
+  bool compared = false;          // decoded and compared
+  uint64_t records_compared = 0;
+  uint64_t differences = 0;            // structural differences and differing records
+  std::optional<Divergence> first;     // the first of them, in the phase's order
+  bool identical() const { return equal_by_summary || (compared && differences == 0); }
+};
+
 struct RankResult {
   int rank = 0;
   std::optional<Divergence> first;
@@ -146,6 +159,10 @@ struct RankResult {
   // the ops that read what the first divergence made, e.g. the GEMM that used a host input.
   std::vector<Divergence> receivers_after;
   std::vector<std::string> warnings;
+  std::optional<SetupResult> setup;
+  // Choices autotuning made differently, in the set-up and the first steps compared.
+  std::vector<ChoiceDifference> choices;
+  uint64_t choices_total = 0;
 };
 
 struct DiffResult {
@@ -176,6 +193,12 @@ struct DiffResult {
   // made before it. nullopt: the window starts at the trace's first step.
   std::optional<uint32_t> window_first_step;
   std::vector<std::string> not_compared;
+  // The set-up phase: the first rank's whose set-up differs, else rank 0's (number alignment,
+  // both runs with set-up steps; nullopt otherwise). Never part of the verdict.
+  std::optional<SetupResult> setup;
+  // Choices autotuning made differently (every rank's, each once): the report's first lines.
+  std::vector<ChoiceDifference> choices;
+  uint64_t choices_total = 0;
   // Which steps were paired (the first rank's: ranks normally agree; a warning says when not).
   // Under number alignment first_step/last_step above are run A's trace steps of the pairs.
   StepAlignment alignment;

@@ -1,6 +1,7 @@
 """Run by Python at start-up in a job that `lockstep run` launched: lockstep puts this directory
 first on PYTHONPATH (tools/python_env.h). It arms lockstep's PyTorch hooks
-(lockstep/_torch_hooks.py) when, and only when, the job imports torch, and then runs the
+(lockstep/_torch_hooks.py) when, and only when, the job imports torch, and its JAX hooks
+(lockstep/_jax_hooks.py) when it imports jax, and then runs the
 sitecustomize it shadows (a distribution's or a virtual environment's), so that nothing else
 changes. It never fails the job: a problem is one line on stderr.
 """
@@ -19,21 +20,28 @@ def _debug(message):
         print(f"lockstep: {message}", file=sys.stderr)
 
 
-def _armed(torch):
+def _armed(module):
+    framework = "PyTorch" if module.__name__ == "torch" else "JAX"
     try:
-        from lockstep import _torch_hooks
-        _debug(f"PyTorch hooks: {_torch_hooks.arm(torch)}")
+        if module.__name__ == "torch":
+            from lockstep import _torch_hooks as hooks
+        else:
+            from lockstep import _jax_hooks as hooks
+        _debug(f"{framework} hooks: {hooks.arm(module)}")
     except Exception as error:
-        print(f"lockstep: PyTorch hooks not armed: {type(error).__name__}: {error}",
+        print(f"lockstep: {framework} hooks not armed: {type(error).__name__}: {error}",
               file=sys.stderr)
 
 
-class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when `torch` is first imported, it lets the other finders find it
-    and wraps the loader so that the hooks are armed right after torch has loaded."""
+class _Watcher(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when `name` (torch, jax) is first imported, it lets the other
+    finders find it and wraps the loader so that the hooks are armed right after it loaded."""
+
+    def __init__(self, name):
+        self.name = name
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
+        if fullname != self.name:
             return None
         sys.meta_path.remove(self)  # once
         spec = None
@@ -67,8 +75,9 @@ def _run_shadowed():
         print(f"lockstep: {spec.origin}: {type(error).__name__}: {error}", file=sys.stderr)
 
 
-if "torch" in sys.modules:
-    _armed(sys.modules["torch"])
-else:
-    sys.meta_path.insert(0, _TorchWatcher())
+for _name in ("torch", "jax"):
+    if _name in sys.modules:
+        _armed(sys.modules[_name])
+    else:
+        sys.meta_path.insert(0, _Watcher(_name))
 _run_shadowed()

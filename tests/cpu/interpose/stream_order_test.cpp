@@ -224,6 +224,28 @@ TEST_F(StreamOrderPoints, GetProcAddressHandsOutTheWrapperOfTheExactVariant) {
   }
 }
 
+// Stream-ordered steps move a stream at its event records: each variant names its stream, and
+// whether a null stream is the per-thread default one.
+TEST_F(StreamOrderPoints, EventRecordsReportTheirStreamAndWhichDefaultStreamNullMeans) {
+  for (const char* name : {"cuEventRecord", "cuEventRecord_ptsz", "cuEventRecordWithFlags",
+                           "cuEventRecordWithFlags_ptsz"}) {
+    SCOPED_TRACE(name);
+    const bool ptsz = std::string(name).ends_with("_ptsz");
+    const bool flags = std::string(name).find("WithFlags") != std::string::npos;
+    clear_fake_log();
+    EXPECT_EQ((flags ? kRecordWithFlags : kRecord).call(dlsym(driver_, name)), kRealResult);
+    EXPECT_EQ(lines_starting(fake_log(), "event_recorded stream=0x5a per_thread=" +
+                                             std::to_string(ptsz ? 1 : 0))
+                  .size(),
+              1u)
+        << fake_log();
+  }
+  auto sync = reinterpret_cast<CUresult (*)(CUstream)>(dlsym(driver_, "cuStreamSynchronize"));
+  clear_fake_log();
+  sync(kStream);  // an order point, not an event record
+  EXPECT_TRUE(lines_starting(fake_log(), "event_recorded").empty()) << fake_log();
+}
+
 TEST_F(StreamOrderPoints, InactiveCollectorsForwardWithoutOrderPoints) {
   setenv("LOCKSTEP_FAKE_INACTIVE", "1", 1);
   auto sync = reinterpret_cast<CUresult (*)(CUstream)>(dlsym(driver_, "cuStreamSynchronize"));

@@ -21,9 +21,16 @@ void lockstep_step_number(unsigned long long n) {
   line(buf);
 }
 void lockstep_mark(const char* name) {
-  (void)name;
-  line("mark\n");
+  char buf[512];
+  snprintf(buf, sizeof buf, "mark %s\n", name);
+  line(buf);
 }
+void lockstep_marker(const char* text) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "marker %s\n", text);
+  line(buf);
+}
+void lockstep_step_order_streams(void) { line("stream order\n"); }
 void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
                                const unsigned long long* bytes, const char* const* names,
                                void* stream, int kind) {

@@ -63,6 +63,37 @@ TEST(TorchAllocator, TheNoteIsOnlyForJobsThatLookLikePyTorch) {
   EXPECT_FALSE(looks_like_pytorch({".py"}));
 }
 
+TEST(XlaAllocator, AutoPutsJaxOnItsPlatformAllocatorAtFullOnly) {
+  EnvChange full = xla_allocator_env("auto", "full", nullptr, nullptr);
+  EXPECT_EQ(value_of(full, "XLA_PYTHON_CLIENT_ALLOCATOR"), "platform");
+  EXPECT_EQ(value_of(full, "XLA_PYTHON_CLIENT_PREALLOCATE"), "false");
+  EXPECT_NE(full.note.find("--jax-alloc keep"), std::string::npos) << full.note;
+  for (const char* level : {"off", "metrics", "broad"}) {
+    EnvChange other = xla_allocator_env("auto", level, nullptr, nullptr);
+    EXPECT_TRUE(other.set.empty()) << level;
+    EXPECT_TRUE(other.note.empty()) << level;
+  }
+}
+
+TEST(XlaAllocator, AutoKeepsTheUsersOwnAllocatorAndPreallocation) {
+  EXPECT_TRUE(xla_allocator_env("auto", "full", "bfc", nullptr).set.empty());
+  EXPECT_EQ(value_of(xla_allocator_env("auto", "full", "", nullptr),
+                     "XLA_PYTHON_CLIENT_ALLOCATOR"),
+            "platform");  // set but empty: as unset
+  EnvChange with_prealloc = xla_allocator_env("auto", "full", nullptr, "true");
+  EXPECT_EQ(value_of(with_prealloc, "XLA_PYTHON_CLIENT_ALLOCATOR"), "platform");
+  EXPECT_EQ(value_of(with_prealloc, "XLA_PYTHON_CLIENT_PREALLOCATE"), "<unset>");
+}
+
+TEST(XlaAllocator, PlatformIsForcedAtAnyLevelAndKeepChangesNothing) {
+  EXPECT_EQ(value_of(xla_allocator_env("platform", "broad", "bfc", nullptr),
+                     "XLA_PYTHON_CLIENT_ALLOCATOR"),
+            "platform");
+  EXPECT_TRUE(xla_allocator_env("keep", "full", nullptr, nullptr).set.empty());
+  EXPECT_TRUE(xla_allocator_env("keep", "full", nullptr, nullptr).note.empty());
+  EXPECT_THROW(xla_allocator_env("bfc", "full", nullptr, nullptr), InputError);
+}
+
 std::string error_of(const TraceRequest& request) {
   try {
     check_request(request);
@@ -109,6 +140,17 @@ TEST(RunFlags, ABadKernelsRegexIsRefusedBeforeTheJobStarts) {
   request.dir = ::testing::TempDir() + "launch-test-never-made";
   EXPECT_THROW(launch_traced(request), InputError);
   EXPECT_FALSE(std::filesystem::exists(request.dir));
+}
+
+TEST(RunFlags, AnUnknownAllocatorModeIsRefusedBeforeTheJobStarts) {
+  TraceRequest request;
+  request.jax_alloc = "bfc";
+  EXPECT_EQ(error_of(request), "--jax-alloc: 'bfc' is not auto, platform or keep");
+  request.jax_alloc = "platform";
+  request.torch_alloc = "fast";
+  EXPECT_EQ(error_of(request), "--torch-alloc: 'fast' is not auto, async, none or keep");
+  request.torch_alloc = "keep";
+  EXPECT_EQ(error_of(request), "");
 }
 
 TEST(RunFlags, LevelsAndStepsAreCheckedByTheShimsParsers) {

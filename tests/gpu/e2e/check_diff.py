@@ -147,6 +147,8 @@ def check(report, args):
                             f"{args.state_step}: {state.get('name')})")
     if args.step is not None and first.get("step") != args.step:
         problems.append(f"step {first.get('step')} != {args.step}")
+    if args.job_step is not None and first.get("job_step") != args.job_step:
+        problems.append(f"job step {first.get('job_step')} != {args.job_step}")
     if args.rank is not None and first.get("rank") != args.rank:
         problems.append(f"rank {first.get('rank')} != {args.rank}")
     if args.name and not re.search(args.name, str(first.get("name", ""))):
@@ -204,6 +206,8 @@ def main(argv=None):
     p.add_argument("report")
     p.add_argument("--expect", choices=["identical", "divergent"], required=True)
     p.add_argument("--step", type=int)
+    p.add_argument("--job-step", type=int,
+                   help="the first divergence is at the job's step N (number alignment)")
     p.add_argument("--rank", type=int)
     p.add_argument("--culprit-rank", type=int)
     p.add_argument("--name", help="regex the first divergent op's name must match")

@@ -1,0 +1,1 @@
+from jax._src.profiler import StepTraceAnnotation, TraceAnnotation  # noqa: F401
