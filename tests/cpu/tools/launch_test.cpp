@@ -125,7 +125,7 @@ TEST(RunFlags, EveryFlagOfTheSettingsTableSetsARequestField) {
     if (field.flag != nullptr) EXPECT_EQ(setting.kind.kind, settings::Kind::Switch) << setting.name;
     flags += has_field;
   }
-  EXPECT_EQ(flags, 6);  // -o, --level, --steps, --kernels, --overwrite, --state
+  EXPECT_EQ(flags, 7);  // -o, --level, --steps, --kernels, --stacks, --overwrite, --state
 }
 
 TEST(RunFlags, ABadKernelsRegexIsRefusedBeforeTheJobStarts) {

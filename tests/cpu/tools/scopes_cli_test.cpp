@@ -146,7 +146,7 @@ TEST_F(Cli, HuntAnswersWithTheModuleAndPhaseUnlessTheUserTurnedScopesOff) {
   EXPECT_NE(r.out.find("in scope Model (forward) / layers.0 (forward)"), std::string::npos)
       << r.out;
   // The stage line that gives the answer names it too.
-  EXPECT_NE(r.out.find("(Params) #1 stream 2 in Model (forward) / layers.0 (forward)"),
+  EXPECT_NE(r.out.find("kernel layer1_forward #1 stream 2 in Model (forward) / layers.0 (forward)"),
             std::string::npos)
       << r.out;
   fs::remove(path("toggle"));
