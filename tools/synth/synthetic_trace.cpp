@@ -42,6 +42,17 @@ class RankWriter {
 
   trace::TraceWriter& writer() { return *writer_; }
 
+  // The scratch record, cleared, as the next record of the rank (its seq), for step and stream.
+  Record& fresh(RecordKind kind, uint32_t step, uint32_t stream) {
+    Record& r = scratch_;
+    r.clear();
+    r.kind = kind;
+    r.seq = ++seq_;
+    r.step = step;
+    r.stream = stream;
+    return r;
+  }
+
   // The scope of the next ops (Spec::scopes): a path of names, outermost first; {} for none.
   void set_scope(const std::vector<std::string>& path) {
     scope_ = 0;
@@ -56,12 +67,7 @@ class RankWriter {
           uint64_t out_fp, bool fingerprinted, uint64_t algo = 3,
           const uint64_t* weights_in = nullptr, const uint64_t* weights_out = nullptr,
           std::optional<uint64_t> out_before = std::nullopt) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = kind;
-    r.seq = ++seq_;
-    r.step = step;
-    r.stream = stream;
+    Record& r = fresh(kind, step, stream);
     r.name = writer_->intern(name);
     r.scope = scope_;
     const char* in_label = "arg0";
@@ -118,12 +124,7 @@ class RankWriter {
   // The Stack record of the kernel launch `op_seq` (LOCKSTEP_STACKS naming every kernel): a
   // Python line per kernel name, under a training loop, and one native frame.
   void stack(uint64_t op_seq, uint32_t step, uint32_t stream, const std::string& kernel) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = RecordKind::Stack;
-    r.seq = ++seq_;
-    r.step = step;
-    r.stream = stream;
+    Record& r = fresh(RecordKind::Stack, step, stream);
     const std::string line =
         fmt::format("/job/model.py:{} in Block.forward", 10 + std::hash<std::string>{}(kernel) % 90);
     r.name = writer_->intern(line);
@@ -140,12 +141,7 @@ class RankWriter {
 
   // The shim's State record: one output buffer, the tensor's fingerprint.
   void state(uint32_t step, uint64_t fp, bool fingerprinted) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = RecordKind::State;
-    r.seq = ++seq_;
-    r.step = step;
-    r.stream = 1;
+    Record& r = fresh(RecordKind::State, step, 1);
     r.name = writer_->intern("blocks.0.wte.weight");
     r.fields[fields::State::bytes] = 1 << 20;
     r.fields[fields::State::state_kind] = 0;  // a parameter
@@ -157,11 +153,7 @@ class RankWriter {
 
   // The job's numbered step marker: trace step `step` is the job's step `job_step`.
   void step_marker(uint32_t step, uint64_t job_step) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = RecordKind::StepMarker;
-    r.seq = ++seq_;
-    r.step = step;
+    Record& r = fresh(RecordKind::StepMarker, step, 0);
     r.name = writer_->intern(fmt::format("step {}", job_step));
     r.fields[fields::StepMarker::new_step] = step;
     r.fields[fields::StepMarker::marker_source] = 1;
@@ -172,12 +164,7 @@ class RankWriter {
 
   // A host-to-device copy (set-up, a checkpoint's restore) on stream 1.
   void host_copy(uint32_t step, uint64_t dst_fp, bool fingerprinted) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = RecordKind::Memcpy;
-    r.seq = ++seq_;
-    r.step = step;
-    r.stream = 1;
+    Record& r = fresh(RecordKind::Memcpy, step, 1);
     r.name = writer_->intern("cudaMemcpyAsync");
     r.fields[fields::Memcpy::direction] = 1;
     r.fields[fields::Memcpy::bytes] = 1 << 20;
@@ -189,12 +176,7 @@ class RankWriter {
   }
 
   void metric(uint32_t step, float value) {
-    Record& r = scratch_;
-    r.clear();
-    r.kind = RecordKind::Metric;
-    r.seq = ++seq_;
-    r.step = step;
-    r.stream = 1;
+    Record& r = fresh(RecordKind::Metric, step, 1);
     r.name = writer_->intern("cudaMemcpyAsync");
     r.fields[fields::Metric::bytes] = 4;
     r.fields[fields::Metric::dtype_hint] = static_cast<uint64_t>(trace::DType::F32);

@@ -36,14 +36,19 @@ DiffResult diff(const SyntheticRank& a, const SyntheticRank& b, AlignMode align)
 
 const DiffContext kContext{"a", "b", 1, {0}, 0.0};
 
-TEST(HostInputDiff, ACopyWhoseHostBytesDifferIsAHostInputNotAnOrigin) {
+// Four steps; from step 2 on, run B's host side holds another value (a scale changed on the
+// CPU), so its copy's host source and everything computed from it differ.
+DiffResult host_value_changed_from_step_2() {
   SyntheticRank a, b;
   for (uint32_t s = 0; s < 4; ++s) {
     step_with_copy(a, s, 100 + s, 200 + s * 10);
-    // From step 2 on, run B's host side holds another value (a scale changed on the CPU).
     step_with_copy(b, s, s >= 2 ? 900 + s : 100 + s, s >= 2 ? 700 + s * 10 : 200 + s * 10);
   }
-  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  return diff(a, b, AlignMode::Ordinal);
+}
+
+TEST(HostInputDiff, ACopyWhoseHostBytesDifferIsAHostInputNotAnOrigin) {
+  const DiffResult r = host_value_changed_from_step_2();
   ASSERT_TRUE(r.culprit);
   EXPECT_EQ(r.culprit->classification, Classification::HostInput);
   EXPECT_EQ(r.culprit->step, 2u);
@@ -65,12 +70,7 @@ TEST(HostInputDiff, ACopyWhoseHostBytesDifferIsAHostInputNotAnOrigin) {
 }
 
 TEST(HostInputDiff, TheOpsThatReadTheHostInputAreListedAsItsReceivers) {
-  SyntheticRank a, b;
-  for (uint32_t s = 0; s < 4; ++s) {
-    step_with_copy(a, s, 100 + s, 200 + s * 10);
-    step_with_copy(b, s, s >= 2 ? 900 + s : 100 + s, s >= 2 ? 700 + s * 10 : 200 + s * 10);
-  }
-  const DiffResult r = diff(a, b, AlignMode::Ordinal);
+  const DiffResult r = host_value_changed_from_step_2();
   ASSERT_TRUE(r.culprit);
   ASSERT_EQ(r.culprit->classification, Classification::HostInput);
   // Step 2's kernel read the copy's destination, and the GEMM the kernel's output; step 3's
