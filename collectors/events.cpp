@@ -281,10 +281,18 @@ void stream_order_point() {
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
-void stream_event_recorded(CUstream stream, bool per_thread_default) {
+void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
   if (shim_depth > 0) return;  // the shim's own event records
   if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
-    rule.order_point(Tracer::stream_key(stream, per_thread_default));
+    rule.event_recorded(reinterpret_cast<uintptr_t>(event),
+                        Tracer::stream_key(stream, per_thread_default));
+}
+
+void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event) {
+  if (shim_depth > 0) return;  // the shim's own waits
+  if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
+    rule.event_waited(Tracer::stream_key(stream, per_thread_default),
+                      reinterpret_cast<uintptr_t>(event));
 }
 
 }  // namespace lockstep::collectors

@@ -241,9 +241,13 @@ void nccl_comm_destroyed(ncclComm_t comm);
 // kernel, merged into the next kernel's launch on that stream) are enqueued first, so that
 // whatever the job orders after this point is ordered after them too. Cheap when nothing waits.
 void stream_order_point();
-// An event is recorded on `stream` (cuEventRecord, every variant; after stream_order_point):
-// under stream-ordered steps (stream_steps.h) the stream's next record takes the current step.
-void stream_event_recorded(CUstream stream, bool per_thread_default);
+// `event` is recorded on `stream` (cuEventRecord, every variant; after stream_order_point):
+// under stream-ordered steps (stream_steps.h) the stream's next record takes the current step,
+// and the event carries the step of the work before it.
+void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default);
+// `stream` waits on `event` (cuStreamWaitEvent, every variant; before the real call): under
+// stream-ordered steps its next record is in the event's step or a later one.
+void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event);
 // A stream capture begins (any thread, traced or not; called before the real call). Until the
 // first, no stream can be capturing: kernel records below level full skip the driver's capture
 // query, which is most of what a launch costs at broad besides the record itself.

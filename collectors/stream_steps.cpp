@@ -30,4 +30,24 @@ void StreamSteps::order_point(uintptr_t key) {
   if (it != streams_.end()) it->second.moves = true;
 }
 
+void StreamSteps::event_recorded(uintptr_t event, uintptr_t key) {
+  std::lock_guard lock(mutex_);
+  auto it = streams_.find(key);
+  if (it == streams_.end()) {  // no work of the stream seen: the event says nothing of a step
+    events_.erase(event);
+    return;
+  }
+  events_[event] = it->second.step;  // events are reused: the latest record wins
+  it->second.moves = true;
+}
+
+void StreamSteps::event_waited(uintptr_t key, uintptr_t event) {
+  std::lock_guard lock(mutex_);
+  auto ev = events_.find(event);
+  if (ev == events_.end()) return;
+  // An unseen stream starts at the event's step (step_of still raises it to the floor).
+  Stream& s = streams_.try_emplace(key, Stream{ev->second, false}).first->second;
+  s.step = std::max(s.step, ev->second);
+}
+
 }  // namespace lockstep::collectors

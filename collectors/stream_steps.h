@@ -17,6 +17,10 @@
 //     work on a stream and the next program's starts. So a worker that launches a step's work
 //     after the next step's marker (asynchronous dispatch) still puts it in its own step. A
 //     stream seen for the first time takes the current step;
+//   - a stream that waits on an event (cuStreamWaitEvent) takes at least the step of the work
+//     the event was recorded after: XLA reads each step's loss back on one of two device-to-host
+//     streams, in turn, each waiting on the compute stream's event; without this, a copy stream
+//     used every other step would move one step per use and fall behind the step it copies;
 //   - no stream lags more than one step behind the counter, so that a step's summary can be
 //     written once the step after it ended (a stream with no order points at all then moves one
 //     step late, at worst).
@@ -40,6 +44,10 @@ class StreamSteps {
   uint32_t step_of(uintptr_t key, uint32_t current);
   // An order point on `key`: its next record is in the next step, if the counter got there.
   void order_point(uintptr_t key);
+  // `event` is recorded on `key`: an order point, and the event carries the stream's step.
+  void event_recorded(uintptr_t event, uintptr_t key);
+  // `key` waits on `event`: its next record is in the event's step or a later one.
+  void event_waited(uintptr_t key, uintptr_t event);
   // This thread ended a step, and `new_step` started: its records from now on are in it or
   // a later one.
   static void thread_started(uint32_t new_step);
@@ -52,6 +60,7 @@ class StreamSteps {
   std::atomic<bool> enabled_{false};
   std::mutex mutex_;
   std::unordered_map<uintptr_t, Stream> streams_;
+  std::unordered_map<uintptr_t, uint32_t> events_;  // event -> step of the work before it
 };
 
 }  // namespace lockstep::collectors

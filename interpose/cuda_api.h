@@ -98,6 +98,7 @@ using cuGraphLaunchFn = driver<PFN_cuGraphLaunch_v10000>;
 // stream order points (stream_order_hooks.cpp); _ptsz twins have the same ABI
 using cuEventRecordFn = driver<PFN_cuEventRecord_v2000>;
 using cuEventRecordWithFlagsFn = driver<PFN_cuEventRecordWithFlags_v11010>;
+using cuStreamWaitEventFn = driver<PFN_cuStreamWaitEvent_v3020>;
 using cuStreamSynchronizeFn = driver<PFN_cuStreamSynchronize_v2000>;
 using cuStreamQueryFn = driver<PFN_cuStreamQuery_v2000>;
 using cuCtxSynchronizeFn = driver<PFN_cuCtxSynchronize_v2000>;

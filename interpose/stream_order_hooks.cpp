@@ -29,14 +29,22 @@ inline void capture_point() {
 
 // An event record: an order point, and the point where the stream's work moves to the current
 // step under stream-ordered steps (collectors/stream_steps.h).
-inline void event_point(CUstream stream, bool per_thread_default) {
+inline void event_point(CUevent event, CUstream stream, bool per_thread_default) {
   order_point();
   try {
-    if (trace_operations()) collectors::stream_event_recorded(stream, per_thread_default);
+    if (trace_operations()) collectors::stream_event_recorded(event, stream, per_thread_default);
   } catch (...) {}
 }
-inline void event_point_legacy(CUstream stream) { event_point(stream, false); }
-inline void event_point_ptsz(CUstream stream) { event_point(stream, true); }
+inline void event_point_legacy(CUevent event, CUstream stream) { event_point(event, stream, false); }
+inline void event_point_ptsz(CUevent event, CUstream stream) { event_point(event, stream, true); }
+
+// A stream waits on an event: not an order point (nothing waits on this stream's queue), only
+// the step the waiting stream's next work belongs to (collectors/stream_steps.h).
+inline void event_wait(CUstream stream, bool per_thread_default, CUevent event) {
+  try {
+    if (trace_operations()) collectors::stream_event_waited(stream, per_thread_default, event);
+  } catch (...) {}
+}
 
 }  // namespace
 
@@ -51,7 +59,7 @@ inline void event_point_ptsz(CUstream stream) { event_point(stream, true); }
 // ---- events ----
 #define LOCKSTEP_EVENT_POINT(POINT, NAME, PARAMS, ARGS) \
   LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {           \
-    POINT(hStream);                                     \
+    POINT(hEvent, hStream);                             \
     return LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);  \
   }
 LOCKSTEP_EVENT_POINT(event_point_legacy, cuEventRecord, (CUevent hEvent, CUstream hStream),
@@ -64,6 +72,18 @@ LOCKSTEP_EVENT_POINT(event_point_legacy, cuEventRecordWithFlags,
 LOCKSTEP_EVENT_POINT(event_point_ptsz, cuEventRecordWithFlags_ptsz,
                      (CUevent hEvent, CUstream hStream, unsigned int flags),
                      (hEvent, hStream, flags))
+
+// ---- event waits ----
+LOCKSTEP_INTERCEPTOR CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
+                                                unsigned int Flags) {
+  event_wait(hStream, false, hEvent);
+  return LOCKSTEP_FORWARD(cuStreamWaitEvent, hStream, hEvent, Flags);
+}
+LOCKSTEP_INTERCEPTOR CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
+                                                     unsigned int Flags) {
+  event_wait(hStream, true, hEvent);
+  return LOCKSTEP_FORWARD(cuStreamWaitEvent_ptsz, hStream, hEvent, Flags);
+}
 
 // ---- synchronization and queries ----
 LOCKSTEP_ORDER_POINT(order_point, cuStreamSynchronize, (CUstream hStream), (hStream))

@@ -142,6 +142,7 @@ void check_request(const TraceRequest& request) {
   // The allocator modes: their parsers throw InputError for an unknown one.
   torch_allocator_env(request.torch_alloc, "full", nullptr);
   xla_allocator_env(request.jax_alloc, "full", nullptr, nullptr);
+  xla_command_buffer_env(request.jax_graphs, "full", nullptr);
 }
 
 bool looks_like_pytorch(const std::vector<std::string>& command) {
@@ -196,6 +197,26 @@ EnvChange xla_allocator_env(const std::string& mode, const std::string& level,
   return change;
 }
 
+EnvChange xla_command_buffer_env(const std::string& mode, const std::string& level,
+                                 const char* user_xla_flags) {
+  constexpr std::string_view kFlag = "--xla_gpu_enable_command_buffer";
+  EnvChange change;
+  if (mode != "auto" && mode != "off" && mode != "keep")
+    throw InputError(fmt::format("--jax-graphs: '{}' is not auto, off or keep", mode));
+  const std::string flags = user_xla_flags != nullptr ? user_xla_flags : "";
+  const bool user_chose = flags.find(kFlag) != std::string::npos;
+  const bool off = mode == "off" || (mode == "auto" && level == "full" && !user_chose);
+  if (!off) return change;
+  // XLA parses its flags in order: the last one given wins, so "off" overrides the user's.
+  change.set.emplace_back("XLA_FLAGS",
+                          flags + (flags.empty() ? "" : " ") + std::string(kFlag) + "=");
+  change.note =
+      "XLA command buffers: off (XLA_FLAGS --xla_gpu_enable_command_buffer=), so that each "
+      "kernel is fingerprinted on its own, not only the whole graph (--jax-graphs keep to leave "
+      "them)";
+  return change;
+}
+
 LaunchResult launch_traced(const TraceRequest& request) {
   if (request.command.empty()) throw InputError("lockstep: no command given after --");
   check_request(request);
@@ -211,6 +232,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
   const EnvChange xla_allocator =
       xla_allocator_env(request.jax_alloc, level, std::getenv("XLA_PYTHON_CLIENT_ALLOCATOR"),
                         std::getenv("XLA_PYTHON_CLIENT_PREALLOCATE"));
+  const EnvChange xla_graphs =
+      xla_command_buffer_env(request.jax_graphs, level, std::getenv("XLA_FLAGS"));
   std::string shim = find_shim();
   // A Python job gets lockstep's package and its start-up hook (python_env.h); computed before
   // fork: the child only calls setenv and exec.
@@ -254,6 +277,7 @@ LaunchResult launch_traced(const TraceRequest& request) {
     if (!python.empty()) setenv("PYTHONPATH", python.c_str(), 1);
     for (const auto& [name, value] : allocator.set) setenv(name.c_str(), value.c_str(), 1);
     for (const auto& [name, value] : xla_allocator.set) setenv(name.c_str(), value.c_str(), 1);
+    for (const auto& [name, value] : xla_graphs.set) setenv(name.c_str(), value.c_str(), 1);
     for (const auto& [name, value] : request.job_env) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& arg : request.command) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -268,6 +292,8 @@ LaunchResult launch_traced(const TraceRequest& request) {
     std::fprintf(stderr, "lockstep: %s\n", allocator.note.c_str());
   if (!xla_allocator.note.empty() && looks_like_pytorch(request.command))
     std::fprintf(stderr, "lockstep: %s\n", xla_allocator.note.c_str());
+  if (!xla_graphs.note.empty() && looks_like_pytorch(request.command))
+    std::fprintf(stderr, "lockstep: %s\n", xla_graphs.note.c_str());
   child_pid = pid;
   struct sigaction action {
   }, previous[std::size(kForwarded)];

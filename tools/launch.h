@@ -22,6 +22,7 @@ struct TraceRequest {
   bool overwrite = false;
   std::string torch_alloc = "auto";  // auto|async|none|keep: see torch_allocator_env
   std::string jax_alloc = "auto";    // auto|platform|keep: see xla_allocator_env
+  std::string jax_graphs = "auto";   // auto|off|keep: see xla_command_buffer_env
   std::vector<std::string> command;
   JobOutput output = JobOutput::Inherit;  // else also into <dir>/job.log (job_output.h)
   // More variables for the job (check --resume-at's contract: resume_check.h).
@@ -65,6 +66,20 @@ EnvChange xla_allocator_env(const std::string& mode, const std::string& level,
 inline constexpr const char* kJaxAllocHelp =
     "JAX/XLA allocator for exact kernel regions: auto (XLA_PYTHON_CLIENT_ALLOCATOR=platform at "
     "--level full, unless set), platform, keep";
+
+// XLA runs each compiled program's kernels as a CUDA graph (a "command buffer"); lockstep
+// fingerprints a graph's regions before and after the whole replay, so a difference made inside
+// it is located to the replay, not to the kernel that made it. With
+// --xla_gpu_enable_command_buffer= (empty: no command types) XLA launches the same kernels one
+// by one, in the same order, with the same numbers: each kernel is fingerprinted on its own.
+// The XLA_FLAGS for mode (auto: off at level full, else keep; off; keep), given the effective
+// level and the user's XLA_FLAGS (null if unset): a command-buffer flag the user gave is kept.
+// Throws InputError for an unknown mode.
+EnvChange xla_command_buffer_env(const std::string& mode, const std::string& level,
+                                 const char* user_xla_flags);
+inline constexpr const char* kJaxGraphsHelp =
+    "XLA command buffers (CUDA graphs), which hide which kernel of a program made a difference: "
+    "auto (off at --level full, unless XLA_FLAGS sets them), off, keep";
 
 struct LaunchResult {
   int exit_code = 0;  // the job's code, or 128 + signal when a signal ended it

@@ -37,6 +37,8 @@ CommandRunner add_check_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--jax-alloc", request->trace.jax_alloc, kJaxAllocHelp)
       ->capture_default_str();
+  sub->add_option("--jax-graphs", request->trace.jax_graphs, kJaxGraphsHelp)
+      ->capture_default_str();
   sub->add_flag("--json", request->json,
                 "Print only one JSON document on stdout: the diff that decided the verdict, with "
                 "every pair's verdict in it (the job's output goes to each run's job.log)");

@@ -32,6 +32,7 @@ struct HuntRequest {
   bool no_stack = false;
   std::string torch_alloc = "auto";
   std::string jax_alloc = "auto";
+  std::string jax_graphs = "auto";
   std::vector<std::string> command;
 };
 
@@ -58,6 +59,7 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
     trace.overwrite = request.overwrite;
     trace.torch_alloc = request.torch_alloc;
     trace.jax_alloc = request.jax_alloc;
+    trace.jax_graphs = request.jax_graphs;
     trace.command = request.command;
     // Module scopes in every run, broad ones too, so that each answer names the module and
     // phase (LOCKSTEP_SCOPES; a user's own setting wins).
@@ -195,6 +197,7 @@ CommandRunner add_hunt_command(CLI::App& app) {
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
       ->capture_default_str();
+  sub->add_option("--jax-graphs", request->jax_graphs, kJaxGraphsHelp)->capture_default_str();
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Stage 1: two runs at --level broad give the earliest step S where anything differs
 (a metric such as the loss, a collective, a State record: the model's state after a step).

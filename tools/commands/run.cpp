@@ -59,6 +59,7 @@ CommandRunner add_run_command(CLI::App& app) {
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
       ->capture_default_str();
+  sub->add_option("--jax-graphs", request->jax_graphs, kJaxGraphsHelp)->capture_default_str();
   auto audit = std::make_shared<bool>(false);
   sub->add_flag("--audit", *audit,
                 "When the job exits 0, audit its trace (lockstep audit): exit 1 if a rank is "
@@ -73,7 +74,9 @@ default (--torch-alloc auto) a full-level run of a PyTorch job uses its cudaMall
 one allocation per tensor. The job's numbers do not change; a PYTORCH_CUDA_ALLOC_CONF you set
 yourself is kept. XLA (JAX) sub-allocates from one preallocated arena the same way: at --level
 full (--jax-alloc auto) the job gets XLA_PYTHON_CLIENT_ALLOCATOR=platform (one allocation per
-buffer, nothing preallocated) unless you set that variable yourself.
+buffer, nothing preallocated) unless you set that variable yourself, and XLA's command buffers
+(CUDA graphs) off (--jax-graphs auto), so that each kernel of a program is fingerprinted on its
+own: the same kernels run in the same order.
 
 Examples:
   lockstep run -o runs/a -- python train.py --steps 50

@@ -55,6 +55,9 @@ class Worker {
 
 const CUstream kCompute = kStreamS, kTransfer = kStreamT;
 const CUstream kInit = reinterpret_cast<CUstream>(0x53);
+const CUstream kTransfer2 = reinterpret_cast<CUstream>(0x54);
+// Program k's definition event (XLA records one on the compute stream after each program).
+CUevent program_event(unsigned k) { return reinterpret_cast<CUevent>(uintptr_t{0xe000} + k); }
 
 // Program k's kernel i (grid 10 k + i): what the diff pairs.
 void kernel(unsigned k, unsigned i) {
@@ -62,13 +65,13 @@ void kernel(unsigned k, unsigned i) {
   void* params[] = {&p, &p, &p};
   launch_function(reinterpret_cast<CUfunction>(0x1234), kCompute, params, 10 * k + i);
 }
-void program_end() { stream_event_recorded(kCompute, false); }  // XLA's definition event
-void read_loss() {
+void program_end(unsigned k = 0) { stream_event_recorded(program_event(k), kCompute, false); }
+void read_loss(CUstream stream = kTransfer) {
   static float loss = 0;
   MemoryOp copy;
   copy.api = "cuMemcpyDtoHAsync_v2";
   copy.direction = 2;
-  copy.stream = kTransfer;
+  copy.stream = stream;
   copy.src = reinterpret_cast<void*>(kMergeBase);
   copy.dst = &loss;
   copy.bytes = 4;
@@ -119,8 +122,40 @@ std::map<std::string, uint32_t> steps_of(trace::TraceReader& reader) {
   return out;
 }
 
+// As XLA reads losses back: program k runs on the compute stream from one worker thread, and
+// another thread copies its loss on one of two device-to-host streams in turn, after waiting
+// (`waits`) on the program's event; the main thread marks step k before dispatching program k.
+void xla_copies(bool waits) {
+  lockstep_step_order_streams();
+  on_alloc(kMergeBase, 1 << 20);
+  launch_function(reinterpret_cast<CUfunction>(0x1234), kInit, nullptr, 1000);  // opens the trace
+  Worker compute, copier;
+  for (unsigned k = 0; k < 5; ++k) {
+    lockstep_step_number(k);
+    compute.run([k] {
+      kernel(k, 1);
+      kernel(k, 2);
+      program_end(k);
+    });
+    copier.run([k, waits] {
+      const CUstream stream = k % 2 ? kTransfer2 : kTransfer;
+      if (waits) stream_event_waited(stream, false, program_event(k));
+      read_loss(stream);
+    });
+  }
+  lockstep_step_number(5);
+}
+
 class StreamStepsTest : public RuntimeTest {
  protected:
+  std::map<std::string, uint32_t> run_xla(bool waits) {
+    fs::remove_all(dir_);
+    ChildResult child =
+        run_child(env("broad"), [&] { xla_copies(waits); }, &fake_resolver_with_driver);
+    auto reader = only_trace(child);
+    if (!reader) return {};
+    return steps_of(*reader);
+  }
   std::map<std::string, uint32_t> run(bool stream_rule, bool lag) {
     fs::remove_all(dir_);
     ChildResult child = run_child(env("broad"), [&] { job(stream_rule, lag); },
@@ -171,6 +206,24 @@ TEST_F(StreamStepsTest, EveryStepsSummaryCountsTheRecordsOfThatStep) {
   }
   EXPECT_EQ(counted, summarized);
   for (const auto& [step, n] : summaries) EXPECT_EQ(n, 1u) << "step " << step;
+}
+
+// XLA's loss copies, on two streams in turn, each after a wait on its program's event: every
+// loss is in its program's step.
+TEST_F(StreamStepsTest, ALossCopiedOnEitherOfTwoStreamsIsInItsProgramsStep) {
+  const auto steps = run_xla(true);
+  ASSERT_EQ(steps.size(), 16u);  // 1 + 5 x 2 kernels, 5 losses
+  for (unsigned k = 0; k < 5; ++k)
+    EXPECT_EQ(steps.at("loss " + std::to_string(k)), steps.at("kernel " + std::to_string(10 * k + 1)))
+        << "loss " << k;
+}
+
+// Why the waits count: without them a copy stream used every other step moves one step per use
+// and falls behind the step it copies.
+TEST_F(StreamStepsTest, WithoutTheWaitsALossOnAStreamUsedEveryOtherStepFallsBehind) {
+  const auto steps = run_xla(false);
+  ASSERT_EQ(steps.size(), 16u);
+  EXPECT_LT(steps.at("loss 4"), steps.at("kernel 41"));
 }
 
 }  // namespace

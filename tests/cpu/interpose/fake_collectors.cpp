@@ -172,8 +172,13 @@ void nccl_comm_created(const NcclCommCreated& c) {
 void nccl_comm_destroyed(ncclComm_t comm) { add("comm_destroyed %p", (void*)comm); }
 
 void stream_order_point() { add("order_point"); }
-void stream_event_recorded(CUstream stream, bool per_thread_default) {
-  add("event_recorded stream=%p per_thread=%d", (void*)stream, int(per_thread_default));
+void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
+  add("event_recorded event=%p stream=%p per_thread=%d", (void*)event, (void*)stream,
+      int(per_thread_default));
+}
+void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event) {
+  add("event_waited stream=%p per_thread=%d event=%p", (void*)stream, int(per_thread_default),
+      (void*)event);
 }
 void capture_begins() { add("capture_begins"); }
 bool capture_begun() { return false; }

@@ -234,7 +234,7 @@ TEST_F(StreamOrderPoints, EventRecordsReportTheirStreamAndWhichDefaultStreamNull
     const bool flags = std::string(name).find("WithFlags") != std::string::npos;
     clear_fake_log();
     EXPECT_EQ((flags ? kRecordWithFlags : kRecord).call(dlsym(driver_, name)), kRealResult);
-    EXPECT_EQ(lines_starting(fake_log(), "event_recorded stream=0x5a per_thread=" +
+    EXPECT_EQ(lines_starting(fake_log(), "event_recorded event=0x3e stream=0x5a per_thread=" +
                                              std::to_string(ptsz ? 1 : 0))
                   .size(),
               1u)
@@ -244,6 +244,31 @@ TEST_F(StreamOrderPoints, EventRecordsReportTheirStreamAndWhichDefaultStreamNull
   clear_fake_log();
   sync(kStream);  // an order point, not an event record
   EXPECT_TRUE(lines_starting(fake_log(), "event_recorded").empty()) << fake_log();
+}
+
+// A stream waiting on an event takes the event's step (stream-ordered steps): each variant,
+// by symbol and through cuGetProcAddress, names its stream and event, forwards them unchanged,
+// and is no order point (nothing waits on the waiting stream's queue).
+TEST_F(StreamOrderPoints, EventWaitsReportTheirStreamAndEventAndAreNoOrderPoints) {
+  using Wait = PFN_cuStreamWaitEvent_v3020;
+  for (const bool ptsz : {false, true}) {
+    const char* name = ptsz ? "cuStreamWaitEvent_ptsz" : "cuStreamWaitEvent";
+    for (void* fn : {dlsym(driver_, name), lookup("cuStreamWaitEvent", ptsz ? 7000 : 3020, ptsz)}) {
+      SCOPED_TRACE(name);
+      ASSERT_NE(fn, nullptr);
+      clear_fake_log();
+      const int before = calls_(name);
+      EXPECT_EQ(reinterpret_cast<Wait>(fn)(kStream, kEvent, 0), kRealResult);
+      EXPECT_EQ(calls_(name), before + 1);
+      EXPECT_STREQ(last_args_(name), "stream=0x5a event=0x3e flags=0");
+      EXPECT_EQ(lines_starting(fake_log(), std::string("event_waited stream=0x5a per_thread=") +
+                                               (ptsz ? "1" : "0") + " event=0x3e")
+                    .size(),
+                1u)
+          << fake_log();
+      EXPECT_TRUE(lines_starting(fake_log(), "order_point").empty()) << fake_log();
+    }
+  }
 }
 
 TEST_F(StreamOrderPoints, InactiveCollectorsForwardWithoutOrderPoints) {

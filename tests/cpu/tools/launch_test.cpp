@@ -94,6 +94,26 @@ TEST(XlaAllocator, PlatformIsForcedAtAnyLevelAndKeepChangesNothing) {
   EXPECT_THROW(xla_allocator_env("bfc", "full", nullptr, nullptr), InputError);
 }
 
+TEST(XlaCommandBuffers, AutoTurnsThemOffAtFullOnlyKeepingTheUsersFlags) {
+  EnvChange full = xla_command_buffer_env("auto", "full", "--xla_gpu_autotune_level=0");
+  EXPECT_EQ(value_of(full, "XLA_FLAGS"),
+            "--xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer=");
+  EXPECT_NE(full.note.find("--jax-graphs keep"), std::string::npos) << full.note;
+  EXPECT_EQ(value_of(xla_command_buffer_env("auto", "full", nullptr), "XLA_FLAGS"),
+            "--xla_gpu_enable_command_buffer=");
+  for (const char* level : {"off", "metrics", "broad"})
+    EXPECT_TRUE(xla_command_buffer_env("auto", level, nullptr).set.empty()) << level;
+}
+
+TEST(XlaCommandBuffers, AutoLeavesACommandBufferFlagTheUserGaveAndOffOverridesIt) {
+  const char* user = "--xla_gpu_enable_command_buffer=FUSION";
+  EXPECT_TRUE(xla_command_buffer_env("auto", "full", user).set.empty());
+  EXPECT_EQ(value_of(xla_command_buffer_env("off", "broad", user), "XLA_FLAGS"),
+            "--xla_gpu_enable_command_buffer=FUSION --xla_gpu_enable_command_buffer=");
+  EXPECT_TRUE(xla_command_buffer_env("keep", "full", nullptr).set.empty());
+  EXPECT_THROW(xla_command_buffer_env("none", "full", nullptr), InputError);
+}
+
 std::string error_of(const TraceRequest& request) {
   try {
     check_request(request);
@@ -150,6 +170,9 @@ TEST(RunFlags, AnUnknownAllocatorModeIsRefusedBeforeTheJobStarts) {
   request.torch_alloc = "fast";
   EXPECT_EQ(error_of(request), "--torch-alloc: 'fast' is not auto, async, none or keep");
   request.torch_alloc = "keep";
+  request.jax_graphs = "none";
+  EXPECT_EQ(error_of(request), "--jax-graphs: 'none' is not auto, off or keep");
+  request.jax_graphs = "off";
   EXPECT_EQ(error_of(request), "");
 }
 

@@ -63,6 +63,17 @@ r0 step 4 seq 58 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload f32
                         .startswith("FAIL"))
         self.assertTrue(metrics_match.check([], traced).startswith("FAIL"))
 
+    def test_same_step_needs_each_loss_in_its_own_step(self):
+        traced = metrics_match.traced_metrics(self.SHOW, with_steps=True)
+        self.assertIn((3, "40df8632"), traced)
+        line = metrics_match.check_same_step(metrics_match.printed_losses(self.OUT), traced)
+        self.assertTrue(line.startswith("PASS"), line)
+        # The loss of step 3 recorded in step 2 (a copy stream that fell behind): named.
+        late = self.SHOW.replace("r0 step 3 seq 50", "r0 step 2 seq 50")
+        line = metrics_match.check_same_step(metrics_match.printed_losses(self.OUT),
+                                             metrics_match.traced_metrics(late, with_steps=True))
+        self.assertEqual(line, "FAIL: step 3 loss 40df8632 is in step 2")
+
 class CheckDiffTest(unittest.TestCase):
     def run_check(self, doc, *args, text_before=""):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

@@ -131,6 +131,14 @@ STUB_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
 STUB_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
   return order_stub("cuEventRecord_ptsz", "event=%#lx stream=%#lx", handle(e), handle(s));
 }
+STUB_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+  return order_stub("cuStreamWaitEvent", "stream=%#lx event=%#lx flags=%u", handle(s), handle(e),
+                    flags);
+}
+STUB_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned flags) {
+  return order_stub("cuStreamWaitEvent_ptsz", "stream=%#lx event=%#lx flags=%u", handle(s),
+                    handle(e), flags);
+}
 STUB_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags) {
   return order_stub("cuEventRecordWithFlags", "event=%#lx stream=%#lx flags=%u", handle(e),
                     handle(s), flags);
@@ -238,7 +246,9 @@ const Entry kEntries[] = {
     {"cuMemAlloc", 3020, false, reinterpret_cast<void*>(&cuMemAlloc_v2)},
 #define FAKE_ENTRY(base, version, per_thread, fn) \
   {#base, version, per_thread, reinterpret_cast<void*>(&fn)},
-    // stream order points, as cudaTypedefs.h versions them
+    // event waits and stream order points, as cudaTypedefs.h versions them
+    FAKE_ENTRY(cuStreamWaitEvent, 3020, false, cuStreamWaitEvent)
+    FAKE_ENTRY(cuStreamWaitEvent, 7000, true, cuStreamWaitEvent_ptsz)
     FAKE_ENTRY(cuEventRecord, 2000, false, cuEventRecord) FAKE_ENTRY(
         cuEventRecord, 7000, true, cuEventRecord_ptsz) FAKE_ENTRY(cuEventRecordWithFlags, 11010,
                                                                   false, cuEventRecordWithFlags)
