@@ -96,6 +96,10 @@ std::string find_culprit_stack(const HuntRequest& request, DiffResult* result) {
   trace.stacks = exact_regex(d.name);
   trace.overwrite = request.overwrite;
   trace.torch_alloc = request.torch_alloc;
+  trace.jax_alloc = request.jax_alloc;
+  // As stage 2's full runs launched it: a kernel XLA would run inside a command buffer (a graph)
+  // is launched on its own there, and only then has a launch of its own to take a stack from.
+  trace.jax_graphs = request.jax_graphs == "auto" ? "off" : request.jax_graphs;
   trace.command = request.command;
   trace.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
   LaunchResult launched = launch_traced(trace);
