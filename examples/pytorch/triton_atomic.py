@@ -5,7 +5,7 @@ Each step draws rows of random values (fixed seed per step), sums them into a fe
 updates a state from the bins; the step's "loss" is a checksum of the state's bits (the sum of
 its float32 bit patterns as integers), so that a difference in any last bit shows in it. The bins are
 summed deterministically (a sorted index_add_ under torch.use_deterministic_algorithms) except at
---plant-step, where the Triton kernel `scatter_rows_atomic` adds every row into its bin with
+--plant-step, where the Triton kernel `bin_rows_atomic_add` (named so, not "scatter": the mechanism table would take a scatter for XLA's) adds every row into its bin with
 tl.atomic_add: thousands of float additions per bin in the order the threads happen to run, so
 the bins (and every loss after) differ from run to run in their low bits.
 
@@ -46,7 +46,7 @@ def main(argv=None):
     from step_markers import StepMarkers
 
     @triton.jit
-    def scatter_rows_atomic(x_ptr, idx_ptr, out_ptr, rows, COLS: tl.constexpr,
+    def bin_rows_atomic_add(x_ptr, idx_ptr, out_ptr, rows, COLS: tl.constexpr,
                             BLOCK_ROWS: tl.constexpr):
         r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         c = tl.arange(0, COLS)
@@ -74,7 +74,7 @@ def main(argv=None):
         bins = torch.zeros(args.bins, cols, device=device)
         if step == args.plant_step:
             grid = (triton.cdiv(args.rows, block_rows),)
-            scatter_rows_atomic[grid](x, idx, bins, args.rows, COLS=cols, BLOCK_ROWS=block_rows)
+            bin_rows_atomic_add[grid](x, idx, bins, args.rows, COLS=cols, BLOCK_ROWS=block_rows)
         else:
             bins.index_add_(0, idx, x)
         state = 0.5 * state + bins

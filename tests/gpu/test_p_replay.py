@@ -93,7 +93,7 @@ def test_p_replay_of_the_planted_index_add_is_nondeterministic(gs, row, torch_py
 @pytest.mark.row("replay triton atomic")
 def test_p_replay_of_a_triton_atomic_add_is_nondeterministic(gs, row, torch_py):
     row.need(120)
-    hunt_row(gs, row, "replay-triton", [torch_py, TRITON, *TRITON_PLANT], r"scatter_rows_atomic",
+    hunt_row(gs, row, "replay-triton", [torch_py, TRITON, *TRITON_PLANT], r"bin_rows_atomic_add",
              300)
 
 
