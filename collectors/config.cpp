@@ -116,6 +116,12 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
       break;
     case Id::Lib:
       break;  // read by the CLI, not the shim
+    case Id::Replay:
+      config.replay = value;
+      break;
+    case Id::Replays:
+      config.replays = static_cast<uint32_t>(std::stoul(value));
+      break;
     case Id::State:
     case Id::Scopes:
       break;  // read by the Python hook (python/lockstep/_torch_hooks.py), not the shim

@@ -54,6 +54,8 @@ struct Config {
   bool recall_fills = true;     // a known fill's output digest from an earlier same fill
   bool from_cli = false;        // started by `lockstep run`: messages name its flags
   std::string record_env;       // regex: more variables for the header's environment; "": none
+  std::string replay;           // LOCKSTEP_REPLAY: STEP:STREAM:kernel:NAME:OCCURRENCE; "": none
+  uint32_t replays = 16;        // LOCKSTEP_REPLAYS
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
   bool operator==(const Config&) const = default;

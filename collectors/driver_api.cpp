@@ -60,6 +60,9 @@ const Driver& driver() {
     load(d, "cuCtxPushCurrent", v, &d.ctxPushCurrent);
     load(d, "cuCtxPopCurrent", v, &d.ctxPopCurrent);
     load(d, "cuMemFreeAsync", v, &d.memFreeAsync);
+    load(d, "cuMemAllocAsync", v, &d.memAllocAsync);
+    load(d, "cuMemcpyDtoDAsync", v, &d.memcpyDtoDAsync);
+    load(d, "cuMemGetInfo", v, &d.memGetInfo);
     load(d, "cuGraphGetNodes", v, &d.graphGetNodes);
     load(d, "cuGraphNodeGetType", v, &d.graphNodeGetType);
     load(d, "cuGraphKernelNodeGetParams", v, &d.graphKernelNodeGetParams);

@@ -33,6 +33,10 @@ struct Driver {
   decltype(&::cuCtxPushCurrent_v2) ctxPushCurrent = nullptr;  // deferred hashes of another context
   decltype(&::cuCtxPopCurrent_v2) ctxPopCurrent = nullptr;
   decltype(&::cuMemFreeAsync) memFreeAsync = nullptr;  // frees the shim held back (defer_free)
+  // A replay's snapshots (replay.h): stream-ordered, sized against what is free.
+  decltype(&::cuMemAllocAsync) memAllocAsync = nullptr;
+  decltype(&::cuMemcpyDtoDAsync_v2) memcpyDtoDAsync = nullptr;
+  decltype(&::cuMemGetInfo_v2) memGetInfo = nullptr;
   // Graph walking (graphs.cpp). cuGraphKernelNodeGetParams is the _v2 form (12.0+).
   decltype(&::cuGraphGetNodes) graphGetNodes = nullptr;
   decltype(&::cuGraphNodeGetType) graphNodeGetType = nullptr;

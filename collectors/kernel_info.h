@@ -25,6 +25,7 @@ struct KernelInfo {
   bool selected = true;  // LOCKSTEP_KERNELS
   bool is_nccl = false;
   bool stacks = false;  // LOCKSTEP_STACKS: its launches record their call stack (stacks.h)
+  bool replay = false;  // LOCKSTEP_REPLAY names it (replay.h)
   std::vector<ParamInfo> layout;
   std::string name;                       // demangled
   std::unique_ptr<PointerRoles> roles;    // level full (LOCKSTEP_LEARN_READONLY), else null
@@ -43,6 +44,7 @@ struct KernelBrief {
   bool selected = true;
   bool is_nccl = false;
   bool stacks = false;
+  bool replay = false;
 };
 KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle);
 

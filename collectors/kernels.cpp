@@ -16,6 +16,7 @@
 #include "collectors/events.h"
 #include "collectors/kernel_info.h"
 #include "collectors/kernel_params.h"
+#include "collectors/replay.h"
 #include "collectors/stack_records.h"
 #include "common/self_time.h"
 #include "common/hot.h"
@@ -88,6 +89,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   info->name_id = tracer->intern(info->name);
   info->selected = tracer->kernel_selected(info->name);
   info->stacks = tracer->kernel_stacks(info->name);
+  info->replay = replay_names(tracer, info->name);
   info->is_nccl = info->name.starts_with("nccl");
   if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
   if (info->layout_known) {
@@ -130,8 +132,8 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 [[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer, FunctionHandle kind,
                                               const void* handle) {
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
-  slot = {handle,
-          KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks}};
+  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks,
+                              found->replay}};
   return slot.brief;
 }
 
@@ -376,6 +378,8 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   r.name = brief.name_id;
   if (brief.stacks) [[unlikely]]
     record_stack(tracer, r, launch.stream, launch.per_thread_stream);
+  if (brief.replay) [[unlikely]]
+    replay_before(tracer, r, launch, *brief.info, capturing);
 
   // Arguments, only where they are fingerprinted (level full, inside the step window, kernel
   // selected, not capturing): scalars digested, pointers recorded as allocation ordinal +

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <regex>
 
+#include "common/op_spec.h"
+
 namespace lockstep::settings {
 namespace {
 
@@ -24,6 +26,8 @@ constexpr KindSpec run_id() { return {Kind::RunId}; }
 constexpr KindSpec merge_hashes() { return {Kind::MergeHashes}; }
 constexpr KindSpec state_set() { return {Kind::StateSet}; }
 constexpr KindSpec auto_switch() { return {Kind::AutoSwitch}; }
+constexpr KindSpec op() { return {Kind::Op}; }
+constexpr KindSpec count(uint64_t min, uint64_t max) { return {Kind::Count, min, max}; }
 
 constexpr Setting kTable[] = {
 #define LOCKSTEP_SETTING(id, name, default_text, kind, flag, help) \
@@ -216,6 +220,19 @@ std::optional<std::string> problem(const Setting& setting, std::string_view valu
     case Kind::AutoSwitch:
       if (lower(value) == "auto" || parse_switch(value)) return std::nullopt;
       return std::string("is not auto or ") + kSwitchWords;
+    case Kind::Op:
+      if (parse_op_spec(value)) return std::nullopt;
+      return "is not STEP:STREAM:KIND:NAME:OCCURRENCE (whole numbers, OCCURRENCE from 1; the "
+             "kind as the diff prints it, e.g. 7:1:kernel:my_kernel:2)";
+    case Kind::Count: {
+      uint64_t n = 0;
+      auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (!value.empty() && error == std::errc() && end == value.data() + value.size() &&
+          n >= setting.kind.min && n <= setting.kind.max)
+        return std::nullopt;
+      return "is not a whole number from " + std::to_string(setting.kind.min) + " to " +
+             std::to_string(setting.kind.max);
+    }
     case Kind::StateSet: {
       const std::string words = lower(value);
       if (words == "all" || parse_switch(words) == false) return std::nullopt;

@@ -25,10 +25,12 @@ enum class Kind : uint8_t {
   MergeHashes,  // a switch, or adjacent
   StateSet,     // off (or a false switch word), or a comma list of params, grads, optimizer; all
   AutoSwitch,   // auto, or a switch
+  Op,           // one op by identity: STEP:STREAM:KIND:NAME:OCCURRENCE (op_spec.h)
+  Count,        // a whole number within [min, max]
 };
 struct KindSpec {
   Kind kind;
-  uint64_t min = 0;  // Bytes only
+  uint64_t min = 0;  // Bytes and Count only
   uint64_t max = 0;
 };
 

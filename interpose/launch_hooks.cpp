@@ -2,6 +2,7 @@
 // One Launch nesting scope for all of them: cudart forwarding to a driver wrapper of ours
 // produces one event, from the runtime call.
 #include "collectors/events.h"
+#include "collectors/replay.h"
 #include "hook_support.h"
 
 using namespace lockstep::interpose;
@@ -27,8 +28,18 @@ template <typename Forward, typename Describe>
 auto traced_launch(Forward&& forward, Describe&& describe) {
   // Below broad a launch is no event (CUPTI validation still brackets it).
   if (!collectors::launches_traced() && !validation::enabled()) return forward();
+  // The launch LOCKSTEP_REPLAY names (collectors/replay.h) is relaunched right after it, with
+  // this same forward: the caller's arguments stay valid until the call returns.
+  auto forward_then_replay = [&] {
+    auto result = forward();
+    if (collectors::replay_armed()) [[unlikely]]
+      collectors::replay_after(static_cast<int>(result),
+                               [&] { return static_cast<int>(forward()); });
+    return result;
+  };
   return traced_call(
-      Scope::Launch, forward, [&] { return collectors::kernel_launch_begin(describe()); },
+      Scope::Launch, forward_then_replay,
+      [&] { return collectors::kernel_launch_begin(describe()); },
       [](uint64_t token, auto result) {
         collectors::kernel_launch_end(token, static_cast<int>(result));
       });

@@ -19,7 +19,7 @@ import os
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-ORDER = "abcdesmrwvjfgxo"  # the suite's order of groups (tests/gpu/run.sh)
+ORDER = "abcdesmrwpvjfgxo"  # the suite's order of groups (tests/gpu/run.sh)
 # README's rows: (check, how much of the figure: "head" = up to its first top-level ", " or
 # "; ", "all" = the whole figure).
 KEY = [("overhead off", "head"), ("overhead metrics", "head"), ("overhead broad", "head"),

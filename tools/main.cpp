@@ -50,6 +50,7 @@ Run 'lockstep COMMAND --help' for a command's options.)");
   add(add_export_command(app));
   add(add_gather_command(app));
   add(add_audit_command(app));
+  add(add_replay_command(app));
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);

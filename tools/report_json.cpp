@@ -212,6 +212,8 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
                         {"text", scope_text(d->scope)},
                         {"op", op_label(*d)}};
   if (result.culprit) j["culprit"]["mechanism"] = mechanism_json(*result.culprit);
+  j["culprit_replay"] =
+      result.culprit_replay ? replay_verdict_json(*result.culprit_replay) : json(nullptr);
   for (const Divergence& d : result.first_by_epoch) j["per_rank"].push_back(divergence_json(d));
   for (const Divergence& d : result.culprit_receivers)
     j["culprit_receivers"].push_back(divergence_json(d));

@@ -254,6 +254,8 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
     if (d.buffer) out += fmt::format("         {}\n", buffer_line(d.kind, *d.buffer));
     if (!d.scope.empty()) out += fmt::format("         in scope {}\n", scope_text(d.scope));
     for (const std::string& line : mechanism_lines(d)) out += fmt::format("         {}\n", line);
+    if (result.culprit_replay)
+      out += fmt::format("         replay: {}\n", replay_verdict_text(*result.culprit_replay));
     out += culprit_stack_lines(result);
     for (const Divergence& r : result.culprit_receivers)
       out += fmt::format("         then step {}: {}, input '{}' differs ({})\n",

@@ -32,7 +32,7 @@ import run_facts  # noqa: E402  (commit, GPU, driver, date: one home for every r
 E2E = os.path.join(ROOT, "tests", "gpu", "e2e")
 RESULTS = ("PASS", "FAIL", "KNOWN", "SKIP")
 # Group letters (tests/gpu/test_<letter>_*.py), in the order of run.sh's CHECKS.
-GROUPS = "abcdefgjmorsvwx"
+GROUPS = "abcdefgjmoprsvwx"
 
 
 def group_of(path):

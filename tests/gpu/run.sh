@@ -14,11 +14,12 @@
 #             (<date>T<time>Z-<commit>-<groups>.json, for results/), logs.tar.gz (each step's
 #             output, the benchmarks' JSON) and sample-traces.tar.gz go (at most 6 files: the
 #             device machine brings back 8; default: /tmp/lockstep-gpu)
-#   CHECKS    letters of the groups to run (default: all, in this order: abcdesmrwvjfgxo)
+#   CHECKS    letters of the groups to run (default: all, in this order: abcdesmrwpvjfgxo)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmark
 #               d examples/cuda  e examples/pytorch  v CUPTI coverage (LOCKSTEP_VALIDATE=1)
 #               f overhead (+ per-launch cost)  g two GPUs (DDP)
 #               x tensor x data parallel (TP=2 over every visible GPU)  o DDP overhead at broad
+#               p replay verdict (hunt's stage 4: the planted atomics, a Triton tl.atomic_add)
 #   BUDGET_S  seconds for the whole run (default: 540); a check that would not fit is SKIP
 #   COVERAGE_MODES  jobs of group v (default: compile cuda-graph reduce-overhead ddp; ddp needs
 #             two GPUs)
@@ -39,7 +40,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-ORDER=abcdesmrwvjfgxo  # every group, in the order they run: the one list of them
+ORDER=abcdesmrwpvjfgxo  # every group, in the order they run: the one list of them
 CHECKS=${CHECKS:-$ORDER}
 files=()
 for ((i = 0; i < ${#CHECKS}; i++)); do

@@ -2,7 +2,7 @@
 # tests/gpu/run_parallel.sh: every check of tests/gpu/run.sh on a two-GPU machine in about half
 # the time, in three lanes, then one table.
 #
-#   lane A (GPU 0):        e (PyTorch examples), v (CUPTI coverage, one-GPU jobs)
+#   lane A (GPU 0):        e (PyTorch examples), v (CUPTI coverage, one-GPU jobs), p (replay)
 #   lane B (GPU 1):        b (GPU gtests, compute-sanitizer), d (CUDA example); then, once lane C
 #                          is done with GPU 1: c (hash benchmark), f (overhead); then, once lane
 #                          A is done with GPU 0: o (DDP overhead on both GPUs)
@@ -24,7 +24,7 @@ if [[ $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') -lt 2 ]]; then
   exit 2
 fi
 START=$SECONDS
-(CUDA_VISIBLE_DEVICES=0 OUT=$OUTDIR/a CHECKS=aev COVERAGE_MODES="compile cuda-graph reduce-overhead" \
+(CUDA_VISIBLE_DEVICES=0 OUT=$OUTDIR/a CHECKS=aevp COVERAGE_MODES="compile cuda-graph reduce-overhead" \
   "$ROOT/tests/gpu/run.sh" >"$OUTDIR/a/stdout.txt" 2>&1) &
 lane_a=$!
 (OUT=$OUTDIR/c CHECKS=gv COVERAGE_MODES=ddp "$ROOT/tests/gpu/run.sh" >"$OUTDIR/c/stdout.txt" 2>&1) &
@@ -65,7 +65,7 @@ for lane in sys.argv[2:]:
 if docs:
     doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]],
                seconds=max(d["seconds"] for d in docs), source="tests/gpu/run_parallel.sh",
-               groups="".join(g for g in "abcdesmrwvjfgxo" if any(g in d["groups"] for d in docs)))
+               groups="".join(g for g in "abcdesmrwpvjfgxo" if any(g in d["groups"] for d in docs)))
     name = f"{doc['date'][:13].replace(':', '')}{doc['date'][14:16]}Z-" \
            f"{doc['commit'].replace('+', '-')}-{doc['groups']}.json"
     json.dump(doc, open(os.path.join(out, name), "w"), indent=1)

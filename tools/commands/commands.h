@@ -25,6 +25,7 @@ CommandRunner add_verify_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
 CommandRunner add_gather_command(CLI::App& app);
 CommandRunner add_audit_command(CLI::App& app);
+CommandRunner add_replay_command(CLI::App& app);
 
 // Exit codes shared by diff, check and hunt. Incomplete (no divergence in what was compared, but
 // not everything was compared) shares 2 with invalid input: a gate must not pass either.

@@ -12,6 +12,7 @@
 #include "tools/hunt_plan.h"
 #include "tools/launch.h"
 #include "tools/op_stack.h"
+#include "tools/replay_run.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
 #include "tools/term.h"
@@ -30,6 +31,8 @@ struct HuntRequest {
   int attempts = 3;
   int windows = 4;
   bool no_stack = false;
+  bool no_replay = false;
+  int replays = 16;
   std::string torch_alloc = "auto";
   std::string jax_alloc = "auto";
   std::string jax_graphs = "auto";
@@ -117,6 +120,35 @@ std::string find_culprit_stack(const HuntRequest& request, DiffResult* result) {
   return "launched from " + job_frames(result->culprit_python).front();
 }
 
+// Stage 4: one more run at full within the culprit's step that relaunches the culprit's kernel
+// --replays times from a snapshot of its regions (LOCKSTEP_REPLAY: collectors/replay.h), and the
+// verdict it gives (replay_verdict.h), set on the result. Kinds other than a kernel are not
+// replayed: the verdict says why. Returns the line to print.
+std::string replay_culprit(const HuntRequest& request, DiffResult* result) {
+  const Divergence& d = *result->culprit;
+  const settings::OpSpec op{d.step, d.stream, d.kind, d.name, d.occurrence};
+  if (std::optional<std::string> why = replay_refusal(op)) {
+    ReplayVerdict refused;
+    refused.outcome = ReplayVerdict::Outcome::Refused;
+    refused.reason = *why;
+    result->culprit_replay = refused;
+    return replay_verdict_text(refused);
+  }
+  ReplayRunRequest replay;
+  replay.dir = (std::filesystem::path(request.dir) / "replay").string();
+  replay.op = op;
+  replay.rank = d.rank;
+  replay.replays = static_cast<uint32_t>(request.replays);
+  replay.overwrite = request.overwrite;
+  replay.torch_alloc = request.torch_alloc;
+  replay.jax_alloc = request.jax_alloc;
+  replay.command = request.command;
+  replay.output = request.json ? JobOutput::LogOnly : JobOutput::LogAndEcho;
+  if (std::getenv(env::kScopes) == nullptr) replay.job_env.emplace_back(env::kScopes, "1");
+  result->culprit_replay = run_replay(replay);
+  return replay_verdict_text(*result->culprit_replay);
+}
+
 DiffContext context_of(const Pair& pair) {
   DiffContext context{pair.a, pair.b, 0, {}, 0};
   for (const RankResult& r : pair.result.ranks) context.ranks.push_back(r.rank);
@@ -198,6 +230,12 @@ CommandRunner add_hunt_command(CLI::App& app) {
                 "(progress on stderr; the job's output in each run's job.log)");
   sub->add_flag("--no-stack", request->no_stack,
                 "Skip stage 3 (the run that records the culprit's call stack)");
+  sub->add_flag("--no-replay", request->no_replay,
+                "Skip stage 4 (the run that relaunches the culprit on its own inputs)");
+  sub->add_option("--replays", request->replays,
+                  "Stage 4: relaunches of the culprit's kernel from the snapshot of its inputs")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
       ->capture_default_str();
@@ -216,7 +254,16 @@ names the steps that were fingerprinted.
 Stage 3: when the culprit is a kernel, one more run at --level broad records the call stack of
 its launch (LOCKSTEP_STACKS): the Python file, line and function that launched it, and the
 native frames above CUDA; a kernel launched from autograd's backward thread has no Python
-frames. Each run's directory keeps the job's output in job.log (on the terminal too, unless
+frames.
+Stage 4: when the culprit is a kernel, one more run at --level full within its step snapshots
+every region the culprit's launch may read or write, relaunches the same kernel with the same
+arguments --replays more times from that snapshot (on its own stream, no host sync), and puts
+back what the job's own launch left, so the job goes on as before. The verdict: "nondeterministic
+on identical inputs: 11 of 16 replays differ" (the kernel itself), or "deterministic on identical
+inputs in 16 replays" (the difference needs another cause: an input no traced op wrote,
+concurrency with another stream, the environment). Not replayed, with the reason: GEMMs, NCCL
+collectives, graph launches, or when twice the regions do not fit in free GPU memory.
+Each run's directory keeps the job's output in job.log (on the terminal too, unless
 --json).
 Exit status: 0 no divergence, 1 divergence found, 2 incomplete (a trace cut off or unfinished:
 not everything was compared) or invalid (command failed, unreadable trace).
@@ -224,7 +271,8 @@ not everything was compared) or invalid (command failed, unreadable trace).
 Examples:
   lockstep hunt -- python train.py --steps 20
   lockstep hunt --json -- python train.py --steps 20 | jq .hunt.windows
-  lockstep hunt -o /tmp/hunt --margin 1 --windows 6 -- torchrun --nproc-per-node 2 train.py)");
+  lockstep hunt -o /tmp/hunt --margin 1 --windows 6 -- torchrun --nproc-per-node 2 train.py
+  lockstep hunt --replays 32 -- python train.py --steps 20)");
   return [request] {
     if (request->dir.empty()) request->dir = default_trace_dir();
     // Under --json stdout carries the document alone: what people read goes to stderr.
@@ -311,6 +359,17 @@ Examples:
       const std::string found = find_culprit_stack(*request, &full.result);
       std::fprintf(say, "stage 3 (broad, 1 run recording the culprit's call stack): %.2f s: %s\n",
                    since(start), found.c_str());
+      std::fflush(say);
+    }
+    if (verdict.outcome == WindowOutcome::Origin && full.result.culprit && !request->no_replay) {
+      start = std::chrono::steady_clock::now();
+      const std::string replayed = replay_culprit(*request, &full.result);
+      if (full.result.culprit_replay->run.empty())  // refused before any run
+        std::fprintf(say, "stage 4 (replay): %s\n", replayed.c_str());
+      else
+        std::fprintf(say,
+                     "stage 4 (full, step %u, 1 run replaying the culprit %d times): %.2f s: %s\n",
+                     full.result.culprit->step, request->replays, since(start), replayed.c_str());
       std::fflush(say);
     }
     const DiffResult& result = full.result;

@@ -9,6 +9,7 @@
 #include "tools/diff/alignment.h"
 #include "tools/why/environment.h"
 #include "tools/diff/setup_phase.h"
+#include "tools/replay_verdict.h"
 
 namespace lockstep::tools {
 
@@ -176,6 +177,9 @@ struct DiffResult {
   // none), and the frames.
   char culprit_stack_run = 0;
   std::vector<std::string> culprit_python, culprit_native;
+  // The culprit relaunched on its own inputs (replay_verdict.h), when a run replayed it: set by
+  // hunt's stage 4 and `lockstep replay`, not the engine.
+  std::optional<ReplayVerdict> culprit_replay;
   std::optional<MetricDivergence> metric;  // earliest step, then lowest rank
   std::optional<StateDivergence> state;    // earliest step, then lowest rank
   std::vector<Divergence> structural;      // all ranks, capped

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <optional>
 
@@ -119,6 +121,36 @@ class RankWriter {
     }
     writer_->append(r);
     if (spec_.stacks && kind == RecordKind::Kernel) stack(r.seq, step, stream, name);
+    if (spec_.replay && kind == RecordKind::Kernel && spec_.replay->step == step &&
+        spec_.replay->stream == stream && spec_.replay->name == name &&
+        ++replay_seen_ == spec_.replay->occurrence)
+      replay(r.seq, step, stream, name);
+  }
+
+  // The Replay record of the kernel launch `op_seq` (Spec::replay).
+  void replay(uint64_t op_seq, uint32_t step, uint32_t stream, const std::string& kernel) {
+    Record& r = fresh(RecordKind::Replay, step, stream);
+    r.name = writer_->intern(kernel);
+    r.fields[fields::Replay::op_seq] = op_seq;
+    r.fields[fields::Replay::replays] = spec_.replays;
+    r.fields[fields::Replay::regions] = 2;
+    r.fields[fields::Replay::region_bytes] = 2 << 20;
+    if (!spec_.replay_refused.empty()) {
+      r.fields[fields::Replay::outcome] = 1;
+      r.payload.assign(spec_.replay_refused.begin(), spec_.replay_refused.end());
+      writer_->append(r);
+      return;
+    }
+    for (uint32_t pass = 0; pass <= spec_.replays; ++pass) {
+      for (uint32_t i = 0; i < 2; ++i) {
+        // arg0 is an input the kernel only reads; arg1 its output, other in differing replays.
+        const bool other = i == 1 && pass >= 1 && pass <= spec_.replay_differing;
+        r.buffers.push_back({trace::Role::Out, trace::DType::Bytes, trace::kFingerprintValid,
+                             writer_->intern(fmt::format("arg{}", i)), 1 << 20,
+                             mix(op_seq * 2 + i, other ? pass : 0)});
+      }
+    }
+    writer_->append(r);
   }
 
   // The Stack record of the kernel launch `op_seq` (LOCKSTEP_STACKS naming every kernel): a
@@ -191,6 +223,7 @@ class RankWriter {
   Record scratch_;
   trace::ScopeId scope_ = 0;
   uint64_t seq_ = 0;
+  uint32_t replay_seen_ = 0;  // launches of Spec::replay's kernel on its stream in its step
   uint64_t collectives_ = 0;  // comm_seq: collectives on communicator 0 so far
   int rank_ = 0;
 };

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/op_spec.h"
+
 namespace lockstep::tools::synth {
 
 struct Plant {
@@ -63,6 +65,14 @@ struct Spec {
   uint32_t weights_feed_from = UINT32_MAX;  // the step from which the weights feed the values
   bool state = false;                       // a State record per rank and step (see above)
   bool stacks = false;  // a Stack record after every kernel (LOCKSTEP_STACKS naming them all)
+  // LOCKSTEP_REPLAY as the shim answers it: after the kernel launch `replay` names (step, stream,
+  // name, occurrence), a Replay record of `replays` relaunches over two regions, of which the
+  // first `replay_differing` give other digests than the job's launch; with `replay_refused`
+  // set, a refused one with that reason.
+  std::optional<settings::OpSpec> replay;
+  uint32_t replays = 16;
+  uint32_t replay_differing = 0;
+  std::string replay_refused;
   // The job numbers its steps: trace step 0 is set-up (two host-to-device copies, no marker) and
   // each later trace step starts with a StepMarker "step N" numbering it as the job's step N
   // (the loop index; plants name it too). With resume_at = K (> 0) the run is the same job

@@ -184,7 +184,7 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kRecallFills,  env::kState,         env::kFromCli,
                          env::kLib,          env::kHostHashBytes, env::kResumeAt,
                          env::kCheckpoint,   env::kStacks,        env::kScopes,
-                         env::kRecordEnv};
+                         env::kRecordEnv,    env::kReplay,        env::kReplays};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
@@ -222,7 +222,7 @@ TEST(Config, TheTablesDefaultsAreTheConfigsDefaults) {
   const Config unset = parse({}).config;
   for (const settings::Setting& row : settings::all()) {
     const settings::Kind kind = row.kind.kind;
-    if (kind == settings::Kind::Regex || kind == settings::Kind::Steps ||
+    if (kind == settings::Kind::Regex || kind == settings::Kind::Steps || kind == settings::Kind::Op ||
         kind == settings::Kind::RunId || row.id == settings::Id::Lib)
       continue;
     ConfigResult r = parse({{row.name, row.default_text}});

@@ -10,6 +10,10 @@
 //   FAKE_JOB_STATE=1                     a State record per rank and step (as the shim's hook)
 //   FAKE_JOB_TOGGLE=path                 plant it only every other run (the file flips)
 //   FAKE_JOB_EXPECT_PRELOAD=text         exit 3 unless LD_PRELOAD contains text
+//   LOCKSTEP_REPLAY=op                   a Replay record after that kernel launch, as the shim
+//                                        writes one (LOCKSTEP_REPLAYS relaunches, 16 by default)
+//   FAKE_JOB_REPLAY_DIFFERING=k          ... k of them differing from the job's launch
+//   FAKE_JOB_REPLAY_REFUSED=why          ... refused, with that reason
 //   FAKE_JOB_EXIT=n                      exit code;  FAKE_JOB_SIGNAL=n: kill itself with n
 //   FAKE_JOB_NUMBERED=1                  number its steps (trace step 0 is set-up); then it
 //                                        follows `lockstep check --resume-at`'s contract:
@@ -27,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/op_spec.h"
 #include "tools/launch.h"
 #include "tools/synth/synthetic_trace.h"
 
@@ -59,6 +64,14 @@ int main(int argc, char** argv) {
   if (std::string feed = env_or("FAKE_JOB_WEIGHTS_FEED_FROM", ""); !feed.empty()) {
     spec.weights = true;
     spec.weights_feed_from = static_cast<uint32_t>(std::atoi(feed.c_str()));
+  }
+  if (std::string op = env_or("LOCKSTEP_REPLAY", ""); !op.empty()) {
+    spec.replay = lockstep::settings::parse_op_spec(op);
+    if (!spec.replay) return 4;
+    spec.replays = static_cast<uint32_t>(std::atoi(env_or("LOCKSTEP_REPLAYS", "16").c_str()));
+    spec.replay_differing =
+        static_cast<uint32_t>(std::atoi(env_or("FAKE_JOB_REPLAY_DIFFERING", "0").c_str()));
+    spec.replay_refused = env_or("FAKE_JOB_REPLAY_REFUSED", "");
   }
   if (std::string steps = env_or("LOCKSTEP_STEPS", ""); !steps.empty())
     lockstep::tools::parse_step_range(steps, "LOCKSTEP_STEPS", spec.fp_first_step,
