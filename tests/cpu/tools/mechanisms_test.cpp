@@ -104,6 +104,9 @@ TEST(Mechanisms, XlasScatterIsKnownAndItsFlagNamed) {
   EXPECT_EQ(m->id, "XlaScatter");
   EXPECT_NE(m->fix.find("--xla_gpu_deterministic_ops"), std::string_view::npos);
   EXPECT_EQ(matched("kernel", "input_scatter_fusion_2"), "XlaScatter");
+  EXPECT_EQ(matched("kernel", "scatter.3"), "XlaScatter");
+  // A job's own Triton kernel with "scatter" in its name is no XLA scatter: its atomics are.
+  EXPECT_EQ(matched("kernel", "scatter_rows_atomic"), "NamedAtomic");
 }
 
 TEST(Mechanisms, ASplitKGemmWithAnInPlaceReductionIsTheAtomicSplitK) {
