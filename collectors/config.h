@@ -54,6 +54,7 @@ struct Config {
   bool recall_fills = true;     // a known fill's output digest from an earlier same fill
   bool from_cli = false;        // started by `lockstep run`: messages name its flags
   std::string record_env;       // regex: more variables for the header's environment; "": none
+  bool nccl_profiler = true;    // serve as NCCL's profiler plugin (NCCL's algorithm, protocol)
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
   bool operator==(const Config&) const = default;
