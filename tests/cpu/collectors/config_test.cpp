@@ -175,16 +175,15 @@ TEST(Config, SwitchesOnByDefault) {
 }
 
 TEST(Config, TableCoversEveryVariableOnce) {
-  const char* names[] = {env::kDir,          env::kLevel,         env::kSteps,
-                         env::kKernels,      env::kMaxRegion,     env::kMetricBytes,
-                         env::kStepOn,       env::kDebug,         env::kRunId,
-                         env::kOverwrite,    env::kFailHard,      env::kMemory,
-                         env::kHashMemory,   env::kValidate,      env::kMergeHashes,
-                         env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
-                         env::kRecallFills,  env::kState,         env::kFromCli,
-                         env::kLib,          env::kHostHashBytes, env::kResumeAt,
-                         env::kCheckpoint,   env::kStacks,        env::kScopes,
-                         env::kRecordEnv};
+  const char* names[] = {
+      env::kDir,           env::kLevel,         env::kSteps,         env::kKernels,
+      env::kMaxRegion,     env::kMetricBytes,   env::kStepOn,        env::kDebug,
+      env::kRunId,         env::kOverwrite,     env::kFailHard,      env::kMemory,
+      env::kHashMemory,    env::kValidate,      env::kMergeHashes,   env::kReuseDigests,
+      env::kSkipUnwritten, env::kLearnReadOnly, env::kRecallFills,   env::kState,
+      env::kFromCli,       env::kLib,           env::kHostHashBytes, env::kResumeAt,
+      env::kCheckpoint,    env::kStacks,        env::kScopes,        env::kRecordEnv,
+      env::kNcclProfiler};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;
