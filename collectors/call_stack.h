@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include "collectors/events.h"
 #include "collectors/runtime.h"
 
 namespace lockstep::collectors {
@@ -31,6 +32,9 @@ struct CallState {
   bool is_async = false;
   // NCCL
   ncclComm_t comm = nullptr;
+  NcclOp nccl_op = NcclOp::AllReduce;  // with the buffers: which of NCCL's choices is this call's
+  const void* nccl_send = nullptr;
+  const void* nccl_recv = nullptr;
   // Graph launch: the exec being launched
   const void* graph_exec = nullptr;
   // Which OpenApi counters this call raised (undone at end).

@@ -114,6 +114,11 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::RecordEnv:
       config.record_env = value == "none" ? std::string() : value;
       break;
+    case Id::NcclProfiler: {
+      const std::optional<bool> on = settings::parse_switch(value);  // else "auto" (validated)
+      config.nccl_profiler = on.value_or(true);
+      break;
+    }
     case Id::Lib:
       break;  // read by the CLI, not the shim
     case Id::Replay:

@@ -56,6 +56,7 @@ struct Config {
   std::string record_env;       // regex: more variables for the header's environment; "": none
   std::string replay;           // LOCKSTEP_REPLAY: STEP:STREAM:kernel:NAME:OCCURRENCE; "": none
   uint32_t replays = 16;        // LOCKSTEP_REPLAYS
+  bool nccl_profiler = true;    // serve as NCCL's profiler plugin (NCCL's algorithm, protocol)
 
   bool in_window(uint32_t step) const { return step >= first_step && step <= last_step; }
   bool operator==(const Config&) const = default;

@@ -233,6 +233,29 @@ struct NcclCommCreated {
 void nccl_comm_created(const NcclCommCreated& created);
 void nccl_comm_destroyed(ncclComm_t comm);
 
+// NCCL's own choices for one collective, from its profiler plugin interface (the shim serves as
+// the plugin: interpose/nccl_profiler.cpp). NCCL calls the plugin's startEvent when it plans the
+// collective, on the thread that launches it: inside the job's ncclAllReduce... call, or inside
+// the outermost ncclGroupEnd for grouped calls. The strings are NCCL's own names, valid only
+// during the call ("AllReduce", "Ring", "LL128").
+struct NcclChoice {
+  const char* func = "";  // NCCL's function name: AllReduce, Broadcast, Reduce, AllGather, ...
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  uint64_t seq_number = 0;  // k-th collective of this function on the communicator
+  const char* algo = nullptr;
+  const char* proto = nullptr;
+  unsigned channels = 0;
+};
+void nccl_choice(const NcclChoice& choice);
+// The plugin's init: NCCL loaded the shim as its profiler for a new communicator.
+void nccl_profiler_loaded(int nranks, int rank);
+// At load, from the shim's constructor (before NCCL can initialise): points NCCL_PROFILER_PLUGIN
+// at the shim (`shim_path`) when LOCKSTEP_NCCL_PROFILER and the level allow and the job has not
+// set its own; a plugin the job set is kept, with one line saying that NCCL's choices will not be
+// recorded.
+void nccl_profiler_setup(const char* shim_path);
+
 // ---- stream order points ----------------------------------------------------------------------
 // The job is about to make later work, or the host, wait for what a stream has queued so far:
 // cuEventRecord(WithFlags), cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize,

@@ -1,6 +1,7 @@
 // NCCL collectives and point-to-point: exact send/recv extents, stable communicator identity,
 // group queuing of output fingerprints, non-blocking communicators.
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "collectors/events.h"
 #include "collectors/extents.h"
 #include "collectors/group_queue.h"
+#include "collectors/nccl_choices.h"
 
 namespace lockstep::collectors {
 namespace {
@@ -16,13 +18,18 @@ namespace {
 using F = trace::fields::Collective;
 constexpr auto kEnqueueTimeout = std::chrono::seconds(30);
 
-// Output fingerprints waiting for the outermost ncclGroupEnd.
+// Output fingerprints waiting for the outermost ncclGroupEnd; with no fingerprints (outside
+// the step window) the record itself, which NCCL's choices reach only when the group ends.
 struct DeferredOutputs {
   Tracer* tracer = nullptr;
   PendingRecord* pending = nullptr;
   std::vector<PlannedRegion> outputs;
   CUstream stream = nullptr;
   ncclComm_t comm = nullptr;
+  NcclOp op = NcclOp::AllReduce;
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  std::optional<trace::Record> record;  // when pending is null
 };
 
 GroupQueue<DeferredOutputs>& group_queue() {
@@ -41,6 +48,11 @@ ncclResult_t async_error(ncclComm_t comm) {
 }
 
 void complete(DeferredOutputs& item, ncclResult_t result) {
+  if (item.pending == nullptr) {
+    if (item.record && (result == ncclSuccess || result == ncclInProgress))
+      item.tracer->append(*item.record);
+    return;
+  }
   if (result == ncclInProgress)
     result = wait_until_enqueued([&] { return async_error(item.comm); }, kEnqueueTimeout);
   if (result == ncclSuccess) {
@@ -78,6 +90,9 @@ uint64_t nccl_begin(const NcclCall& c) {
   call.tracer = tracer;
   call.stream = c.stream;
   call.comm = c.comm;
+  call.nccl_op = c.op;
+  call.nccl_send = c.op == NcclOp::Bcast ? c.recv : c.send;
+  call.nccl_recv = c.recv;
 
   CommInfo comm = tracer->comms().next_operation(c.comm);
   if (comm.nranks == 0 && query_rank(c.comm, &comm.nranks, &comm.rank))
@@ -111,6 +126,7 @@ uint64_t nccl_begin(const NcclCall& c) {
   call.writes_known = hash;  // recv is all it writes
   // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
   start_fingerprints(call, inputs);
+  choices_open();  // NCCL's choices for this call arrive before nccl_end (nccl_choices.h)
   return token;
 }
 
@@ -119,13 +135,25 @@ void nccl_end(uint64_t token, ncclResult_t result) {
   if (call == nullptr) return;
   if (call->kind == CallKind::Nccl) {
     Tracer* tracer = call->tracer;
+    const bool in_group = group_queue().in_group();
+    // Ungrouped, NCCL planned it inside this call: its choice is queued (and the only one).
+    apply_choice(call->live_record(), call->nccl_op, call->nccl_send, call->nccl_recv, !in_group);
+    choices_close();
+    const bool failed = result != ncclSuccess && result != ncclInProgress;
+    DeferredOutputs item{tracer,          call->pending,   std::move(call->outputs),
+                         call->stream,    call->comm,      call->nccl_op,
+                         call->nccl_send, call->nccl_recv, std::nullopt};
     if (call->pending == nullptr) {
-      if (result == ncclSuccess || result == ncclInProgress) tracer->append(call->record);
-    } else {
-      DeferredOutputs item{tracer, call->pending, std::move(call->outputs), call->stream,
-                           call->comm};
-      const bool failed = result != ncclSuccess && result != ncclInProgress;
-      if (failed || !group_queue().defer(item)) complete(item, result);
+      if (failed) {
+        // nothing ran: no record
+      } else if (in_group) {
+        item.record = std::move(call->record);  // appended when the group ends, with NCCL's choice
+        group_queue().defer(std::move(item));
+      } else {
+        tracer->append(call->record);
+      }
+    } else if (failed || !group_queue().defer(item)) {
+      complete(item, result);
     }
   }
   finish_call(call);
@@ -134,6 +162,7 @@ void nccl_end(uint64_t token, ncclResult_t result) {
 void nccl_group_start() {
   if (inside_shim_call()) return;
   group_queue().start();
+  choices_open();
   ++open_api().nccl_group;
 }
 
@@ -142,9 +171,13 @@ void nccl_group_end(ncclResult_t result) {
   OpenApi& api = open_api();
   if (api.nccl_group > 0) --api.nccl_group;
   for (DeferredOutputs& item : group_queue().end()) {
+    // NCCL planned the group's collectives inside the real ncclGroupEnd just returned.
+    trace::Record& record = item.pending != nullptr ? item.pending->record : *item.record;
+    apply_choice(record, item.op, item.send, item.recv, false);
     // An error of the group: the outputs were not produced.
     complete(item, result == ncclSuccess || result == ncclInProgress ? result : ncclInternalError);
   }
+  choices_close();
 }
 
 void nccl_comm_created(const NcclCommCreated& created) {

@@ -7,6 +7,7 @@
 #include "tools/scope_text.h"
 #include "tools/why/mechanisms.h"
 #include "tools/why/names.h"
+#include "tools/why/nccl_choice.h"
 
 namespace lockstep::tools {
 namespace {
@@ -70,6 +71,17 @@ json divergence_json(const Divergence& d) {
                    {"fingerprint_b", hex64(d.buffer->fingerprint_b)}};
   if (d.classification == Classification::Structural)
     j["context"] = {{"a", context_json(d.context_a)}, {"b", context_json(d.context_b)}};
+  // NCCL's own choices in each run (tools/why/nccl_choice.h); null where not recorded.
+  if (d.is_collective) {
+    auto choice = [](const std::vector<uint64_t>& fields) -> json {
+      const auto c = nccl_choice_of(fields);
+      if (!c) return nullptr;
+      return {{"algo", c->algo.empty() ? json(nullptr) : json(c->algo)},
+              {"proto", c->proto.empty() ? json(nullptr) : json(c->proto)},
+              {"channels", c->channels == 0 ? json(nullptr) : json(c->channels)}};
+    };
+    j["nccl"] = {{"a", choice(d.fields)}, {"b", choice(d.fields_b)}};
+  }
   return j;
 }
 
@@ -204,7 +216,16 @@ nlohmann::json diff_json(const DiffResult& result, const DiffContext& context) {
       {"state_divergence", nullptr},
       {"warnings", result.warnings},
       {"environment", environment_json(result.environment)},
+      {"nccl_choices", {{"total", result.nccl_choices.total}, {"first", nullptr}}},
   };
+  if (const auto& first = result.nccl_choices.first)
+    j["nccl_choices"]["first"] = {{"rank", first->rank},
+                                  {"step", first->step},
+                                  {"name", first->name},
+                                  {"comm_id", first->comm_id},
+                                  {"comm_seq", first->comm_seq},
+                                  {"seq", seq_pair(first->seq_a, first->seq_b)},
+                                  {"difference", first->difference}};
   if (const Divergence* d = first_diverging_scope(result))
     j["first_scope"] = {{"rank", d->rank},
                         {"step", d->step},

@@ -191,6 +191,13 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   if (!result.choices.empty()) out += "\n";
   for (const std::string& line : environment_lines(result.environment))  // before the ops
     out += fmt::format("  {}\n", line);
+  if (const auto& first = result.nccl_choices.first)
+    out += fmt::format(
+        "  NCCL chose differently at {} collective{} (their results decide the verdict); first: "
+        "rank {}, step {}, {} comm {} #{}: {}\n",
+        result.nccl_choices.total, result.nccl_choices.total == 1 ? "" : "s", first->rank,
+        first->step, first->name, first->comm_id, first->comm_seq,
+        first->difference.substr(first->difference.rfind("NCCL ", 0) == 0 ? 5 : 0));
   if (result.alignment.by_number())
     out += "  steps paired by the job's own numbers (--align number); steps below are the "
            "job's numbers\n";

@@ -149,3 +149,31 @@ def test_e_compiled_and_graphed_pairs_are_identical(gs, row, gpt, variant):
         row("PASS", f"diff 0; losses vs untraced: {numbers[6:]}")
     else:
         row("FAIL", f"diff {drc}; {verdict}; losses vs untraced: {numbers}")
+
+
+@pytest.mark.row("nccl profiler 1 rank")
+def test_e_nccl_loads_the_shim_as_its_profiler_on_one_rank(gs, row, gpt):
+    """NCCL 2.28 loads the shim as its profiler plugin (NCCL_PROFILER_PLUGIN, set by the shim
+    when it loads): NCCL's own log says it loaded "lockstep" (v5) and the shim's plugin init ran.
+    A one-rank communicator plans no collective (NCCL copies instead: ncclLaunchOneRank), so
+    its collective records carry no algorithm: the two-GPU rows of group g check those."""
+    row.need(40)
+    ddp = os.path.join(gpu_suite.ROOT, "examples", "pytorch", "train_ddp.py")
+    job = [gs.config.py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", 1,
+           ddp, "--steps", 2]
+    run = gs.traced("nccl-one-rank", "broad", 180, job,
+                    env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV",
+                         "LOCKSTEP_DEBUG": "1"})
+    log = run.text() + run.err_text()
+    nccl_says = re.search(r"Loaded lockstep \(v5\)|Successfully loaded external profiler plugin "
+                          r"\S*liblockstep", log)
+    shim_says = "NCCL loaded the shim as its profiler plugin for a communicator of 1" in log
+    show = gs.run("nccl-one-rank-show", 60, [gs.config.lockstep, "show", gs.path("nccl-one-rank"),
+                                             "--grep", "ncclAllReduce"])
+    records = [line for line in show.text().splitlines() if "ncclAllReduce" in line]
+    with_algo = sum("nccl_algo=" in line for line in records)
+    figure = (f"job rc {run.rc}; NCCL: {nccl_says.group(0) if nccl_says else 'no load line'}; "
+              f"plugin init: {shim_says}; {len(records)} all-reduce records, {with_algo} with an "
+              f"algorithm (one rank: none expected)")
+    ok = run.rc == 0 and nccl_says and shim_says and records and with_algo == 0
+    row("PASS" if ok else "FAIL", figure)

@@ -107,3 +107,67 @@ def test_g_planted_gradient_names_its_rank(gs, row, ddp):
         row("PASS", verdict[6:])
     else:
         row("FAIL", f"diff {drc}; {verdict}")
+
+
+# NCCL's own choices (issue #30): the shim serves as NCCL's profiler plugin. NCCL_ALGO per
+# function (NCCL 2.24+ syntax): a plain "Tree" would also bind DDP's broadcasts, which have no
+# Tree algorithm (NCCL then fails them: "no algorithm/protocol available").
+NCCL_RING = {"NCCL_ALGO": "allreduce:ring"}
+NCCL_TREE = {"NCCL_ALGO": "allreduce:tree"}
+COLLECTIVE_LINE = re.compile(r"\bnccl(AllReduce|Broadcast|Bcast|AllGather|ReduceScatter|Reduce)\b")
+
+
+def nccl_runs(gs, ddp):
+    """The DDP job at broad with all-reduce forced to Ring, then to Tree (each once)."""
+    for name, env in (("ddp-nccl-ring", NCCL_RING), ("ddp-nccl-tree", NCCL_TREE)):
+        if not os.path.isdir(gs.path(name)):
+            gs.traced(name, "broad", 240, ddp, env=env)
+    return "ddp-nccl-ring", "ddp-nccl-tree"
+
+
+@pytest.mark.row("ddp nccl algo/proto")
+def test_g_every_collective_record_has_nccls_algorithm_and_protocol(gs, row, ddp):
+    row.need(60)
+    ring, _ = nccl_runs(gs, ddp)
+    show = gs.run("ddp-nccl-show", 120, [gs.config.lockstep, "show", gs.path(ring)])
+    lines = [line for line in show.text().splitlines() if COLLECTIVE_LINE.search(line)]
+    chosen = [line for line in lines if "nccl_algo=" in line and "nccl_proto=" in line]
+    algos = {}
+    for line in chosen:
+        m = re.search(r"\b(ncclAllReduce)\b.*nccl_algo=(\S+)", line)
+        if m:
+            algos[m.group(2)] = algos.get(m.group(2), 0) + 1
+    figure = (f"{len(chosen)} of {len(lines)} collective records with algorithm and protocol; "
+              f"all-reduce algorithms {algos or 'none'}")
+    ok = show.rc == 0 and lines and len(chosen) == len(lines) and set(algos) == {"Ring"}
+    row("PASS" if ok else "FAIL", figure)
+
+
+@pytest.mark.row("ddp nccl Ring vs Tree")
+def test_g_ring_versus_tree_is_an_environment_difference_then_an_algorithm_difference(gs, row,
+                                                                                      ddp):
+    row.need(60)
+    ring, tree = nccl_runs(gs, ddp)
+    text = gs.run("ddp-nccl-diff-text", 120,
+                  [gs.config.lockstep, "diff", gs.path(ring), gs.path(tree)]).text()
+    report = gs.diff("ddp-nccl-diff", ring, tree)
+    try:
+        doc = json.loads(report.text())
+    except ValueError as e:
+        row("FAIL", f"diff {report.rc}: unreadable report: {e}")
+        return
+    env_keys = [d.get("key") for d in doc.get("environment", {}).get("differences", [])]
+    choices = doc.get("nccl_choices") or {}
+    first = choices.get("first") or {}
+    env_at = text.find("NCCL_ALGO")
+    choice_at = text.find("NCCL chose differently")
+    culprit = doc.get("culprit") or {}
+    named = (culprit.get("kind") != "collective"
+             or "NCCL algorithm Ring vs Tree" in culprit.get("detail", ""))
+    ok = ("environment.NCCL_ALGO" in env_keys and "algorithm Ring vs Tree" in
+          first.get("difference", "") and 0 <= env_at < choice_at and named)
+    row("PASS" if ok else "FAIL",
+        f"diff {report.rc} ({doc.get('verdict')}); environment first: {0 <= env_at < choice_at}; "
+        f"{choices.get('total', 0)} collectives chose differently, first "
+        f"{first.get('name', '-')}: {first.get('difference', '-')}"
+        + (f"; culprit {culprit.get('name')}: {culprit.get('detail')}" if culprit else ""))

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tools/why/gemm_config.h"
+#include "tools/why/nccl_choice.h"
 #include "trace/field_format.h"
 
 namespace lockstep::tools {
@@ -337,6 +338,10 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
     // A GEMM says what differs in the algorithm the library chose (tools/why/gemm_config.h).
     if (!detail.empty() && a.kind == trace::RecordKind::Gemm)
       detail = gemm_fields_difference(pool.text(a.name), fa, fb);
+    // A collective that differs in its fields (another count): NCCL's choices too, if they did.
+    if (!detail.empty() && a.kind == trace::RecordKind::Collective)
+      if (const std::string choice = nccl_choice_difference(fa, fb); !choice.empty())
+        detail += "; " + choice;
     if (!detail.empty()) {
       outcome.what = PairOutcome::Fields;
       outcome.detail = std::move(detail);
@@ -424,6 +429,13 @@ PairOutcome compare_pair(const OpTable& ta, const Op& a, const OpTable& tb, cons
   }
   if (outcome.in_index >= 0 || outcome.out_index >= 0 || outcome.payload_differs) {
     outcome.what = PairOutcome::Value;
+    // NCCL's choices are volatile (record_kinds.def says why): next to outputs that differ from
+    // equal inputs they are the mechanism, named with both runs' values.
+    if (a.kind == RecordKind::Collective && outcome.in_index < 0) {
+      const std::string choice = nccl_choice_difference(fa, fb);
+      if (!choice.empty())
+        outcome.detail += std::string(outcome.detail.empty() ? "" : "; ") + choice;
+    }
     // The kernel's scalar argument digest is volatile (record_kinds.def says why), so it never
     // decides; but next to a value difference it is a lead worth naming.
     const size_t args = fields::Kernel::args_digest;
@@ -584,6 +596,16 @@ class WindowComparer {
     note(std::move(d));
   }
 
+  // NCCL's choices differ here (a volatile field: quick_compare sent the pair here)?
+  void note_nccl_choice(const Group& g, const Op& x, const Op& y) {
+    std::string difference = nccl_choice_difference(a_.fields(x), b_.fields(y));
+    if (difference.empty()) return;
+    result_.nccl_choices.add({result_.rank, g.step, std::string(pool_.text(x.name)),
+                              a_.field(x, fields::Collective::comm_id),
+                              a_.field(x, fields::Collective::comm_seq), x.seq, y.seq,
+                              std::move(difference)});
+  }
+
   void compare_matched(const Group& g, size_t i, size_t j) {
     const Op& x = a_[g.a[i]];
     const Op& y = b_[g.b[j]];
@@ -605,6 +627,7 @@ class WindowComparer {
       case Quick::Other:
         break;
     }
+    if (x.kind == RecordKind::Collective) note_nccl_choice(g, x, y);
     PairOutcome outcome = compare_pair(a_, x, b_, y, pool_);
     if (outcome.what == PairOutcome::Equal) return;
     if (outcome.what == PairOutcome::Fields) {
@@ -691,6 +714,8 @@ class WindowComparer {
     d.seq_a = x.seq;
     d.seq_b = y.seq;
     d.anchor_seq = x.seq;
+    const auto fields_b = b_.fields(y);
+    d.fields_b.assign(fields_b.begin(), fields_b.end());
     if (host_input) {
       // A copy does not change bytes: what differs on the device came from the host.
       d.classification = Classification::HostInput;

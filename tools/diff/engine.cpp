@@ -261,7 +261,9 @@ void combine_ranks(DiffResult& result) {
       result.last_step = r.last_step;
     for (const std::string& w : r.warnings) result.warnings.push_back(w);
   }
-  // The set-up phase and the autotuner's choices: reported apart, never in the verdict.
+  // NCCL's choices, the set-up phase and the autotuner's choices: apart, never in the verdict.
+  result.nccl_choices = {};
+  for (const RankResult& r : result.ranks) result.nccl_choices.merge(r.nccl_choices);
   result.setup.reset();
   result.choices.clear();
   result.choices_total = 0;

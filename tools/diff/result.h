@@ -8,6 +8,7 @@
 
 #include "tools/diff/alignment.h"
 #include "tools/why/environment.h"
+#include "tools/why/nccl_choice.h"
 #include "tools/diff/setup_phase.h"
 #include "tools/replay_verdict.h"
 
@@ -87,6 +88,7 @@ struct Divergence {
   uint32_t epoch = 0;  // collectives of the step before this op on this rank
   std::vector<ContextLine> context_a, context_b;      // structural only
   std::vector<uint64_t> fields;  // the op's record fields (A's, else B's): tools/why/ reads them
+  std::vector<uint64_t> fields_b;  // B's record fields where both runs have the op (a pair)
   size_t context_before_a = 0, context_before_b = 0;  // lines before the divergence point
 };
 
@@ -164,6 +166,8 @@ struct RankResult {
   // Choices autotuning made differently, in the set-up and the first steps compared.
   std::vector<ChoiceDifference> choices;
   uint64_t choices_total = 0;
+  // Collectives NCCL ran with another algorithm, protocol or channel count (tools/why/).
+  NcclChoiceNotes nccl_choices;
 };
 
 struct DiffResult {
@@ -208,6 +212,8 @@ struct DiffResult {
   StepAlignment alignment;
   // The two runs' headers compared (tools/why/environment.h): shown first, never a verdict.
   EnvironmentComparison environment;
+  // Collectives NCCL ran with other choices (every rank's): shown after it, never a verdict.
+  NcclChoiceNotes nccl_choices;
 };
 
 // identical: no divergence and every step both runs hold was compared, nothing cut off,

@@ -89,6 +89,9 @@ class RankWriter {
       r.fields[fields::Collective::nranks] = spec_.world_size;
       r.fields[fields::Collective::comm_rank] = rank_;
       r.fields[fields::Collective::root_or_peer] = UINT64_MAX;
+      r.fields[fields::Collective::nccl_algo] = spec_.nccl_algo;
+      r.fields[fields::Collective::nccl_proto] = spec_.nccl_proto;
+      r.fields[fields::Collective::nccl_channels] = spec_.nccl_channels;
       in_label = "send", out_label = "recv";
     }
     uint8_t flags = fingerprinted ? (trace::kFingerprintValid | trace::kExtentExact) : 0;

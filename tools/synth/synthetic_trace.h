@@ -94,6 +94,10 @@ struct Spec {
   // JSON object text merged into every rank's header last (the environment's facts: versions,
   // "environment" variables), so that two runs can differ in what they ran on.
   std::string header_extra;
+  // NCCL's own choices in every collective record (record_kinds.def, Collective: trace values
+  // of enum_names.def's NcclAlgo / NcclProto, e.g. 2 Ring, 1 Tree, 3 Simple); 0: not recorded,
+  // as in a trace written before the shim recorded them.
+  uint64_t nccl_algo = 0, nccl_proto = 0, nccl_channels = 0;
 };
 
 // Writes the run into `dir` (created; its manifest written with `run_id`). Returns an error

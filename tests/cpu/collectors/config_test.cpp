@@ -184,7 +184,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kRecallFills,  env::kState,         env::kFromCli,
                          env::kLib,          env::kHostHashBytes, env::kResumeAt,
                          env::kCheckpoint,   env::kStacks,        env::kScopes,
-                         env::kRecordEnv,    env::kReplay,        env::kReplays};
+                         env::kRecordEnv,    env::kReplay,        env::kReplays,
+                         env::kNcclProfiler};
   for (const char* name : names) {
     int seen = 0;
     for (const settings::Setting& row : settings::all()) seen += std::string(row.name) == name;

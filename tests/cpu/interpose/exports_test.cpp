@@ -17,6 +17,10 @@ const std::set<std::string> kHooked = {
     "dlmopen",
 };
 
+// The NCCL profiler plugin's entry table (interpose/nccl_profiler.cpp): data, not a hook, looked
+// up by NCCL with dlsym in the library NCCL_PROFILER_PLUGIN names.
+const std::string kNcclProfiler = "ncclProfiler_v5";
+
 std::string run(const std::string& command) {
   std::string out;
   FILE* pipe = popen(command.c_str(), "r");
@@ -62,6 +66,7 @@ void check_exports(const std::string& library, bool (*is_c_api)(const std::strin
   for (const std::string& hook : kHooked) {
     EXPECT_EQ(names.count(hook), 1u) << library << " does not export hook " << hook;
   }
+  EXPECT_EQ(names.count(kNcclProfiler), 1u) << library << " does not export " << kNcclProfiler;
 }
 
 void check_needed(const std::string& library) {
@@ -85,7 +90,7 @@ void check_needed(const std::string& library) {
 TEST(ShimExports, TestShimExportsHooksAndTestApiOnly) {
   check_exports(TESTSHIM_PATH, [](const std::string& name) {
     return name == "lockstep_fake_log" || name == "lockstep_fake_clear" ||
-           name == "lockstep_fake_resolve";
+           name == "lockstep_fake_resolve" || name == kNcclProfiler;
   });
   check_needed(TESTSHIM_PATH);
 }
@@ -94,7 +99,8 @@ TEST(ShimExports, RealShimExportsHooksAndCApiOnly) {
 #ifdef SHIM_PATH
   // The collectors' documented C API: lockstep_* functions and the NVTX injection entry.
   check_exports(SHIM_PATH, [](const std::string& name) {
-    return name.rfind("lockstep_", 0) == 0 || name.rfind("InitializeInjectionNvtx", 0) == 0;
+    return name.rfind("lockstep_", 0) == 0 || name.rfind("InitializeInjectionNvtx", 0) == 0 ||
+           name == kNcclProfiler;
   });
   check_needed(SHIM_PATH);
 #else

@@ -173,6 +173,17 @@ void nccl_comm_created(const NcclCommCreated& c) {
       (void*)c.comm, (void*)c.parent, c.color, c.key, c.nranks, c.rank);
 }
 void nccl_comm_destroyed(ncclComm_t comm) { add("comm_destroyed %p", (void*)comm); }
+void nccl_choice(const NcclChoice& c) {
+  add("nccl_choice func=%s algo=%s proto=%s channels=%u seq=%llu", c.func, c.algo ? c.algo : "-",
+      c.proto ? c.proto : "-", c.channels, (unsigned long long)c.seq_number);
+}
+void nccl_profiler_loaded(int nranks, int rank) {
+  add("nccl_profiler_loaded nranks=%d rank=%d", nranks, rank);
+}
+// The real one decides from the configuration; the mechanics tests only need the shim's path.
+void nccl_profiler_setup(const char* shim_path) {
+  if (std::getenv("NCCL_PROFILER_PLUGIN") == nullptr) setenv("NCCL_PROFILER_PLUGIN", shim_path, 1);
+}
 
 void stream_order_point() { add("order_point"); }
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {

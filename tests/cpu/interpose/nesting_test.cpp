@@ -191,6 +191,40 @@ TEST_F(PreloadedShim, NcclCollectivesGroupsAndCommunicators) {
   EXPECT_EQ(lines_starting(log, "comm_destroyed 0x1234").size(), 1u) << log;
 }
 
+// NCCL finds the shim as its profiler plugin through NCCL_PROFILER_PLUGIN (set by the shim's
+// constructor: the test shim's fake setup sets it to the shim's own path), dlopen and a dlsym
+// that goes through the shim's own dlsym hook; the plugin's choice for a collective reaches
+// collectors between that collective's begin and end. The stub NCCL is a stand-in for the
+// mechanics only.
+TEST_F(PreloadedShim, NcclLoadsTheShimAsItsProfilerAndItsChoiceArrivesInsideTheCall) {
+  const char* plugin = std::getenv("NCCL_PROFILER_PLUGIN");
+  ASSERT_NE(plugin, nullptr) << "the shim's constructor did not offer itself to NCCL";
+  Dl_info info{};
+  ASSERT_NE(dladdr(dlsym(RTLD_DEFAULT, "lockstep_fake_log"), &info), 0);
+  EXPECT_STREQ(plugin, info.dli_fname);
+
+  void* nccl = open_library(FAKE_NCCL_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(nccl, nullptr);
+  ncclComm_t comm = nullptr;
+  ncclUniqueId id{};
+  ASSERT_EQ(symbol<decltype(&ncclCommInitRank)>(nccl, "ncclCommInitRank")(&comm, 2, id, 1),
+            ncclSuccess);
+  ASSERT_EQ(symbol<int (*)()>(nccl, "fakenccl_profiler_loaded")(), 1);
+  clear_fake_log();
+  float buf[4] = {};
+  auto all_reduce = symbol<decltype(&ncclAllReduce)>(nccl, "ncclAllReduce");
+  ASSERT_EQ(all_reduce(buf, buf, 4, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  const std::string log = fake_log();
+  const size_t begin = log.find("nccl_begin");
+  const size_t choice = log.find("nccl_choice func=AllReduce algo=Ring proto=LL128 channels=4");
+  const size_t end = log.find("nccl_end");
+  ASSERT_NE(begin, std::string::npos) << log;
+  ASSERT_NE(choice, std::string::npos) << log;
+  ASSERT_NE(end, std::string::npos) << log;
+  EXPECT_LT(begin, choice) << log;
+  EXPECT_LT(choice, end) << log;
+}
+
 }  // namespace
 
 namespace {

@@ -110,7 +110,8 @@ class RunShTest(unittest.TestCase):
                       "overhead broad", "overhead full", "overhead explicit-attention full",
                       "launch-bound ratios", "launch-bound self time", "ddp untraced",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
-                      "ddp culprit rank", "ddp overhead broad", "tpdp untraced",
+                      "ddp culprit rank", "ddp nccl algo/proto", "ddp nccl Ring vs Tree",
+                      "nccl profiler 1 rank", "ddp overhead broad", "tpdp untraced",
                       "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad",
                       "launch cost"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
