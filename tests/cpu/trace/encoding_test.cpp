@@ -96,7 +96,7 @@ TEST(Encoding, TrailingFieldsOfANewerWriterAreSkipped) {
   EXPECT_EQ(record.fields[fields::Memset::value], 7u);
   EXPECT_EQ(record.fields[3], 0u);
   // An unknown kind is refused, not guessed at.
-  const uint8_t unknown[] = {0x0e, 0x00};
+  const uint8_t unknown[] = {0x3f, 0x00};  // far past the newest kind
   in = unknown;
   EXPECT_FALSE(decoder.decode(in, unknown + sizeof(unknown), record, &error));
   EXPECT_NE(error.find("unknown record kind"), std::string::npos);
