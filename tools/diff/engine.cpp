@@ -114,6 +114,11 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     }
   }
   bool metrics_seen = false, states_seen = false, choices_noted = false;
+  // Steps per window: one at first, doubling up to window_records. The first divergence is
+  // usually in the first step compared: a rank of thousands then decodes one step, not the
+  // next window_records records (issue #34: 81 steps a rank). --exhaustive compares everything
+  // anyway: full windows from the start.
+  size_t window_steps = options.exhaustive ? SIZE_MAX : 1;
   size_t i = 0;
   while (i < steps.size()) {
     if (!result.first_step) result.first_step = steps[i].step;
@@ -126,7 +131,8 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     // A window: consecutive steps that need comparing, up to window_records per run.
     size_t end = i + 1;
     uint64_t records = steps[i].estimate();
-    while (end < steps.size() && (options.exhaustive || !steps[end].summaries_match()) &&
+    while (end < steps.size() && end - i < window_steps &&
+           (options.exhaustive || !steps[end].summaries_match()) &&
            records + steps[end].estimate() <= options.window_records) {
       records += steps[end].estimate();
       ++end;
@@ -148,6 +154,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     }
     result.steps_compared += end - i;
     result.last_step = steps[end - 1].step;
+    if (window_steps < SIZE_MAX / 2) window_steps *= 2;
     i = end;
     // The first divergence is final once its window is done; keep going only to find the
     // first differing metric and state, if the runs record any.
