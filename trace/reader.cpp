@@ -172,7 +172,8 @@ class FileReader final : public TraceReader {
         summary.step = entry.step;
         summary.record_count = entry.record_count;
         summary.digest = entry.digest;
-        if (entry.numbered) summary.job_step = entry.job_step;
+        const uint64_t job_step = entry.job_step;  // a packed field: no reference to it
+        if (entry.numbered) summary.job_step = job_step;
         out.push_back(summary);
       }
       return out;

@@ -53,19 +53,19 @@ bool decode_step_index(const uint8_t* payload, size_t bytes, uint64_t data_start
   uint64_t next = data_start;  // where the next block must start
   for (size_t i = 0; i < blocks.size(); ++i) {
     const IndexBlockEntry& b = blocks[i];
-    const std::string which = "step index entry " + std::to_string(i);
-    if (b.offset != next) return fail(which + " is not where the previous block ends");
-    if (b.payload_bytes > kMaxBlockPayload) return fail(which + " claims a block too large");
+    auto which = [i] { return "step index entry " + std::to_string(i); };  // only on failure
+    if (b.offset != next) return fail(which() + " is not where the previous block ends");
+    if (b.payload_bytes > kMaxBlockPayload) return fail(which() + " claims a block too large");
     next = b.offset + sizeof(BlockHeader) + b.payload_bytes;
-    if (next > index_offset) return fail(which + " runs past the index");
+    if (next > index_offset) return fail(which() + " runs past the index");
     if (b.type == 0 || b.type == static_cast<uint8_t>(BlockType::End) ||
         b.type == static_cast<uint8_t>(BlockType::Index))
-      return fail(which + " has a block type that cannot precede the index");
-    if (b.min_step > b.max_step) return fail(which + " has min step > max step");
+      return fail(which() + " has a block type that cannot precede the index");
+    if (b.min_step > b.max_step) return fail(which() + " has min step > max step");
     const uint64_t least = b.type == static_cast<uint8_t>(BlockType::Strings)
                                ? uint64_t{b.record_count} * 2
                                : uint64_t{b.record_count};
-    if (least > b.payload_bytes) return fail(which + " claims more records than fit");
+    if (least > b.payload_bytes) return fail(which() + " claims more records than fit");
   }
   if (next != index_offset) return fail("step index does not cover the blocks before it");
   for (size_t i = 0; i < summaries.size(); ++i) {

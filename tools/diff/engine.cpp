@@ -118,7 +118,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
   // usually in the first step compared: a rank of thousands then decodes one step, not the
   // next window_records records (issue #34: 81 steps a rank). --exhaustive compares everything
   // anyway: full windows from the start.
-  size_t window_steps = options.exhaustive ? SIZE_MAX : 1;
+  size_t window_steps = options.exhaustive || options.full_windows ? SIZE_MAX : 1;
   size_t i = 0;
   while (i < steps.size()) {
     if (!result.first_step) result.first_step = steps[i].step;
@@ -503,6 +503,28 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   });
   std::vector<std::string> warnings = std::move(result.warnings);
   combine_ranks(result);
+  // Windows start with one step, so the culprit's window may end before the ops that read its
+  // difference next: its rank alone is compared again with full windows, for those.
+  if (result.culprit && !options.exhaustive) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i].rank != result.culprit->rank) continue;
+      std::unique_ptr<RankInput> a = ranks[i].open_a();
+      std::unique_ptr<RankInput> b = ranks[i].open_b();
+      if (mode == AlignMode::Number) {
+        a = std::make_unique<AlignedRankInput>(std::move(a), surveys[i].alignment, false);
+        b = std::make_unique<AlignedRankInput>(std::move(b), surveys[i].alignment, true);
+      }
+      DiffOptions full = effective;
+      full.full_windows = true;
+      const RankResult again = diff_rank(ranks[i].rank, *a, *b, full);
+      result.culprit_receivers.clear();
+      for (const Divergence& d : again.receivers_after)
+        if (std::tuple(d.step, d.anchor_seq) >
+            std::tuple(result.culprit->step, result.culprit->anchor_seq))
+          result.culprit_receivers.push_back(d);
+      break;
+    }
+  }
   result.warnings.insert(result.warnings.begin(), warnings.begin(), warnings.end());
   std::map<int, const StepAlignment*> by_rank;
   for (size_t i = 0; i < ranks.size(); ++i) by_rank[ranks[i].rank] = &surveys[i].alignment;
