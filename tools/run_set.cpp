@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "tools/open_files.h"
 #include "trace/format.h"
 #include "trace/run_dir.h"
 
@@ -78,7 +79,7 @@ std::vector<FileIntegrity> check_files(const std::vector<std::string>& paths) {
       }
     }
   };
-  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, paths.size());
+  size_t threads = std::clamp<size_t>(open_file_workers(0, 1), 1, paths.size());
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();

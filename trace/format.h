@@ -26,6 +26,15 @@
 //             complete trace. Nothing may follow an End block (a reader treats it as corruption).
 //             Header fields: record_count 0, min_step = max_step = last_step, first_seq 0.
 //             Older readers skip unknown block types, so adding End kept kFormatVersion at 1.
+//   Index     the step index (step_index.h): every earlier block's header fields and every
+//             step's merged summary, written at close just before the End block, whose payload
+//             then ends with an EndIndexTrailer pointing at it. A reader finds it from the last
+//             16 bytes of the file and, when the End block and the index check out, needs no
+//             walk over the blocks; any other file (killed, cut off, older writer, an index
+//             that fails its checks) is walked block by block as before. Header: record_count
+//             = entries, min_step/max_step = the summarized steps (0 when none), first_seq 0.
+//             Added without a version bump: older readers skip the unknown block type and the
+//             bytes after the End block's reason.
 //
 // Bounds a reader enforces before it uses a number (a hostile or corrupt file can claim any):
 // payload_bytes <= kMaxBlockPayload and within the file, record_count <= what payload_bytes can
@@ -66,8 +75,15 @@ static_assert(sizeof(FileHeader) == 24);
 
 // Adding a type: give it the next number, document its payload above, write it in writer.cpp and
 // read it in reader.cpp (blocks() lists every known type; unknown types are skipped there).
-enum class BlockType : uint8_t { Records = 1, Strings = 2, Summary = 3, End = 4, Scopes = 5 };
-inline constexpr uint8_t kLastBlockType = 5;  // a reader skips types above (a newer writer)
+enum class BlockType : uint8_t {
+  Records = 1,
+  Strings = 2,
+  Summary = 3,
+  End = 4,
+  Scopes = 5,
+  Index = 6
+};
+inline constexpr uint8_t kLastBlockType = 6;  // a reader skips types above (a newer writer)
 
 struct BlockHeader {
   uint32_t magic;       // kBlockMagic
@@ -96,7 +112,16 @@ struct EndPayload {
   uint8_t reason_bytes;   // <= kMaxEndReason
 };
 static_assert(sizeof(EndPayload) == 38);
+// The last 16 bytes of an End block written right after an Index block (so the last 16 bytes of
+// the file): where the index is, and how far back the End block starts.
+struct EndIndexTrailer {
+  uint64_t index_offset;     // of the Index block's header
+  uint32_t end_block_bytes;  // the End block's header and payload
+  uint32_t magic;            // kIndexTrailerMagic
+};
+static_assert(sizeof(EndIndexTrailer) == 16);
 #pragma pack(pop)
+inline constexpr uint32_t kIndexTrailerMagic = 0x5849534cu;  // "LSIX"
 
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;  // a reader refuses larger blocks
 inline constexpr uint32_t kMaxEndReason = 64;            // bytes of an End block's reason

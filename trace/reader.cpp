@@ -1,12 +1,14 @@
 // TraceReader implementation: pread over the file, one block in memory at a time.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 #include <xxhash.h>
@@ -14,6 +16,7 @@
 #include "trace/block_frame.h"
 #include "trace/encoding.h"
 #include "trace/reader.h"
+#include "trace/step_index.h"
 #include "trace/varint.h"
 
 namespace lockstep::trace {
@@ -101,6 +104,10 @@ class FileReader final : public TraceReader {
   const std::vector<BlockInfo>& blocks() override {
     if (scanned_) return blocks_;
     blocks_.clear();  // a scan that threw before starts over
+    if (read_index()) {
+      scanned_ = true;
+      return blocks_;
+    }
     uint64_t offset = data_start_;
     while (offset < size_) {
       if (size_ - offset < sizeof(BlockHeader)) {
@@ -143,6 +150,11 @@ class FileReader final : public TraceReader {
     return blocks_;
   }
 
+  bool indexed() override {
+    blocks();
+    return indexed_;
+  }
+
   const std::optional<TraceEnd>& end() override {
     if (end_loaded_) return end_;
     const std::vector<BlockInfo>& list = blocks();
@@ -152,25 +164,31 @@ class FileReader final : public TraceReader {
   }
 
   std::vector<StepSummary> step_summaries() override {
+    if (indexed()) {
+      std::vector<StepSummary> out;
+      out.reserve(index_summaries_.size());
+      for (const IndexSummaryEntry& entry : index_summaries_) {
+        StepSummary summary;
+        summary.step = entry.step;
+        summary.record_count = entry.record_count;
+        summary.digest = entry.digest;
+        const uint64_t job_step = entry.job_step;  // a packed field: no reference to it
+        if (entry.numbered) summary.job_step = job_step;
+        out.push_back(summary);
+      }
+      return out;
+    }
+    return summaries_from_blocks();
+  }
+
+  // What the Summary blocks say, merged per step (with an index: what verify_all checks the
+  // index's summaries against).
+  std::vector<StepSummary> summaries_from_blocks() {
     std::map<uint32_t, StepSummary> merged;
     for (const BlockInfo& block : blocks()) {
       if (block.type != BlockType::Summary) continue;
       decode_block(block, [&](const Record& record) {
-        if (record.kind != RecordKind::StepSummary)
-          fail_at(block.offset, "summary block holds a non-summary record");
-        const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
-        if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
-        const auto step = static_cast<uint32_t>(wide_step);
-        const uint64_t count = record.fields[fields::StepSummary::record_count];
-        StepSummary& summary = merged[step];  // partial summaries of one step add up
-        summary.step = step;
-        if (count > kMaxStepRecords - summary.record_count)
-          fail_at(block.offset,
-                  "summary record count out of range for step " + std::to_string(step));
-        summary.record_count += count;
-        summary.digest += record.fields[fields::StepSummary::digest];
-        if (record.fields[fields::StepSummary::numbered] != 0)
-          summary.job_step = record.fields[fields::StepSummary::job_step];
+        merge_summary(merged, block, record);
         return true;
       });
     }
@@ -178,6 +196,25 @@ class FileReader final : public TraceReader {
     out.reserve(merged.size());
     for (auto& [step, summary] : merged) out.push_back(summary);
     return out;
+  }
+
+  // One StepSummary record of a Summary block into the per-step totals.
+  void merge_summary(std::map<uint32_t, StepSummary>& merged, const BlockInfo& block,
+                     const Record& record) const {
+    if (record.kind != RecordKind::StepSummary)
+      fail_at(block.offset, "summary block holds a non-summary record");
+    const uint64_t wide_step = record.fields[fields::StepSummary::summarized_step];
+    if (wide_step > UINT32_MAX) fail_at(block.offset, "summary step out of range");
+    const auto step = static_cast<uint32_t>(wide_step);
+    const uint64_t count = record.fields[fields::StepSummary::record_count];
+    StepSummary& summary = merged[step];  // partial summaries of one step add up
+    summary.step = step;
+    if (count > kMaxStepRecords - summary.record_count)
+      fail_at(block.offset, "summary record count out of range for step " + std::to_string(step));
+    summary.record_count += count;
+    summary.digest += record.fields[fields::StepSummary::digest];
+    if (record.fields[fields::StepSummary::numbered] != 0)
+      summary.job_step = record.fields[fields::StepSummary::job_step];
   }
 
   void for_each_record(uint32_t first_step, uint32_t last_step,
@@ -195,17 +232,26 @@ class FileReader final : public TraceReader {
     }
   }
 
-  void verify_all() override {
-    for (const BlockInfo& block : blocks()) {
+  void verify_all(const std::function<void(const Record&)>& records) override {
+    // The Summary blocks' totals so far: an Index block (after every Summary block it covers)
+    // must say the same.
+    std::map<uint32_t, StepSummary> summaries;
+    const std::vector<BlockInfo>& list = blocks();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const BlockInfo& block = list[i];
       if (block.type == BlockType::Strings) {
         load_strings_block(block);
       } else if (block.type == BlockType::End) {
         (void)end();
+      } else if (block.type == BlockType::Index) {
+        check_index_block(block, std::span(list.data(), i), summaries);
       } else {
         decode_block(block, [&](const Record& record) {
           if ((block.type == BlockType::Summary) != (record.kind == RecordKind::StepSummary) ||
               (block.type == BlockType::Scopes) != (record.kind == RecordKind::Scope))
             fail_at(block.offset, "record kind does not belong in this block type");
+          if (block.type == BlockType::Summary) merge_summary(summaries, block, record);
+          if (records && block.type == BlockType::Records) records(record);
           return true;
         });
       }
@@ -324,9 +370,143 @@ class FileReader final : public TraceReader {
       fail_at(offset, "corrupt end-of-trace block header");
   }
 
+  // The step index (step_index.h), found from the file's last 16 bytes: fills blocks_ (every
+  // block, the Index and End blocks last), the End block and the summaries. False, leaving
+  // nothing set, when the file does not end with an End block that points at an index whose
+  // header and checksum hold: the caller then walks the blocks, which reports whatever is wrong
+  // in its usual words. An index whose checksum holds but whose entries do not is corruption.
+  bool read_index() {
+    EndIndexTrailer trailer{};
+    if (size_ < data_start_ + 2 * sizeof(BlockHeader) + sizeof(EndPayload) + sizeof(trailer))
+      return false;
+    if (read_at(size_ - sizeof(trailer), &trailer, sizeof(trailer)) != sizeof(trailer) ||
+        trailer.magic != kIndexTrailerMagic)
+      return false;
+    if (trailer.end_block_bytes < sizeof(BlockHeader) + sizeof(EndPayload) + sizeof(trailer) ||
+        trailer.end_block_bytes > sizeof(BlockHeader) + kMaxEndPayload ||
+        trailer.end_block_bytes > size_ - data_start_)
+      return false;
+    const uint64_t end_offset = size_ - trailer.end_block_bytes;
+    std::vector<uint8_t> end_payload;
+    BlockHeader end_header{};
+    if (!read_sound_block(end_offset, BlockType::End, end_header, end_payload) ||
+        end_offset + sizeof(BlockHeader) + end_header.payload_bytes != size_)
+      return false;
+    std::memcpy(&trailer, end_payload.data() + end_payload.size() - sizeof(trailer),
+                sizeof(trailer));  // the checksummed copy (the same bytes)
+    const uint64_t index_offset = trailer.index_offset;
+    if (index_offset < data_start_ || index_offset > end_offset - sizeof(BlockHeader))
+      return false;
+    std::vector<uint8_t> index_payload;
+    BlockHeader index_header{};
+    if (!read_sound_block(index_offset, BlockType::Index, index_header, index_payload) ||
+        index_offset + sizeof(BlockHeader) + index_header.payload_bytes != end_offset)
+      return false;
+    std::vector<IndexBlockEntry> entries;
+    std::string error;
+    if (!decode_step_index(index_payload.data(), index_payload.size(), data_start_, index_offset,
+                           entries, index_summaries_, &error))
+      fail_at(index_offset, "corrupt step index (" + error + ")");
+    blocks_.reserve(entries.size() + 2);
+    for (const IndexBlockEntry& e : entries) {
+      if (e.type > kLastBlockType) continue;  // a block type from a newer writer: skipped
+      BlockInfo info;
+      info.offset = e.offset;
+      info.type = static_cast<BlockType>(e.type);
+      info.payload_bytes = e.payload_bytes;
+      info.record_count = e.record_count;
+      info.min_step = e.min_step;
+      info.max_step = e.max_step;
+      info.first_seq = e.first_seq;
+      blocks_.push_back(info);
+    }
+    for (const auto& [offset, header] : {std::pair{index_offset, index_header}, {end_offset, end_header}}) {
+      BlockInfo info;
+      info.offset = offset;
+      info.type = static_cast<BlockType>(header.type);
+      info.payload_bytes = header.payload_bytes;
+      info.record_count = header.record_count;
+      info.min_step = header.min_step;
+      info.max_step = header.max_step;
+      blocks_.push_back(info);
+    }
+    end_ = parse_end(end_offset, end_payload);
+    end_loaded_ = true;
+    indexed_ = true;
+    return true;
+  }
+
+  // Reads the block at `offset` when its header is sound (magic, header check, bounds, of type
+  // `type`) and its checksum holds; false otherwise.
+  bool read_sound_block(uint64_t offset, BlockType type, BlockHeader& header,
+                        std::vector<uint8_t>& payload) {
+    if (read_at(offset, &header, sizeof(header)) != sizeof(header) ||
+        header.magic != kBlockMagic || stored_header_check(header) != block_header_check(header) ||
+        header.type != static_cast<uint8_t>(type) || header.payload_bytes > kMaxBlockPayload ||
+        offset + sizeof(header) + header.payload_bytes > size_)
+      return false;
+    try {
+      check_block_bounds(offset, header);
+    } catch (const TraceError&) {
+      return false;
+    }
+    payload.resize(header.payload_bytes);
+    return read_at(offset + sizeof(header), payload.data(), payload.size()) == payload.size() &&
+           block_checksum(header, payload.data(), payload.size()) == header.checksum;
+  }
+
+  // verify_all's check of an Index block: its checksum, its entries against the blocks before
+  // it (each of which verify_all reads, checking its header against the listed one) and its
+  // summaries against the Summary blocks' totals.
+  void check_index_block(const BlockInfo& block, std::span<const BlockInfo> before,
+                         const std::map<uint32_t, StepSummary>& from_blocks) {
+    std::vector<uint8_t> payload;
+    load_payload(block, payload);
+    std::vector<IndexBlockEntry> entries;
+    std::vector<IndexSummaryEntry> summaries;
+    std::string error;
+    if (!decode_step_index(payload.data(), payload.size(), data_start_, block.offset, entries,
+                           summaries, &error))
+      fail_at(block.offset, "corrupt step index (" + error + ")");
+    size_t known = 0;
+    for (const IndexBlockEntry& e : entries) {
+      if (e.type > kLastBlockType) continue;  // not listed by blocks() either
+      const bool same = known < before.size() && before[known].offset == e.offset &&
+                        static_cast<uint8_t>(before[known].type) == e.type &&
+                        before[known].payload_bytes == e.payload_bytes &&
+                        before[known].record_count == e.record_count &&
+                        before[known].min_step == e.min_step &&
+                        before[known].max_step == e.max_step &&
+                        before[known].first_seq == e.first_seq;
+      if (!same)
+        fail_at(block.offset, "corrupt step index (block at offset " + std::to_string(e.offset) +
+                                  " differs from its entry)");
+      ++known;
+    }
+    if (known != before.size())
+      fail_at(block.offset, "corrupt step index (it lists " + std::to_string(known) + " of the " +
+                                std::to_string(before.size()) + " blocks before it)");
+    bool same = from_blocks.size() == summaries.size();
+    auto it = from_blocks.begin();
+    for (size_t i = 0; same && i < summaries.size(); ++i, ++it) {
+      const StepSummary& b = it->second;
+      same = b.step == summaries[i].step && b.record_count == summaries[i].record_count &&
+             b.digest == summaries[i].digest &&
+             b.job_step.has_value() == (summaries[i].numbered == 1) &&
+             (!summaries[i].numbered || *b.job_step == summaries[i].job_step);
+    }
+    if (!same) fail_at(block.offset, "corrupt step index (its summaries differ from the file's)");
+  }
+
   TraceEnd load_end(const BlockInfo& block) {
     std::vector<uint8_t> payload;
     load_payload(block, payload);
+    return parse_end(block.offset, payload);
+  }
+
+  TraceEnd parse_end(uint64_t offset, const std::vector<uint8_t>& payload) {
+    BlockInfo block;
+    block.offset = offset;
     EndPayload fixed{};
     std::memcpy(&fixed, payload.data(), sizeof(fixed));  // payload_bytes >= sizeof: checked
     if (fixed.reason_bytes > kMaxEndReason || sizeof(fixed) + fixed.reason_bytes > payload.size() ||
@@ -364,13 +544,43 @@ class FileReader final : public TraceReader {
   }
 
   // Reads a block's payload into `payload` and checks its checksum.
+  // Header and payload in one read (the size is known from blocks()). The header read must be
+  // the one listed: with a step index, blocks() took it from the index, not from the file.
   void load_payload(const BlockInfo& block, std::vector<uint8_t>& payload) {
     BlockHeader header{};
-    if (read_at(block.offset, &header, sizeof(header)) != sizeof(header))
-      fail_at(block.offset, "block cannot be read (file shrank?)");
-    payload.resize(header.payload_bytes);
-    if (read_at(block.offset + sizeof(header), payload.data(), payload.size()) != payload.size())
-      fail_at(block.offset, "block cannot be read (file shrank?)");
+    payload.resize(block.payload_bytes);
+    iovec parts[2] = {{&header, sizeof(header)}, {payload.data(), payload.size()}};
+    const size_t want = sizeof(header) + payload.size();
+    size_t done = 0;
+    while (done < want) {  // short reads: go on from where the last one stopped
+      size_t skip = done;
+      iovec rest[2];
+      int count = 0;
+      for (const iovec& part : parts) {
+        if (skip >= part.iov_len) {
+          skip -= part.iov_len;
+          continue;
+        }
+        rest[count++] = {static_cast<char*>(part.iov_base) + skip, part.iov_len - skip};
+        skip = 0;
+      }
+      const ssize_t got = ::preadv(fd_, rest, count, static_cast<off_t>(block.offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) fail_at(block.offset, "block cannot be read (file shrank?)");
+      done += static_cast<size_t>(got);
+    }
+    if (header.magic != kBlockMagic || header.type != static_cast<uint8_t>(block.type) ||
+        header.payload_bytes != block.payload_bytes || header.record_count != block.record_count ||
+        header.min_step != block.min_step || header.max_step != block.max_step) {
+      // Said as a walk would say it when the header itself is bad (blocks() from the index
+      // did not look at it); else the index and the file disagree.
+      if (header.magic != kBlockMagic) fail_at(block.offset, "corrupt block header (bad magic)");
+      if (stored_header_check(header) != block_header_check(header))
+        fail_at(block.offset, "corrupt block header (header check mismatch)");
+      check_block_bounds(block.offset, header);
+      fail_at(block.offset, indexed_ ? "block header differs from the step index (corrupt)"
+                                     : "block header changed while reading (file rewritten?)");
+    }
     if (block_checksum(header, payload.data(), payload.size()) != header.checksum)
       fail_at(block.offset, "block checksum mismatch (corrupt data)");
   }
@@ -442,6 +652,8 @@ class FileReader final : public TraceReader {
   uint64_t data_start_ = 0;
   bool scanned_ = false, truncated_ = false, strings_loaded_ = false, end_loaded_ = false;
   bool scopes_loaded_ = false;
+  bool indexed_ = false;  // blocks_, end_ and index_summaries_ came from the step index
+  std::vector<IndexSummaryEntry> index_summaries_;
   std::unordered_map<ScopeId, ScopeEntry> scopes_;
   std::optional<TraceEnd> end_;
   uint64_t truncation_offset_ = 0;

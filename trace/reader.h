@@ -72,6 +72,11 @@ class TraceReader {
   // block, when there is one, is the last entry.
   virtual const std::vector<BlockInfo>& blocks() = 0;
 
+  // True when the file ends with a step index (format.h, Index) that checks out: blocks(),
+  // end() and step_summaries() then come from it, with no walk over the blocks. False for a
+  // file without one (killed, cut off, an older writer), which is walked as always.
+  virtual bool indexed() = 0;
+
   // After blocks(): the End block when it is the file's last block and its checksum holds;
   // nullopt for a trace whose writer did not finish (killed, cut off) or an older writer. A block
   // after an End block is corruption (TraceError), and so is an End block whose checksum fails
@@ -94,7 +99,10 @@ class TraceReader {
   }
 
   // Reads every block and checks every checksum; throws TraceError at the first bad one.
-  virtual void verify_all() = 0;
+  // `records`, when given, sees every record of the Records blocks as they are checked, in file
+  // order (a tool that wants both needs one decode, not two).
+  virtual void verify_all(const std::function<void(const Record&)>& records) = 0;
+  void verify_all() { verify_all(nullptr); }
 
   virtual std::string_view string(StringId id) = 0;  // throws TraceError for an undefined id
 

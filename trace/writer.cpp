@@ -43,6 +43,7 @@
 #include "trace/encoding.h"
 #include "trace/format.h"
 #include "trace/scope_table.h"
+#include "trace/step_index.h"
 #include "trace/string_table.h"
 #include "trace/writer.h"
 #include "common/hot.h"
@@ -51,6 +52,15 @@ namespace lockstep::trace {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+inline constexpr uint64_t kNoJobStep = UINT64_MAX;
+
+struct StepTotal {
+  uint32_t step;
+  uint64_t count;
+  uint64_t digest;
+  uint64_t job_step = kNoJobStep;  // from the step's numbered StepMarker record, if any
+};
 
 struct Block {
   BlockType type = BlockType::Records;
@@ -61,15 +71,7 @@ struct Block {
   uint32_t min_step = 0, max_step = 0;
   uint64_t first_seq = 0;
   bool budgeted = false;  // counted against memory_budget (thread blocks), returned on release
-};
-
-inline constexpr uint64_t kNoJobStep = UINT64_MAX;
-
-struct StepTotal {
-  uint32_t step;
-  uint64_t count;
-  uint64_t digest;
-  uint64_t job_step = kNoJobStep;  // from the step's numbered StepMarker record, if any
+  std::vector<StepTotal> totals;  // a Summary block's, for the step index once it is written
 };
 
 class SpinLock {
@@ -304,12 +306,17 @@ class Writer final : public TraceWriter {
       std::vector<std::unique_ptr<Block>> none;
       write_cycle(none);
     }
+    // The step index, then the End block pointing at it (format.h): only for a file every
+    // write reached, so that the index lists exactly the blocks before it.
+    uint64_t index_offset = 0;
+    if (header_written_ && !broken_ && s.write_errors.load() == 0) index_offset = write_index();
     // The End block last, after the final flush above: only a file that has one was finished.
     if (header_written_ && take_file()) {
       if (!broken_) {
         const bool clean = s.write_errors.load() == 0;
         EndBlock end;
-        const size_t bytes = make_end_block(end, clean, reason.data(), reason.size());
+        const size_t bytes =
+            make_end_block(end, clean, reason.data(), reason.size(), index_offset);
         write_taken(end.bytes, bytes, nullptr, 0, /*report=*/true, nullptr);
       }
       s.file_state.store(kFileClosed, std::memory_order_release);
@@ -655,6 +662,7 @@ class Writer final : public TraceWriter {
     }
     block->used = out - block->data.get();
     block->count = static_cast<uint32_t>(totals.size());
+    block->totals = totals;
     block->min_step = totals.front().step;
     block->max_step = totals.back().step;
     State& s = *state_;
@@ -852,7 +860,14 @@ class Writer final : public TraceWriter {
       header.min_step = block->min_step;
       header.max_step = block->max_step;
       header.first_seq = block->type == BlockType::Records ? block->first_seq : 0;
-      write_block(header, block->data.get(), block->used);
+      if (write_block(header, block->data.get(), block->used))
+        for (const StepTotal& total : block->totals) {  // a Summary block's, now in the file
+          IndexSummaryEntry& entry = index_summaries_[total.step];
+          entry.step = total.step;
+          entry.record_count += total.count;
+          entry.digest += total.digest;
+          if (total.job_step != kNoJobStep) entry.job_step = total.job_step, entry.numbered = 1;
+        }
       release_block(std::move(block));
     }
     blocks.clear();
@@ -893,7 +908,30 @@ class Writer final : public TraceWriter {
     if (!write_at(reinterpret_cast<const uint8_t*>(&header), sizeof(header), payload, bytes))
       return false;
     s.blocks_written.fetch_add(1, std::memory_order_relaxed);
+    // file_offset_ changes only under the file, taken by this thread (the background thread, or
+    // close after it stopped): the block ends there.
+    index_blocks_.push_back({file_offset_ - sizeof(header) - bytes, header.payload_bytes,
+                             header.record_count, header.min_step, header.max_step,
+                             header.first_seq, header.type});
     return true;
+  }
+
+  // Writes the step index (step_index.h) of every block written so far; its offset, or 0 when
+  // there is none (too large for one block, or its write failed).
+  uint64_t write_index() {
+    if (index_blocks_.empty()) return 0;  // a trace of no block: nothing to find
+    std::vector<IndexSummaryEntry> summaries;
+    summaries.reserve(index_summaries_.size());
+    for (const auto& [step, entry] : index_summaries_) summaries.push_back(entry);
+    std::vector<uint8_t> payload = encode_step_index(index_blocks_, summaries);
+    if (payload.empty()) return 0;
+    const uint64_t offset = file_offset_;
+    BlockHeader header{};
+    header.type = static_cast<uint8_t>(BlockType::Index);
+    header.record_count = static_cast<uint32_t>(index_blocks_.size() + summaries.size());
+    if (!summaries.empty())
+      header.min_step = summaries.front().step, header.max_step = summaries.back().step;
+    return write_block(header, payload.data(), payload.size()) ? offset : 0;
   }
 
   // Appends at the end of the file; a failed write is cut off again so that the file stays a
@@ -1001,10 +1039,13 @@ class Writer final : public TraceWriter {
   // An End block (format.h), header and payload, ready to write. No allocation, no lock:
   // seal_after_signal uses it.
   struct EndBlock {
-    uint8_t bytes[sizeof(BlockHeader) + sizeof(EndPayload) + kMaxEndReason];
+    uint8_t bytes[sizeof(BlockHeader) + sizeof(EndPayload) + kMaxEndReason +
+                  sizeof(EndIndexTrailer)];
   };
-  size_t make_end_block(EndBlock& out, bool clean, const char* reason,
-                        size_t reason_bytes) const noexcept {
+  // index_offset: the Index block just written before it (the payload then ends with an
+  // EndIndexTrailer); 0 for none.
+  size_t make_end_block(EndBlock& out, bool clean, const char* reason, size_t reason_bytes,
+                        uint64_t index_offset = 0) const noexcept {
     const State& s = *state_;
     EndPayload payload{};
     payload.records = s.appended_all.load() + s.warnings_written.load();
@@ -1021,7 +1062,15 @@ class Writer final : public TraceWriter {
       const char c = reason[i];
       body[sizeof(payload) + i] = c >= 0x20 && c < 0x7f ? static_cast<uint8_t>(c) : '?';
     }
-    const size_t body_bytes = sizeof(payload) + reason_bytes;
+    size_t body_bytes = sizeof(payload) + reason_bytes;
+    if (index_offset != 0) {
+      const EndIndexTrailer trailer{
+          index_offset,
+          static_cast<uint32_t>(sizeof(BlockHeader) + body_bytes + sizeof(EndIndexTrailer)),
+          kIndexTrailerMagic};
+      std::memcpy(body + body_bytes, &trailer, sizeof(trailer));
+      body_bytes += sizeof(trailer);
+    }
     BlockHeader header{};
     header.type = static_cast<uint8_t>(BlockType::End);
     header.payload_bytes = static_cast<uint32_t>(body_bytes);
@@ -1041,6 +1090,10 @@ class Writer final : public TraceWriter {
   // into the string table, whose keys never move.
   std::vector<std::pair<StringId, std::string_view>> unwritten_strings_;
   std::vector<ScopeDefinition> unwritten_scopes_;  // the same for scope definitions
+  // The step index's entries: every block written, and the summaries of the Summary blocks
+  // written (background thread, then close). ~33 bytes a block and ~29 a step.
+  std::vector<IndexBlockEntry> index_blocks_;
+  std::map<uint32_t, IndexSummaryEntry> index_summaries_;
   bool header_written_ = false;  // set by open, before the background thread starts
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();

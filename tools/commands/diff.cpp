@@ -9,6 +9,7 @@
 #include "tools/diff/file_input.h"
 #include "tools/launch.h"
 #include "tools/op_stack.h"
+#include "tools/open_files.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
 #include "tools/term.h"
@@ -57,7 +58,8 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   if (request.context < 0) throw InputError("--context: must be 0 or more");
   options.compare.context = request.context;
   options.exhaustive = request.exhaustive;
-  options.threads = request.threads;
+  // Each worker holds one rank's two files open at once.
+  options.threads = open_file_workers(request.threads, 2);
   const std::optional<AlignMode> align = parse_align_mode(request.align);
   if (!align)
     throw InputError(

@@ -114,6 +114,11 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     }
   }
   bool metrics_seen = false, states_seen = false, choices_noted = false;
+  // Steps per window: one at first, doubling up to window_records. The first divergence is
+  // usually in the first step compared: a rank of thousands then decodes one step, not the
+  // next window_records records (issue #34: 81 steps a rank). --exhaustive compares everything
+  // anyway: full windows from the start.
+  size_t window_steps = options.exhaustive || options.full_windows ? SIZE_MAX : 1;
   size_t i = 0;
   while (i < steps.size()) {
     if (!result.first_step) result.first_step = steps[i].step;
@@ -126,7 +131,8 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     // A window: consecutive steps that need comparing, up to window_records per run.
     size_t end = i + 1;
     uint64_t records = steps[i].estimate();
-    while (end < steps.size() && (options.exhaustive || !steps[end].summaries_match()) &&
+    while (end < steps.size() && end - i < window_steps &&
+           (options.exhaustive || !steps[end].summaries_match()) &&
            records + steps[end].estimate() <= options.window_records) {
       records += steps[end].estimate();
       ++end;
@@ -148,6 +154,7 @@ RankResult diff_rank(int rank, RankInput& a, RankInput& b, const DiffOptions& op
     }
     result.steps_compared += end - i;
     result.last_step = steps[end - 1].step;
+    if (window_steps < SIZE_MAX / 2) window_steps *= 2;
     i = end;
     // The first divergence is final once its window is done; keep going only to find the
     // first differing metric and state, if the runs record any.
@@ -498,6 +505,28 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   });
   std::vector<std::string> warnings = std::move(result.warnings);
   combine_ranks(result);
+  // Windows start with one step, so the culprit's window may end before the ops that read its
+  // difference next: its rank alone is compared again with full windows, for those.
+  if (result.culprit && !options.exhaustive) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i].rank != result.culprit->rank) continue;
+      std::unique_ptr<RankInput> a = ranks[i].open_a();
+      std::unique_ptr<RankInput> b = ranks[i].open_b();
+      if (mode == AlignMode::Number) {
+        a = std::make_unique<AlignedRankInput>(std::move(a), surveys[i].alignment, false);
+        b = std::make_unique<AlignedRankInput>(std::move(b), surveys[i].alignment, true);
+      }
+      DiffOptions full = effective;
+      full.full_windows = true;
+      const RankResult again = diff_rank(ranks[i].rank, *a, *b, full);
+      result.culprit_receivers.clear();
+      for (const Divergence& d : again.receivers_after)
+        if (std::tuple(d.step, d.anchor_seq) >
+            std::tuple(result.culprit->step, result.culprit->anchor_seq))
+          result.culprit_receivers.push_back(d);
+      break;
+    }
+  }
   result.warnings.insert(result.warnings.begin(), warnings.begin(), warnings.end());
   std::map<int, const StepAlignment*> by_rank;
   for (size_t i = 0; i < ranks.size(); ++i) by_rank[ranks[i].rank] = &surveys[i].alignment;

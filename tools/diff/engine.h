@@ -62,6 +62,9 @@ struct RankPair {
 struct DiffOptions {
   uint32_t first_step = 0, last_step = UINT32_MAX;
   bool exhaustive = false;  // compare every step, even those whose summaries match
+  // Full windows from the first (window_records), not one step first: how the culprit's rank is
+  // compared again for what read its difference in the steps after it (diff_ranks).
+  bool full_windows = false;
   // Records per run held at once (a step is never split). Small enough that both runs' tables of
   // both workers stay in cache: 1 << 16 (tables of ~13 MB each) was ~20% slower, measured.
   size_t window_records = 1u << 14;

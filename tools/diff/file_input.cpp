@@ -1,42 +1,60 @@
 #include "tools/diff/file_input.h"
 
 #include <algorithm>
-#include <map>
+#include <iterator>
 
 #include "trace/header.h"
 
 namespace lockstep::tools {
 
 std::vector<StepInfo> FileRankInput::steps() {
-  std::map<uint32_t, StepInfo> by_step;
-  // Record blocks give the steps present and an estimate of their size...
-  for (const trace::BlockInfo& block : reader_->blocks()) {
-    if (block.type != trace::BlockType::Records || block.max_step < block.min_step) continue;
-    uint64_t span = static_cast<uint64_t>(block.max_step) - block.min_step + 1;
-    if (span > 4096) {  // not a real step range; only mark its ends
-      by_step[block.min_step].step = block.min_step;
-      by_step[block.max_step].step = block.max_step;
-      continue;
-    }
-    for (uint64_t s = block.min_step; s <= block.max_step; ++s) {
-      StepInfo& info = by_step[static_cast<uint32_t>(s)];
-      info.step = static_cast<uint32_t>(s);
-      info.record_count += (block.record_count + span - 1) / span;
-    }
-  }
-  // ...and the summaries give the exact count and the digest of every finished step.
+  // The summaries give the exact count and the digest of every finished step...
+  std::vector<StepInfo> steps;
   for (const trace::StepSummary& summary : reader_->step_summaries()) {
-    StepInfo& info = by_step[summary.step];
+    if (!steps.empty() && steps.back().step == summary.step) continue;  // merged already
+    StepInfo& info = steps.emplace_back();
     info.step = summary.step;
     info.record_count = summary.record_count;
     info.has_summary = true;
     info.digest = summary.digest;
     info.job_step = summary.job_step;
   }
-  std::vector<StepInfo> steps;
-  steps.reserve(by_step.size());
-  for (auto& [step, info] : by_step) steps.push_back(info);
-  return steps;
+  // ...and record blocks give the steps without one (a cut-off tail, a killed writer) and an
+  // estimate of their size. Flat vectors, not a map: a diff of thousands of ranks does this for
+  // every rank file three times.
+  auto summarized = [&](uint32_t s) {
+    auto it = std::lower_bound(steps.begin(), steps.end(), s,
+                               [](const StepInfo& x, uint32_t step) { return x.step < step; });
+    return it != steps.end() && it->step == s;
+  };
+  std::vector<StepInfo> unsummarized;
+  for (const trace::BlockInfo& block : reader_->blocks()) {
+    if (block.type != trace::BlockType::Records || block.max_step < block.min_step) continue;
+    uint64_t span = static_cast<uint64_t>(block.max_step) - block.min_step + 1;
+    if (span > 4096) {  // not a real step range; only mark its ends
+      for (uint32_t s : {block.min_step, block.max_step})
+        if (!summarized(s)) unsummarized.push_back({s, 0});
+      continue;
+    }
+    for (uint64_t s = block.min_step; s <= block.max_step; ++s)
+      if (!summarized(static_cast<uint32_t>(s)))
+        unsummarized.push_back({static_cast<uint32_t>(s), (block.record_count + span - 1) / span});
+  }
+  if (unsummarized.empty()) return steps;
+  std::stable_sort(unsummarized.begin(), unsummarized.end(),
+                   [](const StepInfo& x, const StepInfo& y) { return x.step < y.step; });
+  std::vector<StepInfo> merged;  // a step's estimates from several blocks add up
+  for (const StepInfo& info : unsummarized) {
+    if (!merged.empty() && merged.back().step == info.step)
+      merged.back().record_count += info.record_count;
+    else
+      merged.push_back(info);
+  }
+  std::vector<StepInfo> all;
+  all.reserve(steps.size() + merged.size());
+  std::merge(steps.begin(), steps.end(), merged.begin(), merged.end(), std::back_inserter(all),
+             [](const StepInfo& x, const StepInfo& y) { return x.step < y.step; });
+  return all;
 }
 
 std::optional<uint32_t> FileRankInput::fingerprint_first_step() {

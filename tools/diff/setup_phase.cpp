@@ -51,11 +51,14 @@ struct Choices {
 };
 Choices choices_of(const OpTable& t, const StringPool& pool) {
   Choices c;
+  // The text only for the first of each (a window holds thousands of launches of a few names).
   for (const Op& op : t.ops()) {
-    if (op.kind == trace::RecordKind::Gemm)
-      c.gemms.try_emplace(gemm_key(t, op), algo_text(t, op, pool.text(op.name)));
-    else if (op.kind == trace::RecordKind::Kernel)
-      c.launches.try_emplace(op.name, launch_text(t, op));
+    if (op.kind == trace::RecordKind::Gemm) {
+      GemmKey key = gemm_key(t, op);
+      if (!c.gemms.contains(key)) c.gemms.emplace(key, algo_text(t, op, pool.text(op.name)));
+    } else if (op.kind == trace::RecordKind::Kernel && !c.launches.contains(op.name)) {
+      c.launches.emplace(op.name, launch_text(t, op));
+    }
   }
   return c;
 }
