@@ -2,10 +2,13 @@
 // allocated once at create, one launch per enqueue(), lock-free in-order delivery in poll().
 #include "hashing/engine.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "hashing/layout.h"
 
@@ -46,23 +49,45 @@ class DriverHashEngine final : public HashEngine {
  private:
   bool check(CUresult rc, const char* what, std::string* error) const;
   template <uint32_t kCapacity>
-  bool launch(CUstream stream, CUfunction function, uint32_t max_blocks,
-              BatchParams<kCapacity>* params, const Region* regions, uint32_t n, uint64_t first);
+  bool launch(CUstream stream, CUfunction function, uint32_t max_blocks, uint32_t threads,
+              BatchParams<kCapacity>* params, const Region* regions, uint32_t n, uint64_t first,
+              uint64_t first_partial);
   void release();
+  // The digest of region slot `id` whose tiles went to the partial ring, once all its tile sums
+  // are there (false: not yet).
+  bool finalize_from_partials(uint64_t id, uint64_t* digest) const;
+
+  // How a region slot's digest arrives: in the slot itself (units == 0), or as `units` tile
+  // sums in the partial ring from first_partial on, finalized by poll() with `bytes`.
+  struct SlotSource {
+    uint64_t first_partial = 0;
+    uint64_t bytes = 0;
+    uint32_t units = 0;
+  };
 
   DriverApi api_;
   CUmodule module_ = nullptr;
-  // [bulk, compact] x [small batch, large batch]; resident blocks on the whole device for each.
-  CUfunction kernels_[2][2] = {};
-  uint32_t max_blocks_[2][2] = {};
+  // [bulk, compact, tiles] x [small batch, large batch]; resident blocks on the whole device.
+  static constexpr int kTiles = 2;
+  CUfunction kernels_[3][2] = {};
+  uint32_t max_blocks_[3][2] = {};
   CUdeviceptr scratch_ = 0;
   DigestSlot* slots_ = nullptr;
   CUdeviceptr slots_device_ = 0;
   uint32_t ring_slots_ = 0;
+  DigestSlot* partials_ = nullptr;  // the partial ring (tile sums), pinned and mapped
+  CUdeviceptr partials_device_ = 0;
+  uint32_t partial_slots_ = 0;
+  std::vector<SlotSource> sources_;  // per region slot; written by enqueue, read by poll
 
   std::mutex enqueue_mutex_;       // slot assignment and launch order agree
   uint64_t tail_ = 0;              // next slot id to hand out (under enqueue_mutex_)
   std::atomic<uint64_t> head_{0};  // next slot id poll() waits for
+  // Slots before it are enqueued and their sources_ written: poll() reads no further (a stale
+  // source of the ring's previous round would point at partials that look finished).
+  std::atomic<uint64_t> published_{0};
+  uint64_t partial_tail_ = 0;      // next partial id (under enqueue_mutex_)
+  std::atomic<uint64_t> partial_head_{0};  // partials before it are free again (poll)
   BatchParams<lsf1::kSmallBatch> small_params_{};  // under enqueue_mutex_
   BatchParams<lsf1::kLargeBatch> large_params_{};  // under enqueue_mutex_
 
@@ -113,18 +138,20 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
     return false;
   bool ok =
       check(api_.moduleLoadData(&module_, lockstep_hash_kernels_fatbin), "cuModuleLoadData", error);
-  const char* names[2][2] = {{lsf1::kSmallKernelName, lsf1::kLargeKernelName},
-                             {lsf1::kSmallCompactKernelName, lsf1::kLargeCompactKernelName}};
-  for (int compact = 0; compact < 2; ++compact) {
+  const char* names[3][2] = {{lsf1::kSmallKernelName, lsf1::kLargeKernelName},
+                             {lsf1::kSmallCompactKernelName, lsf1::kLargeCompactKernelName},
+                             {lsf1::kSmallTileKernelName, lsf1::kLargeTileKernelName}};
+  for (int kind = 0; kind < 3; ++kind) {
+    const int threads = kind == kTiles ? lsf1::kTileKernelThreads : lsf1::kThreadsPerBlock;
     for (int large = 0; large < 2; ++large) {
       int per_sm = 0;
       ok = ok &&
-           check(api_.moduleGetFunction(&kernels_[compact][large], module_, names[compact][large]),
+           check(api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]),
                  "cuModuleGetFunction", error) &&
-           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_[compact][large],
-                                                                lsf1::kThreadsPerBlock, 0),
+           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_[kind][large],
+                                                                threads, 0),
                  "cuOccupancyMaxActiveBlocksPerMultiprocessor", error);
-      max_blocks_[compact][large] = uint32_t(std::max(1, per_sm * sms));
+      max_blocks_[kind][large] = uint32_t(std::max(1, per_sm * sms));
     }
   }
 
@@ -138,6 +165,21 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
     std::memset(slots_, 0, size_t{slots} * sizeof(DigestSlot));
     ok = check(api_.memHostGetDevicePointer(&slots_device_, host, 0), "cuMemHostGetDevicePointer",
                error);
+  }
+  // The partial ring: as many slots as the digest ring (a tile kernel launch takes at most
+  // kTileKernelMaxUnits of them; a launch that finds no room takes the other kernels).
+  void* partial_host = nullptr;
+  partial_slots_ = slots;
+  ok = ok &&
+       check(api_.memHostAlloc(&partial_host, size_t{partial_slots_} * sizeof(DigestSlot),
+                               CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+             "cuMemHostAlloc(partials)", error);
+  if (ok) {
+    partials_ = static_cast<DigestSlot*>(partial_host);
+    std::memset(partials_, 0, size_t{partial_slots_} * sizeof(DigestSlot));
+    ok = check(api_.memHostGetDevicePointer(&partials_device_, partial_host, 0),
+               "cuMemHostGetDevicePointer", error);
+    sources_.assign(slots, SlotSource{});
   }
   // Zero the scratch on a private stream: ordered before any later launch on any stream.
   CUstream zero_stream = nullptr;
@@ -156,6 +198,8 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
 
 void DriverHashEngine::release() {
   if (slots_) api_.memFreeHost(slots_);
+  if (partials_) api_.memFreeHost(partials_);
+  partials_ = nullptr;
   if (scratch_) api_.memFree(scratch_);
   if (module_) api_.moduleUnload(module_);
   slots_ = nullptr;
@@ -165,13 +209,17 @@ void DriverHashEngine::release() {
 
 template <uint32_t kCapacity>
 bool DriverHashEngine::launch(CUstream stream, CUfunction function, uint32_t max_blocks,
-                              BatchParams<kCapacity>* params, const Region* regions, uint32_t n,
-                              uint64_t first) {
+                              uint32_t threads, BatchParams<kCapacity>* params,
+                              const Region* regions, uint32_t n, uint64_t first,
+                              uint64_t first_partial) {
   params->first_slot = first;
   params->slots = slots_device_;
   params->scratch = scratch_;
   params->slot_mask = ring_slots_ - 1;
   params->count = n;
+  params->partial_mask = partial_slots_ - 1;
+  params->first_partial = first_partial;
+  params->partials = partials_device_;
   uint64_t units = 0;
   for (uint32_t i = 0; i < n; ++i) {
     lsf1::RegionEntry& entry = params->regions[i];
@@ -183,12 +231,13 @@ bool DriverHashEngine::launch(CUstream stream, CUfunction function, uint32_t max
   }
   if (units > 0x7FFFFFFFu) return false;  // more than 32 TiB in one launch
   params->total_units = uint32_t(units);
-  constexpr uint64_t kWarpsPerBlock = lsf1::kThreadsPerBlock / lsf1::kLanes;
+  // Tile kernels: a block per tile; the others: a warp per tile.
+  const uint64_t tiles_per_block = threads == lsf1::kTileKernelThreads ? 1 : threads / lsf1::kLanes;
   const uint32_t blocks =
-      uint32_t(std::min<uint64_t>(max_blocks, (units + kWarpsPerBlock - 1) / kWarpsPerBlock));
+      uint32_t(std::min<uint64_t>(max_blocks, (units + tiles_per_block - 1) / tiles_per_block));
   void* args[] = {params};
-  return api_.launchKernel(function, blocks, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, stream, args,
-                           nullptr) == CUDA_SUCCESS;
+  return api_.launchKernel(function, blocks, 1, 1, threads, 1, 1, 0, stream, args, nullptr) ==
+         CUDA_SUCCESS;
 }
 
 bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t n,
@@ -217,20 +266,40 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
     overflows_ += n;
     return false;
   }
-  uint64_t bytes = 0;
-  for (uint32_t i = 0; i < n; ++i) bytes += regions[i].bytes;
-  // Little data: latency rules, take the compact kernels; much data: the unrolled bulk ones.
-  const int compact = bytes < lsf1::kCompactBelowBytes ? 1 : 0;
-  const bool launched = n <= lsf1::kSmallBatch
-                            ? launch(stream, kernels_[compact][0], max_blocks_[compact][0],
-                                     &small_params_, regions, n, first)
-                            : launch(stream, kernels_[compact][1], max_blocks_[compact][1],
-                                     &large_params_, regions, n, first);
+  uint64_t bytes = 0, units = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    bytes += regions[i].bytes;
+    units += units_of(regions[i].bytes);
+  }
+  // Few tiles: the tile kernels, if the partial ring has room for one sum per tile; little
+  // data: latency rules, the compact kernels; much data: the unrolled bulk ones.
+  const uint64_t first_partial = partial_tail_;
+  const bool tiles =
+      units <= lsf1::kTileKernelMaxUnits &&
+      first_partial - partial_head_.load(std::memory_order_acquire) + units <= partial_slots_;
+  const int kind = tiles ? kTiles : bytes < lsf1::kCompactBelowBytes ? 1 : 0;
+  const uint32_t threads = tiles ? lsf1::kTileKernelThreads : lsf1::kThreadsPerBlock;
+  // The sources are set before the launch: poll() may see a slot finish as soon as it runs.
+  uint64_t at = first_partial;
+  for (uint32_t i = 0; i < n; ++i) {
+    SlotSource& source = sources_[(first + i) & (ring_slots_ - 1)];
+    source = tiles ? SlotSource{at, regions[i].bytes, uint32_t(units_of(regions[i].bytes))}
+                   : SlotSource{};
+    at += tiles ? units_of(regions[i].bytes) : 0;
+  }
+  const bool launched =
+      n <= lsf1::kSmallBatch
+          ? launch(stream, kernels_[kind][0], max_blocks_[kind][0], threads, &small_params_,
+                   regions, n, first, first_partial)
+          : launch(stream, kernels_[kind][1], max_blocks_[kind][1], threads, &large_params_,
+                   regions, n, first, first_partial);
   if (!launched) {
     launch_failures_ += n;
     return false;
   }
+  if (tiles) partial_tail_ = first_partial + units;
   tail_ = first + n;
+  published_.store(tail_, std::memory_order_release);
   regions_enqueued_ += n;
   bytes_enqueued_ += bytes;
   ++launches_;
@@ -238,14 +307,37 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
   return true;
 }
 
+bool DriverHashEngine::finalize_from_partials(uint64_t id, uint64_t* digest) const {
+  const SlotSource& source = sources_[id & (ring_slots_ - 1)];
+  uint64_t sum = 0;  // wrapping, as on the GPU
+  for (uint64_t p = source.first_partial; p < source.first_partial + source.units; ++p) {
+    DigestSlot& slot = partials_[p & (partial_slots_ - 1)];
+    const uint64_t value = std::atomic_ref(slot.digest).load(std::memory_order_acquire);
+    const uint64_t check_word = std::atomic_ref(slot.check).load(std::memory_order_acquire);
+    if (check_word != lsf1::slot_check(p, value)) return false;  // not written yet (or torn)
+    sum += value;
+  }
+  const uint64_t words[2] = {sum, source.bytes};  // LSF1's final step (fingerprint.cpp)
+  *digest = XXH64(words, sizeof words, lsf1::kFinalSeed);
+  return true;
+}
+
 size_t DriverHashEngine::poll(const std::function<void(uint64_t, uint64_t)>& on_digest) {
   size_t count = 0;
   uint64_t head = head_.load(std::memory_order_relaxed);
   for (;;) {
-    DigestSlot& slot = slots_[head & (ring_slots_ - 1)];
-    const uint64_t digest = std::atomic_ref(slot.digest).load(std::memory_order_acquire);
-    const uint64_t check_word = std::atomic_ref(slot.check).load(std::memory_order_acquire);
-    if (check_word != lsf1::slot_check(head, digest)) break;  // not written yet (or torn)
+    if (head >= published_.load(std::memory_order_acquire)) break;
+    const SlotSource& source = sources_[head & (ring_slots_ - 1)];
+    uint64_t digest = 0;
+    if (source.units != 0) {
+      if (!finalize_from_partials(head, &digest)) break;
+      partial_head_.store(source.first_partial + source.units, std::memory_order_release);
+    } else {
+      DigestSlot& slot = slots_[head & (ring_slots_ - 1)];
+      digest = std::atomic_ref(slot.digest).load(std::memory_order_acquire);
+      const uint64_t check_word = std::atomic_ref(slot.check).load(std::memory_order_acquire);
+      if (check_word != lsf1::slot_check(head, digest)) break;  // not written yet (or torn)
+    }
     if (on_digest) on_digest(head, digest);
     ++head;
     ++count;

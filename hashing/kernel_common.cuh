@@ -109,6 +109,10 @@ __device__ __forceinline__ ulonglong2 load16(const unsigned char* p) {
 #endif
 }
 
+__device__ __forceinline__ u64 load8(const unsigned char* p) {
+  return __ldg(reinterpret_cast<const unsigned long long*>(p));
+}
+
 // n (< 16) bytes one by one, zero filled: only for the ragged end of a region.
 __device__ __noinline__ ulonglong2 load_bytes(const unsigned char* p, u32 n) {
   u64 w[2] = {0, 0};
@@ -139,13 +143,17 @@ __device__ __forceinline__ ulonglong2 load_stripe(const RegionView& r, u64 at) {
 // Leaf digest of `lane` in a full tile starting at logical offset tile_at. kCompact keeps the
 // loop over load batches rolled: a few KB of code instead of tens, so a launch that touches
 // little data does not wait on instruction-cache misses; bulk launches unroll it fully.
-template <bool kAligned, bool kCompact>
+// kBatch rounds (2 x 16-byte loads each) are in flight together: a launch of few tiles is
+// latency-bound (a lane's 16 rounds in 4 batches wait on memory 4 times in a row), a bulk launch
+// has enough warps in flight that 4 suffice and fewer registers keep more warps resident.
+// (Misaligned regions keep 4: each stripe is two loads and a funnel shift.)
+template <bool kAligned, bool kCompact, u32 kBatch = LSF1_LOAD_BATCH>
 __device__ __forceinline__ u64 leaf_full_tile(const RegionView& r, u64 tile_at, u32 lane,
                                               u64 seed) {
   Xxh64Lanes acc(seed);
   const u64 lane_at = tile_at + u64(lane) * kStripeBytes;
   constexpr u32 kRounds = kLeafBytes / 32;  // 16
-  constexpr u32 kBatch = LSF1_LOAD_BATCH;   // rounds whose loads are in flight together
+  static_assert(kRounds % kBatch == 0, "a lane's 16 rounds split into whole batches");
   constexpr int kOuterUnroll = kCompact ? 1 : int(kRounds / kBatch);
 #pragma unroll kOuterUnroll
   for (u32 k0 = 0; k0 < kRounds; k0 += kBatch) {
@@ -235,19 +243,56 @@ __device__ __noinline__ u64 leaf_short_tile(const RegionView& r, u64 tile_at, u3
 }
 
 // This lane's leaf digest for tile `tile` of region r (0 when the lane's leaf is empty).
-template <bool kCompact>
+// kOnlyAligned: the caller promises r.misalign == 0 (a launch whose regions all start 16-byte
+// aligned): the misaligned paths are not compiled in, which keeps the kernel's code a fraction
+// of the size (a small launch waits on instruction fetches, not only on its data).
+template <bool kCompact, u32 kBatch = LSF1_LOAD_BATCH, bool kOnlyAligned = false>
 __device__ __forceinline__ u64 lane_leaf_digest(const RegionView& r, u64 tile, u32 lane) {
   const u64 tile_at = tile * kTileBytes;
   const u64 seed = tile * kLanes + lane;
   if (r.bytes - tile_at >= kTileBytes) {
-    return r.misalign == 0 ? leaf_full_tile<true, kCompact>(r, tile_at, lane, seed)
-                           : leaf_full_tile<false, kCompact>(r, tile_at, lane, seed);
+    if (kOnlyAligned || r.misalign == 0)
+      return leaf_full_tile<true, kCompact, kBatch>(r, tile_at, lane, seed);
+    return leaf_full_tile<false, kCompact, LSF1_LOAD_BATCH>(r, tile_at, lane, seed);
   }
   if (r.bytes == 0) return 0;
   const u32 tile_bytes = u32(r.bytes - tile_at);
+  if constexpr (kOnlyAligned)
+    return leaf_short_tile<kAlignedLoads>(r, tile_at, tile_bytes, lane, seed);
   if constexpr (!kCompact) return leaf_short_tile<kAnyLoads>(r, tile_at, tile_bytes, lane, seed);
   return r.misalign == 0 ? leaf_short_tile<kAlignedLoads>(r, tile_at, tile_bytes, lane, seed)
                          : leaf_short_tile<kMisalignedLoads>(r, tile_at, tile_bytes, lane, seed);
+}
+
+// A full, 16-byte aligned tile hashed by four lanes per leaf (the tile kernel, tiles.cu): lane
+// `acc` (0..3) of leaf `leaf` runs one of XXH64's four accumulators over the leaf's 16 rounds,
+// reading the 8-byte word that accumulator takes from each 32-byte stripe pair: v1 the first
+// word of stripe a, v2 the second, v3 and v4 the two words of stripe b (512 bytes on). The
+// same digest as leaf_full_tile, a quarter of the dependent multiplies per lane: a launch of
+// few tiles waits on that chain, not on memory.
+__device__ __forceinline__ u64 quarter_accumulator(const RegionView& r, u64 tile_at, u32 leaf,
+                                                   u32 acc, u64 seed) {
+  u64 v = seed + (acc == 0 ? kPrime1 + kPrime2 : acc == 1 ? kPrime2 : acc == 2 ? 0 : 0 - kPrime1);
+  const unsigned char* p = r.base + tile_at + u64(leaf) * kStripeBytes +
+                           (acc >= 2 ? kLanes * kStripeBytes : 0) + (acc & 1) * 8;
+  constexpr u32 kRounds = kLeafBytes / 32;  // 16, all loads in flight together
+  u64 w[kRounds];
+#pragma unroll
+  for (u32 k = 0; k < kRounds; ++k)
+    w[k] = load8(p + u64(k) * (2 * kLanes * kStripeBytes));
+#pragma unroll
+  for (u32 k = 0; k < kRounds; ++k) v = xxh_round(v, w[k]);
+  return v;
+}
+
+// The leaf digest from its four accumulators (what leaf_full_tile returns).
+__device__ __forceinline__ u64 leaf_from_accumulators(u64 v1, u64 v2, u64 v3, u64 v4) {
+  Xxh64Lanes lanes(0);
+  lanes.v1 = v1;
+  lanes.v2 = v2;
+  lanes.v3 = v3;
+  lanes.v4 = v4;
+  return avalanche64(lanes.converge() + kLeafBytes);
 }
 
 __device__ __forceinline__ u64 warp_sum(u64 v) {

@@ -75,7 +75,9 @@ struct BatchParams {
   uint32_t slot_mask;   // ring size - 1 (ring size is a power of two)
   uint32_t count;       // regions in this launch, 1..kCapacity
   uint32_t total_units;
-  uint32_t unused;
+  uint32_t partial_mask;   // tile kernel: partial ring size - 1
+  uint64_t first_partial;  // tile kernel: partial id of unit 0; unit u gets first_partial + u
+  uint64_t partials;       // tile kernel: device address of DigestSlot[partial ring]
   RegionEntry regions[kCapacity];
 };
 
@@ -87,5 +89,14 @@ inline constexpr char kLargeKernelName[] = "lsf1_batch_large";
 inline constexpr char kSmallCompactKernelName[] = "lsf1_compact_small";
 inline constexpr char kLargeCompactKernelName[] = "lsf1_compact_large";
 inline constexpr uint64_t kCompactBelowBytes = 32ull << 20;  // launches reading less use compact
+// Tile kernels: a block of four warps per tile, four lanes per leaf (one XXH64 accumulator
+// each), and no combine on the GPU: each tile's leaf sum goes to its own slot of a second ring
+// (the partial ring) and the host adds a region's tile sums and finalizes. For launches of at
+// most kTileKernelMaxUnits tiles, where the cross-warp combine (three dependent round trips to
+// L2) and one warp's chain of 64 multiplies per tile cost more than the bytes (issue #34).
+inline constexpr char kSmallTileKernelName[] = "lsf1_tiles_small";
+inline constexpr char kLargeTileKernelName[] = "lsf1_tiles_large";
+inline constexpr uint32_t kTileKernelMaxUnits = 512;  // 8 MiB
+inline constexpr uint32_t kTileKernelThreads = 128;
 
 }  // namespace lockstep::hashing::lsf1

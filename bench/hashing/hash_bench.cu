@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
   std::printf("device,%s,sms,%d\n", prop.name, prop.multiProcessorCount);
   std::printf("kind,dtype,bytes,method,median_us,tb_per_s,check\n");
   const char* dtypes[] = {"fp32", "bf16", "fp8"};
-  std::vector<size_t> sizes = {4096, 1u << 20, 16u << 20, 256u << 20, 1ull << 30, 4ull << 30};
+  std::vector<size_t> sizes = {4096,      64u << 10,  256u << 10, 1u << 20,   4u << 20,
+                               16u << 20, 64u << 20, 256u << 20, 1ull << 30, 4ull << 30};
   for (int dtype = 0; dtype < 3; ++dtype) {
     const unsigned long long seed = std::chrono::steady_clock::now().time_since_epoch().count();
     fill_random<<<4096, 256, 0, stream>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4,
@@ -186,6 +187,42 @@ int main(int argc, char** argv) {
     });
     std::printf("batch1000x4KiB,bf16,%zu,lsf1,%.3f,%.4f,-\n", kRegions * kBytes, batch,
                 kRegions * kBytes / batch / 1e6);
+  }
+  // The regions of one launch, of mixed sizes and alignments (issue #34: at the efficiency of
+  // their total size): each region at its own offset in a fresh slice, against the reduction of
+  // one buffer of the same total bytes. "large": a GEMM's output beside a bias and norm
+  // statistics (16.6 MB); "small": 24 regions of 0.5-256 KiB (the many small tensors of a step).
+  const std::vector<size_t> large_set = {1u << 20,  4096,   3u << 20, 65536 + 52, 262144, 2048,
+                                         8u << 20,  100,    524288,   1u << 20,   12288,  2u << 20};
+  std::vector<size_t> small_set;
+  for (int r = 0; r < 24; ++r) small_set.push_back(size_t(512) << (r % 10));  // 512 B..256 KiB
+  const std::vector<size_t>* sets[] = {&large_set, &small_set};
+  for (const std::vector<size_t>* set : sets) {
+    size_t total = 0, span = 0;
+    for (size_t b : *set) total += b, span += (b + 255) / 256 * 256;
+    const size_t slices = kPool / span;
+    std::vector<Region> regions(set->size());
+    const double ours = time_it(300, [&](int i) {
+      size_t at = (size_t(i) % slices) * span;
+      for (size_t r = 0; r < set->size(); ++r) {
+        regions[r] = {reinterpret_cast<CUdeviceptr>(pool + at), (*set)[r]};
+        at += ((*set)[r] + 255) / 256 * 256;
+      }
+      if (!engine->enqueue(reinterpret_cast<CUstream>(stream), regions.data(),
+                           uint32_t(regions.size()), nullptr)) {
+        std::fprintf(stderr, "mixed enqueue refused\n");
+        std::exit(1);
+      }
+    });
+    const double reduce = time_it(300, [&](int i) {
+      const size_t n16 = total / 16;
+      const int blocks = int(std::min<size_t>(reduce_max_blocks, (n16 + 1023) / 1024));
+      reduce_u64<<<std::max(1, blocks), 256, 0, stream>>>(
+          reinterpret_cast<const ulonglong2*>(pool + (size_t(i) % slices) * span), n16, sink);
+    });
+    const char* label = set == &large_set ? "mixed-large" : "mixed-small";
+    std::printf("mixed,%s,%zu,%zu,lsf1,%.3f\n", label, set->size(), total, ours);
+    std::printf("mixed,%s,%zu,%zu,reduce_u64,%.3f\n", label, set->size(), total, reduce);
   }
   const auto s = engine->stats();
   std::printf("engine,launches,%llu,overflows,%llu,launch_failures,%llu\n",

@@ -42,8 +42,13 @@ def test_c_hash_bench_meets_its_targets(gs, row):
                   + (f"{torch_tbs:.2f} TB/s" if torch_tbs else "n/a"))
     missed = ";".join(v["target"] for v in doc["verdicts"] if not v["ok"])[:100]
     numbers = {"rows": doc["rows"], "batch_1000x4KiB_us": doc.get("batch_1000x4KiB_us"),
-               "verdicts": doc["verdicts"]}
-    if run.rc == 0 and not missed:
+               "mixed": doc.get("mixed"), "verdicts": doc["verdicts"]}
+    known = [v["target"] for v in doc["verdicts"] if v.get("status") == "KNOWN"]
+    if run.rc == 0 and not missed and not known:
         row("PASS", figure, numbers)
+    elif run.rc == 0 and not missed:
+        # Small launches under the goal but above LSF1's latency floor: README, Known limits.
+        row("KNOWN", f"{len(known)} small-launch targets at LSF1's latency floor "
+                     f"(README, Known limits), e.g. {known[0]}; {figure}"[:200], numbers)
     else:
         row("FAIL", f"rc {run.rc}: {missed or run.last_err()}", numbers)

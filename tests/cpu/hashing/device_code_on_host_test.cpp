@@ -30,6 +30,11 @@ inline ulonglong2 __ldg(const ulonglong2* p) {
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0) ++shim::violations;  // vector loads: aligned
   return *p;
 }
+inline unsigned long long __ldg(const unsigned long long* p) {
+  shim::check(p, sizeof *p);
+  if (reinterpret_cast<uintptr_t>(p) % 8 != 0) ++shim::violations;  // 8-byte loads: aligned
+  return *p;
+}
 inline unsigned char __ldg(const unsigned char* p) {
   shim::check(p, 1);
   return *p;
@@ -79,6 +84,54 @@ TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
           << "compact code, length " << length << " misalign " << misalign;
       EXPECT_EQ(shim::violations, 0)
           << "out-of-allocation or misaligned load, length " << length << " misalign " << misalign;
+      std::free(block);
+    }
+  }
+}
+
+// The tile kernel's split (tiles_body): four lanes per leaf, one XXH64 accumulator each, on
+// every full tile of an aligned region; short tiles and misaligned regions take the whole-leaf
+// code above. Emulated with its host-side finish (engine.cpp: add the tile sums, finalize).
+uint64_t emulated_tile_kernel_fingerprint(const unsigned char* base, uint64_t bytes) {
+  const auto misalign = uint32_t(reinterpret_cast<uintptr_t>(base) % 16);
+  device::RegionView view{base, base + bytes, bytes, misalign};
+  const uint64_t tiles = bytes == 0 ? 1 : (bytes + lsf1::kTileBytes - 1) / lsf1::kTileBytes;
+  uint64_t sum = 0;
+  for (uint64_t tile = 0; tile < tiles; ++tile) {
+    const uint64_t tile_at = tile * lsf1::kTileBytes;
+    uint64_t tile_sum = 0;
+    for (uint32_t leaf = 0; leaf < lsf1::kLanes; ++leaf) {
+      if (misalign == 0 && bytes - tile_at >= lsf1::kTileBytes) {
+        uint64_t v[4];
+        for (uint32_t acc = 0; acc < 4; ++acc)
+          v[acc] = device::quarter_accumulator(view, tile_at, leaf, acc, tile * lsf1::kLanes + leaf);
+        tile_sum += device::leaf_from_accumulators(v[0], v[1], v[2], v[3]);
+      } else {
+        tile_sum += device::lane_leaf_digest<true>(view, tile, leaf);
+      }
+    }
+    sum += tile_sum;
+  }
+  return device::lsf1_finalize(sum, bytes);
+}
+
+TEST(Lsf1DeviceCodeOnHost, TheTileKernelsFourLanesPerLeafMatchTheReference) {
+  std::mt19937_64 rng(13);
+  std::vector<uint64_t> lengths = {0, 1, 4096, 16383, 16384, 16385, 32768, 65536 + 100, 100000};
+  for (int i = 0; i < 20; ++i) lengths.push_back(rng() % (4 * lsf1::kTileBytes));
+  for (uint64_t length : lengths) {
+    for (uint32_t misalign : {0u, 3u, 8u}) {
+      const size_t alloc = misalign + length;
+      auto* block =
+          static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
+      for (size_t i = 0; i < alloc; ++i) block[i] = static_cast<unsigned char>(rng());
+      shim::allowed_begin = block;
+      shim::allowed_end = block + alloc;
+      shim::violations = 0;
+      const unsigned char* region = block + misalign;
+      EXPECT_EQ(emulated_tile_kernel_fingerprint(region, length), fingerprint(region, length))
+          << "length " << length << " misalign " << misalign;
+      EXPECT_EQ(shim::violations, 0) << "length " << length << " misalign " << misalign;
       std::free(block);
     }
   }
