@@ -145,9 +145,17 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
     const int threads = kind == kTiles ? lsf1::kTileKernelThreads : lsf1::kThreadsPerBlock;
     for (int large = 0; large < 2; ++large) {
       int per_sm = 0;
+      // The tile kernels are optional: without them every launch takes the batch kernels.
+      if (kind == kTiles && ok &&
+          api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]) !=
+              CUDA_SUCCESS) {
+        kernels_[kTiles][0] = kernels_[kTiles][1] = nullptr;
+        break;
+      }
       ok = ok &&
-           check(api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]),
-                 "cuModuleGetFunction", error) &&
+           (kind == kTiles ||
+            check(api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]),
+                  "cuModuleGetFunction", error)) &&
            check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_[kind][large],
                                                                 threads, 0),
                  "cuOccupancyMaxActiveBlocksPerMultiprocessor", error);
@@ -275,6 +283,7 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
   // data: latency rules, the compact kernels; much data: the unrolled bulk ones.
   const uint64_t first_partial = partial_tail_;
   const bool tiles =
+      kernels_[kTiles][0] != nullptr && kernels_[kTiles][1] != nullptr &&
       units <= lsf1::kTileKernelMaxUnits &&
       first_partial - partial_head_.load(std::memory_order_acquire) + units <= partial_slots_;
   const int kind = tiles ? kTiles : bytes < lsf1::kCompactBelowBytes ? 1 : 0;

@@ -55,6 +55,9 @@ class FakeGpu {
     held_.clear();
   }
   void reset_count() { count_.store(0); }
+  // Offer the tile kernels (before the engine is created): digests then arrive as tile sums
+  // the engine finalizes on the host.
+  void tile_kernels(bool on) { tile_kernels_ = on; }
   // The job wrote the region starting at p: hashes enqueued from now on see other bytes.
   void write(CUdeviceptr p) {
     std::lock_guard lock(mutex_);
@@ -76,8 +79,14 @@ class FakeGpu {
     *module = reinterpret_cast<CUmodule>(0x20);
     return CUDA_SUCCESS;
   }
+  // 0x31/0x32: the batch kernels (small, large); 0x33/0x34: the tile kernels, whose tile sums go
+  // to the partial ring and are finalized by the engine's poll().
   static CUresult get_function(CUfunction* f, CUmodule, const char* name) {
-    *f = reinterpret_cast<CUfunction>(std::strstr(name, "large") != nullptr ? 0x32 : 0x31);
+    const bool tiles = std::strstr(name, "tiles") != nullptr;
+    // Off unless a test asks: the harness's digests are then ptr ^ bytes exactly.
+    if (tiles && !instance().tile_kernels_) return CUDA_ERROR_NOT_FOUND;
+    const bool large = std::strstr(name, "large") != nullptr;
+    *f = reinterpret_cast<CUfunction>(uintptr_t(tiles ? 0x33 : 0x31) + (large ? 1 : 0));
     return CUDA_SUCCESS;
   }
   struct Held {
@@ -91,20 +100,30 @@ class FakeGpu {
     __atomic_store_n(&slot.check, slot_check(id, digest), __ATOMIC_RELEASE);
   }
   template <uint32_t kCapacity>
-  static uint32_t complete(void* params) {  // instance().mutex_ held
+  static uint32_t complete(void* params, bool tiles) {  // instance().mutex_ held
     using namespace lockstep::hashing::lsf1;
     const auto* p = static_cast<const BatchParams<kCapacity>*>(params);
     FakeGpu& gpu = instance();
-    for (uint32_t i = 0; i < p->count; ++i) {
-      const auto version = gpu.versions_.find(p->regions[i].ptr);
-      const uint64_t id = p->first_slot + i,
-                     digest = p->regions[i].ptr ^ p->regions[i].bytes ^
-                              (version == gpu.versions_.end() ? 0 : version->second << 40);
-      void* slots = reinterpret_cast<void*>(p->slots);
+    auto put = [&](void* slots, uint64_t mask, uint64_t id, uint64_t value) {
       if (gpu.holding_)
-        gpu.held_.push_back({slots, p->slot_mask, id, digest});
+        gpu.held_.push_back({slots, mask, id, value});
       else
-        write_slot(slots, p->slot_mask, id, digest);
+        write_slot(slots, mask, id, value);
+    };
+    for (uint32_t i = 0; i < p->count; ++i) {
+      const RegionEntry& region = p->regions[i];
+      const auto version = gpu.versions_.find(region.ptr);
+      const uint64_t digest = region.ptr ^ region.bytes ^
+                              (version == gpu.versions_.end() ? 0 : version->second << 40);
+      if (!tiles) {
+        put(reinterpret_cast<void*>(p->slots), p->slot_mask, p->first_slot + i, digest);
+        continue;
+      }
+      // The tile kernel: one sum per tile; the engine adds them and finalizes (another value
+      // than `digest`, still a function of the region's pointer, length and version).
+      for (uint32_t u = 0; u < region.units; ++u)
+        put(reinterpret_cast<void*>(p->partials), p->partial_mask,
+            p->first_partial + region.first_unit + u, u == 0 ? digest : 0);
     }
     return p->count;
   }
@@ -115,8 +134,10 @@ class FakeGpu {
     FakeGpu& gpu = instance();
     gpu.count_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(gpu.mutex_);
-    const uint32_t n = f == reinterpret_cast<CUfunction>(0x32) ? complete<kLargeBatch>(args[0])
-                                                               : complete<kSmallBatch>(args[0]);
+    const auto id = reinterpret_cast<uintptr_t>(f);
+    const bool tiles = id >= 0x33;
+    const uint32_t n = (id & 1) == 0 ? complete<kLargeBatch>(args[0], tiles)
+                                     : complete<kSmallBatch>(args[0], tiles);
     if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n});
     return CUDA_SUCCESS;
   }
@@ -186,6 +207,7 @@ class FakeGpu {
   std::mutex mutex_;
   std::vector<FakeHashLaunch> launches_;
   bool holding_ = false;
+  bool tile_kernels_ = false;
   std::vector<Held> held_;
   std::map<CUdeviceptr, uint64_t> versions_;
   std::atomic<long> count_{0};

@@ -224,13 +224,21 @@ class RunShTest(unittest.TestCase):
                                        r"TB/s \(99% of reduce\); torch\.hash_tensor n/a")
         _, doc = self.results(out)
         self.assertEqual(doc["rows"][0]["numbers"]["batch_1000x4KiB_us"], 11.0)
+        self.assertEqual(doc["rows"][0]["numbers"]["mixed"][0]["regions"], 12)
 
     def test_hash_bench_over_a_target_fails_and_names_it(self):
-        proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.1")
+        proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.3")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         with open(os.path.join(out, "table.txt")) as f:
-            self.assertIn("hash bench               FAIL   rc 1: fp32 4 KiB: <= 5 us (5.1)",
+            self.assertIn("hash bench               FAIL   rc 1: fp32 4 KiB: <= 1.3x reduce (1.71x)",
                           f.read())
+
+    def test_hash_bench_under_a_target_within_the_latency_floor_is_known(self):
+        proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="4.8")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"hash bench +KNOWN +1 small-launch targets at LSF1's "
+                                       r"latency floor .*fp32 4 KiB: <= 1\.3x reduce \(1\.55x\)")
 
     def test_launch_cost_shows_each_mode(self):
         proc, rows, out = self.run_script("f", "-k", "launch_cost")
