@@ -1,12 +1,19 @@
-"""Group f: overhead of each level on the GPT job (bench/overhead/overhead.py, whose JSON holds
-the ratios, its targets and its verdicts: read here, never judged again), and the per-launch
-cost (bench/collectors/gpu_launch_bench.sh).
+"""Group f: overhead of each level on the GPT job and on a job the examples do not contain
+(bench/overhead/overhead.py, whose JSON holds the ratios, their intervals, its targets and its
+verdicts: read here, never judged again), and the per-launch cost
+(bench/collectors/gpu_launch_bench.sh).
 
 Sizes of the GPT job: gpu-bound, as production training is: the ratios to the untraced step
-are judged against the issue's targets. launch-bound, the worst case for a tracer's CPU cost:
-its ratios are shown but not judged (the idle GPU's clock moves between 345 and 1980 MHz within
-a run, so identical untraced runs differ by 20% and more); the shim's own time per step is
-judged against the same targets instead."""
+are judged against the issue's targets (full at most x1.25; x1.30 with attention written out).
+launch-bound, the worst case for a tracer's CPU cost: its ratios are shown but not judged (the
+idle GPU's clock moves between 345 and 1980 MHz within a run, so identical untraced runs differ
+by 20% and more); the shim's own time per step is judged against the same targets instead.
+unseen: bench/overhead/train_unseen.py (RMSNorm, SwiGLU, rotary, grouped-query attention,
+Adafactor): full at most x1.5, broad shown.
+
+A verdict is overhead.py's, from the ratio's 95% interval: PASS when its upper end is within the
+target, FAIL when its lower end is above it, KNOWN when the target lies inside it (within noise
+of the target: more turns would tell)."""
 
 import os
 import re
@@ -39,8 +46,9 @@ def overhead(gs, name, limit, json_name, *args):
 
 
 def mode_rows(row, run, rows, prefix, judged=True):
-    """A row per mode: untraced its step; the others their ratio against the target (within
-    the target as overhead.py judged it), or shown only (judged=False or no target)."""
+    """A row per mode: untraced its step; the others their ratio and its interval against the
+    target (overhead.py's verdict: PASS, FAIL, or KNOWN within noise of the target), or shown
+    only (no target, judged=False, or a mode not in the set `judged`)."""
     if run.rc != 0 or rows is None:
         row.add(prefix, "FAIL", f"rc {run.rc}: {run.last_err()}")
         return
@@ -50,14 +58,20 @@ def mode_rows(row, run, rows, prefix, judged=True):
             row.add(check, "PASS", f"{fmt(r['median_step_ms'], '.3f')} ms/step "
                                    f"({r.get('spread') or '-'})", overhead_numbers(r))
             continue
-        target = r.get("target_ratio") if judged else None
+        judge = judged is True or (judged and mode in judged)
+        target = r.get("target_ratio") if judge else None
         ratio = f"x{fmt(r.get('ratio'), '.3f')}"
+        interval = r.get("ratio_interval")
+        if interval:
+            ratio += f" [{interval[0]:.3f}-{interval[1]:.3f}]"
         if target is None:
-            row.add(check, "PASS", f"{ratio} (no target), {overhead_rest(r)}", overhead_numbers(r))
+            shown = "no target" if judge else "shown, not judged"
+            row.add(check, "PASS", f"{ratio} ({shown}), {overhead_rest(r)}", overhead_numbers(r))
         else:
-            figure = f"{ratio} (target x{target:.3f}), {overhead_rest(r)}"
-            row.add(check, "PASS" if r.get("within_target") else "FAIL", figure,
-                    overhead_numbers(r))
+            result = r.get("verdict") or "FAIL"  # no verdict: no interval to judge
+            noise = ", within noise of it" if result == "KNOWN" else ""
+            figure = f"{ratio} (target x{target:.3f}{noise}), {overhead_rest(r)}"
+            row.add(check, result, figure, overhead_numbers(r))
 
 
 @pytest.mark.row("overhead")
@@ -75,15 +89,28 @@ def test_f_gpu_bound_job_within_targets(gs, row, tools):
 
 
 @pytest.mark.row("overhead explicit-attention")
-def test_f_explicit_attention_is_shown(gs, row, tools):
+def test_f_explicit_attention_within_its_target(gs, row, tools):
     # Attention written out (memory-bound: every head's scores in fp32 go through memory, the
-    # most bytes per step for full to hash). Shown, not judged: the issue's targets are for the
-    # training job as written, with fused attention.
+    # most bytes per step for full to hash): full at most x1.30 (issue #34; overhead.py's
+    # FULL_TARGETS).
     row.need(150)
     run, rows = overhead(gs, "overhead-explicit", 240, "overhead-explicit.json", "--sets", 1,
                          "--chunks", 8, "--chunk-steps", 5, "--skip", 5, "--levels", "full",
                          "--size", "gpu-bound-explicit")
-    mode_rows(row, run, rows, "overhead explicit-attention", judged=False)
+    mode_rows(row, run, rows, "overhead explicit-attention")
+
+
+@pytest.mark.row("overhead unseen")
+def test_f_unseen_job_within_its_target(gs, row, tools):
+    # A job the examples do not contain (bench/overhead/train_unseen.py: RMSNorm, SwiGLU, rotary
+    # embeddings, grouped-query attention, untied embeddings, vocabulary 32000, Adafactor with a
+    # cosine schedule and clipping; dim 768, 12 layers, batch 8 x 1024): full at most x1.5
+    # (issue #34), broad shown. One set of 8 turns: about two minutes with start-up.
+    row.need(150)
+    run, rows = overhead(gs, "overhead-unseen", 240, "overhead-unseen.json", "--job", "unseen",
+                         "--sets", 1, "--chunks", 8, "--chunk-steps", 5, "--skip", 5,
+                         "--levels", "broad,full")
+    mode_rows(row, run, rows, "overhead unseen", judged={"full"})
 
 
 @pytest.mark.row("launch-bound self time")

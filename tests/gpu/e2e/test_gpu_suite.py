@@ -108,6 +108,7 @@ class RunShTest(unittest.TestCase):
                       "coverage compile", "coverage cuda-graph", "coverage reduce-overhead",
                       "coverage ddp", "overhead untraced", "overhead off", "overhead metrics",
                       "overhead broad", "overhead full", "overhead explicit-attention full",
+                      "overhead unseen untraced", "overhead unseen broad", "overhead unseen full",
                       "launch-bound ratios", "launch-bound self time", "ddp untraced",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp nccl algo/proto", "ddp nccl Ring vs Tree",
@@ -198,6 +199,37 @@ class RunShTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
         self.assertEqual(rows.get("launch-bound ratios"), "PASS", rows)
+
+    def test_full_over_the_gpu_bound_jobs_target_fails(self):
+        # x1.3 in every turn: within the x1.5 of the unseen job, over the gpu-bound job's x1.25.
+        proc, rows, out = self.run_script("f", "-k", "gpu_bound or unseen",
+                                          FAKE_FACTORS="full=1.3")
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        self.assertEqual(rows.get("overhead full"), "FAIL", rows)
+        self.assertEqual(rows.get("overhead unseen full"), "PASS", rows)
+        self.assertEqual(rows.get("overhead unseen broad"), "PASS", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            table = f.read()
+        self.assertRegex(table, r"overhead full +FAIL +x1\.300 \[1\.300-1\.300\] \(target "
+                                r"x1\.250\), ")
+        self.assertRegex(table, r"overhead unseen full +PASS +x1\.300 \[1\.300-1\.300\] "
+                                r"\(target x1\.500\), ")
+        self.assertRegex(table, r"overhead unseen broad +PASS +x1\.000 \[1\.000-1\.000\] "
+                                r"\(shown, not judged\), ")
+
+    def test_full_within_noise_of_its_target_is_known(self):
+        # The first set's full process runs x1.4 as a whole, the second's x1.0: the median turn
+        # ratio (x1.2) is under x1.25, the interval (x1.0-x1.4) holds the target. KNOWN: the run
+        # does not fail, and the row says why.
+        procs = tempfile.mkdtemp(dir=self.tmp)
+        proc, rows, out = self.run_script("f", "-k", "gpu_bound", FAKE_FIRST_FACTORS="full=1.4",
+                                          FAKE_PROCESS_DIR=procs)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("overhead full"), "KNOWN", rows)
+        self.assertEqual(rows.get("overhead broad"), "PASS", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"overhead full +KNOWN +x1\.200 \[1\.000-1\.400\] "
+                                       r"\(target x1\.250, within noise of it\), ")
 
     def test_a_gpu_test_that_skips_on_the_gpu_machine_fails(self):
         proc, rows, out = self.run_script("b", FAKE_GTEST_SKIP="1")
