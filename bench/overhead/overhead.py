@@ -48,7 +48,9 @@ import time
 import run_facts  # this folder: commit, GPU, driver, date of the --json file
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.02, "full": 1.5}  # ratio to untraced
+# Ratio to untraced. broad: issue #34 (the shim's own time at most 1.0% of the step on every job,
+# wall clock at most x1.01 on the gpu-bound one); full: FULL_TARGETS by job.
+TARGETS = {"off": 1.005, "metrics": 1.01, "broad": 1.01, "full": 1.5}
 LEVELS = ("off", "metrics", "broad", "full")
 # Extra modes: full level with another PyTorch allocator choice (`lockstep run --torch-alloc`;
 # plain `full` is the default, auto = cudaMallocAsync), and the untraced job on cudaMallocAsync,
