@@ -1,12 +1,14 @@
 #include "tools/facts.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <filesystem>
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "tools/open_files.h"
 #include "trace/reader.h"
@@ -16,18 +18,40 @@ namespace lockstep::tools {
 namespace {
 
 // What decoding a file's records tells: counted record by record, then put into its RankFacts.
+// Verify decodes every record of a run (97 M at issue #34's scale), so the per-record work is
+// flat: kinds by their number, steps by the last one seen (records come in step order), names by
+// id; the strings and sets are built once per file in into().
 struct RecordTally {
-  RankFacts counts;  // records, by_kind, buffers, fingerprints_dropped, warnings
-  std::set<uint32_t> steps;
-  std::map<trace::StringId, uint64_t> kernel_ids;
+  RankFacts counts;  // records, buffers, fingerprints_dropped, warnings
+  std::array<uint64_t, 256> kinds{};
+  std::vector<uint32_t> steps;  // in file order, runs of one step collapsed; sorted in into()
+  size_t compact_at = 4096;
+  // Launches by name id: a file's ids are small and dense (the writer interns from 1), so a
+  // table indexed by id, with a map for any id past it.
+  static constexpr trace::StringId kDenseIds = 1u << 16;
+  std::vector<uint64_t> kernel_ids;
+  std::unordered_map<trace::StringId, uint64_t> sparse_kernel_ids;
   uint64_t writer_dropped = 0, shim_dropped = 0;
 
   void add(const trace::Record& r, trace::TraceReader& reader) {
     ++counts.records;
-    ++counts.by_kind[std::string(trace::record_kind_name(r.kind))];
-    if (r.kind != trace::RecordKind::Warning && r.kind != trace::RecordKind::StepSummary)
-      steps.insert(r.step);
-    if (r.kind == trace::RecordKind::Kernel || r.kind == trace::RecordKind::Gemm) ++kernel_ids[r.name];
+    ++kinds[static_cast<uint8_t>(r.kind)];
+    if (r.kind != trace::RecordKind::Warning && r.kind != trace::RecordKind::StepSummary &&
+        (steps.empty() || steps.back() != r.step)) {
+      steps.push_back(r.step);
+      if (steps.size() >= compact_at) {  // steps that alternate: kept to the distinct ones
+        sort_steps();
+        compact_at = std::max(compact_at, 2 * steps.size());
+      }
+    }
+    if (r.kind == trace::RecordKind::Kernel || r.kind == trace::RecordKind::Gemm) {
+      if (r.name >= kDenseIds) {
+        ++sparse_kernel_ids[r.name];
+      } else {
+        if (r.name >= kernel_ids.size()) kernel_ids.resize(std::max<size_t>(64, 2 * r.name + 1));
+        ++kernel_ids[r.name];
+      }
+    }
     if (r.kind == trace::RecordKind::Warning) {
       const uint64_t code = r.fields[trace::fields::Warning::code];
       const uint64_t count = r.fields[trace::fields::Warning::count];
@@ -55,15 +79,29 @@ struct RecordTally {
 
   void into(RankFacts& facts, trace::TraceReader& reader) {
     facts.records = counts.records;
-    facts.by_kind = std::move(counts.by_kind);
+    for (size_t kind = 0; kind < kinds.size(); ++kind)
+      if (kinds[kind])
+        facts.by_kind[std::string(trace::record_kind_name(static_cast<trace::RecordKind>(kind)))] +=
+            kinds[kind];
     facts.buffers = counts.buffers;
     facts.buffers_fingerprinted = counts.buffers_fingerprinted;
     facts.bytes_fingerprinted = counts.bytes_fingerprinted;
     facts.fingerprints_dropped = counts.fingerprints_dropped;
     facts.warnings = std::move(counts.warnings);
     facts.dropped_records = std::max(writer_dropped, shim_dropped);
-    for (auto& [id, count] : kernel_ids) facts.kernels[std::string(reader.string(id))] += count;
-    facts.record_steps.assign(steps.begin(), steps.end());
+    for (size_t id = 0; id < kernel_ids.size(); ++id)
+      if (kernel_ids[id])
+        facts.kernels[std::string(reader.string(static_cast<trace::StringId>(id)))] +=
+            kernel_ids[id];
+    for (auto& [id, count] : sparse_kernel_ids)
+      facts.kernels[std::string(reader.string(id))] += count;
+    sort_steps();
+    facts.record_steps = std::move(steps);
+  }
+
+  void sort_steps() {
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }
 };
 

@@ -27,9 +27,8 @@ OpStack parse(const std::vector<uint8_t>& payload) {
 // Calls fn(reader-owned record) for the records of one step of one rank, in seq order; false
 // when the run or rank cannot be read.
 template <typename Fn>
-bool for_each_in_step(const std::string& dir, int rank, uint32_t step, Fn fn) {
+bool for_each_in_step(const RunSet& run, int rank, uint32_t step, Fn fn) {
   try {
-    RunSet run = open_run_set(dir, OpenOptions{});
     const RankFile* file = run.find(rank);
     if (file == nullptr) return false;
     std::unique_ptr<trace::TraceReader> reader = file->open();
@@ -42,11 +41,28 @@ bool for_each_in_step(const std::string& dir, int rank, uint32_t step, Fn fn) {
   }
 }
 
+template <typename Fn>
+bool for_each_in_step(const std::string& dir, int rank, uint32_t step, Fn fn) {
+  try {
+    return for_each_in_step(open_run_set(dir, OpenOptions{}), rank, step, fn);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::optional<OpStack> stack_of_op(const std::string& dir, int rank, uint32_t step, uint64_t seq) {
+  try {
+    return stack_of_op(open_run_set(dir, OpenOptions{}), rank, step, seq);
+  } catch (const std::exception&) {
+    return std::nullopt;  // a report without the stack, rather than none
+  }
+}
+
+std::optional<OpStack> stack_of_op(const RunSet& run, int rank, uint32_t step, uint64_t seq) {
   std::optional<OpStack> found;
-  for_each_in_step(dir, rank, step, [&](const trace::Record& r, trace::TraceReader&) {
+  for_each_in_step(run, rank, step, [&](const trace::Record& r, trace::TraceReader&) {
     if (r.kind == trace::RecordKind::Stack && r.fields[trace::fields::Stack::op_seq] == seq)
       found = parse(r.payload);
     return !found;

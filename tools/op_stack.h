@@ -10,6 +10,8 @@
 
 namespace lockstep::tools {
 
+struct RunSet;
+
 struct OpStack {
   std::vector<std::string> python;  // "model.py:42 in Block.forward", innermost first
   std::vector<std::string> native;  // "at::native::index_add_cuda_impl(...)+0x1c (libtorch_cuda.so)"
@@ -18,6 +20,8 @@ struct OpStack {
 // The Stack record of the op with `seq` in trace step `step` of `rank` in the run at `dir`;
 // nullopt when the run recorded none (or cannot be read: the caller's report stands without).
 std::optional<OpStack> stack_of_op(const std::string& dir, int rank, uint32_t step, uint64_t seq);
+// The same in a run already opened (diff's): no second integrity pass over every file.
+std::optional<OpStack> stack_of_op(const RunSet& run, int rank, uint32_t step, uint64_t seq);
 
 // The same for the `occurrence`-th (1-based) kernel named `name` on stream ordinal `stream` in
 // `step`: the culprit of another run of the same job (hunt's last run).

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -65,17 +66,34 @@ std::optional<int64_t> bounded_header_number(const nlohmann::json& header, const
   return value;
 }
 
-// check_file on every path, several at once (it reads each file through once).
-std::vector<FileIntegrity> check_files(const std::vector<std::string>& paths) {
-  std::vector<FileIntegrity> out(paths.size());
+// What the workers learn of one file: its integrity and, when it has no corrupt block (the file
+// then read as it is), its JSON header or why it has none (thrown where the serial walk over
+// the files would have opened it, so the first problem reported stays the same).
+struct Checked {
+  FileIntegrity integrity;
+  std::optional<nlohmann::json> header;
+  std::exception_ptr header_error;
+};
+
+// check_file on every path, several at once (it reads each file through once), and the header
+// of each sound file (thousands of rank files: not one after another).
+std::vector<Checked> check_files(const std::vector<std::string>& paths) {
+  std::vector<Checked> out(paths.size());
   std::vector<std::exception_ptr> errors(paths.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next++; i < paths.size(); i = next++) {
       try {
-        out[i] = check_file(paths[i]);
+        out[i].integrity = check_file(paths[i]);
       } catch (...) {
         errors[i] = std::current_exception();
+        continue;
+      }
+      if (out[i].integrity.corrupt_offset) continue;  // maybe salvaged: opened later
+      try {
+        out[i].header = trace::TraceReader::open(paths[i])->header();
+      } catch (...) {
+        out[i].header_error = std::current_exception();
       }
     }
   };
@@ -138,7 +156,7 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
     paths.push_back(path);
   }
   std::sort(paths.begin(), paths.end());
-  std::vector<FileIntegrity> integrity = check_files(paths);
+  std::vector<Checked> checked = check_files(paths);
 
   // One run: the manifest's id, and every header that carries one agrees with it.
   std::string id_source;
@@ -158,7 +176,7 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
     const std::string& file = paths[i];
     RankFile rf;
     rf.path = rf.read_path = file;
-    rf.integrity = std::move(integrity[i]);
+    rf.integrity = std::move(checked[i].integrity);
     if (rf.integrity.corrupt_offset) {
       if (options.salvage) {
         if (!run.salvage_dir) run.salvage_dir = make_salvage_dir();
@@ -171,8 +189,10 @@ RunSet open_run_set(const std::string& path, const OpenOptions& options) {
         throw InputError(rf.integrity.corruption + " (--salvage reads the valid prefix before it)");
       }
     }
-    std::unique_ptr<trace::TraceReader> reader = trace::TraceReader::open(rf.read_path);
-    rf.header = reader->header();
+    if (checked[i].header_error) std::rethrow_exception(checked[i].header_error);
+    rf.header = checked[i].header && !rf.salvaged
+                    ? std::move(*checked[i].header)
+                    : trace::TraceReader::open(rf.read_path)->header();
     std::optional<int64_t> rank =
         bounded_header_number(rf.header, "rank", 0, trace::kMaxWorldSize - 1, file);
     std::optional<int64_t> world =

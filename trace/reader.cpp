@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -46,7 +47,10 @@ std::string first_line(std::string text) {
 
 class FileReader final : public TraceReader {
  public:
-  explicit FileReader(std::string path) : path_(std::move(path)) {}
+  explicit FileReader(std::string path) : path_(std::move(path)) {
+    static std::atomic<uint64_t> readers{0};
+    id_ = ++readers;
+  }
   ~FileReader() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -66,7 +70,9 @@ class FileReader final : public TraceReader {
     if (size_ == 0) fail("empty file, not a lockstep trace");
 
     FileHeader file{};
-    const size_t got = read_at(0, &file, std::min<uint64_t>(size_, sizeof(file)));
+    // One read for the file header and (usually) the JSON header after it.
+    load_near(0, std::min<uint64_t>(size_, kNearHead));
+    const size_t got = read_cached(0, &file, std::min<uint64_t>(size_, sizeof(file)));
     if (got < sizeof(kFileMagic) || std::memcmp(file.magic, kFileMagic, sizeof(kFileMagic)) != 0)
       fail("not a lockstep trace (no LOCKSTEP magic at offset 0)");
     if (got < sizeof(file))
@@ -81,8 +87,9 @@ class FileReader final : public TraceReader {
     if (sizeof(file) + uint64_t{file.json_bytes} > size_)
       fail("trace cut off inside its JSON header (offset 24)");
     std::string json(file.json_bytes, '\0');
-    if (read_at(sizeof(file), json.data(), json.size()) != json.size())
+    if (read_cached(sizeof(file), json.data(), json.size()) != json.size())
       fail("cannot read the JSON header at offset 24");
+    forget_near();
     if (XXH64(json.data(), json.size(), 0) != file.json_checksum)
       fail("JSON header checksum mismatch at offset 24 (corrupt)");
     try {
@@ -219,7 +226,23 @@ class FileReader final : public TraceReader {
 
   void for_each_record(uint32_t first_step, uint32_t last_step,
                        const std::function<bool(const Record&)>& callback) override {
-    for (const BlockInfo& block : blocks()) {
+    const std::vector<BlockInfo>& list = blocks();
+    auto wanted = [&](const BlockInfo& block) {
+      return block.type == BlockType::Records && block.max_step >= first_step &&
+             block.min_step <= last_step;
+    };
+    auto first = std::find_if(list.begin(), list.end(), wanted);
+    auto last = std::find_if(list.rbegin(), list.rend(), wanted);
+    if (first == list.end()) return;
+    // One large read only where the blocks wanted are most of the span (no window of one step
+    // reads a file's worth of other steps' blocks between two of its own).
+    const uint64_t span_end = last->offset + sizeof(BlockHeader) + last->payload_bytes;
+    uint64_t wanted_bytes = 0;
+    for (auto it = first; it != list.end() && it->offset < span_end; ++it)
+      if (wanted(*it)) wanted_bytes += sizeof(BlockHeader) + it->payload_bytes;
+    const bool dense = span_end > first->offset && 2 * wanted_bytes >= span_end - first->offset;
+    Span span(*this, first->offset, dense ? span_end : first->offset);
+    for (const BlockInfo& block : list) {
       if (block.type != BlockType::Records) continue;
       if (block.max_step < first_step || block.min_step > last_step) continue;
       bool more = true;
@@ -237,6 +260,7 @@ class FileReader final : public TraceReader {
     // must say the same.
     std::map<uint32_t, StepSummary> summaries;
     const std::vector<BlockInfo>& list = blocks();
+    Span span(*this, data_start_, size_);
     for (size_t i = 0; i < list.size(); ++i) {
       const BlockInfo& block = list[i];
       if (block.type == BlockType::Strings) {
@@ -379,7 +403,13 @@ class FileReader final : public TraceReader {
     EndIndexTrailer trailer{};
     if (size_ < data_start_ + 2 * sizeof(BlockHeader) + sizeof(EndPayload) + sizeof(trailer))
       return false;
-    if (read_at(size_ - sizeof(trailer), &trailer, sizeof(trailer)) != sizeof(trailer) ||
+    // One read for the trailer and the End block, one for the index before it.
+    load_near(size_ - std::min<uint64_t>(size_ - data_start_, kNearTail), size_);
+    struct Forget {
+      FileReader* reader;
+      ~Forget() { reader->forget_near(); }
+    } forget{this};
+    if (read_cached(size_ - sizeof(trailer), &trailer, sizeof(trailer)) != sizeof(trailer) ||
         trailer.magic != kIndexTrailerMagic)
       return false;
     if (trailer.end_block_bytes < sizeof(BlockHeader) + sizeof(EndPayload) + sizeof(trailer) ||
@@ -397,6 +427,10 @@ class FileReader final : public TraceReader {
     const uint64_t index_offset = trailer.index_offset;
     if (index_offset < data_start_ || index_offset > end_offset - sizeof(BlockHeader))
       return false;
+    // The index fills the bytes up to the End block: one read of exactly them.
+    if (index_offset < near_start_ &&
+        end_offset - index_offset <= sizeof(BlockHeader) + kMaxBlockPayload)
+      load_near(index_offset, size_);
     std::vector<uint8_t> index_payload;
     BlockHeader index_header{};
     if (!read_sound_block(index_offset, BlockType::Index, index_header, index_payload) ||
@@ -440,7 +474,7 @@ class FileReader final : public TraceReader {
   // `type`) and its checksum holds; false otherwise.
   bool read_sound_block(uint64_t offset, BlockType type, BlockHeader& header,
                         std::vector<uint8_t>& payload) {
-    if (read_at(offset, &header, sizeof(header)) != sizeof(header) ||
+    if (read_cached(offset, &header, sizeof(header)) != sizeof(header) ||
         header.magic != kBlockMagic || stored_header_check(header) != block_header_check(header) ||
         header.type != static_cast<uint8_t>(type) || header.payload_bytes > kMaxBlockPayload ||
         offset + sizeof(header) + header.payload_bytes > size_)
@@ -451,7 +485,7 @@ class FileReader final : public TraceReader {
       return false;
     }
     payload.resize(header.payload_bytes);
-    return read_at(offset + sizeof(header), payload.data(), payload.size()) == payload.size() &&
+    return read_cached(offset + sizeof(header), payload.data(), payload.size()) == payload.size() &&
            block_checksum(header, payload.data(), payload.size()) == header.checksum;
   }
 
@@ -531,6 +565,28 @@ class FileReader final : public TraceReader {
     truncation_offset_ = offset;
   }
 
+  // The few reads of opening a file (its headers; its trailer, End block and index) come from
+  // one read of the bytes around them: a diff of thousands of rank files opens each several
+  // times (issue #34). Held only while opening.
+  static constexpr uint64_t kNearHead = 4096, kNearTail = 4096;
+  void load_near(uint64_t from, uint64_t to) {
+    near_.resize(static_cast<size_t>(to - from));
+    near_.resize(read_at(from, near_.data(), near_.size()));
+    near_start_ = from;
+  }
+  void forget_near() {
+    near_.clear();
+    near_.shrink_to_fit();
+  }
+  size_t read_cached(uint64_t offset, void* out, size_t bytes) const {
+    if (offset >= near_start_ && offset - near_start_ <= near_.size() &&
+        bytes <= near_.size() - (offset - near_start_)) {
+      if (bytes) std::memcpy(out, near_.data() + (offset - near_start_), bytes);
+      return bytes;
+    }
+    return read_at(offset, out, bytes);
+  }
+
   size_t read_at(uint64_t offset, void* out, size_t bytes) const {
     size_t done = 0;
     while (done < bytes) {
@@ -549,6 +605,55 @@ class FileReader final : public TraceReader {
   void load_payload(const BlockInfo& block, std::vector<uint8_t>& payload) {
     BlockHeader header{};
     payload.resize(block.payload_bytes);
+    if (const uint8_t* at = from_span(block.offset, sizeof(header) + payload.size())) {
+      std::memcpy(&header, at, sizeof(header));
+      if (!payload.empty()) std::memcpy(payload.data(), at + sizeof(header), payload.size());
+    } else {
+      read_block(block, header, payload);
+    }
+    check_loaded(block, header, payload);
+  }
+
+  // Blocks read in file order (verify_all, for_each_record) come from one large read of the
+  // span they lie in, kSpanChunk at a time, instead of a pread each: a run of thousands of rank
+  // files has millions of blocks (issue #34). Nested spans (a callback reading strings) keep the
+  // outer one's end.
+  struct Span {
+    Span(FileReader& reader, uint64_t start, uint64_t end)
+        : reader(reader), saved_start(reader.span_start_), saved_end(reader.span_end_) {
+      if (saved_end <= saved_start) reader.span_start_ = start, reader.span_end_ = end;
+    }
+    ~Span() { reader.span_start_ = saved_start, reader.span_end_ = saved_end; }
+    FileReader& reader;
+    uint64_t saved_start, saved_end;
+  };
+  static constexpr size_t kSpanChunk = 4u << 20;
+  // The thread's buffer, shared by its readers one after another (owner: the reader's id).
+  struct SpanBuffer {
+    uint64_t owner = 0, start = 0;
+    size_t filled = 0;
+    std::vector<uint8_t> bytes;
+  };
+
+  // The `bytes` at `offset` from the span buffer, read now if need be; nullptr when they are
+  // outside the span or the file ends before them (the caller then reads them itself, and says
+  // what is wrong).
+  const uint8_t* from_span(uint64_t offset, size_t bytes) {
+    if (offset < span_start_ || offset >= span_end_ || bytes > span_end_ - offset) return nullptr;
+    thread_local SpanBuffer buffer;
+    if (buffer.owner == id_ && offset >= buffer.start && offset - buffer.start <= buffer.filled &&
+        bytes <= buffer.filled - (offset - buffer.start))
+      return buffer.bytes.data() + (offset - buffer.start);
+    const size_t want = static_cast<size_t>(
+        std::max<uint64_t>(bytes, std::min<uint64_t>(kSpanChunk, span_end_ - offset)));
+    if (buffer.bytes.size() < want) buffer.bytes.resize(want);
+    buffer.owner = id_;
+    buffer.start = offset;
+    buffer.filled = read_at(offset, buffer.bytes.data(), want);
+    return buffer.filled >= bytes ? buffer.bytes.data() : nullptr;
+  }
+
+  void read_block(const BlockInfo& block, BlockHeader& header, std::vector<uint8_t>& payload) {
     iovec parts[2] = {{&header, sizeof(header)}, {payload.data(), payload.size()}};
     const size_t want = sizeof(header) + payload.size();
     size_t done = 0;
@@ -569,6 +674,11 @@ class FileReader final : public TraceReader {
       if (got <= 0) fail_at(block.offset, "block cannot be read (file shrank?)");
       done += static_cast<size_t>(got);
     }
+  }
+
+  // The header read must be the one listed and the checksum must hold.
+  void check_loaded(const BlockInfo& block, const BlockHeader& header,
+                    const std::vector<uint8_t>& payload) const {
     if (header.magic != kBlockMagic || header.type != static_cast<uint8_t>(block.type) ||
         header.payload_bytes != block.payload_bytes || header.record_count != block.record_count ||
         header.min_step != block.min_step || header.max_step != block.max_step) {
@@ -645,6 +755,10 @@ class FileReader final : public TraceReader {
   }
 
   std::string path_;
+  uint64_t id_ = 0;  // this reader among the process's, for the thread's span buffer
+  uint64_t span_start_ = 0, span_end_ = 0;  // the span being read in file order (Span)
+  std::vector<uint8_t> near_;                // bytes read once while opening (load_near)
+  uint64_t near_start_ = 0;
   int fd_ = -1;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

@@ -5,27 +5,34 @@
 //   lockstep_tools_diff_bench [records_per_rank=10000000] [dir=/tmp/lockstep-diff-bench] [keep]
 //
 // Scale mode (issue #34): 2,432 ranks x 200 steps x 200 records per run (the article's rank
-// count; 97 M records, ~1.1 GB a run), the same three diffs and `verify`, each run `repeats`
-// times with the median of wall, user and system time and peak RSS, printed as a table and as
-// one JSON line. The children run under RLIMIT_NOFILE = `nofile` (far below the 4,864 rank
-// files of the two runs), so a diff that held a file open per rank would fail here.
+// count; 97 M records, 1.22 GB a run at level broad, 2.38 GB at full), the same three diffs and
+// `verify`, each run `repeats` times with the median of wall, user and system time and peak
+// RSS, printed as a table and as one JSON line. The children run under RLIMIT_NOFILE = `nofile`
+// (far below the 4,864 rank files of the two runs), so a diff that held a file open per rank
+// would fail here. Then the floor every command stands on: reading every byte of two runs with
+// XXH64 over it (what the integrity pass must do before any command reads a file), in this
+// process, one worker per core, 4 MiB preads.
 //
 //   lockstep_tools_diff_bench --scale [dir=/tmp/lockstep-diff-scale] [keep|drop] [repeats=3]
 //                             [ranks=2432] [nofile=256] [level=full]
 // Runs already in `dir` are used as they are (write them once with `keep`, then time again).
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "tools/synth/synthetic_trace.h"
 
@@ -90,6 +97,55 @@ uint64_t dir_bytes(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     total += e.is_regular_file() ? e.file_size() : 0;
   return total;
+}
+
+struct Floor {
+  double wall = 0, user = 0, sys = 0;
+  uint64_t bytes = 0;
+};
+
+double cpu_seconds(const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; }
+
+// Every byte of the rank files in `dirs` read (4 MiB preads, one worker per core) with XXH64
+// over it: the least any command that checks every block must spend.
+Floor read_floor(const std::vector<std::string>& dirs) {
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs)
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".lstrace") files.push_back(e.path());
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> bytes{0}, sink{0};
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const auto start = std::chrono::steady_clock::now();
+  auto worker = [&] {
+    std::vector<uint8_t> buffer(4u << 20);
+    for (size_t i = next++; i < files.size(); i = next++) {
+      const int fd = ::open(files[i].c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      uint64_t hash = 0;
+      for (off_t at = 0;;) {
+        const ssize_t got = ::pread(fd, buffer.data(), buffer.size(), at);
+        if (got <= 0) break;
+        hash ^= XXH64(buffer.data(), static_cast<size_t>(got), 0);
+        at += got, bytes += static_cast<uint64_t>(got);
+      }
+      sink += hash;
+      ::close(fd);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  Floor f;
+  f.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  getrusage(RUSAGE_SELF, &after);
+  f.user = cpu_seconds(after.ru_utime) - cpu_seconds(before.ru_utime);
+  f.sys = cpu_seconds(after.ru_stime) - cpu_seconds(before.ru_stime);
+  f.bytes = bytes;
+  return f;
 }
 
 double median(std::vector<double> v) {
@@ -178,7 +234,21 @@ int scale_mode(int argc, char** argv) {
                         c ? "," : "", cases[c].key, code, median(wall), median(user), median(sys),
                         median(rss));
   }
-  json += "}}";
+  json += "}";
+  // The floor under the identical diff (run a read twice), the two diverging ones (a and b) and
+  // verify (a, read once for the integrity pass and once more for the records).
+  std::vector<double> wall, user, sys;
+  uint64_t floor_bytes = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const Floor f = read_floor({a, last});
+    wall.push_back(f.wall), user.push_back(f.user), sys.push_back(f.sys);
+    floor_bytes = f.bytes;
+  }
+  std::printf("%-44s %5s %8.2f %8.2f %8.2f   (%.2f GB)\n", "floor: read + XXH64 of two runs", "-",
+              median(wall), median(user), median(sys), floor_bytes / 1e9);
+  json += fmt::format(R"(,"floor_read_xxh64_two_runs":{{"bytes":{},"wall_s":{:.3f},"user_s":{:.3f},)"
+                      R"("sys_s":{:.3f}}}}})",
+                      floor_bytes, median(wall), median(user), median(sys));
   std::printf("\n%s\n", json.c_str());
   if (!keep) fs::remove_all(root);
   return all_expected ? 0 : 1;

@@ -34,7 +34,8 @@ void warn(const std::string& message) {
 
 namespace {
 // The culprit's call stack, from whichever run recorded one (`lockstep run --stacks`).
-void attach_culprit_stack(const std::string& a, const std::string& b, DiffResult* result) {
+// From the runs already opened: opening them again would check every file of both again.
+void attach_culprit_stack(const RunSet& a, const RunSet& b, DiffResult* result) {
   if (!result->culprit || result->culprit->kind != "kernel") return;
   const Divergence& d = *result->culprit;
   std::optional<OpStack> stack;
@@ -114,7 +115,7 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
   }
   progress.clear();
   for (const std::string& w : result.warnings) warn(w);
-  attach_culprit_stack(request.a, request.b, &result);
+  attach_culprit_stack(a, b, &result);
   std::vector<const nlohmann::json*> headers_a, headers_b;
   for (int r : ranks) {
     headers_a.push_back(&a.find(r)->header);

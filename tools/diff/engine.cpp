@@ -398,36 +398,16 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
   };
   std::vector<Survey> surveys(ranks.size());
   const bool ranged = options.first_step != 0 || options.last_step != UINT32_MAX;
-  // First pass: each rank's steps and how they pair. Auto aligns by number only when every
-  // rank can: the ranks of one run are tied together by their collectives. (Inputs are opened
-  // again for each pass: a run of thousands of ranks must not hold a file open per rank.)
-  if (options.align != AlignMode::Ordinal)
-    parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
-      surveys[i].alignment =
-          align_steps(ranks[i].open_a()->steps(), ranks[i].open_b()->steps(), options.align);
-    });
-  AlignMode mode = AlignMode::Ordinal;
-  if (!surveys.empty() && std::all_of(surveys.begin(), surveys.end(), [](const Survey& s) {
-        return s.alignment.by_number();
-      }))
-    mode = AlignMode::Number;
-  std::string ordinal_reason;
-  for (Survey& survey : surveys) {
-    if (mode == AlignMode::Ordinal) {
-      if (ordinal_reason.empty()) ordinal_reason = survey.alignment.reason;
-      survey.alignment = StepAlignment{};
-    } else if (ranged) {
-      restrict_alignment(survey.alignment, options.first_step, options.last_step);
-    }
-  }
-  // Second pass: what each rank's inputs hold, seen through the alignment.
-  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
-    Survey& survey = surveys[i];
-    for (const RankInputFactory* open : {&ranks[i].open_a, &ranks[i].open_b}) {
-      std::unique_ptr<RankInput> input = (*open)();
-      if (mode == AlignMode::Number)
-        input = std::make_unique<AlignedRankInput>(std::move(input), survey.alignment,
-                                                   open == &ranks[i].open_b);
+  // One pass opens each rank's inputs once (a run of thousands of ranks must not hold a file
+  // open per rank, and opening them again per pass cost a tenth of a diff, issue #34): each
+  // rank's steps and how they pair, and what its inputs hold seen both ways, in trace order
+  // and through its alignment by number. Auto aligns by number only when every rank can: the
+  // ranks of one run are tied together by their collectives; the survey of the way not taken
+  // is dropped, and so is any error it met.
+  std::vector<Survey> by_number(ranks.size());
+  std::vector<std::exception_ptr> number_errors(ranks.size());
+  auto survey_of = [](RankInput& a, RankInput& b, Survey& survey) {
+    for (RankInput* input : {&a, &b}) {
       std::vector<StepInfo> steps = input->steps();
       if (!steps.empty()) {
         survey.first = std::min(survey.first.value_or(UINT32_MAX), steps.front().step);
@@ -438,7 +418,40 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
       for (std::string& reason : input->incomplete())
         survey.incomplete.push_back(std::move(reason));
     }
+  };
+  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+    std::unique_ptr<RankInput> a = ranks[i].open_a(), b = ranks[i].open_b();
+    if (options.align != AlignMode::Ordinal)
+      surveys[i].alignment = align_steps(a->steps(), b->steps(), options.align);
+    survey_of(*a, *b, surveys[i]);
+    if (!surveys[i].alignment.by_number()) return;
+    try {
+      Survey& number = by_number[i];
+      number.alignment = surveys[i].alignment;
+      if (ranged) restrict_alignment(number.alignment, options.first_step, options.last_step);
+      AlignedRankInput aligned_a(std::move(a), number.alignment, false);
+      AlignedRankInput aligned_b(std::move(b), number.alignment, true);
+      survey_of(aligned_a, aligned_b, number);
+    } catch (...) {
+      number_errors[i] = std::current_exception();
+    }
   });
+  AlignMode mode = AlignMode::Ordinal;
+  if (!surveys.empty() && std::all_of(surveys.begin(), surveys.end(), [](const Survey& s) {
+        return s.alignment.by_number();
+      }))
+    mode = AlignMode::Number;
+  std::string ordinal_reason;
+  if (mode == AlignMode::Number) {
+    for (const std::exception_ptr& e : number_errors)
+      if (e) std::rethrow_exception(e);
+    surveys = std::move(by_number);
+  } else {
+    for (Survey& survey : surveys) {
+      if (ordinal_reason.empty()) ordinal_reason = survey.alignment.reason;
+      survey.alignment = StepAlignment{};
+    }
+  }
   if (!surveys.empty()) {
     result.alignment = surveys.front().alignment;
     if (mode == AlignMode::Ordinal) result.alignment.reason = ordinal_reason;
