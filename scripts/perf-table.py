@@ -23,8 +23,9 @@ ORDER = "abcdesmrwpvjfgxo"  # the suite's order of groups (tests/gpu/run.sh)
 # README's rows: (check, how much of the figure: "head" = up to its first top-level ", " or
 # "; ", "all" = the whole figure).
 KEY = [("overhead off", "head"), ("overhead metrics", "head"), ("overhead broad", "head"),
-       ("overhead full", "head"), ("launch-bound self time", "all"),
-       ("ddp overhead broad", "head"), ("tpdp overhead broad", "head"), ("launch cost", "all")]
+       ("overhead full", "head"), ("overhead explicit-attention full", "head"),
+       ("overhead unseen full", "head"), ("launch-bound self time", "all"),
+       ("tpdp overhead broad", "head"), ("hash bench", "head")]
 
 
 def load(folder):
