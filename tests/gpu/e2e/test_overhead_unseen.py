@@ -103,10 +103,11 @@ class TargetsByJobTest(unittest.TestCase):
         self.assertIsNone(self.target("full-nocache"))
         self.assertIsNone(self.target("full-64B"))
 
-    def test_the_small_levels_keep_their_targets(self):
+    def test_the_small_levels_have_the_same_targets_on_every_job(self):
+        # broad: issue #34's x1.01 (and 1.0% of the step for the shim's own time).
         for job in ("gpt", "unseen"):
             self.assertEqual([self.target(m, "--job", job) for m in ("off", "metrics", "broad")],
-                             [1.005, 1.01, 1.02])
+                             [1.005, 1.01, 1.01])
 
 
 class UnseenJobInOverheadTest(unittest.TestCase):
