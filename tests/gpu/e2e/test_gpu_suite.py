@@ -131,10 +131,10 @@ class RunShTest(unittest.TestCase):
         self.assertIn(table.strip().splitlines()[-1], proc.stdout)
         # ddp: the ratio judged, the shim's own time per step shown; tpdp: the shim's time
         # judged, the ratio shown.
-        self.assertRegex(table, r"ddp overhead broad +PASS +x[0-9.]+ \(target x1\.020\), .*; "
+        self.assertRegex(table, r"ddp overhead broad +PASS +x[0-9.]+ \(target x1\.010\), .*; "
                                 r"shim 1\.0 us/step \([0-9.]+%, not judged\)")
         self.assertRegex(table, r"tpdp overhead broad +PASS +shim 1\.0 us/step \([0-9.]+% of "
-                                r"the untraced step, goal 2\.0%\); x[0-9.]+, .* \(ratio not "
+                                r"the untraced step, goal 1\.0%\); x[0-9.]+, .* \(ratio not "
                                 r"judged\)")
 
     def test_results_json_holds_commit_gpu_driver_date_and_every_row(self):
