@@ -23,6 +23,21 @@
 namespace lockstep::trace {
 namespace {
 
+// A block's entry in the block list, from its header or from its entry in the step index (the
+// same fields under the same names).
+template <typename Fields>
+BlockInfo block_info(uint64_t offset, const Fields& f) {
+  BlockInfo info;
+  info.offset = offset;
+  info.type = static_cast<BlockType>(f.type);
+  info.payload_bytes = f.payload_bytes;
+  info.record_count = f.record_count;
+  info.min_step = f.min_step;
+  info.max_step = f.max_step;
+  info.first_seq = f.first_seq;
+  return info;
+}
+
 constexpr uint32_t kMaxJsonBytes = 16u << 20;
 // Records one step may claim in its summaries: far above any job (a million kernels a step for
 // a million steps is 2^40), and low enough that summing a file's partial summaries cannot wrap.
@@ -139,15 +154,7 @@ class FileReader final : public TraceReader {
       check_block_bounds(offset, header);
       if (header.type >= static_cast<uint8_t>(BlockType::Records) &&
           header.type <= kLastBlockType) {
-        BlockInfo info;
-        info.offset = offset;
-        info.type = static_cast<BlockType>(header.type);
-        info.payload_bytes = header.payload_bytes;
-        info.record_count = header.record_count;
-        info.min_step = header.min_step;
-        info.max_step = header.max_step;
-        info.first_seq = header.first_seq;
-        blocks_.push_back(info);
+        blocks_.push_back(block_info(offset, header));
       }  // else a block type from a newer writer: skipped
       offset = end;
       if (header.type == static_cast<uint8_t>(BlockType::End) && offset < size_)
@@ -444,26 +451,10 @@ class FileReader final : public TraceReader {
     blocks_.reserve(entries.size() + 2);
     for (const IndexBlockEntry& e : entries) {
       if (e.type > kLastBlockType) continue;  // a block type from a newer writer: skipped
-      BlockInfo info;
-      info.offset = e.offset;
-      info.type = static_cast<BlockType>(e.type);
-      info.payload_bytes = e.payload_bytes;
-      info.record_count = e.record_count;
-      info.min_step = e.min_step;
-      info.max_step = e.max_step;
-      info.first_seq = e.first_seq;
-      blocks_.push_back(info);
+      blocks_.push_back(block_info(e.offset, e));
     }
-    for (const auto& [offset, header] : {std::pair{index_offset, index_header}, {end_offset, end_header}}) {
-      BlockInfo info;
-      info.offset = offset;
-      info.type = static_cast<BlockType>(header.type);
-      info.payload_bytes = header.payload_bytes;
-      info.record_count = header.record_count;
-      info.min_step = header.min_step;
-      info.max_step = header.max_step;
-      blocks_.push_back(info);
-    }
+    blocks_.push_back(block_info(index_offset, index_header));
+    blocks_.push_back(block_info(end_offset, end_header));
     end_ = parse_end(end_offset, end_payload);
     end_loaded_ = true;
     indexed_ = true;

@@ -1,7 +1,7 @@
 // What the hashing benchmarks share: a check macro that names the failed call and exits, the
-// read-only reduction they compare against, and the spin kernel that keeps a stream busy while
-// the host queues what is to be timed (so that CUDA events time the device alone, not the
-// host's launch path).
+// read-only reduction they compare against, a fill of nonzero pseudo-random words, and the spin
+// kernel that keeps a stream busy while the host queues what is to be timed (so that CUDA events
+// time the device alone, not the host's launch path).
 #pragma once
 
 #include <cuda.h>
@@ -24,6 +24,21 @@ __global__ void spin(unsigned long long ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// Fills n words with a hash of their index and seed, every byte nonzero (never a run of zeros a
+// hash could shortcut): the data the diagnostics time the kernels on.
+__global__ void fill_words(unsigned* out, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    unsigned x = unsigned(i) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 0x2C1B3C6Du;
+    x ^= x >> 12;
+    x *= 0x297A2D39u;
+    x ^= x >> 15;
+    out[i] = x | 0x01010101u;
+  }
 }
 
 // The read-only baseline: sum of u64 words, 16-byte loads, 4 in flight per thread.

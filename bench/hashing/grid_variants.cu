@@ -97,19 +97,6 @@ __global__ void __launch_bounds__(lsf1::kThreadsPerBlock, 1)
   }
 }
 
-__global__ void fill(unsigned* out, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 0x2C1B3C6Du;
-    x ^= x >> 12;
-    x *= 0x297A2D39u;
-    x ^= x >> 15;
-    out[i] = x | 0x01010101u;
-  }
-}
-
 uint64_t units_of(uint64_t bytes) { return std::max<uint64_t>(1, (bytes + 16383) / 16384); }
 
 double median(std::vector<double> v) {
@@ -127,7 +114,7 @@ int main() {
   const size_t kPool = 2ull << 30;
   unsigned char* pool = nullptr;
   BENCH_CHECK(cudaMalloc(&pool, kPool + 4096));
-  fill<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4, 12345u);
+  lockstep::bench::fill_words<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 4096) / 4, 12345u);
   unsigned long long* sink = nullptr;
   BENCH_CHECK(cudaMalloc(&sink, 8));
   const auto buffers = lockstep::bench::direct_launch_buffers(1 << 14);

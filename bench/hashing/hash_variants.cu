@@ -22,19 +22,6 @@ namespace {
 using namespace lockstep::hashing;
 using lockstep::bench::spin;
 
-__global__ void fill(unsigned* out, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 0x2C1B3C6Du;
-    x ^= x >> 12;
-    x *= 0x297A2D39u;
-    x ^= x >> 15;
-    out[i] = x | 0x01010101u;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,7 +33,7 @@ int main(int argc, char** argv) {
   const size_t kPool = 4ull << 30;
   unsigned char* pool = nullptr;
   BENCH_CHECK(cudaMalloc(&pool, kPool + 256));
-  fill<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 256) / 4, 12345u);
+  lockstep::bench::fill_words<<<4096, 256>>>(reinterpret_cast<unsigned*>(pool), (kPool + 256) / 4, 12345u);
   const lockstep::bench::DirectLaunchBuffers buffers = lockstep::bench::direct_launch_buffers(1024);
   lsf1::DigestSlot* const host_slots = buffers.host_slots;
   lsf1::DigestSlot* const device_slots = buffers.device_slots;

@@ -60,6 +60,25 @@ uint64_t emulated_fingerprint(const unsigned char* base, uint64_t bytes) {
   return device::lsf1_finalize(sum, bytes);
 }
 
+// `length` random bytes at `misalign` past a 16-aligned allocation that ends exactly where the
+// region ends; the shim's load checks allow that allocation only (and start counting afresh).
+struct GuardedRegion {
+  GuardedRegion(uint64_t length, uint32_t misalign, std::mt19937_64& rng) {
+    const size_t alloc = misalign + length;
+    block = static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
+    for (size_t i = 0; i < alloc; ++i) block[i] = static_cast<unsigned char>(rng());
+    shim::allowed_begin = block;
+    shim::allowed_end = block + alloc;
+    shim::violations = 0;
+    region = block + misalign;
+  }
+  ~GuardedRegion() { std::free(block); }
+  GuardedRegion(const GuardedRegion&) = delete;
+  GuardedRegion& operator=(const GuardedRegion&) = delete;
+  unsigned char* block = nullptr;
+  const unsigned char* region = nullptr;
+};
+
 TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
   std::mt19937_64 rng(11);
   std::vector<uint64_t> lengths = {0,     1,     2,     15,         16,    17,    31,   32,
@@ -68,15 +87,8 @@ TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
   for (int i = 0; i < 40; ++i) lengths.push_back(rng() % (3 * lsf1::kTileBytes));
   for (uint64_t length : lengths) {
     for (uint32_t misalign = 0; misalign < 16; ++misalign) {
-      // The allocation is 16-aligned and ends exactly where the region ends.
-      const size_t alloc = misalign + length;
-      auto* block =
-          static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
-      for (size_t i = 0; i < alloc; ++i) block[i] = static_cast<unsigned char>(rng());
-      shim::allowed_begin = block;
-      shim::allowed_end = block + alloc;
-      shim::violations = 0;
-      const unsigned char* region = block + misalign;
+      GuardedRegion guarded(length, misalign, rng);
+      const unsigned char* region = guarded.region;
       const uint64_t expected = fingerprint(region, length);
       EXPECT_EQ(emulated_fingerprint<false>(region, length), expected)
           << "bulk code, length " << length << " misalign " << misalign;
@@ -84,7 +96,6 @@ TEST(Lsf1DeviceCodeOnHost, MatchesReferenceAtEveryMisalignment) {
           << "compact code, length " << length << " misalign " << misalign;
       EXPECT_EQ(shim::violations, 0)
           << "out-of-allocation or misaligned load, length " << length << " misalign " << misalign;
-      std::free(block);
     }
   }
 }
@@ -121,18 +132,11 @@ TEST(Lsf1DeviceCodeOnHost, TheTileKernelsFourLanesPerLeafMatchTheReference) {
   for (int i = 0; i < 20; ++i) lengths.push_back(rng() % (4 * lsf1::kTileBytes));
   for (uint64_t length : lengths) {
     for (uint32_t misalign : {0u, 3u, 8u}) {
-      const size_t alloc = misalign + length;
-      auto* block =
-          static_cast<unsigned char*>(std::aligned_alloc(16, (alloc + 15) / 16 * 16 + 16));
-      for (size_t i = 0; i < alloc; ++i) block[i] = static_cast<unsigned char>(rng());
-      shim::allowed_begin = block;
-      shim::allowed_end = block + alloc;
-      shim::violations = 0;
-      const unsigned char* region = block + misalign;
+      GuardedRegion guarded(length, misalign, rng);
+      const unsigned char* region = guarded.region;
       EXPECT_EQ(emulated_tile_kernel_fingerprint(region, length), fingerprint(region, length))
           << "length " << length << " misalign " << misalign;
       EXPECT_EQ(shim::violations, 0) << "length " << length << " misalign " << misalign;
-      std::free(block);
     }
   }
 }
