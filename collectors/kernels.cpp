@@ -269,16 +269,30 @@ LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLa
 }
 
 // A launch at broad that is the job's own (not a library's, not inside an NCCL group): its
-// identity alone, so its record waits in this per-thread slot instead of a CallState on the
-// call stack. Everything the general path does for it beyond the record is for fingerprints
-// (level full), which is why this path has half its instructions and touches half its lines:
-// broad's cost is those lines (collectors/README.md, "A call's cost at broad").
+// identity alone. Everything the general path does for it beyond the record is for fingerprints
+// (level full), and broad's cost is the cache lines a launch touches (collectors/README.md, "A
+// call's cost at broad"). So the record is built where the writer stages it (no copy), committed
+// before the real call (nothing left to do after it but to take the record back if the launch
+// failed), and without its name: the writer's resolver looks the handle up on the thread that
+// encodes the record (deferred_kernel_name). Where the launching thread needs the name (a
+// LOCKSTEP_STACKS filter) or the handle is a host stub (its lookup is a runtime call, which on
+// another thread could make a context on the wrong device), or the writer refuses to stage, the
+// record is built in the per-thread slot below, named here, and appended after the call.
 struct BroadLaunch {
   trace::Record record;
   Tracer* tracer = nullptr;
+  trace::TraceWriter::Staged ticket;  // staged: the committed record
+  bool staged = false;
+  bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
   bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
 };
 constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack token looks so
+// A staged record's handle, in the two fields after the Kernel kind's own (never hashed or
+// encoded: fast_field_count), for deferred_kernel_name; next to them, so that the record's
+// lines touched end there.
+constexpr int kHandleField = trace::fields::Kernel::kCount;
+constexpr int kHandleKindField = trace::fields::Kernel::kCount + 1;
+static_assert(kHandleKindField < trace::kMaxFields);
 // Heap, never freed: hooks run during exit, after thread_local destructors.
 thread_local BroadLaunch* t_broad_launch = nullptr;
 
@@ -292,27 +306,59 @@ inline BroadLaunch& broad_launch() {
   return *slot;
 }
 
+// The launch's identity into `r`: stamp, launch shape, capture label; fields from
+// `clear_below` on are left as they are.
+LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
+                               int clear_below = trace::kMaxFields) {
+  self_time::Scope stamping(self_time::Phase::Stamp);
+  r.clear_fields_below(clear_below);  // buffers and payload stay empty on this path
+  tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
+  set_launch_fields(r, launch);
+  label_capture(tracer, r, launch);
+}
+
 LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot,
                                          const KernelLaunch& launch) {
-  trace::Record& r = slot.record;
-  {
-    self_time::Scope stamping(self_time::Phase::Stamp);
-    r.clear_fields();  // buffers and payload stay empty on this path
-    tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
-    set_launch_fields(r, launch);
-    label_capture(tracer, r, launch);
+  trace::Record* staged = nullptr;
+  if (!tracer->stacks_by_name() && launch.handle_kind != FunctionHandle::HostStub) [[likely]]
+    staged = tracer->stage();
+  if (staged != nullptr) [[likely]] {
+    stamp_launch(tracer, *staged, launch, trace::fields::Kernel::kCount);
+    staged->name = trace::kDeferredName;
+    staged->fields[kHandleField] = reinterpret_cast<uintptr_t>(launch.handle);
+    staged->fields[kHandleKindField] = static_cast<uint64_t>(launch.handle_kind);
+    self_time::Scope appending(self_time::Phase::Append);
+    slot.ticket = tracer->commit_staged();
+    slot.staged = true;
+  } else {
+    trace::Record& r = slot.record;
+    stamp_launch(tracer, r, launch);
+    KernelBrief brief;
+    {
+      self_time::Scope timed(self_time::Phase::Describe);
+      brief = brief_of(tracer, launch.handle_kind, launch.handle);  // may throw
+      r.name = brief.name_id;
+    }
+    if (brief.stacks) [[unlikely]]
+      record_stack(tracer, r, launch.stream, launch.per_thread_stream);
+    slot.staged = false;
   }
-  KernelBrief brief;
-  {
-    self_time::Scope timed(self_time::Phase::Describe);
-    brief = brief_of(tracer, launch.handle_kind, launch.handle);  // may throw
-    r.name = brief.name_id;
-  }
-  if (brief.stacks) [[unlikely]]
-    record_stack(tracer, r, launch.stream, launch.per_thread_stream);
   // No deferred output hashes to flush, unlike the general path: only held records defer them
   // (kernels, GEMMs and copies with fingerprints), and below full none is held.
   slot.tracer = tracer;
+  slot.nested = false;
+  slot.open = true;
+  ++api.launch_depth;
+  return kBroadLaunchToken;
+}
+
+// A library's own launch at broad (a cuBLAS kernel): its call's, only counted. The general path
+// would set up a call-stack entry for it (a whole CallState's lines) that nothing reads.
+LOCKSTEP_HOT uint64_t broad_nested_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot) {
+  tracer->stats.nested_kernels.fetch_add(1, std::memory_order_relaxed);
+  slot.tracer = tracer;
+  slot.staged = false;
+  slot.nested = true;
   slot.open = true;
   ++api.launch_depth;
   return kBroadLaunchToken;
@@ -322,12 +368,32 @@ LOCKSTEP_HOT void broad_launch_end(int result) {
   BroadLaunch& slot = broad_launch();
   if (!slot.open) return;
   slot.open = false;
-  if (result == CUDA_SUCCESS) slot.tracer->append(slot.record);
+  if (slot.nested) {
+    // Counted at begin; the enclosing call's record stands for it.
+  } else if (slot.staged) [[likely]] {
+    // A launch that failed ran nothing: its record is taken back (one already encoded stays,
+    // counted and warned about at exit).
+    if (result != CUDA_SUCCESS && !slot.tracer->retract(slot.ticket)) [[unlikely]]
+      slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  } else if (result == CUDA_SUCCESS) {
+    slot.tracer->append(slot.record);
+  }
   OpenApi& api = open_api();
   --api.launch_depth;
   if (api.depth == 0) api.outer_api = 0;
 }
 }  // namespace
+
+trace::StringId deferred_kernel_name(Tracer* tracer, const trace::Record& record) {
+  if (record.kind != trace::RecordKind::Kernel) return 0;
+  try {
+    const auto kind = static_cast<FunctionHandle>(record.fields[kHandleKindField]);
+    const auto* handle = reinterpret_cast<const void*>(record.fields[kHandleField]);
+    return brief_of(tracer, kind, handle).name_id;
+  } catch (...) {
+    return 0;
+  }
+}
 
 LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
@@ -340,11 +406,14 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // slot is asked for now and read after the call is set up: its miss (the slot of a kernel not
   // launched lately) overlaps that work instead of coming first.
   const bool in_library = api.depth > 0;
-  if (!in_library) __builtin_prefetch(&brief_slot(launch.handle));
-  if (!in_library && api.nccl_group == 0 && tracer->level() == Level::Broad) {
+  if (api.nccl_group == 0 && tracer->level() == Level::Broad) {
     BroadLaunch& slot = broad_launch();
-    if (!slot.open) return broad_launch_begin(tracer, api, slot, launch);
+    if (!slot.open) {
+      if (in_library) return broad_nested_begin(tracer, api, slot);
+      return broad_launch_begin(tracer, api, slot, launch);
+    }
   }
+  if (!in_library) __builtin_prefetch(&brief_slot(launch.handle));
   auto describe = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
     return brief_of(tracer, launch.handle_kind, launch.handle);

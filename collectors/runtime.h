@@ -119,12 +119,24 @@ class Tracer {
 
   // ---- appending --------------------------------------------------------------------------
   void append(const trace::Record& record);
+  // append() without the copy (trace::TraceWriter::stage): the record is built in the writer's
+  // staging slot, committed, and taken back if the call it describes failed. stage() is nullptr
+  // once closed or where the writer refuses (then append() as usual).
+  trace::Record* stage();
+  trace::TraceWriter::Staged commit_staged() { return writer_->commit_staged(); }
+  bool retract(const trace::TraceWriter::Staged& ticket) { return writer_->retract(ticket); }
+  // Whether a kernel's name decides something on the launching thread (a LOCKSTEP_STACKS
+  // filter): else a launch at broad leaves the name to the writer (kernels.cpp).
+  bool stacks_by_name() const { return stack_filter_.has_value(); }
   void warn(WarningCode code, uint64_t count, std::string_view message);
 
   // ---- fingerprints ------------------------------------------------------------------------
   // Creates a pending record (outstanding = 1 for the open call). Null when the pending ring is
   // full: the caller then appends with kFingerprintDropped.
   PendingRecord* hold(trace::Record&& record);
+  // hold() for each of `n` records under one lock (a call's state records): out[k] is
+  // records[k]'s, or null (that record is left alone) once the ring is full.
+  void hold_many(trace::Record* records, size_t n, PendingRecord** out);
   // Enqueues fingerprints of `regions` on `stream`, filling `pending` when they arrive. Regions
   // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
   // `not_capturing`: the caller has just seen that `stream` is not capturing (skips the check).
@@ -179,6 +191,8 @@ class Tracer {
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
   void release(PendingRecord* pending, bool keep = true);
+  // release() of each, under one lock.
+  void release_many(PendingRecord* const* pendings, size_t n);
   // Is `stream` capturing (or in an invalid capture state)? Capture id in *capture_id.
   bool capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
                  CUgraph* graph = nullptr);

@@ -27,34 +27,44 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   auto stream = static_cast<CUstream>(stream_handle);
   const bool hash = tracer->fingerprint_step(Tracer::steps().current());
   const trace::StringId label = tracer->intern("value");
-  std::vector<PendingRecord*> pendings;
-  std::vector<std::vector<PlannedRegion>> plans;
-  pendings.reserve(n);
-  plans.reserve(n);
+  // Reused from call to call (once per optimizer step, the same tensors): the plans keep their
+  // capacity, and the records to hold are held under one lock. Heap, never freed (exit).
+  thread_local auto* held_buffer = new std::vector<trace::Record>;
+  thread_local auto* pendings_buffer = new std::vector<PendingRecord*>;
+  thread_local auto* plans_buffer = new std::vector<std::vector<PlannedRegion>>;
+  std::vector<trace::Record>& held = *held_buffer;
+  std::vector<PendingRecord*>& pendings = *pendings_buffer;
+  std::vector<std::vector<PlannedRegion>>& plans = *plans_buffer;
+  if (held.size() < n) held.resize(n);
+  if (plans.size() < n) plans.resize(n);
+  size_t planned = 0;  // held[k] with plans[k], k < planned
   for (size_t i = 0; i < n; ++i) {
-    trace::Record record;
+    trace::Record& record = held[planned];
+    record.clear();
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
     tracer->stamp(&record, trace::RecordKind::State, name, stream, false);
     record.fields[trace::fields::State::bytes] = bytes[i];
     record.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
-    std::vector<PlannedRegion> plan;
+    std::vector<PlannedRegion>& plan = plans[planned];
+    plan.clear();
     tracer->add_buffer(&record, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
                        bytes[i], /*exact=*/true, hash);
     if (plan.empty()) {  // outside the step window, or nothing to read: identity only
       tracer->append(record);
       continue;
     }
-    PendingRecord* pending = tracer->hold(std::move(record));
-    if (pending == nullptr) {  // hold() leaves the record alone when it refuses
-      for (auto& entry : record.buffers) entry.flags |= trace::kFingerprintDropped;
-      tracer->append(record);
-      continue;
-    }
-    pendings.push_back(pending);
-    plans.push_back(std::move(plan));
+    ++planned;
   }
-  tracer->fingerprint_batch(stream, false, pendings.data(), plans.data(), pendings.size());
-  for (PendingRecord* pending : pendings) tracer->release(pending);
+  pendings.assign(planned, nullptr);
+  tracer->hold_many(held.data(), planned, pendings.data());
+  for (size_t k = 0; k < planned; ++k) {
+    if (pendings[k] != nullptr) continue;  // refused (the pending ring is full): left alone
+    for (auto& entry : held[k].buffers) entry.flags |= trace::kFingerprintDropped;
+    tracer->append(held[k]);
+  }
+  // Refused ones (null) are skipped by both.
+  tracer->fingerprint_batch(stream, false, pendings.data(), plans.data(), planned);
+  tracer->release_many(pendings.data(), planned);
 }
 
 }  // namespace

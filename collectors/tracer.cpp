@@ -185,6 +185,11 @@ LOCKSTEP_HOT void Tracer::append(const trace::Record& record) {
   writer_->append(record);
 }
 
+LOCKSTEP_HOT trace::Record* Tracer::stage() {
+  if (closed_.load(std::memory_order_relaxed)) return nullptr;
+  return writer_->stage();
+}
+
 void Tracer::warn(WarningCode code, uint64_t count, std::string_view message) {
   trace::Record record;
   stamp(&record, trace::RecordKind::Warning, message, nullptr, false);

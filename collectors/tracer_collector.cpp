@@ -30,6 +30,24 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
   return pending;
 }
 
+void Tracer::hold_many(trace::Record* records, size_t n, PendingRecord** out) {
+  self_time::Scope timed(self_time::Phase::Hold);
+  std::lock_guard lock(pending_mutex_);
+  for (size_t k = 0; k < n; ++k) {
+    if (pending_records_ >= kMaxPendingRecords || closing_) {
+      out[k] = nullptr;
+      continue;
+    }
+    out[k] = new PendingRecord{std::move(records[k]), 1};
+    ++pending_records_;
+    ++pending_per_step_[out[k]->record.step];
+  }
+  if (n > 0 && !collector_running_) {
+    collector_running_ = true;
+    collector_ = std::thread([this] { collector_loop(); });
+  }
+}
+
 bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
   // pending_mutex_ held.
   if (valid && buffer_index < pending->record.buffers.size()) {
@@ -108,6 +126,13 @@ void Tracer::release(PendingRecord* pending, bool keep) {
   std::lock_guard lock(pending_mutex_);
   if (!keep) pending->discard = true;
   if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
+}
+
+void Tracer::release_many(PendingRecord* const* pendings, size_t n) {
+  std::lock_guard lock(pending_mutex_);
+  for (size_t k = 0; k < n; ++k)
+    if (pendings[k] != nullptr && deliver(pendings[k], UINT32_MAX, 0, false))
+      complete_locked(pendings[k]);
 }
 
 void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,

@@ -15,6 +15,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/environment.h"
 #include "collectors/fatal_signals.h"
+#include "collectors/kernel_info.h"
 #include "collectors/runtime.h"
 #include "common/hot.h"
 #include "common/self_time.h"
@@ -175,6 +176,9 @@ Tracer* Tracer::create() {
     return nullptr;
   }
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
+  // Kernel records at broad leave their names to the writer (kernels.cpp, deferred_kernel_name).
+  tracer->writer_->set_name_resolver(
+      [tracer](const trace::Record& record) { return deferred_kernel_name(tracer, record); });
   if (config.debug) self_time::enable(config.debug_phases);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);

@@ -94,6 +94,9 @@ std::vector<TracerStats::Warning> TracerStats::warnings() const {
       {WarningCode::LtCacheMismatch, lt_cache_mismatches.load(),
        "cuBLASLt layouts or algorithms with the bytes of an earlier one read other attributes: "
        "GEMM records before that may carry the earlier one's shape or algorithm"},
+      {WarningCode::FailedLaunchRecorded, failed_launches_recorded.load(),
+       "kernel launches failed after the writer encoded their records (a launch at broad is "
+       "recorded before the call)"},
   };
   std::vector<Warning> out;
   for (const Warning& w : all)

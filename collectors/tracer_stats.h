@@ -27,6 +27,7 @@ enum class WarningCode : uint64_t {
   ReadOnlyWritten = 6,          // count = kernel pointer words learned read-only, then seen written
   FillDiffered = 7,             // count = fills whose bytes differed from an earlier same fill's
   LtCacheMismatch = 8,  // count = cuBLASLt objects whose bytes matched but attributes did not
+  FailedLaunchRecorded = 9,  // count = failed launches whose staged record was already encoded
 };
 
 // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
@@ -54,6 +55,7 @@ struct TracerStats {
   // ---- cuBLASLt objects known by their bytes (bytes_keyed_cache.h) ----------------------------
   std::atomic<uint64_t> lt_reads_cached{0};      // cuBLASLt layouts/algorithms known by their bytes
   std::atomic<uint64_t> lt_reads_missed{0};      // read from the library (counted at debug only)
+  std::atomic<uint64_t> failed_launches_recorded{0};  // kernels.cpp, broad: record kept
   std::atomic<uint64_t> lt_cache_mismatches{0};  // equal bytes, other attributes: cache turned off
 
   // ---- records and buffers ----------------------------------------------------------------------

@@ -153,6 +153,8 @@ int dtype_bits(DType dtype);  // 0 for unknown ids
 // Strings (kernel names can be a kilobyte of templates) are stored once per file and referenced
 // by id. Id 0 is the empty string. Ids are per file: compare the strings, never the ids.
 using StringId = uint32_t;
+// A record's name not looked up yet: TraceWriter's name resolver gives it (writer.h).
+inline constexpr StringId kDeferredName = 0xffffffffu;
 
 // ---- scopes --------------------------------------------------------------------------------
 // The stack of ranges (NVTX push/pop, lockstep_scope_push, a PyTorch module's forward) open on
@@ -226,11 +228,14 @@ struct Record {
   }
   // Sixteen-byte stores: fields.fill(0) compiles to a rep stos, whose start-up is most of what
   // clearing 128 bytes costs (the shim clears a record on every traced call).
-  void clear_fields() {
+  void clear_fields() { clear_fields_below(kMaxFields); }
+  // Fields [0, count) only (rounded up to even): a record whose kind has fewer fields leaves the
+  // lines of the rest untouched (encoding and digests read the kind's fields only).
+  void clear_fields_below(int count) {
     static constexpr uint64_t kZero[2] = {0, 0};
     static_assert(kMaxFields % 2 == 0);
 #pragma GCC unroll 8
-    for (int i = 0; i < kMaxFields; i += 2) std::memcpy(&fields[i], kZero, sizeof kZero);
+    for (int i = 0; i < kMaxFields && i < count; i += 2) std::memcpy(&fields[i], kZero, sizeof kZero);
   }
   // `*this = other`, but a record without buffers or payload (a launch at broad: most records)
   // is copied without the two vector assignments, whose code is most of what the copy would run;

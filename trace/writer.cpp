@@ -113,6 +113,9 @@ inline void prefetch_for_write(const Record* slot) {
 struct StagedBatch {
   uint32_t count = 0;
   std::array<Record, kBatchRecords> records;
+  // Records taken back (retract) before a drain reached them: skipped, then cleared by the drain.
+  std::array<uint64_t, (kBatchRecords + 63) / 64> retracted{};
+  bool is_retracted(uint32_t i) const { return (retracted[i / 64] >> (i % 64)) & 1; }
 };
 
 struct ThreadBuffer {
@@ -131,6 +134,15 @@ struct ThreadBuffer {
   // appended: records encoded (written under encode_mutex); dropped: refused or lost.
   std::atomic<uint64_t> appended{0}, dropped{0};
   uint32_t ordinal = 0;
+  // The owner's own view of its staging (only the owner reads or writes these): the batch that was
+  // `filling` at its last append or commit and the index of its next slot (null: ask under the
+  // lock), and the slot between stage() and commit_staged(). A drain may take that batch
+  // meanwhile; it then keeps it alive among the spares (drain_locked), so a stale view points at
+  // a live batch whose slot no drain reads, and commit_staged() sees the change.
+  StagedBatch* next_batch = nullptr;
+  uint32_t next_index = 0;
+  StagedBatch* staged_batch = nullptr;
+  uint32_t staged_index = 0;
   std::atomic<bool> owner_exited{false};
   std::atomic<bool> writer_closed{false};
 };
@@ -245,28 +257,93 @@ class Writer final : public TraceWriter {
     StagedBatch* batch = tb->filling.get();
     if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
     batch->records[batch->count++].copy_from(record);
-    if (batch->count == kBatchRecords) {
-      tb->full.push_back(std::move(tb->filling));
-      backlog = tb->full.size();
-      wake = backlog == kWakeBatches;
-    } else {
-      prefetch_for_write(&batch->records[batch->count]);
-    }
+    published_locked(*tb, batch, &backlog, &wake);
     tb->stage_lock.unlock();
-    if (backlog >= kMaxFullBatches) {
-      // The background thread cannot keep up (a tight loop, or a starved core): the owner
-      // takes its turn, which bounds staging memory and slows the flood to the encoding rate.
-      std::lock_guard encoding(tb->encode_mutex);
-      drain_locked(*tb);
-    } else if (wake) {
-      {
-        std::lock_guard lock(s.queue_mutex);
-        s.drain_requested = true;
-      }
-      s.wake.notify_one();
-    }
+    after_publish(*tb, backlog, wake);
     return true;
   }
+
+  LOCKSTEP_HOT Record* stage() override {
+    State& s = *state_;
+    if (!s.accepting.load(std::memory_order_relaxed)) return nullptr;
+    ThreadBuffer* tb = thread_buffer();
+    if (!tb) return nullptr;
+    if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) return nullptr;
+    // No lock: the slot is where the owner's view says (ThreadBuffer::next_batch), which a drain
+    // never reads past and never frees; commit_staged() takes the lock once.
+    StagedBatch* batch = tb->next_batch;
+    if (batch == nullptr) [[unlikely]] {
+      tb->stage_lock.lock();
+      batch = tb->filling.get();
+      if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
+      tb->next_batch = batch;
+      tb->next_index = batch->count;
+      tb->stage_lock.unlock();
+    }
+    tb->staged_batch = batch;
+    tb->staged_index = tb->next_index;
+    return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
+  }
+
+  LOCKSTEP_HOT Staged commit_staged() override {
+    State& s = *state_;
+    ThreadBuffer* tb = thread_buffer();
+    if (!tb || tb->staged_batch == nullptr) return {};
+    StagedBatch* batch = tb->staged_batch;
+    uint32_t index = tb->staged_index;
+    tb->staged_batch = nullptr;
+    bool wake = false;
+    size_t backlog = 0;
+    tb->stage_lock.lock();
+    if (!s.accepting.load(std::memory_order_relaxed)) {
+      tb->stage_lock.unlock();
+      tb->dropped.fetch_add(1, std::memory_order_relaxed);
+      s.dropped_all.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
+    if (tb->filling.get() != batch) [[unlikely]] {
+      // A drain took the batch since the owner last looked (it read the records before the slot
+      // only, and may still be encoding them): the record moves to the batch filling now. Only
+      // this thread reuses a drained batch, so the slot still holds what was built there.
+      StagedBatch* now = tb->filling.get();
+      if (now == nullptr) now = (tb->filling = take_spare(*tb)).get();
+      now->records[now->count].copy_from(batch->records[index]);  // another slot: index >= 1
+      batch->records[index].buffers.clear();  // as drain_locked leaves a slot
+      batch->records[index].payload.clear();
+      batch = now;
+      index = now->count;
+    }
+    ++batch->count;
+    const Staged ticket{batch, index, batch->records[index].seq};
+    published_locked(*tb, batch, &backlog, &wake);
+    tb->stage_lock.unlock();
+    after_publish(*tb, backlog, wake);
+    return ticket;
+  }
+
+  bool retract(const Staged& ticket) override {
+    if (ticket.batch == nullptr) return true;
+    ThreadBuffer* tb = thread_buffer();
+    if (!tb) return false;
+    // Still staged (not taken by a drain): in `filling` or `full`, the same record by its seq (a
+    // drained batch may be filling again with other records). The pointer is only compared.
+    bool taken_back = false;
+    tb->stage_lock.lock();
+    StagedBatch* batch = nullptr;
+    if (tb->filling.get() == ticket.batch) batch = tb->filling.get();
+    for (auto& full : tb->full)
+      if (full.get() == ticket.batch) batch = full.get();
+    if (batch != nullptr && ticket.index < batch->count &&
+        batch->records[ticket.index].seq == ticket.seq) {
+      batch->retracted[ticket.index / 64] |= uint64_t{1} << (ticket.index % 64);
+      taken_back = true;
+    }
+    tb->stage_lock.unlock();
+    return taken_back;
+  }
+
+  // Read by drains only for records carrying kDeferredName, which come after this call.
+  void set_name_resolver(NameResolver resolver) override { name_resolver_ = std::move(resolver); }
 
   void end_step(uint32_t step) override {
     if (abandoned_.load() || closed_.load()) return;
@@ -445,6 +522,39 @@ class Writer final : public TraceWriter {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 
+  // Caller holds tb.stage_lock, and just added a record to `batch` (tb.filling), on the owner's
+  // thread: a full batch joins the queue (wake: it is the kWakeBatches-th waiting), else the
+  // next slot is prefetched; the owner's view follows.
+  static void published_locked(ThreadBuffer& tb, StagedBatch* batch, size_t* backlog, bool* wake) {
+    if (batch->count == kBatchRecords) {
+      tb.full.push_back(std::move(tb.filling));
+      *backlog = tb.full.size();
+      *wake = *backlog == kWakeBatches;
+      tb.next_batch = nullptr;
+    } else {
+      prefetch_for_write(&batch->records[batch->count]);
+      tb.next_batch = batch;
+      tb.next_index = batch->count;
+    }
+  }
+
+  // After the stage lock is released: drain (the background thread cannot keep up: a tight loop,
+  // or a starved core; the owner takes its turn, which bounds staging memory and slows the flood
+  // to the encoding rate) or wake the background thread.
+  void after_publish(ThreadBuffer& tb, size_t backlog, bool wake) {
+    State& s = *state_;
+    if (backlog >= kMaxFullBatches) {
+      std::lock_guard encoding(tb.encode_mutex);
+      drain_locked(tb);
+    } else if (wake) {
+      {
+        std::lock_guard lock(s.queue_mutex);
+        s.drain_requested = true;
+      }
+      s.wake.notify_one();
+    }
+  }
+
   // Caller holds tb.stage_lock.
   static std::unique_ptr<StagedBatch> take_spare(ThreadBuffer& tb) {
     if (tb.spare.empty()) return std::make_unique<StagedBatch>();
@@ -475,18 +585,33 @@ class Writer final : public TraceWriter {
     std::vector<std::unique_ptr<StagedBatch>> batches;
     tb.stage_lock.lock();
     batches.swap(tb.full);
-    if (tb.filling && tb.filling->count > 0) batches.push_back(std::move(tb.filling));
+    // The owner may be building a record in the filling batch's next slot (stage()): it is
+    // taken, read up to that slot, and kept alive among the spares, never freed.
+    StagedBatch* was_filling = nullptr;
+    if (tb.filling && tb.filling->count > 0) {
+      was_filling = tb.filling.get();
+      batches.push_back(std::move(tb.filling));
+    }
     tb.stage_lock.unlock();
     if (batches.empty()) return false;
     uint64_t encoded = 0, lost = 0;
     for (auto& batch : batches) {
       for (uint32_t i = 0; i < batch->count; ++i) {
-        if (encode_locked(tb, batch->records[i]))
-          ++encoded;
-        else
-          ++lost;
+        Record& record = batch->records[i];
+        if (!batch->is_retracted(i)) {
+          if (record.name == kDeferredName)
+            record.name = name_resolver_ ? name_resolver_(record) : 0;
+          if (encode_locked(tb, record))
+            ++encoded;
+          else
+            ++lost;
+        }
+        // Slots go back empty: stage() hands one out without touching its vectors' lines.
+        record.buffers.clear();
+        record.payload.clear();
       }
       batch->count = 0;
+      batch->retracted.fill(0);
     }
     bump(tb.appended, encoded);
     state_->appended_all.fetch_add(encoded, std::memory_order_relaxed);
@@ -496,7 +621,8 @@ class Writer final : public TraceWriter {
     }
     tb.stage_lock.lock();
     for (auto& batch : batches)
-      if (tb.spare.size() < kSpareBatches) tb.spare.push_back(std::move(batch));
+      if (tb.spare.size() < kSpareBatches || batch.get() == was_filling)
+        tb.spare.push_back(std::move(batch));
     const bool more = !tb.full.empty();
     tb.stage_lock.unlock();
     return more;
@@ -1097,6 +1223,7 @@ class Writer final : public TraceWriter {
   bool header_written_ = false;  // set by open, before the background thread starts
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();
+  NameResolver name_resolver_;  // set_name_resolver
   std::atomic<bool> closed_{false};
   std::atomic<bool> abandoned_{false};
 };

@@ -78,6 +78,31 @@ class TraceWriter {
   // is dropped and counted too (stats().appended counts the records encoded).
   virtual bool append(const Record& record) = 0;
 
+  // append() without the copy, for the hottest records (a kernel launch at level broad,
+  // collectors/kernels.cpp): the caller builds the record in this thread's next staging slot.
+  // stage() returns that slot or nullptr where append() would refuse (closed, no memory). The
+  // slot holds a stale record: set the kind, the header and the kind's fields (fields past the
+  // kind's count are neither hashed nor encoded: free for a name resolver's keys); its buffers
+  // and payload are already empty. commit_staged() appends it; between the two this thread
+  // appends nothing else. The ticket names the record for retract(), which takes it back if it
+  // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
+  // (refused at commit: closed meanwhile) retracts nothing and returns true.
+  struct Staged {
+    const void* batch = nullptr;
+    uint32_t index = 0;
+    uint64_t seq = 0;
+  };
+  virtual Record* stage() = 0;
+  virtual Staged commit_staged() = 0;
+  virtual bool retract(const Staged& ticket) = 0;
+
+  // Gives a record appended with name == kDeferredName its name, on whichever thread encodes it
+  // (usually the background thread), before it is hashed: the launching thread need not look a
+  // kernel's name up. Set once, before any such record; a record the resolver cannot name gets 0
+  // (""). Called under that thread's encoding lock: it must not append.
+  using NameResolver = std::function<StringId(const Record& record)>;
+  virtual void set_name_resolver(NameResolver resolver) = 0;
+
   // The step `step` is finished: the background thread writes its StepSummary (count and
   // digest of its records) and flushes; the caller does not wait. Call once per step, in
   // increasing order.

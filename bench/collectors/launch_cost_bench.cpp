@@ -11,6 +11,8 @@
 // hash engine (its launch writes the digest slots at once): the engine's enqueue, slot
 // bookkeeping and delivery through the collector thread, still without the real launch cost.
 // "paced ns": the median launch with 512 KiB of other reads before each, a job's pace.
+// "state": one lockstep_fingerprint_many call of 77 tensors at broad with the fake GPU (the
+// PyTorch hook's parameter fingerprints after each optimizer step), per call, not per launch.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "collectors/events.h"
+#include "collectors/lockstep.h"
 #include "tests/cpu/collectors/fake_gpu.h"
 
 namespace {
@@ -121,6 +124,50 @@ void measure(long launches, double* result) {
   result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// "state": the parameters' fingerprints after an optimizer step (python/lockstep/_torch_hooks.py
+// at broad: one lockstep_fingerprint_many call per step) of a GPT-like model's 77 tensors, with
+// the fake GPU behind the hash engine. result[0]: ns per call; result[1]: hash launches per call;
+// result[2]: the median call at a job's pace (as above).
+constexpr int kStateTensors = 77;
+void measure_state(long calls, double* result) {
+  const CUdeviceptr base = 0x7f0000000000;
+  std::vector<const void*> ptrs;
+  std::vector<unsigned long long> bytes;
+  std::vector<std::string> names;
+  for (int i = 0; i < kStateTensors; ++i) {
+    const CUdeviceptr at = base + static_cast<CUdeviceptr>(i) * (4 << 20);
+    on_alloc(at, 4 << 20);
+    ptrs.push_back(reinterpret_cast<const void*>(at));
+    bytes.push_back(i % 3 == 0 ? 2048 : (1 << 20));
+    names.push_back("blocks." + std::to_string(i / 12) + ".param" + std::to_string(i % 12));
+  }
+  std::vector<const char*> name_ptrs;
+  for (const auto& n : names) name_ptrs.push_back(n.c_str());
+  auto call = [&] {
+    lockstep_fingerprint_many(kStateTensors, ptrs.data(), bytes.data(), name_ptrs.data(), nullptr,
+                              0);
+  };
+  for (int i = 0; i < 20; ++i) call();  // warm
+  lockstep::testing::FakeGpu::instance().reset_count();
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) call();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result[0] = s * 1e9 / static_cast<double>(calls);
+  result[1] = static_cast<double>(lockstep::testing::FakeGpu::instance().launch_count()) /
+              static_cast<double>(calls);
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(std::min<long>(calls, 2000));
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,10 +178,11 @@ int main(int argc, char** argv) {
               launches);
   std::printf("%-12s %10s %14s %13s\n", "level", "ns/launch", "hash launches", "paced ns");
   const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
-  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine"}) {
+  // "state" (last): per call of 77 tensors, not per launch.
+  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state"}) {
     const std::string name = mode;
     if (!only.empty() && only != name) continue;
-    const char* level = name == "full+engine" ? "full" : mode;
+    const char* level = name == "full+engine" ? "full" : name == "state" ? "broad" : mode;
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return 2;
     std::fflush(stdout);  // or the child's exit prints the parent's buffered lines again
@@ -145,10 +193,13 @@ int main(int argc, char** argv) {
       setenv("LOCKSTEP_DIR", dir.c_str(), 1);
       setenv("LOCKSTEP_LEVEL", level, 1);
       setenv("LOCKSTEP_RUN_ID", "bench", 1);
-      g_fake_gpu = name == "full+engine";
+      g_fake_gpu = name == "full+engine" || name == "state";
       set_symbol_resolver(&fake_resolver);
       double result[3] = {0, 0, 0};
-      measure(launches, result);
+      if (name == "state")
+        measure_state(std::max<long>(1, launches / 1000), result);
+      else
+        measure(launches, result);
       (void)!write(pipe_fds[1], result, sizeof(result));
       std::exit(0);
     }
@@ -158,7 +209,11 @@ int main(int argc, char** argv) {
     close(pipe_fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    std::printf("%-12s %10.0f %14.2f %13.0f\n", mode, result[0], result[1], result[2]);
+    if (name == "state")
+      std::printf("%-12s %10.0f %14.2f %13.0f   (per call of %d tensors, %ld calls)\n", mode,
+                  result[0], result[1], result[2], kStateTensors, std::max<long>(1, launches / 1000));
+    else
+      std::printf("%-12s %10.0f %14.2f %13.0f\n", mode, result[0], result[1], result[2]);
   }
   std::filesystem::remove_all(dir);
   return 0;

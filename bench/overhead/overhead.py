@@ -172,6 +172,10 @@ def parse_args(argv=None):
                         "LOCKSTEP_DEBUG=1 and print the shim's own time per step (steady "
                         "state, the job's threads) against the untraced step: the overhead of "
                         "the small levels without the run-to-run noise")
+    p.add_argument("--self-time-detail", action="store_true",
+                   help="the --self-time runs with LOCKSTEP_DEBUG=2: the phases nested in a "
+                        "call's begin and end (stamp, describe, append, ...) timed too, at a "
+                        "few ns per nested scope, which the totals leave out")
     p.add_argument("--self-time-runs", type=int, default=1,
                    help="LOCKSTEP_DEBUG runs of each traced mode for --self-time, interleaved "
                         "(default 1); the median is reported, and each run's figure")
@@ -366,7 +370,8 @@ def mode_command(args, mode, tag, work, debug=False, gate=None):
         shutil.rmtree(trace_dir, ignore_errors=True)
         alloc = ["--torch-alloc", torch_alloc] if torch_alloc else []
         cmd = [args.lockstep, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
-    env = dict(os.environ, **extra_env, **({"LOCKSTEP_DEBUG": "1"} if debug else {}))
+    debug_env = {"LOCKSTEP_DEBUG": "2" if getattr(args, "self_time_detail", False) else "1"}
+    env = dict(os.environ, **extra_env, **(debug_env if debug else {}))
     return cmd, env, out_json, trace_dir
 
 
@@ -556,13 +561,35 @@ def quartiles(values):
     return q[0], q[2]
 
 
-SELF_TIME = re.compile(r"shim self time per step: ([0-9.]+) us steady")
+SELF_TIME = re.compile(r"shim self time per step: ([0-9.]+) us steady \(([0-9]+) steps\)")
+# One phase of the "shim self time: " line (common/self_time.h, report()).
+PHASE = re.compile(r"([a-z ]+?) ([0-9]+) x ([0-9]+) ns")
 
 
 def self_time_us(output):
     """The largest per-rank 'shim self time per step' a LOCKSTEP_DEBUG run printed, or None."""
-    values = [float(v) for v in SELF_TIME.findall(output or "")]
+    values = [float(v) for v, _ in SELF_TIME.findall(output or "")]
     return max(values) if values else None
+
+
+def self_time_phases(output):
+    """Where the shim's time went, per step, of the rank whose self time was largest: {phase:
+    {"calls_per_step", "ns_per_call", "us_per_step"}} from its "shim self time: " line (steady
+    calls only; with --self-time-detail the nested phases too), or {}."""
+    reports = re.findall(r"shim self time: (.*?); timing taken out", output or "")
+    totals = SELF_TIME.findall(output or "")
+    if not reports or len(reports) != len(totals):
+        return {}
+    largest = max(range(len(totals)), key=lambda i: float(totals[i][0]))
+    steps = max(1, int(totals[largest][1]))
+    phases = {}
+    for part in reports[largest].split(", "):
+        m = PHASE.match(part.strip())
+        if m:
+            name, calls, ns = m.group(1), int(m.group(2)), int(m.group(3))
+            phases[name] = {"calls_per_step": calls / steps, "ns_per_call": ns,
+                            "us_per_step": calls * ns / steps / 1e3}
+    return phases
 
 
 def spread_text(row, chunks):
@@ -631,6 +658,7 @@ def main(argv=None):
     # The shim's own time per step, from --self-time-runs LOCKSTEP_DEBUG runs of each traced
     # mode (interleaved), their median.
     self_runs = {m: [] for m in args.levels}
+    self_phases = {m: [] for m in args.levels}  # per run, as self_time_phases() reads it
     if args.self_time:
         for r in range(args.self_time_runs):
             for mode in args.levels:
@@ -641,7 +669,14 @@ def main(argv=None):
                 us = self_time_us(output)
                 if us is not None:
                     self_runs[mode].append(us)
+                    self_phases[mode].append((us, self_time_phases(output)))
     self_us = {m: statistics.median(v) for m, v in self_runs.items() if v}
+
+    def median_run_phases(mode):
+        """The phases of the run whose self time is the median (the lower middle of an even
+        count): the breakdown of the figure reported."""
+        runs = sorted(self_phases.get(mode, []), key=lambda run: run[0])
+        return runs[(len(runs) - 1) // 2][1] if runs else {}
 
     base = statistics.median(times["untraced"]) if times["untraced"] else None
     # The self time's share is taken of the fastest untraced run (its median step): the strictest
@@ -695,6 +730,7 @@ def main(argv=None):
                 statistics.median(trace_bytes[mode]) if trace_bytes[mode] else None,
             "shim_self_us_per_step": self_us.get(mode),
             "shim_self_us_runs": self_runs.get(mode, []),
+            "shim_self_phases": median_run_phases(mode) if mode in self_phases else {},
             "chunk_medians_ms": [round(t * 1e3, 3) for t in chunk_medians[mode]],
         })
         # How precisely the turns pin the ratio down: the quartiles of the paired ratios, and
@@ -768,6 +804,11 @@ def main(argv=None):
             if len(row["shim_self_us_runs"]) > 1:
                 print("      runs: " + " ".join(f"{u:.1f}" for u in row["shim_self_us_runs"]) +
                       " us (the median above)")
+            phases = sorted(row["shim_self_phases"].items(), key=lambda kv: -kv[1]["us_per_step"])
+            if phases:
+                print("      per step: " + ", ".join(
+                    f"{name} {p['calls_per_step']:.0f} x {p['ns_per_call']} ns = "
+                    f"{p['us_per_step']:.1f} us" for name, p in phases))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"job": args.job, "size": None if args.job_args else args.size,

@@ -420,7 +420,8 @@ def overhead_numbers(row):
     keys = ("median_step_ms", "ratio", "ratio_interval", "verdict", "target_ratio",
             "within_target", "pooled_ratio",
             "trace_bytes_per_step_per_rank", "shim_self_us_per_step", "shim_self_share",
-            "shim_self_within_target", "set_ratios", "chunk_ratio_quartiles")
+            "shim_self_within_target", "shim_self_phases", "set_ratios",
+            "chunk_ratio_quartiles")
     return {k: row.get(k) for k in keys if row.get(k) is not None}
 
 

@@ -109,6 +109,43 @@ class TargetsByJobTest(unittest.TestCase):
             self.assertEqual([self.target(m, "--job", job) for m in ("off", "metrics", "broad")],
                              [1.005, 1.01, 1.01])
 
+class SelfTimePhasesTest(unittest.TestCase):
+    """--self-time reads where the shim's time went (LOCKSTEP_DEBUG's phase line) per step, of
+    the rank whose total is largest: the per-call cost before and after a change, as data."""
+
+    OUTPUT = (
+        "lockstep[0]: debug: shim self time: call begin 6000 x 200 ns (+12 slow, 40.1 ms), "
+        "call end 6000 x 100 ns, marker 20 x 5000 ns; timing taken out: 9 ns per nested phase\n"
+        "lockstep[0]: debug: shim self time per step: 310.0 us steady (20 steps), 40.1 ms in "
+        "slow first calls\n"
+        "lockstep[1]: debug: shim self time: call begin 9000 x 200 ns, call end 9000 x 100 ns; "
+        "timing taken out: 9 ns per nested phase\n"
+        "lockstep[1]: debug: shim self time per step: 450.0 us steady (30 steps), 0.0 ms in "
+        "slow first calls\n")
+
+    def test_the_largest_ranks_total_is_the_figure(self):
+        self.assertEqual(overhead.self_time_us(self.OUTPUT), 450.0)
+
+    def test_phases_are_per_step_of_that_rank_and_slow_calls_stay_apart(self):
+        phases = overhead.self_time_phases(self.OUTPUT)
+        self.assertEqual(sorted(phases), ["call begin", "call end"])  # rank 1's line
+        self.assertEqual(phases["call begin"]["calls_per_step"], 300)
+        self.assertEqual(phases["call begin"]["ns_per_call"], 200)
+        self.assertAlmostEqual(phases["call end"]["us_per_step"], 30.0)
+
+    def test_a_run_without_the_lines_has_no_phases(self):
+        self.assertEqual(overhead.self_time_phases("no debug here"), {})
+        self.assertIsNone(overhead.self_time_us(""))
+
+    def test_detail_asks_the_shim_for_its_nested_phases(self):
+        args = overhead.parse_args(["--lockstep", "x", "--self-time", "--self-time-detail"])
+        _, env, _, _ = overhead.mode_command(args, "broad", "t", tempfile.mkdtemp(), debug=True)
+        self.assertEqual(env["LOCKSTEP_DEBUG"], "2")
+        args = overhead.parse_args(["--lockstep", "x", "--self-time"])
+        _, env, _, _ = overhead.mode_command(args, "broad", "t", tempfile.mkdtemp(), debug=True)
+        self.assertEqual(env["LOCKSTEP_DEBUG"], "1")
+
+
 
 class UnseenJobInOverheadTest(unittest.TestCase):
     """overhead.py --job unseen: bench/overhead/train_unseen.py with its own size, one process,

@@ -1,0 +1,170 @@
+// TraceWriter::stage / commit_staged / retract and the name resolver (writer.h): the hot path that
+// builds a record in its staging slot instead of copying it (a kernel launch at broad,
+// collectors/kernels.cpp), takes it back when the launch failed, and leaves its name to the
+// thread that encodes it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+#include "trace/header.h"
+
+namespace lockstep::trace {
+namespace {
+
+using testing::TempDir;
+
+class Staging : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.path = dir_.file("t.lstrace");
+    std::string error;
+    writer_ = TraceWriter::open(options_, build_trace_header({}), &error);
+    ASSERT_TRUE(writer_) << error;
+  }
+  // A kernel record with `seq`, built in the staging slot and committed.
+  TraceWriter::Staged stage_kernel(uint64_t seq, StringId name) {
+    Record* slot = writer_->stage();
+    EXPECT_NE(slot, nullptr);
+    if (slot == nullptr) return {};
+    slot->kind = RecordKind::Kernel;
+    slot->seq = seq, slot->stream = 1, slot->step = 0, slot->thread = 1, slot->scope = 0;
+    slot->name = name;
+    slot->clear_fields();
+    slot->fields[fields::Kernel::grid_x] = seq;
+    return writer_->commit_staged();
+  }
+  Record appended(uint64_t seq, StringId name) {
+    Record r;
+    r.kind = RecordKind::Kernel;
+    r.seq = seq, r.stream = 1, r.thread = 1, r.name = name;
+    r.fields[fields::Kernel::grid_x] = seq;
+    return r;
+  }
+  std::vector<Record> read_back() {
+    writer_->close();
+    auto reader = TraceReader::open(options_.path);
+    reader_names_.clear();
+    auto records = testing::read_all_records(*reader);
+    for (const Record& r : records) reader_names_.emplace_back(reader->string(r.name));
+    return records;
+  }
+  static std::vector<uint64_t> seqs(const std::vector<Record>& records) {
+    std::vector<uint64_t> out;
+    for (const Record& r : records) out.push_back(r.seq);
+    return out;
+  }
+
+  TempDir dir_;
+  WriterOptions options_;
+  std::unique_ptr<TraceWriter> writer_;
+  std::vector<std::string> reader_names_;
+};
+
+TEST_F(Staging, StagedRecordsAreWrittenInOrderWithAppendedOnes) {
+  const StringId k = writer_->intern("k");
+  ASSERT_TRUE(writer_->append(appended(1, k)));
+  stage_kernel(2, k);
+  ASSERT_TRUE(writer_->append(appended(3, k)));
+  for (uint64_t seq = 4; seq < 1000; ++seq) stage_kernel(seq, k);  // several batches
+  const auto records = read_back();
+  ASSERT_EQ(records.size(), 999u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].seq, i + 1);
+    EXPECT_EQ(records[i].fields[fields::Kernel::grid_x], i + 1);  // the slot's own fields
+  }
+  EXPECT_EQ(writer_->stats().appended, 999u);
+}
+
+TEST_F(Staging, ARetractedRecordIsNotWritten) {
+  const StringId k = writer_->intern("k");
+  stage_kernel(1, k);
+  const auto failed = stage_kernel(2, k);
+  stage_kernel(3, k);
+  EXPECT_TRUE(writer_->retract(failed));
+  EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 3}));
+}
+
+TEST_F(Staging, ARecordAlreadyWrittenCannotBeRetracted) {
+  const StringId k = writer_->intern("k");
+  const auto ticket = stage_kernel(1, k);
+  writer_->flush();  // encoded and written
+  stage_kernel(2, k);
+  EXPECT_FALSE(writer_->retract(ticket));
+  EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 2}));
+}
+
+TEST_F(Staging, ARetractOfAnotherRecordInAReusedSlotTakesNothing) {
+  const StringId k = writer_->intern("k");
+  const auto ticket = stage_kernel(1, k);
+  writer_->flush();         // the batch is drained and goes back to the spares
+  stage_kernel(2, k);       // the same batch, slot 0 again: another record
+  stage_kernel(3, k);
+  EXPECT_FALSE(writer_->retract(ticket));
+  EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(Staging, ARecordWhoseBatchADrainTookWhileItWasBuiltIsWrittenOnce) {
+  const StringId k = writer_->intern("k");
+  ASSERT_TRUE(writer_->append(appended(1, k)));
+  Record* slot = writer_->stage();
+  ASSERT_NE(slot, nullptr);
+  writer_->flush();  // the drain takes the batch holding record 1, while the slot is being built
+  slot->kind = RecordKind::Kernel;
+  slot->seq = 2, slot->stream = 1, slot->thread = 1, slot->name = k;
+  slot->clear_fields();
+  slot->fields[fields::Kernel::grid_x] = 2;
+  const auto ticket = writer_->commit_staged();
+  stage_kernel(3, k);
+  const auto records = read_back();
+  EXPECT_EQ(seqs(records), (std::vector<uint64_t>{1, 2, 3}));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].fields[fields::Kernel::grid_x], 2u);
+  EXPECT_NE(ticket.batch, nullptr);
+}
+
+TEST_F(Staging, DeferredNamesComeFromTheResolverOnTheEncodingThread) {
+  const StringId named = writer_->intern("named");
+  std::atomic<std::thread::id> resolved_on{};
+  writer_->set_name_resolver([&](const Record& r) {
+    resolved_on = std::this_thread::get_id();
+    return writer_->intern("kernel_" + std::to_string(r.fields[fields::Kernel::grid_x]));
+  });
+  stage_kernel(1, kDeferredName);
+  stage_kernel(2, named);
+  ASSERT_TRUE(writer_->append(appended(3, kDeferredName)));
+  writer_->flush();
+  EXPECT_NE(resolved_on.load(), std::this_thread::get_id());  // the background thread
+  read_back();
+  EXPECT_EQ(reader_names_, (std::vector<std::string>{"kernel_1", "named", "kernel_3"}));
+}
+
+TEST_F(Staging, ADeferredNameWithoutAResolverIsEmpty) {
+  stage_kernel(1, kDeferredName);
+  read_back();
+  EXPECT_EQ(reader_names_, (std::vector<std::string>{""}));
+}
+
+TEST_F(Staging, AClosedWriterStagesNothing) {
+  writer_->close();
+  EXPECT_EQ(writer_->stage(), nullptr);
+  EXPECT_TRUE(writer_->retract({}));  // the null ticket
+}
+
+TEST_F(Staging, ACommitAfterCloseIsDroppedAndCounted) {
+  const StringId k = writer_->intern("k");
+  Record* slot = writer_->stage();
+  ASSERT_NE(slot, nullptr);
+  std::thread([&] { writer_->close(); }).join();
+  slot->kind = RecordKind::Kernel;
+  slot->seq = 1, slot->name = k;
+  const auto ticket = writer_->commit_staged();
+  EXPECT_EQ(ticket.batch, nullptr);
+  EXPECT_EQ(writer_->stats().dropped, 1u);
+}
+
+}  // namespace
+}  // namespace lockstep::trace
