@@ -164,23 +164,8 @@ struct LtAlgoConfig {
   bool operator==(const LtAlgoConfig&) const = default;
 };
 using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), LtAlgoConfig>;
-// What a Gemm record's identity needs of a matmul descriptor (broad; full reads it whole): six
-// library calls, eight with scales. PyTorch makes a new descriptor per GEMM too, with the same
-// 256 bytes step after step for a given op (a bias or scale pointer is part of its bytes).
-std::atomic<bool> g_desc_cache_off{false};
-struct LtDescIdentity {
-  int32_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N, compute = 0;
-  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* a_scale = nullptr;
-  const void* b_scale = nullptr;
-  cublasLtMatmulMatrixScale_t mode_a = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-  cublasLtMatmulMatrixScale_t mode_b = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-  bool operator==(const LtDescIdentity&) const = default;
-};
-using DescCache = BytesKeyedCache<sizeof(cublasLtMatmulDescOpaque_t), LtDescIdentity>;
 thread_local LayoutCache* t_layouts = nullptr;
 thread_local AlgoCache* t_algos = nullptr;
-thread_local DescCache* t_descs = nullptr;
 LayoutCache& layout_cache() {
   if (t_layouts == nullptr) t_layouts = new LayoutCache;
   return *t_layouts;
@@ -188,10 +173,6 @@ LayoutCache& layout_cache() {
 AlgoCache& algo_cache() {
   if (t_algos == nullptr) t_algos = new AlgoCache;
   return *t_algos;
-}
-DescCache& desc_cache() {
-  if (t_descs == nullptr) t_descs = new DescCache;
-  return *t_descs;
 }
 
 // One GEMM's lookups, counted when it is described: a mismatch always (a debug line and the
@@ -205,7 +186,7 @@ class CountLookups {
       tracer_->stats.lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
                                                    std::memory_order_relaxed);
       tracer_->debug(
-          "cuBLASLt layout, algorithm or descriptor bytes matched an earlier one's, its attributes "
+          "cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
           "did not: the attribute cache is off");
     }
     if (!tracer_->config().debug) return;
@@ -220,9 +201,8 @@ class CountLookups {
   static BytesKeyedCacheStats sum() {
     const auto& l = layout_cache().stats();
     const auto& a = algo_cache().stats();
-    const auto& d = desc_cache().stats();
-    return {l.hits + a.hits + d.hits, l.misses + a.misses + d.misses,
-            l.verified + a.verified + d.verified, l.mismatches + a.mismatches + d.mismatches};
+    return {l.hits + a.hits, l.misses + a.misses, l.verified + a.verified,
+            l.mismatches + a.mismatches};
   }
   Tracer* tracer_;
   BytesKeyedCacheStats before_;
@@ -361,6 +341,13 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   const LtLayout d = read_layout(layout_get, mm.d_layout, shape);
   const LtLayout c =
       mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout, type_only);
+  const auto trans_a =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
+  const auto trans_b =
+      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
+  const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                            CUBLASLT_EPILOGUE_DEFAULT);
   auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
     return desc_attr<const void*>(desc_get, mm.desc, attr, nullptr);
   };
@@ -370,27 +357,6 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     return static_cast<cublasLtMatmulMatrixScale_t>(
         desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
   };
-  auto read_identity = [&](uint8_t) {
-    LtDescIdentity id;
-    id.trans_a = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
-    id.trans_b = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-    id.compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
-    id.epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                      CUBLASLT_EPILOGUE_DEFAULT);
-    id.a_scale = pointer(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER);
-    id.b_scale = pointer(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER);
-    id.mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, id.a_scale);
-    id.mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, id.b_scale);
-    return id;
-  };
-  // At full the descriptor is read whole below anyway: no cache in front of these.
-  const LtDescIdentity identity =
-      full || desc_get == nullptr || mm.desc == nullptr
-          ? read_identity(1)
-          : desc_cache().get(mm.desc, 1, g_desc_cache_off, read_identity);
-  const auto trans_a = identity.trans_a, trans_b = identity.trans_b;
-  const auto compute = identity.compute;
-  const auto epilogue = identity.epilogue;
   const uint64_t m = d.rows, n = d.cols;
   const uint64_t k = trans_a == CUBLAS_OP_N ? a.cols : a.rows;
   const int64_t batch = std::max<int32_t>(d.batch_count, 1);
@@ -398,9 +364,10 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   uint64_t token = 0;
   CallState& call = open_gemm(tracer, "cublasLtMatmul", mm.stream, &token);
   trace::Record& r = call.record;
-  const void* a_scale = identity.a_scale;
-  const void* b_scale = identity.b_scale;
-  const auto mode_a = identity.mode_a, mode_b = identity.mode_b;
+  const void* a_scale = pointer(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER);
+  const void* b_scale = pointer(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER);
+  const auto mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_scale);
+  const auto mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_scale);
   r.fields[F::m] = m, r.fields[F::n] = n, r.fields[F::k] = k, r.fields[F::batch] = batch;
   r.fields[F::trans_a] = trans_a, r.fields[F::trans_b] = trans_b;
   r.fields[F::type_a] = a.type, r.fields[F::type_b] = b.type;

@@ -92,7 +92,7 @@ std::vector<TracerStats::Warning> TracerStats::warnings() const {
        "fills wrote other bytes than an earlier fill of the same value and size (bad memory or "
        "a bad SM? LOCKSTEP_RECALL_FILLS=0 hashes every fill)"},
       {WarningCode::LtCacheMismatch, lt_cache_mismatches.load(),
-       "cuBLASLt layouts, algorithms or descriptors with the bytes of an earlier one read other attributes: "
+       "cuBLASLt layouts or algorithms with the bytes of an earlier one read other attributes: "
        "GEMM records before that may carry the earlier one's shape or algorithm"},
       {WarningCode::FailedLaunchRecorded, failed_launches_recorded.load(),
        "kernel launches failed after the writer encoded their records (a launch at broad is "

@@ -251,58 +251,6 @@ TEST_F(RuntimeTest, BroadGemmsAreTheirIdentityAndReadOnlyWhatItNeeds) {
   EXPECT_EQ(gemms, 2);
 }
 
-// A matmul descriptor whose bytes were seen before is not read again at broad (PyTorch makes a
-// new one per GEMM, with the same bytes step after step): six reads (trans, compute, epilogue,
-// the two scale pointers) the first time, none after, six again once its bytes change; at full
-// the descriptor is read whole every time.
-TEST_F(RuntimeTest, MatmulDescriptorsSeenBeforeAreKnownByTheirBytesAtBroad) {
-  for (const char* level : {"broad", "full"}) {
-    SCOPED_TRACE(level);
-    std::filesystem::remove_all(dir_);
-    ChildResult child = run_child(env(level), [level] {
-      const CUdeviceptr base = 0x7f0000000000;
-      on_alloc(base, 1 << 22);
-      static FakeAttributes desc, a, b, c, d;
-      desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-      desc.set<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLAS_COMPUTE_32F);
-      a = layout(CUDA_R_16BF, 64, 32, 64);
-      b = layout(CUDA_R_16BF, 64, 16, 64);
-      c = layout(CUDA_R_16BF, 32, 16, 32);
-      d = layout(CUDA_R_16BF, 32, 16, 32);
-      const LtMatmul mm = fake_lt(&desc, base + 0x40000, &a, base + 0x80000, &b, base + 0xc0000,
-                                  &c, base + 0x100000, &d);
-      const bool full = std::string(level) == "full";
-      auto call_reading = [&](int expected) {
-        g_desc_reads = 0;
-        lt_matmul_end(lt_matmul_begin(mm), 0);
-        if (full ? g_desc_reads < 6 : g_desc_reads != expected) {
-          std::fprintf(stderr, "%s: descriptor reads: %d, expected %d\n", level, g_desc_reads,
-                       expected);
-          std::fflush(stderr);
-          std::_Exit(9);
-        }
-      };
-      call_reading(6);
-      call_reading(0);
-      desc.set<int32_t>(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);  // new bytes
-      call_reading(6);
-      call_reading(0);
-    });
-    auto reader = only_trace(child);
-    ASSERT_TRUE(reader) << level;
-    std::vector<uint64_t> trans;
-    reader->for_each_record([&](const trace::Record& r) {
-      if (r.kind == trace::RecordKind::Gemm) {
-        trans.push_back(r.fields[trace::fields::Gemm::trans_a]);
-        EXPECT_EQ(r.fields[trace::fields::Gemm::compute_type], uint64_t{CUBLAS_COMPUTE_32F});
-      }
-      return true;
-    });
-    EXPECT_EQ(trans, (std::vector<uint64_t>{CUBLAS_OP_T, CUBLAS_OP_T, CUBLAS_OP_N, CUBLAS_OP_N}))
-        << level;
-  }
-}
-
 // A layout whose bytes were seen before is not read again (PyTorch makes new layouts for every
 // GEMM, with the same bytes step after step); one with other bytes is. Every 16th hit of an
 // entry is read all the same: bytes that match while the attributes do not turn the cache off
