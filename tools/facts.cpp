@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <exception>
 #include <filesystem>
 #include <optional>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 #include "tools/open_files.h"
+#include "tools/parallel_for.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 
@@ -175,25 +173,9 @@ RankFacts scan_rank(const RankFile& file, const ScanOptions& options) {
 
 std::vector<RankFacts> scan_run(const RunSet& run, const ScanOptions& options) {
   std::vector<RankFacts> facts(run.files.size());
-  if (run.files.empty()) return facts;
-  std::vector<std::exception_ptr> errors(run.files.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < run.files.size(); i = next++) {
-      try {
-        facts[i] = scan_rank(run.files[i], options);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  size_t threads = std::clamp<size_t>(open_file_workers(0, 1), 1, run.files.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_for(
+      run.files.size(), open_file_workers(0, 1),
+      [&](size_t i) { facts[i] = scan_rank(run.files[i], options); }, OnFailure::Continue);
   return facts;
 }
 

@@ -3,18 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "tools/open_files.h"
+#include "tools/parallel_for.h"
 #include "trace/format.h"
 #include "trace/run_dir.h"
 
@@ -79,31 +78,18 @@ struct Checked {
 // of each sound file (thousands of rank files: not one after another).
 std::vector<Checked> check_files(const std::vector<std::string>& paths) {
   std::vector<Checked> out(paths.size());
-  std::vector<std::exception_ptr> errors(paths.size());
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < paths.size(); i = next++) {
-      try {
+  parallel_for(
+      paths.size(), open_file_workers(0, 1),
+      [&](size_t i) {
         out[i].integrity = check_file(paths[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        continue;
-      }
-      if (out[i].integrity.corrupt_offset) continue;  // maybe salvaged: opened later
-      try {
-        out[i].header = trace::TraceReader::open(paths[i])->header();
-      } catch (...) {
-        out[i].header_error = std::current_exception();
-      }
-    }
-  };
-  size_t threads = std::clamp<size_t>(open_file_workers(0, 1), 1, paths.size());
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+        if (out[i].integrity.corrupt_offset) return;  // maybe salvaged: opened later
+        try {
+          out[i].header = trace::TraceReader::open(paths[i])->header();
+        } catch (...) {
+          out[i].header_error = std::current_exception();
+        }
+      },
+      OnFailure::Continue);
   return out;
 }
 

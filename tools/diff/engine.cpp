@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tools/diff/aligned_input.h"
+#include "tools/parallel_for.h"
 
 namespace lockstep::tools {
 namespace {
@@ -356,31 +357,6 @@ void annotate_steps(DiffResult& result, AlignmentOf&& alignment_of) {
   }
 }
 
-// Runs fn(i) for every index on `threads` workers; rethrows the first failure by index.
-template <class Fn>
-void parallel_for(size_t count, int threads, const std::atomic<bool>* stop, Fn&& fn) {
-  std::vector<std::exception_ptr> errors(count);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto worker = [&] {
-    for (size_t i = next++; i < count && !failed && !(stop && *stop); i = next++) {
-      try {
-        fn(i);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        failed = true;
-      }
-    }
-  };
-  threads = std::clamp(threads, 1, std::max<int>(1, static_cast<int>(count)));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 }  // namespace
 
 DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& options) {
@@ -419,7 +395,7 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
         survey.incomplete.push_back(std::move(reason));
     }
   };
-  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+  parallel_for(ranks.size(), threads, [&](size_t i) {
     std::unique_ptr<RankInput> a = ranks[i].open_a(), b = ranks[i].open_b();
     if (options.align != AlignMode::Ordinal)
       surveys[i].alignment = align_steps(a->steps(), b->steps(), options.align);
@@ -502,7 +478,7 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
     }
   }
   std::atomic<int> done{0};
-  parallel_for(ranks.size(), threads, nullptr, [&](size_t i) {
+  parallel_for(ranks.size(), threads, [&](size_t i) {
     std::unique_ptr<RankInput> a = ranks[i].open_a();
     std::unique_ptr<RankInput> b = ranks[i].open_b();
     if (mode == AlignMode::Number) {
