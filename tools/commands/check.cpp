@@ -28,8 +28,7 @@ CommandRunner add_check_command(CLI::App& app) {
                                      "Run a command traced several times and diff the "
                                      "runs: a determinism gate for CI");
   sub->add_option("--runs", request->runs, "How many runs (at least 2)")->capture_default_str();
-  sub->add_option("--level", request->trace.level, "Trace level: off, metrics, broad, full");
-  sub->add_option("--steps", request->trace.steps, "Fingerprint only steps A-B");
+  add_setting_flags(sub, request->trace, /*own_output=*/true);  // --level, --steps, ...
   sub->add_option("-o,--output", request->trace.dir,
                   "Directory for the runs (run-1, run-2, ...; default ./lockstep-trace-<time>)");
   sub->add_flag("--overwrite", request->trace.overwrite, "Reuse run directories");

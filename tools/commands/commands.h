@@ -60,6 +60,12 @@ int run_verify(const std::string& dir, bool print);
 // stats' report of a run (throws InputError for a corrupt block unless salvaging).
 std::string stats_report(const std::string& dir, int top, bool salvage);
 
+// The flags of common/settings.def that set a TraceRequest field (--level, --steps, --kernels,
+// --stacks, --state; -o/--output and --overwrite too unless the command has its own), with the
+// table's help: the one home of the trace flags of run and check (run.cpp).
+struct TraceRequest;
+void add_setting_flags(CLI::App* sub, TraceRequest& request, bool own_output);
+
 // "lockstep: warning: ..." on stderr.
 void warn(const std::string& message);
 

@@ -37,13 +37,12 @@ std::string trace_summary_line(const std::string& dir) {
                      truncated ? ", cut off" : "");
 }
 
-CommandRunner add_run_command(CLI::App& app) {
-  auto request = std::make_shared<TraceRequest>();
-  CLI::App* sub = app.add_subcommand("run", "Run a command with the lockstep shim preloaded");
-  // The flags that set a shim setting come from common/settings.def, with its help.
+void add_setting_flags(CLI::App* sub, TraceRequest& request, bool own_output) {
   for (const settings::Setting& setting : settings::all()) {
     if (*setting.cli_flag == '\0') continue;
-    const RequestField field = request_field(*request, setting.id);
+    if (own_output && (setting.id == settings::Id::Dir || setting.id == settings::Id::Overwrite))
+      continue;
+    const RequestField field = request_field(request, setting.id);
     std::string help = settings::cli_help(setting);
     if (setting.id == settings::Id::Dir)
       help += " (default ./lockstep-trace-<time>, a new one)";
@@ -56,6 +55,12 @@ CommandRunner add_run_command(CLI::App& app) {
     else
       throw std::logic_error(std::string(setting.name) + " has a flag but no request field");
   }
+}
+
+CommandRunner add_run_command(CLI::App& app) {
+  auto request = std::make_shared<TraceRequest>();
+  CLI::App* sub = app.add_subcommand("run", "Run a command with the lockstep shim preloaded");
+  add_setting_flags(sub, *request, /*own_output=*/false);
   sub->add_option("--torch-alloc", request->torch_alloc, kTorchAllocHelp)->capture_default_str();
   sub->add_option("--jax-alloc", request->jax_alloc, kJaxAllocHelp)
       ->capture_default_str();

@@ -366,6 +366,21 @@ TEST_F(Cli, CheckIsTheCiGate) {
   EXPECT_EQ(failing.code, 2);
 }
 
+// check takes run's trace flags from the one table (common/settings.def): the same names and
+// help, the same checks before the job starts; its -o names the directory of all its runs.
+TEST_F(Cli, CheckTakesRunsTraceFlagsFromTheSettingsTable) {
+  Result help = lockstep("check --help");
+  EXPECT_EQ(help.code, 0) << help.err;
+  for (const char* flag : {"--level", "--steps", "--kernels", "--stacks", "--state"})
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  EXPECT_NE(help.out.find("Directory for the runs"), std::string::npos) << help.out;
+  Result bad = lockstep("check --level loud -o " + path("bad").string() + " -- " FAKE_JOB,
+                        job_env());
+  EXPECT_EQ(bad.code, 2) << bad.out << bad.err;
+  EXPECT_EQ(line_count(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("loud"), std::string::npos) << bad.err;
+}
+
 TEST_F(Cli, HuntNarrowsFromBroadToTheOriginOp) {
   std::string toggle = path("toggle").string();
   // Kernel outputs are fingerprinted only at --level full: stage 1 sees the step, stage 2 the op.
