@@ -31,8 +31,19 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "overhead"))
 import run_facts  # noqa: E402  (commit, GPU, driver, date: one home for every results JSON)
 E2E = os.path.join(ROOT, "tests", "gpu", "e2e")
 RESULTS = ("PASS", "FAIL", "KNOWN", "SKIP")
-# Group letters (tests/gpu/test_<letter>_*.py), in the order of run.sh's CHECKS.
-GROUPS = "abcdefgjmoprsvwx"
+
+
+def suite_order(root=ROOT):
+    """The group letters (tests/gpu/test_<letter>_*.py) in the order they run: run.sh's ORDER,
+    the one list of them (perf-table.py and run_parallel.sh read it here too)."""
+    with open(os.path.join(root, "tests", "gpu", "run.sh")) as f:
+        m = re.search(r"^ORDER=([a-z]+)", f.read(), re.M)
+    if not m:
+        raise RuntimeError("tests/gpu/run.sh: no ORDER= line")
+    return m.group(1)
+
+
+ORDER = suite_order()
 
 
 def group_of(path):
@@ -288,7 +299,7 @@ class Suite:
         table's text."""
         cfg = self.config
         now = datetime.datetime.now(datetime.timezone.utc)
-        groups = "".join(g for g in GROUPS if g in self.groups) or "none"
+        groups = "".join(g for g in ORDER if g in self.groups) or "none"
         text = self.table.text(f"lockstep GPU checks ({groups}), {now:%Y-%m-%d %H:%M} UTC, "
                                f"{self.elapsed():.0f} s")
         with open(os.path.join(cfg.out, "table.txt"), "w") as f:

@@ -14,7 +14,7 @@
 #             (<date>T<time>Z-<commit>-<groups>.json, for results/), logs.tar.gz (each step's
 #             output, the benchmarks' JSON) and sample-traces.tar.gz go (at most 6 files: the
 #             device machine brings back 8; default: /tmp/lockstep-gpu)
-#   CHECKS    letters of the groups to run (default: all, in this order: abcdesmrwpvjfgxo)
+#   CHECKS    letters of the groups to run (default: all, in the order of ORDER below)
 #               a GPU  b GPU gtests + compute-sanitizer  c hashing benchmark
 #               d examples/cuda  e examples/pytorch  v CUPTI coverage (LOCKSTEP_VALIDATE=1)
 #               f overhead (+ per-launch cost)  g two GPUs (DDP)

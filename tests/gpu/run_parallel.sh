@@ -57,15 +57,17 @@ for lane in "$lane_a" "$lane_b" "$lane_c"; do wait "$lane" || failed=1; done
 } >"$OUTDIR/table.txt"
 cat "$OUTDIR/table.txt"
 # One results file for the run: the lanes' rows in the table's order, under the lanes' commit.
-python3 - "$OUTDIR" a b c b2 b3 <<'PY'
+LOCKSTEP_ROOT=$ROOT python3 - "$OUTDIR" a b c b2 b3 <<'PY'
 import glob, json, os, sys
-out, docs = sys.argv[1], []
+sys.path.insert(0, os.path.join(os.environ["LOCKSTEP_ROOT"], "tests", "gpu"))
+from gpu_suite import suite_order
+out, docs, order = sys.argv[1], [], suite_order(os.environ["LOCKSTEP_ROOT"])
 for lane in sys.argv[2:]:
     docs += [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, lane, "2*.json")))]
 if docs:
     doc = dict(docs[0], rows=[r for d in docs for r in d["rows"]],
                seconds=max(d["seconds"] for d in docs), source="tests/gpu/run_parallel.sh",
-               groups="".join(g for g in "abcdesmrwpvjfgxo" if any(g in d["groups"] for d in docs)))
+               groups="".join(g for g in order if any(g in d["groups"] for d in docs)))
     name = f"{doc['date'][:13].replace(':', '')}{doc['date'][14:16]}Z-" \
            f"{doc['commit'].replace('+', '-')}-{doc['groups']}.json"
     json.dump(doc, open(os.path.join(out, name), "w"), indent=1)

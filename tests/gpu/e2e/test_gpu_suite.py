@@ -31,6 +31,20 @@ def python_with_pytest():
     return None
 
 
+class SuiteOrderTest(unittest.TestCase):
+    """run.sh's ORDER is the one list of the groups: the suite, perf-table.py and run_parallel.sh
+    read it there; it must name exactly the groups that have a test file."""
+
+    def test_order_names_every_group_with_a_test_file_once(self):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+        from gpu_suite import suite_order
+        order = suite_order(ROOT)
+        files = {name[5] for name in os.listdir(os.path.join(ROOT, "tests", "gpu"))
+                 if name.startswith("test_") and name.endswith(".py") and name[6] == "_"}
+        self.assertEqual(len(order), len(set(order)), order)
+        self.assertEqual(set(order), files)
+
+
 class RunShTest(unittest.TestCase):
     """tests/gpu/run.sh, the pytest suite it runs (tests/gpu/test_*.py), against the stand-ins in
     fake/."""
