@@ -311,8 +311,10 @@ inline BroadLaunch& broad_launch() {
 LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
                                int clear_below = trace::kMaxFields) {
   self_time::Scope stamping(self_time::Phase::Stamp);
-  r.clear_fields_below(clear_below);  // buffers and payload stay empty on this path
-  tracer->stamp(&r, trace::RecordKind::Kernel, "", launch.stream, launch.per_thread_stream);
+  const uint64_t seq = tracer->next_seq();  // before any store to `r` (stamp_with_seq)
+  r.clear_fields_below(clear_below);        // buffers and payload stay empty on this path
+  tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
+                         launch.per_thread_stream, seq);
   set_launch_fields(r, launch);
   label_capture(tracer, r, launch);
 }

@@ -94,7 +94,13 @@ class Tracer {
   trace::ScopeId intern_scope(trace::ScopeId parent, std::string_view name);
   // seq, stream, step, thread, scope (the ranges open on this thread: scopes.h), kind, name.
   void stamp(trace::Record* record, trace::RecordKind kind, std::string_view name, CUstream stream,
-             bool per_thread_default);
+             bool per_thread_default) {
+    stamp_with_seq(record, kind, name, stream, per_thread_default, next_seq());
+  }
+  // The same with a seq taken before (a launch at broad takes it before its first store to the
+  // record: the locked add then waits for no store of ours that misses the cache).
+  void stamp_with_seq(trace::Record* record, trace::RecordKind kind, std::string_view name,
+                      CUstream stream, bool per_thread_default, uint64_t seq);
   // Adds a buffer entry (allocation ordinal + offset from the allocation map) to `record`, and,
   // when `hash`, plans its fingerprint into `plan`. The region is cut at the end of the mapped
   // range (flagged clamped); a pointer outside every known allocation is hashed only when its
@@ -395,6 +401,12 @@ class Tracer {
   void learn_roles_locked(const PendingRecord& pending);  // at retire: its In/Out pairs
   RegionDigests region_digests_;                          // under pending_mutex_
   size_t pending_records_ = 0;
+  // Retired PendingRecords kept for the next hold (under pending_mutex_): a record's buffers keep
+  // their capacity, and the collector thread frees nothing the job's thread allocated (the
+  // PyTorch hook's 77 state records after each optimizer step: two mallocs and a cross-thread
+  // free each, a third of that call's cost).
+  std::vector<PendingRecord*> spare_pending_;
+  PendingRecord* new_pending_locked(trace::Record& record);
   std::map<uint32_t, size_t> pending_per_step_;
   std::deque<uint32_t> steps_to_end_;
   struct StreamDone {

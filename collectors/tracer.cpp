@@ -132,10 +132,11 @@ LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
   return ordinal;
 }
 
-LOCKSTEP_HOT void Tracer::stamp(trace::Record* record, trace::RecordKind kind,
-                                std::string_view name, CUstream stream, bool per_thread_default) {
+LOCKSTEP_HOT void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
+                                         std::string_view name, CUstream stream,
+                                         bool per_thread_default, uint64_t seq) {
   record->kind = kind;
-  record->seq = next_seq();
+  record->seq = seq;
   record->stream = stream_ordinal(stream, per_thread_default);
   record->step = steps().current();
   // Step markers and warnings are no work on a stream: they neither take nor move its step.

@@ -16,11 +16,31 @@
 namespace lockstep::collectors {
 
 // ---- pending records ------------------------------------------------------------------------
+namespace {
+constexpr size_t kMaxSparePending = 4096;
+}  // namespace
+
+// pending_mutex_ held. The record is swapped in (both sides keep their vectors' capacity); what
+// the caller gets back is emptied as a move would leave it.
+PendingRecord* Tracer::new_pending_locked(trace::Record& record) {
+  PendingRecord* pending = nullptr;
+  if (!spare_pending_.empty()) {
+    pending = spare_pending_.back();
+    spare_pending_.pop_back();
+  } else {
+    pending = new PendingRecord;
+  }
+  std::swap(pending->record, record);
+  record.buffers.clear();
+  record.payload.clear();
+  return pending;
+}
+
 PendingRecord* Tracer::hold(trace::Record&& record) {
   self_time::Scope timed(self_time::Phase::Hold);
   std::lock_guard lock(pending_mutex_);
   if (pending_records_ >= kMaxPendingRecords || closing_) return nullptr;
-  auto* pending = new PendingRecord{std::move(record), 1};
+  PendingRecord* pending = new_pending_locked(record);
   ++pending_records_;
   ++pending_per_step_[pending->record.step];
   if (!collector_running_) {
@@ -38,7 +58,7 @@ void Tracer::hold_many(trace::Record* records, size_t n, PendingRecord** out) {
       out[k] = nullptr;
       continue;
     }
-    out[k] = new PendingRecord{std::move(records[k]), 1};
+    out[k] = new_pending_locked(records[k]);
     ++pending_records_;
     ++pending_per_step_[out[k]->record.step];
   }
@@ -112,7 +132,17 @@ void Tracer::retire_locked(PendingRecord* pending) {
   --pending_records_;
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
-  delete pending;
+  if (spare_pending_.size() < kMaxSparePending) {
+    pending->outstanding = 1;
+    pending->discard = false;
+    pending->roles = nullptr;
+    pending->role_pairs.clear();
+    pending->fill.reset();
+    pending->fill_index = 0;
+    spare_pending_.push_back(pending);
+  } else {
+    delete pending;
+  }
   finish_steps_locked();
 }
 

@@ -67,10 +67,11 @@ class DriverHashEngine final : public HashEngine {
 
   DriverApi api_;
   CUmodule module_ = nullptr;
-  // [bulk, compact, tiles] x [small batch, large batch]; resident blocks on the whole device.
+  // [bulk, compact, tiles] x [small, medium, large batch]; resident blocks on the whole device.
   static constexpr int kTiles = 2;
-  CUfunction kernels_[3][2] = {};
-  uint32_t max_blocks_[3][2] = {};
+  static constexpr int kCapacities = 3;
+  CUfunction kernels_[3][kCapacities] = {};
+  uint32_t max_blocks_[3][kCapacities] = {};
   CUdeviceptr scratch_ = 0;
   DigestSlot* slots_ = nullptr;
   CUdeviceptr slots_device_ = 0;
@@ -88,8 +89,9 @@ class DriverHashEngine final : public HashEngine {
   std::atomic<uint64_t> published_{0};
   uint64_t partial_tail_ = 0;      // next partial id (under enqueue_mutex_)
   std::atomic<uint64_t> partial_head_{0};  // partials before it are free again (poll)
-  BatchParams<lsf1::kSmallBatch> small_params_{};  // under enqueue_mutex_
-  BatchParams<lsf1::kLargeBatch> large_params_{};  // under enqueue_mutex_
+  BatchParams<lsf1::kSmallBatch> small_params_{};    // under enqueue_mutex_
+  BatchParams<lsf1::kMediumBatch> medium_params_{};  // under enqueue_mutex_
+  BatchParams<lsf1::kLargeBatch> large_params_{};    // under enqueue_mutex_
 
   std::atomic<uint64_t> regions_enqueued_{0}, bytes_enqueued_{0}, launches_{0}, overflows_{0},
       capture_refusals_{0}, launch_failures_{0}, delivered_{0};
@@ -138,28 +140,29 @@ bool DriverHashEngine::init(const EngineOptions& options, std::string* error) {
     return false;
   bool ok =
       check(api_.moduleLoadData(&module_, lockstep_hash_kernels_fatbin), "cuModuleLoadData", error);
-  const char* names[3][2] = {{lsf1::kSmallKernelName, lsf1::kLargeKernelName},
-                             {lsf1::kSmallCompactKernelName, lsf1::kLargeCompactKernelName},
-                             {lsf1::kSmallTileKernelName, lsf1::kLargeTileKernelName}};
+  const char* names[3][kCapacities] = {
+      {lsf1::kSmallKernelName, lsf1::kMediumKernelName, lsf1::kLargeKernelName},
+      {lsf1::kSmallCompactKernelName, lsf1::kMediumCompactKernelName,
+       lsf1::kLargeCompactKernelName},
+      {lsf1::kSmallTileKernelName, lsf1::kMediumTileKernelName, lsf1::kLargeTileKernelName}};
   for (int kind = 0; kind < 3; ++kind) {
     const int threads = kind == kTiles ? lsf1::kTileKernelThreads : lsf1::kThreadsPerBlock;
-    for (int large = 0; large < 2; ++large) {
+    for (int capacity = 0; capacity < kCapacities; ++capacity) {
+      CUfunction& function = kernels_[kind][capacity];
       int per_sm = 0;
       // The tile kernels are optional: without them every launch takes the batch kernels.
       if (kind == kTiles && ok &&
-          api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]) !=
-              CUDA_SUCCESS) {
-        kernels_[kTiles][0] = kernels_[kTiles][1] = nullptr;
+          api_.moduleGetFunction(&function, module_, names[kind][capacity]) != CUDA_SUCCESS) {
+        for (CUfunction& tiles : kernels_[kTiles]) tiles = nullptr;
         break;
       }
       ok = ok &&
            (kind == kTiles ||
-            check(api_.moduleGetFunction(&kernels_[kind][large], module_, names[kind][large]),
+            check(api_.moduleGetFunction(&function, module_, names[kind][capacity]),
                   "cuModuleGetFunction", error)) &&
-           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernels_[kind][large],
-                                                                threads, 0),
+           check(api_.occupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function, threads, 0),
                  "cuOccupancyMaxActiveBlocksPerMultiprocessor", error);
-      max_blocks_[kind][large] = uint32_t(std::max(1, per_sm * sms));
+      max_blocks_[kind][capacity] = uint32_t(std::max(1, per_sm * sms));
     }
   }
 
@@ -283,8 +286,7 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
   // data: latency rules, the compact kernels; much data: the unrolled bulk ones.
   const uint64_t first_partial = partial_tail_;
   const bool tiles =
-      kernels_[kTiles][0] != nullptr && kernels_[kTiles][1] != nullptr &&
-      units <= lsf1::kTileKernelMaxUnits &&
+      kernels_[kTiles][kCapacities - 1] != nullptr && units <= lsf1::kTileKernelMaxUnits &&
       first_partial - partial_head_.load(std::memory_order_acquire) + units <= partial_slots_;
   const int kind = tiles ? kTiles : bytes < lsf1::kCompactBelowBytes ? 1 : 0;
   const uint32_t threads = tiles ? lsf1::kTileKernelThreads : lsf1::kThreadsPerBlock;
@@ -296,11 +298,15 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
                    : SlotSource{};
     at += tiles ? units_of(regions[i].bytes) : 0;
   }
+  // The smallest capacity that holds the n regions: the launch copies all of its parameters.
   const bool launched =
       n <= lsf1::kSmallBatch
           ? launch(stream, kernels_[kind][0], max_blocks_[kind][0], threads, &small_params_,
                    regions, n, first, first_partial)
-          : launch(stream, kernels_[kind][1], max_blocks_[kind][1], threads, &large_params_,
+      : n <= lsf1::kMediumBatch
+          ? launch(stream, kernels_[kind][1], max_blocks_[kind][1], threads, &medium_params_,
+                   regions, n, first, first_partial)
+          : launch(stream, kernels_[kind][2], max_blocks_[kind][2], threads, &large_params_,
                    regions, n, first, first_partial);
   if (!launched) {
     launch_failures_ += n;

@@ -1,4 +1,5 @@
-// LSF1 batch kernels: one launch fingerprints up to kCapacity regions. Warps walk the
+// LSF1 batch kernels: one launch fingerprints up to kCapacity regions (three capacities: a
+// launch copies its kernel's whole parameter struct, layout.h). Warps walk the
 // concatenated tiles ("units") of all regions grid-stride; a warp folds its lane leaf digests
 // into one wrapping sum per region, and the warp that completes a region finalizes it and writes
 // the digest to its slot in pinned, mapped host memory. Built to a fatbin and embedded.
@@ -11,6 +12,7 @@
 using lockstep::hashing::device::batch_body;
 using lockstep::hashing::lsf1::BatchParams;
 using lockstep::hashing::lsf1::kLargeBatch;
+using lockstep::hashing::lsf1::kMediumBatch;
 using lockstep::hashing::lsf1::kSmallBatch;
 using lockstep::hashing::lsf1::kThreadsPerBlock;
 
@@ -22,6 +24,11 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
 }
 
 extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
+    lsf1_batch_medium(const __grid_constant__ BatchParams<kMediumBatch> params) {
+  batch_body<kMediumBatch, false>(params);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
     lsf1_batch_large(const __grid_constant__ BatchParams<kLargeBatch> params) {
   batch_body<kLargeBatch, false>(params);
 }
@@ -29,6 +36,11 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
 extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
     lsf1_compact_small(const __grid_constant__ BatchParams<kSmallBatch> params) {
   batch_body<kSmallBatch, true>(params);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
+    lsf1_compact_medium(const __grid_constant__ BatchParams<kMediumBatch> params) {
+  batch_body<kMediumBatch, true>(params);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreadsPerBlock, LSF1_MIN_BLOCKS)
@@ -43,6 +55,11 @@ using lockstep::hashing::lsf1::kTileKernelThreads;
 extern "C" __global__ void __launch_bounds__(kTileKernelThreads)
     lsf1_tiles_small(const __grid_constant__ BatchParams<kSmallBatch> params) {
   tiles_body<kSmallBatch>(params);
+}
+
+extern "C" __global__ void __launch_bounds__(kTileKernelThreads)
+    lsf1_tiles_medium(const __grid_constant__ BatchParams<kMediumBatch> params) {
+  tiles_body<kMediumBatch>(params);
 }
 
 extern "C" __global__ void __launch_bounds__(kTileKernelThreads)

@@ -63,7 +63,11 @@ struct RegionEntry {
   uint32_t units;       // max(1, ceil(bytes / kTileBytes)): an empty region still needs one
 };
 
+// A kernel's parameters are copied whole at every launch, however few regions it carries: a
+// launch of 1024 regions' room costs the launching thread 12-17 us on the H200's host (issue
+// #34: the PyTorch hook's 77 parameters after each optimizer step), one of 128 a few us.
 inline constexpr uint32_t kSmallBatch = 32;
+inline constexpr uint32_t kMediumBatch = 128;  // 3.1 KB of parameters
 inline constexpr uint32_t kLargeBatch = 1024;  // 24.6 KB of parameters (limit 32764 bytes)
 inline constexpr uint32_t kThreadsPerBlock = 256;
 
@@ -83,10 +87,12 @@ struct BatchParams {
 
 // Bulk kernels: tile loop fully unrolled (fastest on large data, ~90 KB of code).
 inline constexpr char kSmallKernelName[] = "lsf1_batch_small";
+inline constexpr char kMediumKernelName[] = "lsf1_batch_medium";
 inline constexpr char kLargeKernelName[] = "lsf1_batch_large";
 // Compact kernels: the same function with the tile loop rolled, for launches that read little
 // (latency, not bandwidth, dominates there; a small kernel misses less in the instruction cache).
 inline constexpr char kSmallCompactKernelName[] = "lsf1_compact_small";
+inline constexpr char kMediumCompactKernelName[] = "lsf1_compact_medium";
 inline constexpr char kLargeCompactKernelName[] = "lsf1_compact_large";
 inline constexpr uint64_t kCompactBelowBytes = 32ull << 20;  // launches reading less use compact
 // Tile kernels: a block of four warps per tile, four lanes per leaf (one XXH64 accumulator
@@ -95,6 +101,7 @@ inline constexpr uint64_t kCompactBelowBytes = 32ull << 20;  // launches reading
 // most kTileKernelMaxUnits tiles, where the cross-warp combine (three dependent round trips to
 // L2) and one warp's chain of 64 multiplies per tile cost more than the bytes (issue #34).
 inline constexpr char kSmallTileKernelName[] = "lsf1_tiles_small";
+inline constexpr char kMediumTileKernelName[] = "lsf1_tiles_medium";
 inline constexpr char kLargeTileKernelName[] = "lsf1_tiles_large";
 inline constexpr uint32_t kTileKernelMaxUnits = 512;  // 8 MiB
 inline constexpr uint32_t kTileKernelThreads = 128;

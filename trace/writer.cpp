@@ -1,7 +1,8 @@
 // TraceWriter implementation. See writer.h for the contract.
 //
 // Threads: every appending thread owns a ThreadBuffer (found through a thread_local cache). An
-// append only copies the record into the thread's staging batch under a per-thread spinlock;
+// append only copies the record into the thread's staging batch under a per-thread spinlock
+// (a staged record, writer.h: stage/commit_staged, is committed with no lock at all: below);
 // hashing and encoding (a few hundred ns per record in a job whose own work keeps evicting our
 // code and tables from the CPU caches) happen later in batches, on the background thread: it
 // drains a thread's staged batches into the thread's Block under the thread's encode mutex,
@@ -10,6 +11,17 @@
 // up).
 // A full block goes to the write queue under a mutex: once per block_bytes.
 //
+// A batch's records [0, count) are committed: the owner writes a slot, then stores count+1 with
+// release; a drain reads count with acquire and encodes the committed records it has not
+// reserved yet (StagedBatch::reserved), leaving the batch with its owner until it is full. So a
+// commit that does not fill its batch takes no lock: a locked instruction there waits for the
+// record's own stores to reach the cache (issue #34: 50-60 ns of a launch's ~150 at broad). What
+// the lock gave, close() gets another way: it stops accepting, then makes every thread pass a
+// full barrier (membarrier), then freezes each thread's committed count under its stage lock.
+// A commit that still saw the writer accepting was stored before that barrier and is in the
+// final drain; one that saw it closing checks the frozen count and counts itself dropped if it
+// came too late. Without membarrier (an old kernel, a seccomp filter) every commit locks.
+//
 // Lock order: encode_mutex -> stage_lock -> queue_mutex / pool_mutex.
 //
 // The file: whoever writes to it owns it through file_state (an atomic, not a mutex, so that a
@@ -17,7 +29,9 @@
 // thread starts), close (after it stopped), and seal_after_signal when the file is free. Every
 // write is a whole block, or is cut off again, so a free file ends at a block boundary.
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -111,38 +125,68 @@ inline void prefetch_for_write(const Record* slot) {
 
 // Records copied as appended, in order; their Records keep their vectors' capacity when reused.
 struct StagedBatch {
-  uint32_t count = 0;
+  // Records [0, count) are committed: written by the owner only (release), read by drains
+  // (acquire). A batch goes back to zero only once drained whole and handed to the spares.
+  std::atomic<uint32_t> count{0};
+  // Records before it are taken by a drain (being or already encoded): retract() cannot take
+  // them back. Guarded by the thread's stage_lock.
+  uint32_t reserved = 0;
   std::array<Record, kBatchRecords> records;
   // Records taken back (retract) before a drain reached them: skipped, then cleared by the drain.
-  std::array<uint64_t, (kBatchRecords + 63) / 64> retracted{};
-  bool is_retracted(uint32_t i) const { return (retracted[i / 64] >> (i % 64)) & 1; }
+  // Set under the stage lock for slots not reserved yet; a drain reads them for its reserved ones.
+  std::array<std::atomic<uint64_t>, (kBatchRecords + 63) / 64> retracted{};
+  bool is_retracted(uint32_t i) const {
+    return (retracted[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
+  }
+  void reset() {  // drained whole, on its way to the spares
+    count.store(0, std::memory_order_relaxed);
+    reserved = 0;
+    for (auto& word : retracted) word.store(0, std::memory_order_relaxed);
+  }
 };
 
+// Whether this process can make every one of its threads pass a full memory barrier
+// (membarrier's private expedited command, Linux 4.14; registered once): close()'s half of the
+// lock-free commit (top of this file).
+bool process_barrier_available() {
+  static const bool registered =
+      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return registered;
+}
+bool process_barrier() {
+  return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 struct ThreadBuffer {
-  // Staging, guarded by stage_lock (the owner, and a drainer swapping batches out).
-  SpinLock stage_lock;
+  // The owner's own view of its staging (only the owner reads or writes these): the batch that is
+  // `filling` and the index of its next slot (null: ask under the lock), and the slot between
+  // stage() and commit_staged(). Only the owner changes `filling` (drains read its committed
+  // prefix and leave it), so the view is never stale. On a line of their own with the flag every
+  // stage() reads: a drain on another core writes the lines further down.
+  alignas(64) StagedBatch* next_batch = nullptr;
+  uint32_t next_index = 0;
+  uint32_t staged_index = 0;
+  StagedBatch* staged_batch = nullptr;
+  std::atomic<bool> out_of_memory{false};  // no block to encode into: appends are refused
+  // Staging, guarded by stage_lock (the owner, and a drainer taking full batches).
+  alignas(64) SpinLock stage_lock;
   std::unique_ptr<StagedBatch> filling;
   std::vector<std::unique_ptr<StagedBatch>> full;   // oldest first
   std::vector<std::unique_ptr<StagedBatch>> spare;  // drained, ready for reuse
+  // Set by close() after its barrier: drains read `frozen_batch` up to `frozen_count` and no
+  // other filling batch; a later commit there is dropped.
+  bool frozen = false;
+  const StagedBatch* frozen_batch = nullptr;
+  uint32_t frozen_count = 0;
   // Encoding, guarded by encode_mutex (drainers: background thread, close, an owner whose
   // staging is full).
-  std::mutex encode_mutex;
+  alignas(64) std::mutex encode_mutex;
   std::unique_ptr<Block> block;
   RecordEncoder encoder;
   std::vector<StepTotal> steps;            // digests of steps not summarized yet; usually one entry
-  std::atomic<bool> out_of_memory{false};  // no block to encode into: appends are refused
   // appended: records encoded (written under encode_mutex); dropped: refused or lost.
   std::atomic<uint64_t> appended{0}, dropped{0};
   uint32_t ordinal = 0;
-  // The owner's own view of its staging (only the owner reads or writes these): the batch that was
-  // `filling` at its last append or commit and the index of its next slot (null: ask under the
-  // lock), and the slot between stage() and commit_staged(). A drain may take that batch
-  // meanwhile; it then keeps it alive among the spares (drain_locked), so a stale view points at
-  // a live batch whose slot no drain reads, and commit_staged() sees the change.
-  StagedBatch* next_batch = nullptr;
-  uint32_t next_index = 0;
-  StagedBatch* staged_batch = nullptr;
-  uint32_t staged_index = 0;
   std::atomic<bool> owner_exited{false};
   std::atomic<bool> writer_closed{false};
 };
@@ -188,6 +232,7 @@ class Writer final : public TraceWriter {
     if (options_.flush_interval_ms <= 0) options_.flush_interval_ms = 200;
     if (!options_.pwritev) options_.pwritev = ::pwritev;
     if (!options_.ftruncate) options_.ftruncate = ::ftruncate;
+    lock_free_commit_ = options_.lock_free_commit && process_barrier_available();
   }
   ~Writer() override {
     if (abandoned_.load()) {
@@ -256,7 +301,9 @@ class Writer final : public TraceWriter {
     }
     StagedBatch* batch = tb->filling.get();
     if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
-    batch->records[batch->count++].copy_from(record);
+    const uint32_t index = batch->count.load(std::memory_order_relaxed);
+    batch->records[index].copy_from(record);
+    batch->count.store(index + 1, std::memory_order_release);
     published_locked(*tb, batch, &backlog, &wake);
     tb->stage_lock.unlock();
     after_publish(*tb, backlog, wake);
@@ -270,14 +317,14 @@ class Writer final : public TraceWriter {
     if (!tb) return nullptr;
     if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) return nullptr;
     // No lock: the slot is where the owner's view says (ThreadBuffer::next_batch), which a drain
-    // never reads past and never frees; commit_staged() takes the lock once.
+    // never reads past and never frees.
     StagedBatch* batch = tb->next_batch;
     if (batch == nullptr) [[unlikely]] {
       tb->stage_lock.lock();
       batch = tb->filling.get();
       if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
       tb->next_batch = batch;
-      tb->next_index = batch->count;
+      tb->next_index = batch->count.load(std::memory_order_relaxed);
       tb->stage_lock.unlock();
     }
     tb->staged_batch = batch;
@@ -289,9 +336,22 @@ class Writer final : public TraceWriter {
     State& s = *state_;
     ThreadBuffer* tb = thread_buffer();
     if (!tb || tb->staged_batch == nullptr) return {};
-    StagedBatch* batch = tb->staged_batch;
-    uint32_t index = tb->staged_index;
+    StagedBatch* batch = tb->staged_batch;  // == tb->filling: only the owner changes that
+    const uint32_t index = tb->staged_index;
     tb->staged_batch = nullptr;
+    const Staged ticket{batch, index, static_cast<uint32_t>(batch->records[index].seq)};
+    if (lock_free_commit_ && index + 1 < kBatchRecords) [[likely]] {
+      batch->count.store(index + 1, std::memory_order_release);
+      tb->next_index = index + 1;
+      prefetch_for_write(&batch->records[index + 1]);
+      // The store above, then this load: close() makes every thread pass a full barrier between
+      // its store of `accepting` and its freeze, so a commit that still reads true is frozen in.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (!s.accepting.load(std::memory_order_relaxed)) [[unlikely]]
+        return committed_while_closing(*tb, ticket);
+      return ticket;
+    }
+    // The batch's last slot (it joins the full ones), or no process barrier: under the lock.
     bool wake = false;
     size_t backlog = 0;
     tb->stage_lock.lock();
@@ -301,41 +361,43 @@ class Writer final : public TraceWriter {
       s.dropped_all.fetch_add(1, std::memory_order_relaxed);
       return {};
     }
-    if (tb->filling.get() != batch) [[unlikely]] {
-      // A drain took the batch since the owner last looked (it read the records before the slot
-      // only, and may still be encoding them): the record moves to the batch filling now. Only
-      // this thread reuses a drained batch, so the slot still holds what was built there.
-      StagedBatch* now = tb->filling.get();
-      if (now == nullptr) now = (tb->filling = take_spare(*tb)).get();
-      now->records[now->count].copy_from(batch->records[index]);  // another slot: index >= 1
-      batch->records[index].buffers.clear();  // as drain_locked leaves a slot
-      batch->records[index].payload.clear();
-      batch = now;
-      index = now->count;
-    }
-    ++batch->count;
-    const Staged ticket{batch, index, batch->records[index].seq};
+    batch->count.store(index + 1, std::memory_order_release);
     published_locked(*tb, batch, &backlog, &wake);
     tb->stage_lock.unlock();
     after_publish(*tb, backlog, wake);
     return ticket;
   }
 
+  // A lock-free commit that found the writer closing: kept if close() froze this thread's count
+  // after it (or has not frozen it yet: it will count it), else dropped and counted.
+  Staged committed_while_closing(ThreadBuffer& tb, const Staged& ticket) {
+    tb.stage_lock.lock();
+    const bool lost =
+        tb.frozen && (ticket.batch != tb.frozen_batch || ticket.index >= tb.frozen_count);
+    tb.stage_lock.unlock();
+    if (!lost) return ticket;
+    tb.dropped.fetch_add(1, std::memory_order_relaxed);
+    state_->dropped_all.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+
   bool retract(const Staged& ticket) override {
     if (ticket.batch == nullptr) return true;
     ThreadBuffer* tb = thread_buffer();
     if (!tb) return false;
-    // Still staged (not taken by a drain): in `filling` or `full`, the same record by its seq (a
-    // drained batch may be filling again with other records). The pointer is only compared.
+    // Still staged and not reserved by a drain: in `filling` or `full`, the same record by its
+    // seq (a drained batch may be filling again with other records). The pointer is only compared.
     bool taken_back = false;
     tb->stage_lock.lock();
     StagedBatch* batch = nullptr;
     if (tb->filling.get() == ticket.batch) batch = tb->filling.get();
     for (auto& full : tb->full)
       if (full.get() == ticket.batch) batch = full.get();
-    if (batch != nullptr && ticket.index < batch->count &&
-        batch->records[ticket.index].seq == ticket.seq) {
-      batch->retracted[ticket.index / 64] |= uint64_t{1} << (ticket.index % 64);
+    if (batch != nullptr && ticket.index >= batch->reserved &&
+        ticket.index < batch->count.load(std::memory_order_relaxed) &&
+        static_cast<uint32_t>(batch->records[ticket.index].seq) == ticket.seq) {
+      batch->retracted[ticket.index / 64].fetch_or(uint64_t{1} << (ticket.index % 64),
+                                                   std::memory_order_relaxed);
       taken_back = true;
     }
     tb->stage_lock.unlock();
@@ -367,10 +429,20 @@ class Writer final : public TraceWriter {
     if (abandoned_.load() || closed_.exchange(true)) return;
     State& s = *state_;
     s.accepting.store(false);
-    // Every in-flight append finishes (or sees accepting == false) before the last cycle.
+    // Every in-flight append finishes (or sees accepting == false) before the last cycle; every
+    // lock-free commit is in the frozen count or finds itself out of it (top of this file).
+    // (Registered at open, the barrier does not fail; if it did, a pause stands in for it.)
+    if (lock_free_commit_ && !process_barrier())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     {
       std::lock_guard registry(s.registry_mutex);
-      for (auto& tb : s.threads) tb->stage_lock.lock(), tb->stage_lock.unlock();
+      for (auto& tb : s.threads) {
+        tb->stage_lock.lock();
+        tb->frozen = true;
+        tb->frozen_batch = tb->filling.get();
+        tb->frozen_count = tb->filling ? tb->filling->count.load(std::memory_order_acquire) : 0;
+        tb->stage_lock.unlock();
+      }
     }
     {
       std::lock_guard lock(s.queue_mutex);
@@ -526,15 +598,16 @@ class Writer final : public TraceWriter {
   // thread: a full batch joins the queue (wake: it is the kWakeBatches-th waiting), else the
   // next slot is prefetched; the owner's view follows.
   static void published_locked(ThreadBuffer& tb, StagedBatch* batch, size_t* backlog, bool* wake) {
-    if (batch->count == kBatchRecords) {
+    const uint32_t count = batch->count.load(std::memory_order_relaxed);
+    if (count == kBatchRecords) {
       tb.full.push_back(std::move(tb.filling));
       *backlog = tb.full.size();
       *wake = *backlog == kWakeBatches;
       tb.next_batch = nullptr;
     } else {
-      prefetch_for_write(&batch->records[batch->count]);
+      prefetch_for_write(&batch->records[count]);
       tb.next_batch = batch;
-      tb.next_index = batch->count;
+      tb.next_index = count;
     }
   }
 
@@ -578,27 +651,36 @@ class Writer final : public TraceWriter {
     return tb.block != nullptr;
   }
 
-  // Caller holds tb.encode_mutex. Hashes and encodes every record the thread has staged, in
-  // order, into its block; records that find no memory are dropped and counted. Returns whether
-  // full batches arrived meanwhile.
+  // Caller holds tb.encode_mutex. Hashes and encodes every record the thread has committed, in
+  // order, into its block; records that find no memory are dropped and counted. Full batches
+  // are taken (then kept as spares or freed); the filling one stays with its owner, read up to its
+  // committed count. Returns whether full batches arrived meanwhile.
   bool drain_locked(ThreadBuffer& tb) {
     std::vector<std::unique_ptr<StagedBatch>> batches;
+    thread_local std::vector<uint32_t> starts;  // per full batch: its first record not reserved
+    starts.clear();
     tb.stage_lock.lock();
     batches.swap(tb.full);
-    // The owner may be building a record in the filling batch's next slot (stage()): it is
-    // taken, read up to that slot, and kept alive among the spares, never freed.
-    StagedBatch* was_filling = nullptr;
-    if (tb.filling && tb.filling->count > 0) {
-      was_filling = tb.filling.get();
-      batches.push_back(std::move(tb.filling));
+    for (auto& batch : batches) {
+      starts.push_back(batch->reserved);
+      batch->reserved = kBatchRecords;
+    }
+    StagedBatch* filling = tb.filling.get();
+    uint32_t from = 0, to = 0;
+    if (filling != nullptr) {
+      from = filling->reserved;
+      to = filling->count.load(std::memory_order_acquire);
+      if (tb.frozen) to = filling == tb.frozen_batch ? std::min(to, tb.frozen_count) : from;
+      to = std::max(from, to);
+      filling->reserved = to;
     }
     tb.stage_lock.unlock();
-    if (batches.empty()) return false;
+    if (batches.empty() && from == to) return false;
     uint64_t encoded = 0, lost = 0;
-    for (auto& batch : batches) {
-      for (uint32_t i = 0; i < batch->count; ++i) {
-        Record& record = batch->records[i];
-        if (!batch->is_retracted(i)) {
+    auto encode_range = [&](StagedBatch& batch, uint32_t begin, uint32_t end) {
+      for (uint32_t i = begin; i < end; ++i) {
+        Record& record = batch.records[i];
+        if (!batch.is_retracted(i)) {
           if (record.name == kDeferredName)
             record.name = name_resolver_ ? name_resolver_(record) : 0;
           if (encode_locked(tb, record))
@@ -610,9 +692,12 @@ class Writer final : public TraceWriter {
         record.buffers.clear();
         record.payload.clear();
       }
-      batch->count = 0;
-      batch->retracted.fill(0);
+    };
+    for (size_t b = 0; b < batches.size(); ++b) {
+      encode_range(*batches[b], starts[b], kBatchRecords);
+      batches[b]->reset();
     }
+    if (filling != nullptr) encode_range(*filling, from, to);
     bump(tb.appended, encoded);
     state_->appended_all.fetch_add(encoded, std::memory_order_relaxed);
     if (lost) {
@@ -621,8 +706,7 @@ class Writer final : public TraceWriter {
     }
     tb.stage_lock.lock();
     for (auto& batch : batches)
-      if (tb.spare.size() < kSpareBatches || batch.get() == was_filling)
-        tb.spare.push_back(std::move(batch));
+      if (tb.spare.size() < kSpareBatches) tb.spare.push_back(std::move(batch));
     const bool more = !tb.full.empty();
     tb.stage_lock.unlock();
     return more;
@@ -1224,6 +1308,7 @@ class Writer final : public TraceWriter {
   const uint64_t uid_ = next_writer_uid.fetch_add(1);
   std::unique_ptr<State> state_ = std::make_unique<State>();
   NameResolver name_resolver_;  // set_name_resolver
+  bool lock_free_commit_ = false;  // commit_staged without the stage lock (top of this file)
   std::atomic<bool> closed_{false};
   std::atomic<bool> abandoned_{false};
 };

@@ -30,6 +30,10 @@ struct WriterOptions {
   size_t memory_budget = 64u << 20;  // all thread buffers + queued blocks
   size_t block_bytes = 256u << 10;   // a thread buffer is handed off when this full
   int flush_interval_ms = 200;
+  // Commit a staged record that does not fill its batch without a lock, where the process can
+  // issue a process-wide barrier at close (writer.cpp, top). false: every commit locks (tests
+  // run both ways).
+  bool lock_free_commit = true;
 
   // The writer's file system calls: the real ones unless a test injects failures
   // (tests/cpu/trace/write_faults_test.cpp). They are called from the background thread, open,
@@ -87,10 +91,10 @@ class TraceWriter {
   // appends nothing else. The ticket names the record for retract(), which takes it back if it
   // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
   // (refused at commit: closed meanwhile) retracts nothing and returns true.
-  struct Staged {
+  struct Staged {  // two words: returned in registers
     const void* batch = nullptr;
     uint32_t index = 0;
-    uint64_t seq = 0;
+    uint32_t seq = 0;  // the record's seq, low half (the slot may hold another record later)
   };
   virtual Record* stage() = 0;
   virtual Staged commit_staged() = 0;

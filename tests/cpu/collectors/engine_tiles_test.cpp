@@ -77,5 +77,37 @@ TEST(HashEngineTiles, TileSumsAreFinalizedOnTheHostAndDeliveredInSlotOrder) {
   gpu.tile_kernels(false);
 }
 
+// A launch copies its kernel's whole parameter struct (layout.h): 1024 regions' room is 24.6 KB,
+// which cost the PyTorch hook's one launch of 77 parameters 12-17 us on the H200's host.
+TEST(HashEngineCapacities, ALaunchTakesTheSmallestKernelThatHoldsItsRegions) {
+  testing::FakeGpu& gpu = testing::FakeGpu::instance();
+  DriverApi api;
+  std::string error;
+  ASSERT_TRUE(load_driver_api(fake_get_proc_address, &api, &error)) << error;
+  auto engine = HashEngine::create(api, {}, &error);
+  ASSERT_TRUE(engine) << error;
+  const CUstream stream = reinterpret_cast<CUstream>(0x78);
+  std::vector<Region> regions;
+  for (uint64_t i = 0; i < 1024; ++i) regions.push_back({0x100000 + i * 4096, 4096});
+  std::vector<std::pair<uint32_t, uint32_t>> got;  // (regions, capacity) per launch
+  for (uint32_t n : {1u, 32u, 33u, 77u, 128u, 129u, 1024u}) {
+    gpu.reset_launches();
+    ASSERT_TRUE(engine->enqueue(stream, regions.data(), n, nullptr)) << n;
+    ASSERT_EQ(gpu.launches().size(), 1u) << n;
+    got.emplace_back(gpu.launches()[0].regions, gpu.launches()[0].capacity);
+    size_t delivered = 0;
+    engine->poll([&](uint64_t, uint64_t digest) {
+      EXPECT_EQ(digest, regions[delivered].ptr ^ regions[delivered].bytes) << n;
+      ++delivered;
+    });
+    EXPECT_EQ(delivered, n);
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> expected = {
+      {1, lsf1::kSmallBatch},   {32, lsf1::kSmallBatch},   {33, lsf1::kMediumBatch},
+      {77, lsf1::kMediumBatch}, {128, lsf1::kMediumBatch}, {129, lsf1::kLargeBatch},
+      {1024, lsf1::kLargeBatch}};
+  EXPECT_EQ(got, expected);
+}
+
 }  // namespace
 }  // namespace lockstep::hashing

@@ -26,6 +26,7 @@ struct FakeHashLaunch {
   CUstream stream;
   uint32_t regions;
   CUdeviceptr freed = 0;  // a cuMemFreeAsync of this pointer (regions 0), not a launch
+  uint32_t capacity = 0;  // the launched kernel's regions of room (layout.h: small, medium, large)
 };
 
 class FakeGpu {
@@ -55,6 +56,10 @@ class FakeGpu {
     held_.clear();
   }
   void reset_count() { count_.store(0); }
+  void reset_launches() {
+    std::lock_guard lock(mutex_);
+    launches_.clear();
+  }
   // Offer the tile kernels (before the engine is created): digests then arrive as tile sums
   // the engine finalizes on the host.
   void tile_kernels(bool on) { tile_kernels_ = on; }
@@ -79,14 +84,19 @@ class FakeGpu {
     *module = reinterpret_cast<CUmodule>(0x20);
     return CUDA_SUCCESS;
   }
-  // 0x31/0x32: the batch kernels (small, large); 0x33/0x34: the tile kernels, whose tile sums go
-  // to the partial ring and are finalized by the engine's poll().
+  // From 0x31: the batch kernels (small, medium, large); from 0x35: the tile kernels, whose tile
+  // sums go to the partial ring and are finalized by the engine's poll().
+  static constexpr uintptr_t kBatchKernels = 0x31, kTileKernels = 0x35;
   static CUresult get_function(CUfunction* f, CUmodule, const char* name) {
     const bool tiles = std::strstr(name, "tiles") != nullptr;
     // Off unless a test asks: the harness's digests are then ptr ^ bytes exactly.
     if (tiles && !instance().tile_kernels_) return CUDA_ERROR_NOT_FOUND;
-    const bool large = std::strstr(name, "large") != nullptr;
-    *f = reinterpret_cast<CUfunction>(uintptr_t(tiles ? 0x33 : 0x31) + (large ? 1 : 0));
+    // Function ids: kBatchKernels or kTileKernels, plus the capacity's index (small, medium,
+    // large).
+    const uintptr_t capacity = std::strstr(name, "large")    ? 2
+                               : std::strstr(name, "medium") ? 1
+                                                             : 0;
+    *f = reinterpret_cast<CUfunction>((tiles ? kTileKernels : kBatchKernels) + capacity);
     return CUDA_SUCCESS;
   }
   struct Held {
@@ -130,15 +140,19 @@ class FakeGpu {
   static CUresult launch(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, CUstream stream, void** args, void**) {
     using lockstep::hashing::lsf1::kLargeBatch;
+    using lockstep::hashing::lsf1::kMediumBatch;
     using lockstep::hashing::lsf1::kSmallBatch;
     FakeGpu& gpu = instance();
     gpu.count_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(gpu.mutex_);
     const auto id = reinterpret_cast<uintptr_t>(f);
-    const bool tiles = id >= 0x33;
-    const uint32_t n = (id & 1) == 0 ? complete<kLargeBatch>(args[0], tiles)
-                                     : complete<kSmallBatch>(args[0], tiles);
-    if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n});
+    const bool tiles = id >= kTileKernels;
+    const uintptr_t capacity = id - (tiles ? kTileKernels : kBatchKernels);
+    const uint32_t n = capacity == 2   ? complete<kLargeBatch>(args[0], tiles)
+                       : capacity == 1 ? complete<kMediumBatch>(args[0], tiles)
+                                       : complete<kSmallBatch>(args[0], tiles);
+    const uint32_t room = capacity == 2 ? kLargeBatch : capacity == 1 ? kMediumBatch : kSmallBatch;
+    if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, n, 0, room});
     return CUDA_SUCCESS;
   }
   static CUresult free_async(CUdeviceptr p, CUstream stream) {

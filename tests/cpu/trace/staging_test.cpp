@@ -17,10 +17,13 @@ namespace {
 
 using testing::TempDir;
 
-class Staging : public ::testing::Test {
+// Each test runs with the lock-free commit (writer.cpp, top: where membarrier works) and with
+// every commit under the lock.
+class Staging : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     options_.path = dir_.file("t.lstrace");
+    options_.lock_free_commit = GetParam();
     std::string error;
     writer_ = TraceWriter::open(options_, build_trace_header({}), &error);
     ASSERT_TRUE(writer_) << error;
@@ -64,7 +67,7 @@ class Staging : public ::testing::Test {
   std::vector<std::string> reader_names_;
 };
 
-TEST_F(Staging, StagedRecordsAreWrittenInOrderWithAppendedOnes) {
+TEST_P(Staging, StagedRecordsAreWrittenInOrderWithAppendedOnes) {
   const StringId k = writer_->intern("k");
   ASSERT_TRUE(writer_->append(appended(1, k)));
   stage_kernel(2, k);
@@ -79,7 +82,7 @@ TEST_F(Staging, StagedRecordsAreWrittenInOrderWithAppendedOnes) {
   EXPECT_EQ(writer_->stats().appended, 999u);
 }
 
-TEST_F(Staging, ARetractedRecordIsNotWritten) {
+TEST_P(Staging, ARetractedRecordIsNotWritten) {
   const StringId k = writer_->intern("k");
   stage_kernel(1, k);
   const auto failed = stage_kernel(2, k);
@@ -88,7 +91,7 @@ TEST_F(Staging, ARetractedRecordIsNotWritten) {
   EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 3}));
 }
 
-TEST_F(Staging, ARecordAlreadyWrittenCannotBeRetracted) {
+TEST_P(Staging, ARecordAlreadyWrittenCannotBeRetracted) {
   const StringId k = writer_->intern("k");
   const auto ticket = stage_kernel(1, k);
   writer_->flush();  // encoded and written
@@ -97,22 +100,22 @@ TEST_F(Staging, ARecordAlreadyWrittenCannotBeRetracted) {
   EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 2}));
 }
 
-TEST_F(Staging, ARetractOfAnotherRecordInAReusedSlotTakesNothing) {
+TEST_P(Staging, ARetractOfAnotherRecordInAReusedSlotTakesNothing) {
   const StringId k = writer_->intern("k");
   const auto ticket = stage_kernel(1, k);
   writer_->flush();         // the batch is drained and goes back to the spares
-  stage_kernel(2, k);       // the same batch, slot 0 again: another record
+  stage_kernel(2, k);       // a later slot of the same batch (or slot 0 of a reused one)
   stage_kernel(3, k);
   EXPECT_FALSE(writer_->retract(ticket));
   EXPECT_EQ(seqs(read_back()), (std::vector<uint64_t>{1, 2, 3}));
 }
 
-TEST_F(Staging, ARecordWhoseBatchADrainTookWhileItWasBuiltIsWrittenOnce) {
+TEST_P(Staging, ARecordWhoseBatchADrainTookWhileItWasBuiltIsWrittenOnce) {
   const StringId k = writer_->intern("k");
   ASSERT_TRUE(writer_->append(appended(1, k)));
   Record* slot = writer_->stage();
   ASSERT_NE(slot, nullptr);
-  writer_->flush();  // the drain takes the batch holding record 1, while the slot is being built
+  writer_->flush();  // a drain reads the batch holding record 1, while the slot is being built
   slot->kind = RecordKind::Kernel;
   slot->seq = 2, slot->stream = 1, slot->thread = 1, slot->name = k;
   slot->clear_fields();
@@ -126,7 +129,7 @@ TEST_F(Staging, ARecordWhoseBatchADrainTookWhileItWasBuiltIsWrittenOnce) {
   EXPECT_NE(ticket.batch, nullptr);
 }
 
-TEST_F(Staging, DeferredNamesComeFromTheResolverOnTheEncodingThread) {
+TEST_P(Staging, DeferredNamesComeFromTheResolverOnTheEncodingThread) {
   const StringId named = writer_->intern("named");
   std::atomic<std::thread::id> resolved_on{};
   writer_->set_name_resolver([&](const Record& r) {
@@ -142,19 +145,19 @@ TEST_F(Staging, DeferredNamesComeFromTheResolverOnTheEncodingThread) {
   EXPECT_EQ(reader_names_, (std::vector<std::string>{"kernel_1", "named", "kernel_3"}));
 }
 
-TEST_F(Staging, ADeferredNameWithoutAResolverIsEmpty) {
+TEST_P(Staging, ADeferredNameWithoutAResolverIsEmpty) {
   stage_kernel(1, kDeferredName);
   read_back();
   EXPECT_EQ(reader_names_, (std::vector<std::string>{""}));
 }
 
-TEST_F(Staging, AClosedWriterStagesNothing) {
+TEST_P(Staging, AClosedWriterStagesNothing) {
   writer_->close();
   EXPECT_EQ(writer_->stage(), nullptr);
   EXPECT_TRUE(writer_->retract({}));  // the null ticket
 }
 
-TEST_F(Staging, ACommitAfterCloseIsDroppedAndCounted) {
+TEST_P(Staging, ACommitAfterCloseIsDroppedAndCounted) {
   const StringId k = writer_->intern("k");
   Record* slot = writer_->stage();
   ASSERT_NE(slot, nullptr);
@@ -165,6 +168,56 @@ TEST_F(Staging, ACommitAfterCloseIsDroppedAndCounted) {
   EXPECT_EQ(ticket.batch, nullptr);
   EXPECT_EQ(writer_->stats().dropped, 1u);
 }
+
+TEST_P(Staging, ADrainReadsTheCommittedRecordsAndLeavesTheBatchFilling) {
+  const StringId k = writer_->intern("k");
+  std::vector<TraceWriter::Staged> tickets;
+  for (uint64_t seq = 1; seq <= 10; ++seq) tickets.push_back(stage_kernel(seq, k));
+  writer_->flush();
+  EXPECT_EQ(writer_->stats().appended, 10u);
+  for (uint64_t seq = 11; seq <= 300; ++seq) tickets.push_back(stage_kernel(seq, k));
+  EXPECT_EQ(tickets[10].batch, tickets[0].batch);  // the same batch kept filling after the drain
+  EXPECT_FALSE(writer_->retract(tickets[9]));      // drained: too late
+  EXPECT_TRUE(writer_->retract(tickets[10]));      // committed after the drain: not yet
+  std::vector<uint64_t> expected;
+  for (uint64_t seq = 1; seq <= 300; ++seq)
+    if (seq != 11) expected.push_back(seq);
+  EXPECT_EQ(seqs(read_back()), expected);
+}
+
+TEST_P(Staging, EveryCommitRacingCloseIsWrittenOrCountedDropped) {
+  const StringId k = writer_->intern("k");
+  std::atomic<bool> started{false};
+  uint64_t committed = 0, refused_at_commit = 0;
+  std::thread job([&] {
+    for (uint64_t seq = 1;; ++seq) {
+      Record* slot = writer_->stage();
+      if (slot == nullptr) break;  // closed: nothing staged, nothing to count
+      slot->kind = RecordKind::Kernel;
+      slot->seq = seq, slot->stream = 1, slot->thread = 1, slot->name = k;
+      slot->clear_fields();
+      const auto ticket = writer_->commit_staged();
+      ++committed;
+      refused_at_commit += ticket.batch == nullptr;
+      if (seq == 2000) started = true;
+    }
+  });
+  while (!started) std::this_thread::yield();
+  writer_->close();
+  job.join();
+  const WriterStats stats = writer_->stats();
+  auto reader = TraceReader::open(options_.path);
+  ASSERT_TRUE(reader);
+  std::vector<Record> records;  // the job's (a drop adds the writer's own Warning record)
+  for (Record& r : testing::read_all_records(*reader))
+    if (r.kind == RecordKind::Kernel) records.push_back(std::move(r));
+  EXPECT_EQ(records.size() + stats.dropped, committed);
+  EXPECT_EQ(stats.dropped, refused_at_commit);  // a null ticket is exactly a dropped record
+  for (size_t i = 0; i < records.size(); ++i) ASSERT_EQ(records[i].seq, i + 1);  // no hole
+}
+
+INSTANTIATE_TEST_SUITE_P(Commit, Staging, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "LockFree" : "Locked"; });
 
 }  // namespace
 }  // namespace lockstep::trace

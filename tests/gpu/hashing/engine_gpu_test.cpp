@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "cuda_test_env.h"
@@ -187,7 +188,7 @@ TEST_F(HashEngineGpu, BatchedEqualsOneAtATime) {
   const uint64_t cap = max_test_bytes();
   const Bytes data = random_bytes(cap + 64);
   const CUdeviceptr buffer = device_copy(data);
-  for (uint32_t batch : {3u, 32u, 33u, 1000u, kMaxRegionsPerEnqueue}) {
+  for (uint32_t batch : {3u, 32u, 33u, 77u, 128u, 129u, 1000u, kMaxRegionsPerEnqueue}) {
     std::vector<Region> regions;
     for (uint32_t i = 0; i < batch; ++i) {
       // Mostly small, some spanning many tiles (the cross-warp scratch path), some empty.
@@ -212,6 +213,38 @@ TEST_F(HashEngineGpu, BatchedEqualsOneAtATime) {
       EXPECT_EQ(b->second, s->second) << "batch " << batch << " region " << i;
       EXPECT_EQ(b->second, fingerprint(data.data() + (regions[i].ptr - buffer), regions[i].bytes))
           << "batch " << batch << " region " << i;
+    }
+  }
+}
+
+// 33 to 128 regions take the medium kernels (layout.h: a launch copies its whole parameter
+// struct), whichever of the three kinds the bytes choose: tiles (few tiles), compact, bulk.
+TEST_F(HashEngineGpu, MediumBatchesMatchReferenceOnEveryKernel) {
+  auto engine = make_engine();
+  ASSERT_NE(engine, nullptr);
+  const Bytes data = random_bytes(48u << 20);
+  const CUdeviceptr buffer = device_copy(data);
+  // (regions, longest region): 77 short ones (77 tiles: the tile kernel), 100 of up to 256 KiB
+  // (over 512 tiles, under 32 MiB: compact), 100 of 400-480 KiB (over 32 MiB: bulk).
+  for (const auto& [count, longest, shortest] :
+       {std::tuple{77u, 8000u, 0u}, std::tuple{100u, 256u << 10, 100u << 10},
+        std::tuple{100u, 480u << 10, 400u << 10}}) {
+    std::vector<Region> regions;
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t length = shortest + rng_() % (longest - shortest + 1);
+      regions.push_back({buffer + rng_() % 64, length});
+    }
+    uint64_t first = 0;
+    ASSERT_TRUE(engine->enqueue(stream_, regions.data(), count, &first));
+    const auto digests = drain(*engine, count);
+    ASSERT_EQ(digests.size(), count);
+    size_t i = 0;
+    for (const auto& [slot, digest] : digests) {
+      const Region& r = regions[i];
+      EXPECT_EQ(slot, first + i);
+      EXPECT_EQ(digest, fingerprint(data.data() + (r.ptr - buffer), r.bytes))
+          << count << " regions, region " << i << " length " << r.bytes;
+      ++i;
     }
   }
 }
