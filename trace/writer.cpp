@@ -657,8 +657,8 @@ class Writer final : public TraceWriter {
   // committed count. Returns whether full batches arrived meanwhile.
   bool drain_locked(ThreadBuffer& tb) {
     std::vector<std::unique_ptr<StagedBatch>> batches;
-    thread_local std::vector<uint32_t> starts;  // per full batch: its first record not reserved
-    starts.clear();
+    std::vector<uint32_t> starts;  // per full batch: its first record not reserved
+    starts.reserve(kMaxFullBatches + 1);
     tb.stage_lock.lock();
     batches.swap(tb.full);
     for (auto& batch : batches) {
