@@ -65,6 +65,16 @@ struct PendingRecord {
   // A known fill whose output is hashed: its digest teaches FillDigests (fill_digests.h).
   std::optional<FillKind> fill;
   uint32_t fill_index = 0;  // its output entry
+  // Back to a new one's state for the next hold (Tracer's spare list), the record's vectors
+  // keeping their capacity: a field added above is reset here too.
+  void reuse() {
+    outstanding = 1;
+    discard = false;
+    roles = nullptr;
+    role_pairs.clear();
+    fill.reset();
+    fill_index = 0;
+  }
 };
 
 class Tracer {
@@ -138,7 +148,8 @@ class Tracer {
 
   // ---- fingerprints ------------------------------------------------------------------------
   // Creates a pending record (outstanding = 1 for the open call). Null when the pending ring is
-  // full: the caller then appends with kFingerprintDropped.
+  // full: the caller then appends with kFingerprintDropped. Taken, the caller's record is left
+  // with empty buffers and payload and a stale header (nothing reads it after a hold).
   PendingRecord* hold(trace::Record&& record);
   // hold() for each of `n` records under one lock (a call's state records): out[k] is
   // records[k]'s, or null (that record is left alone) once the ring is full.

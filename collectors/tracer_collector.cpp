@@ -20,8 +20,8 @@ namespace {
 constexpr size_t kMaxSparePending = 4096;
 }  // namespace
 
-// pending_mutex_ held. The record is swapped in (both sides keep their vectors' capacity); what
-// the caller gets back is emptied as a move would leave it.
+// pending_mutex_ held. The record is swapped in (both sides keep their vectors' capacity); the
+// caller's gets empty vectors and a stale header (hold()'s contract).
 PendingRecord* Tracer::new_pending_locked(trace::Record& record) {
   PendingRecord* pending = nullptr;
   if (!spare_pending_.empty()) {
@@ -133,12 +133,7 @@ void Tracer::retire_locked(PendingRecord* pending) {
   auto it = pending_per_step_.find(pending->record.step);
   if (it != pending_per_step_.end() && --it->second == 0) pending_per_step_.erase(it);
   if (spare_pending_.size() < kMaxSparePending) {
-    pending->outstanding = 1;
-    pending->discard = false;
-    pending->roles = nullptr;
-    pending->role_pairs.clear();
-    pending->fill.reset();
-    pending->fill_index = 0;
+    pending->reuse();
     spare_pending_.push_back(pending);
   } else {
     delete pending;

@@ -285,7 +285,7 @@ bool DriverHashEngine::enqueue(CUstream stream, const Region* regions, uint32_t 
   // Few tiles: the tile kernels, if the partial ring has room for one sum per tile; little
   // data: latency rules, the compact kernels; much data: the unrolled bulk ones.
   const uint64_t first_partial = partial_tail_;
-  const bool tiles =
+  const bool tiles =  // init() found all of the tile kernels or keeps none: the last says which
       kernels_[kTiles][kCapacities - 1] != nullptr && units <= lsf1::kTileKernelMaxUnits &&
       first_partial - partial_head_.load(std::memory_order_acquire) + units <= partial_slots_;
   const int kind = tiles ? kTiles : bytes < lsf1::kCompactBelowBytes ? 1 : 0;

@@ -30,14 +30,22 @@ uint64_t finalized(const Region& r) {
   return XXH64(words, sizeof words, lsf1::kFinalSeed);
 }
 
+// The engine on the fake GPU's driver entry points (null, with the reason printed, if it fails).
+std::unique_ptr<HashEngine> fake_engine() {
+  DriverApi api;
+  std::string error;
+  std::unique_ptr<HashEngine> engine;
+  if (load_driver_api(fake_get_proc_address, &api, &error))
+    engine = HashEngine::create(api, {}, &error);
+  if (!engine) ADD_FAILURE() << error;
+  return engine;
+}
+
 TEST(HashEngineTiles, TileSumsAreFinalizedOnTheHostAndDeliveredInSlotOrder) {
   testing::FakeGpu& gpu = testing::FakeGpu::instance();
   gpu.tile_kernels(true);
-  DriverApi api;
-  std::string error;
-  ASSERT_TRUE(load_driver_api(fake_get_proc_address, &api, &error)) << error;
-  auto engine = HashEngine::create(api, {}, &error);
-  ASSERT_TRUE(engine) << error;
+  auto engine = fake_engine();
+  ASSERT_TRUE(engine);
   const CUstream stream = reinterpret_cast<CUstream>(0x77);
   // Few tiles (the tile kernels): empty, one short tile, three tiles and a bit.
   const std::vector<Region> small = {{0x10000, 0}, {0x20000, 100}, {0x40000, 3 * 16384 + 5}};
@@ -81,11 +89,8 @@ TEST(HashEngineTiles, TileSumsAreFinalizedOnTheHostAndDeliveredInSlotOrder) {
 // which cost the PyTorch hook's one launch of 77 parameters 12-17 us on the H200's host.
 TEST(HashEngineCapacities, ALaunchTakesTheSmallestKernelThatHoldsItsRegions) {
   testing::FakeGpu& gpu = testing::FakeGpu::instance();
-  DriverApi api;
-  std::string error;
-  ASSERT_TRUE(load_driver_api(fake_get_proc_address, &api, &error)) << error;
-  auto engine = HashEngine::create(api, {}, &error);
-  ASSERT_TRUE(engine) << error;
+  auto engine = fake_engine();
+  ASSERT_TRUE(engine);
   const CUstream stream = reinterpret_cast<CUstream>(0x78);
   std::vector<Region> regions;
   for (uint64_t i = 0; i < 1024; ++i) regions.push_back({0x100000 + i * 4096, 4096});
