@@ -3,11 +3,12 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
-#include "collectors/bytes_keyed_cache.h"
 #include "collectors/call_stack.h"
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/extents.h"
+#include "collectors/lt_copies.h"
+#include "collectors/lt_identity.h"
 #include "common/self_time.h"
 #include "common/hot.h"
 
@@ -15,7 +16,6 @@ namespace lockstep::collectors {
 namespace {
 
 using F = trace::fields::Gemm;
-constexpr uint64_t kNoAlgo = UINT64_MAX;
 
 // The enclosing GEMM call or a nested one (an Lt call made by cublasGemmEx): a token that only
 // keeps the nesting counters.
@@ -80,172 +80,6 @@ bool cublas_host_pointer_mode(cublasHandle_t handle) {
     if (get_mode(handle, &mode) != CUBLAS_STATUS_SUCCESS) return false;
   }
   return mode == CUBLAS_POINTER_MODE_HOST;
-}
-
-// ---- cuBLASLt descriptor reading ---------------------------------------------------------------
-using DescGet = cublasStatus_t (*)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, void*,
-                                   size_t, size_t*);
-using LayoutGet = cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, void*,
-                                     size_t, size_t*);
-using AlgoGet = cublasStatus_t (*)(const cublasLtMatmulAlgo_t*,
-                                   cublasLtMatmulAlgoConfigAttributes_t, void*, size_t, size_t*);
-
-template <typename T>
-T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
-            T fallback) {
-  T value{};
-  size_t written = 0;
-  if (get == nullptr || get(desc, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS)
-    return fallback;
-  return value;
-}
-
-bool is_complex(cudaDataType type) {
-  switch (type) {
-    case CUDA_C_16F:
-    case CUDA_C_16BF:
-    case CUDA_C_32F:
-    case CUDA_C_64F:
-    case CUDA_C_8I:
-    case CUDA_C_8U:
-    case CUDA_C_32I:
-    case CUDA_C_32U:
-    case CUDA_C_4I:
-    case CUDA_C_4U:
-    case CUDA_C_16I:
-    case CUDA_C_16U:
-    case CUDA_C_64I:
-    case CUDA_C_64U:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Each attribute read is a library call (~50 ns), and a GEMM at full reads dozens: the batch
-// stride only for batches, the imaginary plane only for complex types (their values are unused
-// otherwise). Broad records a GEMM by identity only: a layout's type, and for A and D its shape.
-enum class LayoutRead : uint8_t { Type = 1, Shape, Whole };  // deeper reads answer shallower
-LOCKSTEP_HOT LtLayout read_layout_attributes(LayoutGet get, cublasLtMatrixLayout_t layout,
-                                             LayoutRead what) {
-  LtLayout l;
-  if (get == nullptr || layout == nullptr) return l;
-  size_t written = 0;
-  uint32_t type = 0;
-  if (get(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof(type), &written) == 0)
-    l.type = static_cast<cudaDataType>(type);
-  if (what == LayoutRead::Type) return l;
-  get(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &l.rows, sizeof(l.rows), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &l.cols, sizeof(l.cols), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &l.batch_count, sizeof(l.batch_count), &written);
-  if (what == LayoutRead::Shape) return l;
-  get(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, &l.order, sizeof(l.order), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l.ld, sizeof(l.ld), &written);
-  get(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &l.batch_mode, sizeof(l.batch_mode), &written);
-  if (l.batch_count > 1)
-    get(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
-        sizeof(l.batch_stride), &written);
-  if (is_complex(l.type))
-    get(layout, CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, &l.plane_offset, sizeof(l.plane_offset),
-        &written);
-  return l;
-}
-
-// Layouts and algorithms by their bytes (bytes_keyed_cache.h): the same few shapes every step.
-// One cache of each per thread (heap, never freed: hooks run during exit); turned off for the
-// process by the first verification that finds the bytes did not tell all.
-std::atomic<bool> g_layout_cache_off{false}, g_algo_cache_off{false};
-using LayoutCache = BytesKeyedCache<sizeof(cublasLtMatrixLayoutOpaque_t), LtLayout>;
-// What cuBLASLt chose: the packed `algo` field and the Gemm record's trailing algorithm fields.
-struct LtAlgoConfig {
-  uint64_t code = kNoAlgo;  // id | tile << 16 | stages << 32 | split-k << 48
-  uint32_t reduction_scheme = 0, cta_swizzling = 0, custom_option = 0;
-  uint16_t inner_shape = 0, cluster_shape = 0;
-  bool operator==(const LtAlgoConfig&) const = default;
-};
-using AlgoCache = BytesKeyedCache<sizeof(cublasLtMatmulAlgo_t), LtAlgoConfig>;
-thread_local LayoutCache* t_layouts = nullptr;
-thread_local AlgoCache* t_algos = nullptr;
-LayoutCache& layout_cache() {
-  if (t_layouts == nullptr) t_layouts = new LayoutCache;
-  return *t_layouts;
-}
-AlgoCache& algo_cache() {
-  if (t_algos == nullptr) t_algos = new AlgoCache;
-  return *t_algos;
-}
-
-// One GEMM's lookups, counted when it is described: a mismatch always (a debug line and the
-// exit warning), hits and misses for the LOCKSTEP_DEBUG line at exit.
-class CountLookups {
- public:
-  explicit CountLookups(Tracer* tracer) : tracer_(tracer), before_(sum()) {}
-  ~CountLookups() {
-    const BytesKeyedCacheStats now = sum();
-    if (now.mismatches != before_.mismatches) {
-      tracer_->stats.lt_cache_mismatches.fetch_add(now.mismatches - before_.mismatches,
-                                                   std::memory_order_relaxed);
-      tracer_->debug(
-          "cuBLASLt layout or algorithm bytes matched an earlier one's, its attributes "
-          "did not: the attribute cache is off");
-    }
-    if (!tracer_->config().debug) return;
-    tracer_->stats.lt_reads_cached.fetch_add(now.hits - before_.hits, std::memory_order_relaxed);
-    tracer_->stats.lt_reads_missed.fetch_add(now.misses - before_.misses,
-                                             std::memory_order_relaxed);
-  }
-  CountLookups(const CountLookups&) = delete;
-  CountLookups& operator=(const CountLookups&) = delete;
-
- private:
-  static BytesKeyedCacheStats sum() {
-    const auto& l = layout_cache().stats();
-    const auto& a = algo_cache().stats();
-    return {l.hits + a.hits, l.misses + a.misses, l.verified + a.verified,
-            l.mismatches + a.mismatches};
-  }
-  Tracer* tracer_;
-  BytesKeyedCacheStats before_;
-};
-
-LOCKSTEP_HOT LtLayout read_layout(LayoutGet get, cublasLtMatrixLayout_t layout, LayoutRead what) {
-  if (get == nullptr || layout == nullptr) return {};
-  return layout_cache().get(
-      layout, static_cast<uint8_t>(what), g_layout_cache_off,
-      [&](uint8_t depth) { return read_layout_attributes(get, layout, LayoutRead{depth}); });
-}
-
-// The algorithm's configuration attributes (what the library chose), nine library calls: cached
-// by the algorithm's bytes (algo_config) as layouts are.
-LOCKSTEP_HOT LtAlgoConfig read_algo_config(const cublasLtMatmulAlgo_t* algo) {
-  static auto get = reinterpret_cast<AlgoGet>(resolve("cublasLtMatmulAlgoConfigGetAttribute"));
-  LtAlgoConfig config;
-  if (get == nullptr) return config;
-  // Each attribute read at its own width (the header's: 32 bits, the shape ids 16).
-  auto read = [&]<typename T>(cublasLtMatmulAlgoConfigAttributes_t attr, T) -> T {
-    T value = 0;
-    size_t written = 0;
-    if (get(algo, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS) return 0;
-    return value;
-  };
-  auto packed = [&](cublasLtMatmulAlgoConfigAttributes_t attr) -> uint64_t {
-    return read(attr, uint32_t{}) & 0xffffu;
-  };
-  config.code = packed(CUBLASLT_ALGO_CONFIG_ID) | packed(CUBLASLT_ALGO_CONFIG_TILE_ID) << 16 |
-                packed(CUBLASLT_ALGO_CONFIG_STAGES_ID) << 32 |
-                packed(CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << 48;
-  config.reduction_scheme = read(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, uint32_t{});
-  config.cta_swizzling = read(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, uint32_t{});
-  config.custom_option = read(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, uint32_t{});
-  config.inner_shape = read(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, uint16_t{});
-  config.cluster_shape = read(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, uint16_t{});
-  return config;
-}
-
-LOCKSTEP_HOT LtAlgoConfig algo_config(const cublasLtMatmulAlgo_t* algo) {
-  if (algo == nullptr) return {};  // no algorithm given: cuBLASLt's heuristic chooses
-  return algo_cache().get(algo, 1, g_algo_cache_off,
-                          [&](uint8_t) { return read_algo_config(algo); });
 }
 
 int compute_type_bytes(int32_t compute_type) {
@@ -327,27 +161,20 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
   self_time::Scope timed(self_time::Phase::GemmBegin);
-  static auto desc_get = reinterpret_cast<DescGet>(resolve("cublasLtMatmulDescGetAttribute"));
-  static auto layout_get = reinterpret_cast<LayoutGet>(resolve("cublasLtMatrixLayoutGetAttribute"));
-  ShimCallGuard reading;  // descriptor reads are the shim's own calls
-  const CountLookups counting(tracer);
-
-  // Below full a GEMM is its identity (the record's fields): what they need is read, no more.
+  // Below full, a GEMM whose objects can be copied is recorded from the copies (lt_copies.h).
   const bool full = tracer->level() == Level::Full;
-  const LayoutRead shape = full ? LayoutRead::Whole : LayoutRead::Shape;
-  const LayoutRead type_only = full ? LayoutRead::Whole : LayoutRead::Type;
-  const LtLayout a = read_layout(layout_get, mm.a_layout, shape);
-  const LtLayout b = read_layout(layout_get, mm.b_layout, type_only);
-  const LtLayout d = read_layout(layout_get, mm.d_layout, shape);
-  const LtLayout c =
-      mm.c_layout == mm.d_layout ? d : read_layout(layout_get, mm.c_layout, type_only);
-  const auto trans_a =
-      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
-  const auto trans_b =
-      desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  const auto compute = desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
-  const auto epilogue = desc_attr<uint32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                            CUBLASLT_EPILOGUE_DEFAULT);
+  if (!full) {
+    const uint64_t token = lt_copied_begin(tracer, mm);
+    if (token != 0) return token;
+  }
+  const DescGet desc_get = lt_getters().desc;
+  ShimCallGuard reading;  // descriptor reads are the shim's own calls
+  const LtIdentity id = read_lt_identity({mm.desc, mm.a_layout, mm.b_layout, mm.c_layout,
+                                          mm.d_layout, mm.algo},
+                                         full ? LtDepth::Whole : LtDepth::Identity, tracer);
+  const LtLayout &a = id.a, &b = id.b, &c = id.c, &d = id.d;
+  const uint64_t m = id.m, n = id.n, k = id.k;
+  const int64_t batch = id.batch;
   auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
     return desc_attr<const void*>(desc_get, mm.desc, attr, nullptr);
   };
@@ -357,32 +184,11 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     return static_cast<cublasLtMatmulMatrixScale_t>(
         desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
   };
-  const uint64_t m = d.rows, n = d.cols;
-  const uint64_t k = trans_a == CUBLAS_OP_N ? a.cols : a.rows;
-  const int64_t batch = std::max<int32_t>(d.batch_count, 1);
 
   uint64_t token = 0;
   CallState& call = open_gemm(tracer, "cublasLtMatmul", mm.stream, &token);
   trace::Record& r = call.record;
-  const void* a_scale = pointer(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER);
-  const void* b_scale = pointer(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER);
-  const auto mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_scale);
-  const auto mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_scale);
-  r.fields[F::m] = m, r.fields[F::n] = n, r.fields[F::k] = k, r.fields[F::batch] = batch;
-  r.fields[F::trans_a] = trans_a, r.fields[F::trans_b] = trans_b;
-  r.fields[F::type_a] = a.type, r.fields[F::type_b] = b.type;
-  r.fields[F::type_c] = c.type, r.fields[F::type_d] = d.type;
-  r.fields[F::compute_type] = static_cast<uint64_t>(compute);
-  const LtAlgoConfig chosen = algo_config(mm.algo);
-  r.fields[F::algo] = chosen.code;
-  r.fields[F::reduction_scheme] = chosen.reduction_scheme;
-  r.fields[F::cta_swizzling] = chosen.cta_swizzling;
-  r.fields[F::custom_option] = chosen.custom_option;
-  r.fields[F::inner_shape] = chosen.inner_shape;
-  r.fields[F::cluster_shape] = chosen.cluster_shape;
-  r.fields[F::workspace_bytes] = mm.workspace_bytes;
-  r.fields[F::scale_mode_a] = mode_a, r.fields[F::scale_mode_b] = mode_b;
-  r.fields[F::epilogue] = epilogue;
+  set_lt_identity_fields(r, id, mm.workspace_bytes);
 
   std::vector<PlannedRegion> inputs;
   if (!full) {  // identity only: no operands, scales or epilogue buffers
@@ -439,8 +245,8 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
     tracer->add_buffer(&r, role == Role::In ? &inputs : &outputs, label, role,
                        scale_dtype(scale_mode), ptr, bytes, exact, hash);
   };
-  scale("A_scale", Role::In, a_scale, mode_a, m, k);
-  scale("B_scale", Role::In, b_scale, mode_b, n, k);
+  scale("A_scale", Role::In, id.a_scale, id.mode_a, m, k);
+  scale("B_scale", Role::In, id.b_scale, id.mode_b, n, k);
   auto other_scale = [&](const char* label, Role role, cublasLtMatmulDescAttributes_t ptr_attr,
                          cublasLtMatmulDescAttributes_t mode_attr) {
     const void* ptr = pointer(ptr_attr);
@@ -452,7 +258,7 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
               CUBLASLT_MATMUL_DESC_D_SCALE_MODE);
   other_scale("D_out_scale", Role::Out, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER,
               CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE);
-  const int amax_bytes = compute_type_bytes(compute);
+  const int amax_bytes = compute_type_bytes(id.compute);
   const trace::DType amax_dtype = amax_bytes == 8   ? trace::DType::F64
                                   : amax_bytes == 2 ? trace::DType::F16
                                                     : trace::DType::F32;
@@ -460,7 +266,7 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
                      pointer(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER), amax_bytes, true, hash);
 
   // Epilogue buffers.
-  const EpilogueBuffers ep = epilogue_buffers(epilogue);
+  const EpilogueBuffers ep = epilogue_buffers(id.epilogue);
   if (ep.bias) {
     auto bias_type = static_cast<cudaDataType>(
         desc_attr<int32_t>(desc_get, mm.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1));
@@ -512,6 +318,8 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   return token;
 }
 
-LOCKSTEP_HOT void lt_matmul_end(uint64_t token, int status) { end_gemm(token, status); }
+LOCKSTEP_HOT void lt_matmul_end(uint64_t token, int status) {
+  if (!lt_copied_end(token, status)) end_gemm(token, status);
+}
 
 }  // namespace lockstep::collectors

@@ -140,6 +140,8 @@ class Tracer {
   // once closed or where the writer refuses (then append() as usual).
   trace::Record* stage();
   trace::TraceWriter::Staged commit_staged() { return writer_->commit_staged(); }
+  // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
+  void flush_writer() { writer_->flush(); }
   bool retract(const trace::TraceWriter::Staged& ticket) { return writer_->retract(ticket); }
   // Whether a kernel's name decides something on the launching thread (a LOCKSTEP_STACKS
   // filter): else a launch at broad leaves the name to the writer (kernels.cpp).

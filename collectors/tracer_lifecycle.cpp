@@ -16,6 +16,7 @@
 #include "collectors/environment.h"
 #include "collectors/fatal_signals.h"
 #include "collectors/kernel_info.h"
+#include "collectors/lt_copies.h"
 #include "collectors/runtime.h"
 #include "common/hot.h"
 #include "common/self_time.h"
@@ -176,9 +177,12 @@ Tracer* Tracer::create() {
     return nullptr;
   }
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
-  // Kernel records at broad leave their names to the writer (kernels.cpp, deferred_kernel_name).
-  tracer->writer_->set_name_resolver(
-      [tracer](const trace::Record& record) { return deferred_kernel_name(tracer, record); });
+  // Kernel records at broad leave their names to the writer (kernels.cpp, deferred_kernel_name),
+  // cuBLASLt GEMMs their names and identity fields (lt_copies.h).
+  tracer->writer_->set_name_resolver([tracer](trace::Record& record) {
+    if (record.kind == trace::RecordKind::Gemm) return complete_copied_gemm(tracer, record);
+    return deferred_kernel_name(tracer, record);
+  });
   if (config.debug) self_time::enable(config.debug_phases);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);

@@ -94,9 +94,13 @@ std::vector<TracerStats::Warning> TracerStats::warnings() const {
       {WarningCode::LtCacheMismatch, lt_cache_mismatches.load(),
        "cuBLASLt layouts or algorithms with the bytes of an earlier one read other attributes: "
        "GEMM records before that may carry the earlier one's shape or algorithm"},
+      {WarningCode::LtCopyMismatch, lt_copy_mismatches.load(),
+       "cuBLASLt GEMMs whose copied descriptor, layouts or algorithm read other attributes than "
+       "the objects themselves: GEMM records before that may carry wrong shapes, types or "
+       "algorithms"},
       {WarningCode::FailedLaunchRecorded, failed_launches_recorded.load(),
-       "kernel launches failed after the writer encoded their records (a launch at broad is "
-       "recorded before the call)"},
+       "kernel launches or GEMMs failed after the writer encoded their records (at broad a launch "
+       "or a cuBLASLt GEMM is recorded before the call)"},
   };
   std::vector<Warning> out;
   for (const Warning& w : all)

@@ -28,6 +28,7 @@ enum class WarningCode : uint64_t {
   FillDiffered = 7,             // count = fills whose bytes differed from an earlier same fill's
   LtCacheMismatch = 8,  // count = cuBLASLt objects whose bytes matched but attributes did not
   FailedLaunchRecorded = 9,  // count = failed launches whose staged record was already encoded
+  LtCopyMismatch = 10,  // count = copied cuBLASLt GEMMs whose copies read other attributes
 };
 
 // Why deferred outputs went out on their own (counted; LOCKSTEP_DEBUG prints them at close).
@@ -57,6 +58,7 @@ struct TracerStats {
   std::atomic<uint64_t> lt_reads_missed{0};      // read from the library (counted at debug only)
   std::atomic<uint64_t> failed_launches_recorded{0};  // kernels.cpp, broad: record kept
   std::atomic<uint64_t> lt_cache_mismatches{0};  // equal bytes, other attributes: cache turned off
+  std::atomic<uint64_t> lt_copy_mismatches{0};   // copies read otherwise (lt_copies.h): copies off
 
   // ---- records and buffers ----------------------------------------------------------------------
   std::atomic<uint64_t> nested_kernels{0};        // kernels attributed to an enclosing call

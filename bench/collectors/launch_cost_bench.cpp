@@ -13,6 +13,12 @@
 // "paced ns": the median launch with 512 KiB of other reads before each, a job's pace.
 // "state": one lockstep_fingerprint_many call of 77 tensors at broad with the fake GPU (the
 // PyTorch hook's parameter fingerprints after each optimizer step), per call, not per launch.
+// "gemm": one cublasLtMatmul's begin + end at broad, with PyTorch's descriptors made by the real
+// cuBLASLt (dlopen'd; skipped without it): the objects copied into the record (lt_copies.h);
+// "gemm-read": the same with the copies off, every attribute read on the calling thread. A job
+// makes new layouts for every GEMM; the bench makes them once per call too.
+#include <cublasLt.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +34,7 @@
 
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
+#include "collectors/lt_copies.h"
 #include "tests/cpu/collectors/fake_gpu.h"
 
 namespace {
@@ -71,9 +78,12 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
   *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
+void* g_cublaslt = nullptr;  // the real libcublasLt ("gemm"), or null
 void* fake_resolver(const char* name) {
   if (std::string(name) == "cuGetProcAddress_v2")
     return reinterpret_cast<void*>(&fake_get_proc_address);
+  if (g_cublaslt != nullptr && std::string(name).starts_with("cublasLt"))
+    return dlsym(g_cublaslt, name);
   return nullptr;
 }
 
@@ -168,6 +178,67 @@ void measure_state(long calls, double* result) {
   result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
+// epilogue, new layouts per call). result[0]: ns per GEMM (begin + end, the layouts' creation
+// excluded); result[2]: the median GEMM at a job's pace.
+template <typename Fn>
+Fn lt(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(g_cublaslt, name));
+}
+void measure_gemm(long calls, double* result) {
+  const auto desc_create = lt<decltype(&cublasLtMatmulDescCreate)>("cublasLtMatmulDescCreate");
+  const auto desc_set =
+      lt<decltype(&cublasLtMatmulDescSetAttribute)>("cublasLtMatmulDescSetAttribute");
+  const auto layout_create =
+      lt<decltype(&cublasLtMatrixLayoutCreate)>("cublasLtMatrixLayoutCreate");
+  const auto layout_destroy =
+      lt<decltype(&cublasLtMatrixLayoutDestroy)>("cublasLtMatrixLayoutDestroy");
+  const CUdeviceptr base = 0x7f0000000000;
+  on_alloc(base, 64 << 20);
+  cublasLtMatmulDesc_t desc = nullptr;
+  desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const int32_t trans = CUBLAS_OP_T;
+  desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans));
+  const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+  const void* bias = reinterpret_cast<const void*>(base + (40 << 20));
+  desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  LtMatmul mm;
+  mm.desc = desc;
+  mm.A = reinterpret_cast<const void*>(base);
+  mm.B = reinterpret_cast<const void*>(base + (8 << 20));
+  mm.C = mm.D = reinterpret_cast<void*>(base + (16 << 20));
+  mm.workspace = reinterpret_cast<void*>(base + (32 << 20));
+  mm.workspace_bytes = 4 << 20;
+  cublasLtMatrixLayout_t layouts[3];
+  auto one = [&](bool timed_only_the_gemm, std::chrono::steady_clock::duration* took) {
+    layout_create(&layouts[0], CUDA_R_16BF, 768, 2304, 768);
+    layout_create(&layouts[1], CUDA_R_16BF, 768, 4096, 768);
+    layout_create(&layouts[2], CUDA_R_16BF, 2304, 4096, 2304);
+    mm.a_layout = layouts[0], mm.b_layout = layouts[1];
+    mm.c_layout = mm.d_layout = layouts[2];
+    const auto t0 = std::chrono::steady_clock::now();
+    lt_matmul_end(lt_matmul_begin(mm), CUBLAS_STATUS_SUCCESS);
+    if (timed_only_the_gemm) *took += std::chrono::steady_clock::now() - t0;
+    for (auto* l : layouts) layout_destroy(l);
+  };
+  std::chrono::steady_clock::duration took{};
+  for (int i = 0; i < 1000; ++i) one(false, &took);  // warm
+  for (long i = 0; i < calls; ++i) one(true, &took);
+  result[0] = std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(calls);
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(std::min<long>(calls, 20000));
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    std::chrono::steady_clock::duration one_took{};
+    one(true, &one_took);
+    cost = std::chrono::duration<double, std::nano>(one_took).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,10 +250,20 @@ int main(int argc, char** argv) {
   std::printf("%-12s %10s %14s %13s\n", "level", "ns/launch", "hash launches", "paced ns");
   const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
   // "state" (last): per call of 77 tensors, not per launch.
-  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state"}) {
+  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state", "gemm",
+                           "gemm-read"}) {
     const std::string name = mode;
     if (!only.empty() && only != name) continue;
-    const char* level = name == "full+engine" ? "full" : name == "state" ? "broad" : mode;
+    const char* level =
+        name == "full+engine" ? "full" : name == "state" || name.starts_with("gemm") ? "broad" : mode;
+    if (name.starts_with("gemm")) {
+      g_cublaslt = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
+      if (g_cublaslt == nullptr) g_cublaslt = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+      if (g_cublaslt == nullptr) {
+        std::printf("%-12s skipped: no libcublasLt.so to make its descriptors\n", mode);
+        continue;
+      }
+    }
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0) return 2;
     std::fflush(stdout);  // or the child's exit prints the parent's buffered lines again
@@ -198,6 +279,8 @@ int main(int argc, char** argv) {
       double result[3] = {0, 0, 0};
       if (name == "state")
         measure_state(std::max<long>(1, launches / 1000), result);
+      else if (name.starts_with("gemm"))
+        set_lt_copies(name == "gemm"), measure_gemm(std::max<long>(1, launches / 10), result);
       else
         measure(launches, result);
       (void)!write(pipe_fds[1], result, sizeof(result));
@@ -212,6 +295,9 @@ int main(int argc, char** argv) {
     if (name == "state")
       std::printf("%-12s %10.0f %14.2f %13.0f   (per call of %d tensors, %ld calls)\n", mode,
                   result[0], result[1], result[2], kStateTensors, std::max<long>(1, launches / 1000));
+    else if (name.starts_with("gemm"))
+      std::printf("%-12s %10.0f %14.2f %13.0f   (per cublasLtMatmul at broad, %ld calls)\n", mode,
+                  result[0], result[1], result[2], std::max<long>(1, launches / 10));
     else
       std::printf("%-12s %10.0f %14.2f %13.0f\n", mode, result[0], result[1], result[2]);
   }

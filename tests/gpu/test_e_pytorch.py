@@ -78,6 +78,13 @@ def test_e_deterministic_pair_is_identical(gs, row, run_pair, diff, gpt, untrace
         _, line = gs.helper("metrics_match.py", gs.config.lockstep, one.trace, one.out)
         row.add("gpt loss.item() = trace", "PASS" if passed(line) else "FAIL",
                 line[6:] if passed(line) else line)
+    if level == "full" and os.path.isdir(gs.path("gpt-det-broad-1")):
+        # Below full a GEMM's fields come from copies of its cuBLASLt objects, read on the
+        # writer's thread (collectors/lt_copies.h); at full from the objects: the same fields.
+        _, line = gs.helper("gemm_fields_match.py", gs.config.lockstep, gs.path("gpt-det-broad-1"),
+                            one.trace)
+        row.add("gpt gemm fields broad = full", "PASS" if passed(line) else "FAIL",
+                line[6:] if passed(line) else line)
 
 
 @pytest.mark.row("gpt plant")

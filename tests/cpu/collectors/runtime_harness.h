@@ -26,6 +26,7 @@
 
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
+#include "collectors/lt_copies.h"
 #include "collectors/runtime.h"
 #include "tests/cpu/collectors/fake_gpu.h"
 #include "trace/reader.h"
@@ -318,6 +319,9 @@ inline ChildResult run_child(const std::map<std::string, std::string>& env,
     std::freopen(err.c_str(), "w", stderr);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     set_symbol_resolver(resolver);
+    // FakeAttributes keep their attributes outside their bytes: copies of them would not read
+    // back (collectors/lt_copies.h). lt_copies_test.cpp turns them on over fakes that do.
+    set_lt_copies(false);
     body();
     std::exit(0);  // atexit closes the trace
   }

@@ -132,7 +132,7 @@ TEST_P(Staging, ARecordWhoseBatchADrainTookWhileItWasBuiltIsWrittenOnce) {
 TEST_P(Staging, DeferredNamesComeFromTheResolverOnTheEncodingThread) {
   const StringId named = writer_->intern("named");
   std::atomic<std::thread::id> resolved_on{};
-  writer_->set_name_resolver([&](const Record& r) {
+  writer_->set_name_resolver([&](Record& r) {
     resolved_on = std::this_thread::get_id();
     return writer_->intern("kernel_" + std::to_string(r.fields[fields::Kernel::grid_x]));
   });
