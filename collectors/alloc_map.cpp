@@ -17,12 +17,14 @@ void AllocationMap::add(uintptr_t base, uint64_t bytes, bool graph_owned) {
   std::unique_lock lock(mutex_);
   widen(base, bytes);
   entries_[base] = Entry{bytes, next_ordinal_++, false, graph_owned};
+  changed();
 }
 
 void AllocationMap::remove(uintptr_t base) {
   std::unique_lock lock(mutex_);
   auto it = entries_.find(base);
   if (it != entries_.end() && !it->second.reservation) entries_.erase(it);
+  changed();
 }
 
 void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
@@ -30,6 +32,7 @@ void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
   std::unique_lock lock(mutex_);
   widen(base, bytes);
   entries_[base] = Entry{bytes, next_ordinal_++, true};
+  changed();
 }
 
 void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {
@@ -37,6 +40,7 @@ void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {
   auto it = entries_.find(base);
   if (it != entries_.end() && it->second.reservation) entries_.erase(it);
   unmap_locked(base, base + bytes);
+  changed();
 }
 
 void AllocationMap::map(uintptr_t ptr, uint64_t bytes) {
@@ -44,11 +48,13 @@ void AllocationMap::map(uintptr_t ptr, uint64_t bytes) {
   std::unique_lock lock(mutex_);
   unmap_locked(ptr, ptr + bytes);  // a remap replaces whatever was there
   mapped_[ptr] = ptr + bytes;
+  changed();
 }
 
 void AllocationMap::unmap(uintptr_t ptr, uint64_t bytes) {
   std::unique_lock lock(mutex_);
   unmap_locked(ptr, ptr + bytes);
+  changed();
 }
 
 void AllocationMap::unmap_locked(uintptr_t begin, uintptr_t end) {

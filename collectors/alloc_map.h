@@ -37,6 +37,9 @@ class AllocationMap {
   void unmap(uintptr_t ptr, uint64_t bytes);                 // cuMemUnmap
 
   std::optional<AllocationHit> find(uintptr_t ptr) const;
+  // Bumped by every change above: a caller that remembers find()'s answers (state_records.cpp,
+  // the same tensors every optimizer step) may keep them while it stays the same.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   size_t size() const;
   size_t mapped_pieces() const;
 
@@ -55,6 +58,8 @@ class AllocationMap {
   std::map<uintptr_t, Entry> entries_;     // keyed by base
   std::map<uintptr_t, uintptr_t> mapped_;  // [begin, end) of mapped pieces, not overlapping
   uint32_t next_ordinal_ = 1;
+  std::atomic<uint64_t> generation_{0};  // changed under the unique lock
+  void changed() { generation_.fetch_add(1, std::memory_order_release); }
   // Bounds of every address ever added: most scalar words fall outside and skip the lock.
   std::atomic<uintptr_t> lowest_{UINTPTR_MAX}, highest_{0};
   void widen(uintptr_t base, uint64_t bytes);

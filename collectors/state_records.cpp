@@ -5,6 +5,9 @@
 // whose state differs (a difference that bf16 rounding keeps out of the loss for steps). Hashed
 // on the job's stream after the work queued there, in one launch for all of a call's tensors:
 // nothing synchronizes.
+#include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "collectors/events.h"
@@ -14,6 +17,20 @@
 
 namespace lockstep::collectors {
 namespace {
+
+// What this thread's last call was given and looked up. A PyTorch job passes the same tensors in
+// the same order every optimizer step (python/lockstep/_shim.py, Batch): a name that reads the
+// same keeps its id, a pointer its allocation while the allocation map has not changed since
+// (AllocationMap::generation). Each lookup is a hash-table or tree walk on lines the job's own
+// work evicted since the last step. Entries of a call are rewritten where they differ.
+struct Lookups {
+  const Tracer* tracer = nullptr;  // ids are per trace file: a forked child's tracer starts over
+  uint64_t generation = 0;
+  std::vector<const void*> ptrs;
+  std::vector<std::string> names;
+  std::vector<trace::StringId> ids;
+  std::vector<std::optional<AllocationHit>> hits;
+};
 
 void record_state(size_t n, const void* const* ptrs, const unsigned long long* bytes,
                   const char* const* names, void* stream_handle, int kind) {
@@ -32,6 +49,14 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   thread_local auto* held_buffer = new std::vector<trace::Record>;
   thread_local auto* pendings_buffer = new std::vector<PendingRecord*>;
   thread_local auto* plans_buffer = new std::vector<std::vector<PlannedRegion>>;
+  thread_local auto* lookups_buffer = new Lookups;
+  Lookups& known = *lookups_buffer;
+  const uint64_t generation = tracer->allocations().generation();
+  const bool still_known = known.tracer == tracer && known.generation == generation;
+  known.tracer = tracer, known.generation = generation;
+  if (known.ptrs.size() < n) {
+    known.ptrs.resize(n), known.names.resize(n), known.ids.resize(n), known.hits.resize(n);
+  }
   std::vector<trace::Record>& held = *held_buffer;
   std::vector<PendingRecord*>& pendings = *pendings_buffer;
   std::vector<std::vector<PlannedRegion>>& plans = *plans_buffer;
@@ -42,13 +67,20 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
     trace::Record& record = held[planned];
     record.clear();
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
-    tracer->stamp(&record, trace::RecordKind::State, name, stream, false);
+    if (!still_known || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
+      known.ptrs[i] = ptrs[i];
+      known.names[i] = name;
+      known.ids[i] = tracer->intern(name);
+      known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
+    }
+    tracer->stamp(&record, trace::RecordKind::State, "", stream, false);
+    record.name = known.ids[i];
     record.fields[trace::fields::State::bytes] = bytes[i];
     record.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
     std::vector<PlannedRegion>& plan = plans[planned];
     plan.clear();
     tracer->add_buffer(&record, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
-                       bytes[i], /*exact=*/true, hash);
+                       bytes[i], /*exact=*/true, hash, UINT64_MAX, known.hits[i]);
     if (plan.empty()) {  // outside the step window, or nothing to read: identity only
       tracer->append(record);
       continue;

@@ -12,7 +12,8 @@
 // bookkeeping and delivery through the collector thread, still without the real launch cost.
 // "paced ns": the median launch with 512 KiB of other reads before each, a job's pace.
 // "state": one lockstep_fingerprint_many call of 77 tensors at broad with the fake GPU (the
-// PyTorch hook's parameter fingerprints after each optimizer step), per call, not per launch.
+// PyTorch hook's parameter fingerprints after each optimizer step), per call, not per launch;
+// paced: 3 ms apart, as once per step.
 // "gemm": one cublasLtMatmul's begin + end at broad, with PyTorch's descriptors made by the real
 // cuBLASLt (dlopen'd; skipped without it): the objects copied into the record (lt_copies.h);
 // "gemm-read": the same with the copies off, every attribute read on the calling thread. A job
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectors/events.h"
@@ -166,9 +168,12 @@ void measure_state(long calls, double* result) {
   result[1] = static_cast<double>(lockstep::testing::FakeGpu::instance().launch_count()) /
               static_cast<double>(calls);
   std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
-  std::vector<double> paced(std::min<long>(calls, 2000));
+  std::vector<double> paced(std::min<long>(calls, 1000));
   uint64_t sink = 0;
   for (double& cost : paced) {
+    // A job calls once per optimizer step: by then the collector thread (polling every 1 ms)
+    // has retired the last call's records, whose buffers the next call reuses.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
     for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
     const auto t0 = std::chrono::steady_clock::now();
     call();

@@ -98,6 +98,41 @@ TEST_F(RuntimeTest, StateIsRecordedAtBroadAndFullButNotAtMetrics) {
   }
 }
 
+// The same arrays every step (the PyTorch hook's): a call remembers the last one's name ids and
+// allocations (state_records.cpp, Lookups), which must never outlive a renamed tensor or a
+// freed and reallocated allocation.
+TEST_F(MergeTest, StateRemembersTheLastCallsLookupsOnlyWhileTheyHold) {
+  run([](std::string*) {
+    static char name[] = "blocks.0.attn.weight";
+    const void* ptrs[] = {reinterpret_cast<void*>(kSecondBase + 256)};
+    const unsigned long long bytes[] = {1024};
+    const char* names[] = {name};
+    on_alloc(kSecondBase, 4096);
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);  // allocation 2, offset 256
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);  // the same, remembered
+    name[7] = '1';  // the same pointer, another name
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);
+    on_free(kSecondBase);
+    on_alloc(kSecondBase, 8192);  // the same address, another allocation (ordinal 3)
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);
+  });
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 4u);
+  const char* names[] = {"blocks.0.attn.weight", "blocks.0.attn.weight", "blocks.1.attn.weight",
+                         "blocks.1.attn.weight"};
+  const uint32_t ordinals[] = {2, 2, 2, 3};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(reader->string(records[i].name), names[i]) << i;
+    ASSERT_EQ(records[i].buffers.size(), 1u);
+    EXPECT_EQ(records[i].buffers[0].alloc_ordinal, ordinals[i]) << i;
+    EXPECT_EQ(records[i].buffers[0].alloc_offset, 256u) << i;
+  }
+}
+
 TEST_F(RuntimeTest, StateCallsWithNothingToRecordAreIgnored) {
   ChildResult child = run_child(env("broad"), [] {
     lockstep_fingerprint_many(0, nullptr, nullptr, nullptr, nullptr, 0);
