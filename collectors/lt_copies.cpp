@@ -19,19 +19,31 @@ using F = trace::fields::Gemm;
 constexpr uint64_t kCopiedGemmToken = 0xb40ad00000000002ull;  // kernels.cpp's is ...0001
 constexpr uint32_t kVerifyEvery = 64;
 
-// The payload: this header, then the descriptor's bytes, then the layouts and the algorithm
-// that are there, in this order (C only when it is not D's).
+// One GEMM's copies: which objects are there, then the descriptor's bytes and, where there,
+// the layouts (C only when it is not D's) and the algorithm, each in its own place.
 struct CopyHeader {
   enum : uint8_t { kA = 1, kB = 2, kC = 4, kD = 8, kCIsD = 16, kAlgo = 32, kVerify = 64 };
-  uint8_t version = 1;
   uint8_t present = 0;
-  uint8_t unused[6] = {};
   uint64_t workspace_bytes = 0;
 };
-static_assert(sizeof(CopyHeader) == 16);
 constexpr size_t kDescBytes = sizeof(cublasLtMatmulDescOpaque_t);
 constexpr size_t kLayoutBytes = sizeof(cublasLtMatrixLayoutOpaque_t);
-constexpr size_t kAlgoBytes = sizeof(cublasLtMatmulAlgo_t);
+struct alignas(64) CopyEntry {
+  std::atomic<bool> busy{false};  // filled by the launching thread, not read yet by the writer
+  CopyHeader header;
+  cublasLtMatmulDescOpaque_t desc;
+  cublasLtMatrixLayoutOpaque_t a, b, c, d;
+  cublasLtMatmulAlgo_t algo;
+};
+// The copies of a thread's GEMMs not read yet, in a ring (heap, never freed: a record may be
+// read after its thread ended). The record names its entry in a field past the Gemm kind's own
+// (never hashed or encoded: fast_field_count). An entry is the writer's from the commit until
+// it has read it (or the launching thread's again when it took its record back): a GEMM that
+// finds its thread's next entry still busy (the writer 1,024 GEMMs behind) is read on the
+// launching thread instead.
+constexpr size_t kRingEntries = 1024;
+constexpr int kEntryField = F::kCount;
+static_assert(kEntryField < trace::kMaxFields);
 
 std::atomic<bool> g_copies_on{true};
 
@@ -39,6 +51,9 @@ std::atomic<bool> g_copies_on{true};
 struct CopySlot {
   Tracer* tracer = nullptr;
   trace::TraceWriter::Staged ticket;
+  CopyEntry* entry = nullptr;  // the open GEMM's
+  CopyEntry* ring = new CopyEntry[kRingEntries];
+  uint32_t next = 0;    // the ring's next entry
   uint32_t copies = 0;  // this thread's, for the verification's turn
   bool open = false;
 };
@@ -67,8 +82,18 @@ LOCKSTEP_HOT uint64_t lt_copied_begin(Tracer* tracer, const LtMatmul& mm) {
   if (slot.open) return 0;
   static std::once_flag exit_handler;
   std::call_once(exit_handler, [] { std::atexit(before_cublaslt_exits); });
+  CopyEntry& entry = slot.ring[slot.next];
+  // Its lines are the writer's since it read them: asked for now, they come while the record
+  // is staged and stamped.
+  for (size_t line = 0; line < sizeof(CopyEntry); line += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(&entry) + line, 1);
   trace::Record* staged = tracer->stage();
   if (staged == nullptr) return 0;
+  if (entry.busy.load(std::memory_order_acquire)) [[unlikely]] {
+    tracer->stats.lt_copies_ring_full.fetch_add(1, std::memory_order_relaxed);
+    return 0;  // the staged slot is left as it was: stage() hands the same one out again
+  }
+  slot.next = (slot.next + 1) % kRingEntries;
   const bool verify = slot.copies++ % kVerifyEvery == 0;
   if (verify) [[unlikely]] {
     // Read from the objects too (fields of the kind: the writer compares them with the copies').
@@ -82,42 +107,32 @@ LOCKSTEP_HOT uint64_t lt_copied_begin(Tracer* tracer, const LtMatmul& mm) {
   const uint64_t seq = tracer->next_seq();  // before the stores to the record, as a launch's
   tracer->stamp_with_seq(staged, trace::RecordKind::Gemm, "", mm.stream, false, seq);
   staged->name = trace::kDeferredName;
+  staged->fields[kEntryField] = reinterpret_cast<uintptr_t>(&entry);
 
-  CopyHeader header;
+  CopyHeader& header = entry.header;
   header.workspace_bytes = mm.workspace_bytes;
-  const bool c_is_d = mm.c_layout == mm.d_layout;
-  size_t bytes = sizeof(CopyHeader) + kDescBytes;
-  auto present = [&](const void* object, uint8_t bit, size_t size) {
+  header.present = verify ? CopyHeader::kVerify : 0;
+  std::memcpy(&entry.desc, mm.desc, kDescBytes);
+  auto copy = [&](const void* object, uint8_t bit, void* to, size_t size) {
     if (object == nullptr) return;
     header.present |= bit;
-    bytes += size;
+    std::memcpy(to, object, size);
   };
-  present(mm.a_layout, CopyHeader::kA, kLayoutBytes);
-  present(mm.b_layout, CopyHeader::kB, kLayoutBytes);
-  present(mm.d_layout, CopyHeader::kD, kLayoutBytes);
-  if (c_is_d)
+  copy(mm.a_layout, CopyHeader::kA, &entry.a, kLayoutBytes);
+  copy(mm.b_layout, CopyHeader::kB, &entry.b, kLayoutBytes);
+  copy(mm.d_layout, CopyHeader::kD, &entry.d, kLayoutBytes);
+  if (mm.c_layout == mm.d_layout)
     header.present |= CopyHeader::kCIsD;
   else
-    present(mm.c_layout, CopyHeader::kC, kLayoutBytes);
-  present(mm.algo, CopyHeader::kAlgo, kAlgoBytes);
-  if (verify) header.present |= CopyHeader::kVerify;
-  std::vector<uint8_t>& payload = staged->payload;  // empty; its capacity kept between records
-  payload.resize(bytes);
-  uint8_t* out = payload.data();
-  auto put = [&out](const void* from, size_t size) {
-    std::memcpy(out, from, size);
-    out += size;
-  };
-  put(&header, sizeof header);
-  put(mm.desc, kDescBytes);
-  if (mm.a_layout != nullptr) put(mm.a_layout, kLayoutBytes);
-  if (mm.b_layout != nullptr) put(mm.b_layout, kLayoutBytes);
-  if (mm.d_layout != nullptr) put(mm.d_layout, kLayoutBytes);
-  if (!c_is_d && mm.c_layout != nullptr) put(mm.c_layout, kLayoutBytes);
-  if (mm.algo != nullptr) put(mm.algo, kAlgoBytes);
+    copy(mm.c_layout, CopyHeader::kC, &entry.c, kLayoutBytes);
+  copy(mm.algo, CopyHeader::kAlgo, &entry.algo, sizeof(cublasLtMatmulAlgo_t));
+  entry.busy.store(true, std::memory_order_relaxed);  // published by the commit (release)
 
   slot.ticket = tracer->commit_staged();
+  if (slot.ticket.batch == nullptr) [[unlikely]]  // refused: the writer closed meanwhile
+    entry.busy.store(false, std::memory_order_relaxed);
   slot.tracer = tracer;
+  slot.entry = &entry;
   slot.open = true;
   OpenApi& api = open_api();  // kernels it launches are its own (kernel_launch_begin)
   ++api.depth, ++api.gemm_depth;
@@ -135,43 +150,32 @@ LOCKSTEP_HOT bool lt_copied_end(uint64_t token, int status) {
   if (api.depth == 0) api.outer_api = 0;
   // A GEMM that failed ran nothing: its record is taken back (one already encoded stays,
   // counted as a failed launch is).
-  if (status != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]
-    slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  if (status != 0) [[unlikely]] {
+    if (slot.tracer->retract(slot.ticket))
+      slot.entry->busy.store(false, std::memory_order_release);  // no writer will read it
+    else
+      slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  }
   return true;
 }
 
 trace::StringId complete_copied_gemm(Tracer* tracer, trace::Record& r) {
-  const std::vector<uint8_t>& payload = r.payload;
-  CopyHeader header;
-  if (payload.size() < sizeof header + kDescBytes) {
-    r.payload.clear();
-    return tracer->intern("cublasLtMatmul");
-  }
-  std::memcpy(&header, payload.data(), sizeof header);
-  // The copies, aligned as the library's own objects are.
-  cublasLtMatmulDescOpaque_t desc;
-  cublasLtMatrixLayoutOpaque_t a, b, c, d;
-  cublasLtMatmulAlgo_t algo;
-  const uint8_t* in = payload.data() + sizeof header;
-  const uint8_t* end = payload.data() + payload.size();
-  auto take = [&](void* to, size_t size) {
-    if (end - in < static_cast<ptrdiff_t>(size)) return false;
-    std::memcpy(to, in, size);
-    in += size;
-    return true;
-  };
+  auto* entry = reinterpret_cast<CopyEntry*>(static_cast<uintptr_t>(r.fields[kEntryField]));
+  r.fields[kEntryField] = 0;
+  const trace::StringId name = tracer->intern("cublasLtMatmul");
+  if (entry == nullptr) return name;
+  // The copies, aligned as the library's own objects are (the ring's entries are).
+  const CopyHeader header = entry->header;
   LtObjects objects;
-  take(&desc, kDescBytes);
-  objects.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
+  objects.desc = reinterpret_cast<cublasLtMatmulDesc_t>(&entry->desc);
   auto layout = [&](uint8_t bit, cublasLtMatrixLayoutOpaque_t* copy) -> cublasLtMatrixLayout_t {
-    if (!(header.present & bit) || !take(copy, kLayoutBytes)) return nullptr;
-    return reinterpret_cast<cublasLtMatrixLayout_t>(copy);
+    return header.present & bit ? reinterpret_cast<cublasLtMatrixLayout_t>(copy) : nullptr;
   };
-  objects.a = layout(CopyHeader::kA, &a);
-  objects.b = layout(CopyHeader::kB, &b);
-  objects.d = layout(CopyHeader::kD, &d);
-  objects.c = header.present & CopyHeader::kCIsD ? objects.d : layout(CopyHeader::kC, &c);
-  if ((header.present & CopyHeader::kAlgo) && take(&algo, kAlgoBytes)) objects.algo = &algo;
+  objects.a = layout(CopyHeader::kA, &entry->a);
+  objects.b = layout(CopyHeader::kB, &entry->b);
+  objects.d = layout(CopyHeader::kD, &entry->d);
+  objects.c = header.present & CopyHeader::kCIsD ? objects.d : layout(CopyHeader::kC, &entry->c);
+  if (header.present & CopyHeader::kAlgo) objects.algo = &entry->algo;
   const LtIdentity id = read_lt_identity(objects, LtDepth::Identity, nullptr);
   if (header.present & CopyHeader::kVerify) {
     // The launching thread read the objects themselves into the record: the copies must agree.
@@ -190,8 +194,8 @@ trace::StringId complete_copied_gemm(Tracer* tracer, trace::Record& r) {
     r.clear_fields_below(F::kCount);
     set_lt_identity_fields(r, id, header.workspace_bytes);
   }
-  r.payload.clear();
-  return tracer->intern("cublasLtMatmul");
+  entry->busy.store(false, std::memory_order_release);  // the launching thread's again
+  return name;
 }
 
 }  // namespace lockstep::collectors

@@ -7,10 +7,11 @@
 // cublasLtMatrixLayoutInit set up caller-owned memory of the header's opaque sizes and have no
 // destroy, so what an object says is in its bytes; an algorithm is a value (cublasLtMatmulAlgo_t,
 // copied by every caller of the heuristics). So at broad the launching thread copies the bytes
-// (256 for the descriptor, 64 per layout and for the algorithm) into the record where the
-// writer stages it (TraceWriter::stage, its payload), commits it before the real call and takes
-// it back if the call fails, as a kernel launch at broad does (kernels.cpp); the writer's thread
-// reads the copies through the same getters (lt_identity.h) before it encodes the record.
+// (256 for the descriptor, 64 per layout and for the algorithm) into a ring of its own, stages
+// the record where the writer takes it (TraceWriter::stage) naming the ring's entry, commits it
+// before the real call and takes it back if the call fails, as a kernel launch at broad does
+// (kernels.cpp); the writer's thread reads the copies through the same getters (lt_identity.h)
+// before it encodes the record, and frees the entry.
 //
 // That bytes say everything is not promised. So the first copied GEMM of a thread and every
 // 64th after it is also read on the launching thread from the objects themselves, and the
@@ -38,7 +39,7 @@ uint64_t lt_copied_begin(Tracer* tracer, const LtMatmul& matmul);
 bool lt_copied_end(uint64_t token, int status);
 
 // On the thread that encodes a Gemm record staged with trace::kDeferredName: its identity fields
-// from the copies in its payload, which is emptied. Returns the record's name.
+// from the copies in the entry it names, which is freed. Returns the record's name.
 trace::StringId complete_copied_gemm(Tracer* tracer, trace::Record& record);
 
 // Copies on or off for the process (on at start). The CPU tests' fake descriptors keep their

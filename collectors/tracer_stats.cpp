@@ -72,8 +72,9 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                               frees_deferred.load()));
   lines.push_back(
       fmt::format("cuBLASLt layouts and algorithms known by their bytes: {}, read "
-                  "from the library: {}",
-                  lt_reads_cached.load(), lt_reads_missed.load()));
+                  "from the library: {}; GEMMs read on the launching thread, their copies' ring "
+                  "busy: {}",
+                  lt_reads_cached.load(), lt_reads_missed.load(), lt_copies_ring_full.load()));
   return lines;
 }
 

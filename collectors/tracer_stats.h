@@ -59,6 +59,7 @@ struct TracerStats {
   std::atomic<uint64_t> failed_launches_recorded{0};  // kernels.cpp, broad: record kept
   std::atomic<uint64_t> lt_cache_mismatches{0};  // equal bytes, other attributes: cache turned off
   std::atomic<uint64_t> lt_copy_mismatches{0};   // copies read otherwise (lt_copies.h): copies off
+  std::atomic<uint64_t> lt_copies_ring_full{0};  // GEMMs read on the job's thread: ring busy
 
   // ---- records and buffers ----------------------------------------------------------------------
   std::atomic<uint64_t> nested_kernels{0};        // kernels attributed to an enclosing call

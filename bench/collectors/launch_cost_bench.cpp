@@ -185,7 +185,7 @@ void measure_state(long calls, double* result) {
 
 // "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
 // epilogue, new layouts per call). result[0]: ns per GEMM (begin + end, the layouts' creation
-// excluded); result[2]: the median GEMM at a job's pace.
+// excluded; a step marked every 75); result[2]: the median GEMM at a job's pace.
 template <typename Fn>
 Fn lt(const char* name) {
   return reinterpret_cast<Fn>(dlsym(g_cublaslt, name));
@@ -227,9 +227,15 @@ void measure_gemm(long calls, double* result) {
     if (timed_only_the_gemm) *took += std::chrono::steady_clock::now() - t0;
     for (auto* l : layouts) layout_destroy(l);
   };
+  // A step every 75 GEMMs, as the launch-bound GPT job's: the writer drains at each step's end.
+  long made = 0;
+  auto gemm = [&](bool timed, std::chrono::steady_clock::duration* into) {
+    one(timed, into);
+    if (++made % 75 == 0) lockstep_step();
+  };
   std::chrono::steady_clock::duration took{};
-  for (int i = 0; i < 1000; ++i) one(false, &took);  // warm
-  for (long i = 0; i < calls; ++i) one(true, &took);
+  for (int i = 0; i < 1000; ++i) gemm(false, &took);  // warm
+  for (long i = 0; i < calls; ++i) gemm(true, &took);
   result[0] = std::chrono::duration<double, std::nano>(took).count() / static_cast<double>(calls);
   std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
   std::vector<double> paced(std::min<long>(calls, 20000));
@@ -237,7 +243,7 @@ void measure_gemm(long calls, double* result) {
   for (double& cost : paced) {
     for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
     std::chrono::steady_clock::duration one_took{};
-    one(true, &one_took);
+    gemm(true, &one_took);
     cost = std::chrono::duration<double, std::nano>(one_took).count();
   }
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());

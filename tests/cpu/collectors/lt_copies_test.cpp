@@ -313,6 +313,34 @@ TEST_F(LtCopiesTest, ACopiedGemmThatFailedLeavesNoRecordAndItsLaunchesAreItsOwn)
   EXPECT_GT(kernels[0].seq, gemms[0].seq);
 }
 
+// More GEMMs than the copies' ring holds before the writer has read any (no step ends, no
+// drain asked for): those that find the ring busy are read on the launching thread. Every record
+// has its fields, whichever way it went.
+TEST_F(LtCopiesTest, GemmsPastAFullRingOfCopiesAreReadWhereTheyAreMade) {
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        set_lt_copies(true);
+        on_alloc(0x7f0000000000, 1 << 20);
+        static TwoGemms gemms;
+        g_original_reads = 0;
+        for (int i = 0; i < 1100; ++i) lt_matmul_end(lt_matmul_begin(gemms.mm2), 0);
+        // Shown on failure: the verification turns alone read 18 x 10 times (layouts 4 + 1 + 4,
+        // C is D; 6 of the descriptor; no algorithm), more when GEMMs were read for want of an
+        // entry.
+        std::fprintf(stderr, "reads of the objects: %d\n", g_original_reads);
+      },
+      &flat_resolver);
+  std::unique_ptr<trace::TraceReader> reader;
+  const auto records = gemms_of(child, &reader);
+  ASSERT_EQ(records.size(), 1100u) << child.stderr_text;
+  for (const auto& r : records) {
+    ASSERT_EQ(r.fields[F::m], 8u) << r.seq;
+    ASSERT_EQ(r.fields[F::batch], 3u) << r.seq;
+    ASSERT_EQ(r.fields[F::compute_type], uint64_t{CUBLAS_COMPUTE_32F_FAST_TF32}) << r.seq;
+  }
+}
+
 // ---- the real library's objects (copies on the CPU: no GPU needed) ---------------------------
 void* g_cublaslt = nullptr;
 void* real_lt_resolver(const char* name) {
