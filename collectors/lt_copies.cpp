@@ -176,6 +176,7 @@ trace::StringId complete_copied_gemm(Tracer* tracer, trace::Record& r) {
   objects.d = layout(CopyHeader::kD, &entry->d);
   objects.c = header.present & CopyHeader::kCIsD ? objects.d : layout(CopyHeader::kC, &entry->c);
   if (header.present & CopyHeader::kAlgo) objects.algo = &entry->algo;
+  ShimCallGuard reading;  // the library's calls on this thread are the shim's, never the job's
   const LtIdentity id = read_lt_identity(objects, LtDepth::Identity, nullptr);
   if (header.present & CopyHeader::kVerify) {
     // The launching thread read the objects themselves into the record: the copies must agree.
