@@ -19,8 +19,8 @@ using F = trace::fields::Gemm;
 constexpr uint64_t kCopiedGemmToken = 0xb40ad00000000002ull;  // kernels.cpp's is ...0001
 constexpr uint32_t kVerifyEvery = 64;
 
-// One GEMM's copies: which objects are there, then the descriptor's bytes and, where there,
-// the layouts (C only when it is not D's) and the algorithm, each in its own place.
+// Which of a GEMM's objects its entry holds (a bit each; C only when it is not D's layout),
+// whether the record is a verification turn, and what the call said of its workspace.
 struct CopyHeader {
   enum : uint8_t { kA = 1, kB = 2, kC = 4, kD = 8, kCIsD = 16, kAlgo = 32, kVerify = 64 };
   uint8_t present = 0;
