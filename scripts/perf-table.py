@@ -6,7 +6,7 @@ suite run: tests/gpu/run.sh writes it under $OUT; copy it into results/ and run 
     scripts/perf-table.py --check    # exit 1 if either differs from what the results give
 
 The latest results: each check from the newest run that gave it (a rerun of a few checks
-replaces those checks only). docs/performance.md gets every such row with its
+replaces those checks only; a SKIP row never hides an older run's result). docs/performance.md gets every such row with its
 run; README.md a short table of the key rows (KEY below). Each table sits between
 '<!-- perf-table:NAME begin -->' and '<!-- perf-table:NAME end -->' lines, replaced whole.
 To add a key row to README: a line in KEY.
@@ -43,14 +43,20 @@ def load(folder):
 
 def latest_rows(docs):
     """[(row, doc)] in the suite's group order: each check from the newest run that gave it (a
-    run of a few checks of a group, a rerun say, replaces those checks only)."""
-    taken, picked = set(), []
+    run of a few checks of a group, a rerun say, replaces those checks only). A SKIP row (the
+    check did not run: time budget, no GPU pair) gives nothing: an older run's result stays,
+    and the SKIP shows only for a check no run ever gave."""
+    taken, picked, skipped = set(), [], {}
     for doc in sorted(docs, key=lambda d: d["date"], reverse=True):
         for row in doc["rows"]:
             if row["check"] in taken:
                 continue
+            if row["result"] == "SKIP":
+                skipped.setdefault(row["check"], (row, doc))
+                continue
             taken.add(row["check"])
             picked.append((row, doc))
+    picked += [item for check, item in skipped.items() if check not in taken]
 
     def rank(item):
         row, doc = item

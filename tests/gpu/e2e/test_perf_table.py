@@ -61,6 +61,17 @@ class PerfTableTest(unittest.TestCase):
         self.assertEqual([(r["check"], d["commit"]) for r, d in picked],
                          [("overhead off", "rerun"), ("launch cost", "full")])
 
+    def test_a_check_a_newer_run_skipped_keeps_its_last_result(self):
+        ran = run("s", "2026-12-03T02:14:00Z", "ran", [("state hunt", "PASS", "found"),
+                                                        ("state cost broad", "SKIP", "budget")])
+        newer = run("s", "2026-12-03T05:53:00Z", "newer", [("state dates", "PASS", "step 1"),
+                                                           ("state hunt", "SKIP", "budget"),
+                                                           ("state cost broad", "SKIP", "budget")])
+        picked = perf_table.latest_rows([ran, newer])
+        self.assertEqual([(r["check"], r["result"], d["commit"]) for r, d in picked],
+                         [("state dates", "PASS", "newer"), ("state hunt", "PASS", "ran"),
+                          ("state cost broad", "SKIP", "newer")])
+
     def test_the_key_figure_is_cut_at_its_first_top_level_clause(self):
         self.assertEqual(perf_table.head("x1.004 (target x1.020), 38.6 ms/step (60 chunks, a)"),
                          "x1.004 (target x1.020)")
