@@ -178,12 +178,6 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   auto pointer = [&](cublasLtMatmulDescAttributes_t attr) {
     return desc_attr<const void*>(desc_get, mm.desc, attr, nullptr);
   };
-  // A scale's mode is read only when its pointer is set (no pointer: no scale, whatever the mode).
-  auto mode = [&](cublasLtMatmulDescAttributes_t attr, const void* scale_pointer) {
-    if (scale_pointer == nullptr) return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    return static_cast<cublasLtMatmulMatrixScale_t>(
-        desc_attr<int32_t>(desc_get, mm.desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
-  };
 
   uint64_t token = 0;
   CallState& call = open_gemm(tracer, "cublasLtMatmul", mm.stream, &token);
@@ -250,7 +244,7 @@ LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {
   auto other_scale = [&](const char* label, Role role, cublasLtMatmulDescAttributes_t ptr_attr,
                          cublasLtMatmulDescAttributes_t mode_attr) {
     const void* ptr = pointer(ptr_attr);
-    scale(label, role, ptr, mode(mode_attr, ptr), n, m);
+    scale(label, role, ptr, scale_mode(desc_get, mm.desc, mode_attr, ptr), n, m);
   };
   other_scale("C_scale", Role::In, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER,
               CUBLASLT_MATMUL_DESC_C_SCALE_MODE);

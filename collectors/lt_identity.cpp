@@ -189,16 +189,10 @@ LOCKSTEP_HOT LtIdentity read_lt_identity(const LtObjects& objects, LtDepth depth
   id.compute = desc_attr<int32_t>(get.desc, desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0);
   id.epilogue = desc_attr<uint32_t>(get.desc, desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                     CUBLASLT_EPILOGUE_DEFAULT);
-  // A scale's mode is read only when its pointer is set (no pointer: no scale, whatever the mode).
-  auto mode = [&](cublasLtMatmulDescAttributes_t attr, const void* scale_pointer) {
-    if (scale_pointer == nullptr) return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    return static_cast<cublasLtMatmulMatrixScale_t>(
-        desc_attr<int32_t>(get.desc, desc, attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
-  };
   id.a_scale = desc_attr<const void*>(get.desc, desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, nullptr);
   id.b_scale = desc_attr<const void*>(get.desc, desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, nullptr);
-  id.mode_a = mode(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, id.a_scale);
-  id.mode_b = mode(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, id.b_scale);
+  id.mode_a = scale_mode(get.desc, desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, id.a_scale);
+  id.mode_b = scale_mode(get.desc, desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, id.b_scale);
   id.m = id.d.rows, id.n = id.d.cols;
   id.k = id.trans_a == CUBLAS_OP_N ? id.a.cols : id.a.rows;
   id.batch = std::max<int32_t>(id.d.batch_count, 1);

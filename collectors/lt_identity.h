@@ -39,6 +39,15 @@ T desc_attr(DescGet get, cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes
   return value;
 }
 
+// A scale's mode: read only when its pointer is set (no pointer: no scale, whatever the mode).
+inline cublasLtMatmulMatrixScale_t scale_mode(DescGet get, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatmulDescAttributes_t mode_attr,
+                                              const void* scale_pointer) {
+  if (scale_pointer == nullptr) return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  return static_cast<cublasLtMatmulMatrixScale_t>(
+      desc_attr<int32_t>(get, desc, mode_attr, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F));
+}
+
 // What cuBLASLt chose: the packed `algo` field and the Gemm record's trailing algorithm fields.
 struct LtAlgoConfig {
   static constexpr uint64_t kNone = UINT64_MAX;  // no algorithm given: the heuristic chooses

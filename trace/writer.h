@@ -103,7 +103,7 @@ class TraceWriter {
   // Gives a record appended with name == kDeferredName its name, on whichever thread encodes it
   // (usually the background thread), before it is hashed: the launching thread need not look a
   // kernel's name up. It may also complete the record's fields of its kind from what the stager
-  // left in its payload, which it then empties (a cuBLASLt GEMM's copied objects,
+  // left for it (a cuBLASLt GEMM: copies of its objects, named in a field past the kind's own,
   // collectors/lt_copies.h). Set once, before any such record; a record the resolver cannot name
   // gets 0 (""). Called under that thread's encoding lock: it must not append.
   using NameResolver = std::function<StringId(Record& record)>;

@@ -16,16 +16,8 @@ namespace {
 using F = trace::fields::Gemm;
 
 // ---- flat fakes: the attributes at fixed places inside the header's opaque sizes ---------------
-struct FlatLayout {
-  uint32_t type = CUDA_R_32F;
-  int32_t order = CUBLASLT_ORDER_COL;
-  uint64_t rows = 0, cols = 0;
-  int64_t ld = 0;
-  int32_t batch_count = 1;
-  uint32_t batch_mode = CUBLASLT_BATCH_MODE_STRIDED;
-  int64_t batch_stride = 0;
-};
-static_assert(sizeof(FlatLayout) <= sizeof(cublasLtMatrixLayoutOpaque_t));
+// A layout: extents.h's LtLayout, every attribute in its 64 bytes (the opaque size itself).
+using FlatLayout = LtLayout;
 struct FlatDesc {
   int32_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N, compute = CUBLAS_COMPUTE_32F;
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -46,7 +38,7 @@ struct alignas(8) Storage {
   uint8_t rest[sizeof(Opaque) - sizeof(Flat)] = {};
 };
 using DescStorage = Storage<FlatDesc, cublasLtMatmulDescOpaque_t>;
-using LayoutStorage = Storage<FlatLayout, cublasLtMatrixLayoutOpaque_t>;
+using LayoutStorage = FlatLayout;
 using AlgoStorage = Storage<FlatAlgo, cublasLtMatmulAlgo_t>;
 static_assert(sizeof(DescStorage) == 256 && sizeof(LayoutStorage) == 64 &&
               sizeof(AlgoStorage) == 64);
@@ -161,15 +153,15 @@ struct TwoGemms {
   TwoGemms() {
     desc1.flat.trans_a = CUBLAS_OP_T;
     desc1.flat.epilogue = CUBLASLT_EPILOGUE_BIAS;
-    a1.flat = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 32, 64, 32};
-    b1.flat = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 32, 16, 32};
-    c1.flat = {CUDA_R_32F, CUBLASLT_ORDER_COL, 64, 16, 64};
-    d1.flat = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 64, 16, 64};
+    a1 = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 32, 64, 32};
+    b1 = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 32, 16, 32};
+    c1 = {CUDA_R_32F, CUBLASLT_ORDER_COL, 64, 16, 64};
+    d1 = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 64, 16, 64};
     algo1.flat = {21, 18, 8, 4, CUBLASLT_REDUCTION_SCHEME_INPLACE, 1, 3, 5, 2};
     desc2.flat.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    a2.flat = {CUDA_R_32F, CUBLASLT_ORDER_COL, 8, 4, 8, 3};
-    b2.flat = {CUDA_R_32F, CUBLASLT_ORDER_COL, 4, 2, 4, 3};
-    d2.flat = {CUDA_R_32F, CUBLASLT_ORDER_COL, 8, 2, 8, 3};
+    a2 = {CUDA_R_32F, CUBLASLT_ORDER_COL, 8, 4, 8, 3};
+    b2 = {CUDA_R_32F, CUBLASLT_ORDER_COL, 4, 2, 4, 3};
+    d2 = {CUDA_R_32F, CUBLASLT_ORDER_COL, 8, 2, 8, 3};
     const CUdeviceptr base = 0x7f0000000000;
     mm1 = lt(&desc1, &a1, &b1, &c1, &d1, base);
     mm1.algo = reinterpret_cast<const cublasLtMatmulAlgo_t*>(&algo1);
