@@ -20,7 +20,7 @@ namespace {
 constexpr size_t kMaxSparePending = 4096;
 }  // namespace
 
-// pending_mutex_ held. The record is swapped in (both sides keep their vectors' capacity); the
+// pending_mutex_ held. The record is moved in (both sides keep their vectors' capacity); the
 // caller's gets empty vectors and a stale header (hold()'s contract).
 PendingRecord* Tracer::new_pending_locked(trace::Record& record) {
   PendingRecord* pending = nullptr;
@@ -30,9 +30,7 @@ PendingRecord* Tracer::new_pending_locked(trace::Record& record) {
   } else {
     pending = new PendingRecord;
   }
-  std::swap(pending->record, record);
-  record.buffers.clear();
-  record.payload.clear();
+  pending->record.take_from(record);
   return pending;
 }
 
@@ -53,6 +51,10 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
 void Tracer::hold_many(trace::Record* records, size_t n, PendingRecord** out) {
   self_time::Scope timed(self_time::Phase::Hold);
   std::lock_guard lock(pending_mutex_);
+  // The records of one call share their step: counted per run of one step, not looked up in the
+  // map per record.
+  size_t run = 0;
+  uint32_t run_step = 0;
   for (size_t k = 0; k < n; ++k) {
     if (pending_records_ >= kMaxPendingRecords || closing_) {
       out[k] = nullptr;
@@ -60,8 +62,11 @@ void Tracer::hold_many(trace::Record* records, size_t n, PendingRecord** out) {
     }
     out[k] = new_pending_locked(records[k]);
     ++pending_records_;
-    ++pending_per_step_[out[k]->record.step];
+    const uint32_t step = out[k]->record.step;
+    if (run > 0 && step != run_step) pending_per_step_[run_step] += run, run = 0;
+    run_step = step, ++run;
   }
+  if (run > 0) pending_per_step_[run_step] += run;
   if (n > 0 && !collector_running_) {
     collector_running_ = true;
     collector_ = std::thread([this] { collector_loop(); });

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "collectors/region_index.h"
 #include "collectors/tracer_parts.h"
 #include "common/self_time.h"
 
@@ -57,8 +58,9 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
 void Tracer::fingerprint_batch(CUstream stream, bool per_thread_default,
                                PendingRecord* const* pendings,
                                const std::vector<PlannedRegion>* plans, size_t count) {
-  std::vector<HashGroup> groups;
-  groups.reserve(count);
+  thread_local auto* groups_buffer = new std::vector<HashGroup>;  // never freed (exit)
+  std::vector<HashGroup>& groups = *groups_buffer;
+  groups.clear();
   for (size_t k = 0; k < count; ++k)
     if (pendings[k] != nullptr && !plans[k].empty())
       groups.push_back({pendings[k], plans[k].data(), plans[k].size()});
@@ -106,18 +108,34 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   thread_local auto* extra_buffer = new std::vector<std::pair<size_t, SlotTarget>>;
   std::vector<std::pair<size_t, SlotTarget>>& extra = *extra_buffer;
   extra.clear();
+  // Past a few regions, earlier ones are found through an index (region_index.h), not compared
+  // one by one: the state call's 77 and a graph replay's thousands.
+  constexpr size_t kCompareDirectly = 16;
+  thread_local auto* index_buffer = new RegionIndex;  // never freed (exit)
+  RegionIndex& index = *index_buffer;
+  const bool indexed = total > kCompareDirectly;
+  if (indexed) index.reset(total);
+  size_t inserted = 0;
   for (size_t g = 0; g < count; ++g) {
     // Against earlier groups only: a group's own regions are distinct (a GEMM whose A is its B
     // aside, hashed twice), and a graph replay's thousands are not compared with each other.
     const size_t earlier = all.size();
+    for (; indexed && inserted < earlier; ++inserted)
+      index.insert(all[inserted].ptr, all[inserted].bytes, static_cast<uint32_t>(inserted));
     for (size_t i = 0; i < groups[g].n; ++i) {
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
       // The same bytes earlier in this launch (an output the next call reads, nothing ran
       // between that could write it): hashed once, the digest fills both records.
       size_t same = 0;
-      while (same < earlier && !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
-        ++same;
+      if (indexed) {
+        const uint32_t found = index.find(region.ptr, region.bytes);
+        same = found == RegionIndex::kNone ? earlier : found;
+      } else {
+        while (same < earlier &&
+               !(all[same].ptr == region.ptr && all[same].bytes == region.bytes))
+          ++same;
+      }
       if (same < earlier) {
         if (also[same].pending == nullptr)
           also[same] = owner;

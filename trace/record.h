@@ -245,15 +245,31 @@ struct Record {
       *this = other;
       return;
     }
+    copy_identity(other);
+    buffers.clear();
+    payload.clear();
+  }
+  // `*this = std::move(other)` with no allocation on either side from then on: this record
+  // takes other's identity, fields, buffers and payload, and other keeps this one's vectors,
+  // emptied (their capacity kept). A std::swap would copy the fields three times.
+  void take_from(Record& other) {
+    copy_identity(other);
+    buffers.swap(other.buffers);
+    payload.swap(other.payload);
+    other.buffers.clear();
+    other.payload.clear();
+  }
+  bool operator==(const Record&) const = default;
+
+ private:
+  // Every member but the two vectors (one list for copy_from and take_from).
+  void copy_identity(const Record& other) {
     kind = other.kind;
     scope = other.scope;
     seq = other.seq, stream = other.stream, step = other.step, thread = other.thread;
     name = other.name;
     fields = other.fields;
-    buffers.clear();
-    payload.clear();
   }
-  bool operator==(const Record&) const = default;
 };
 
 }  // namespace lockstep::trace

@@ -48,6 +48,40 @@ TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {
   }
 }
 
+// Past a few regions a launch finds its repeated ones through an index (region_index.h): a
+// tensor passed twice in one call of 40 is hashed once and both records get its digest.
+TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
+  constexpr int kTensors = 40;
+  const std::string log = run([](std::string* text) {
+    const void* ptrs[kTensors];
+    unsigned long long bytes[kTensors];
+    const char* names[kTensors];
+    for (int i = 0; i < kTensors; ++i) {
+      ptrs[i] = reinterpret_cast<void*>(kMergeBase + 4096 * static_cast<uint64_t>(i));
+      bytes[i] = 1024;
+      names[i] = "p";
+    }
+    ptrs[31] = ptrs[4];  // the same region again
+    ptrs[35] = ptrs[7], bytes[35] = 512;  // the same start, another extent: its own region
+    lockstep_fingerprint_many(kTensors, ptrs, bytes, names, kStreamS, 0);
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "S39");
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), static_cast<size_t>(kTensors));
+  for (const trace::Record& r : records) {
+    ASSERT_EQ(r.buffers.size(), 1u);
+    const trace::BufferFingerprint& b = r.buffers[0];
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << r.seq;
+    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << r.seq;
+  }
+  EXPECT_EQ(records[31].buffers[0].alloc_offset, records[4].buffers[0].alloc_offset);
+  EXPECT_EQ(records[35].buffers[0].bytes, 512u);
+}
+
 TEST_F(MergeTest, StateOutsideTheStepWindowIsRecordedByIdentityOnly) {
   const fs::path log = dir_.string() + ".state-window";
   auto environment = env("broad");

@@ -142,5 +142,30 @@ TEST(RecordTable, DTypes) {
   EXPECT_EQ(dtype_name(static_cast<DType>(250)), "?");
 }
 
+// A record handed on (held for its digests) moves whole, and the one it came from keeps the
+// other's vectors' capacity for the next call: no allocation on either side.
+TEST(RecordMoves, TakeFromMovesEverythingAndLeavesEmptyVectorsWithCapacity) {
+  Record from;
+  from.kind = RecordKind::State;
+  from.scope = 3, from.seq = 41, from.stream = 2, from.step = 7, from.thread = 1, from.name = 9;
+  from.fields[fields::State::bytes] = 4096;
+  from.fields[kMaxFields - 1] = 5;
+  from.buffers.resize(2);
+  from.buffers[1].fingerprint = 0xabc;
+  from.payload = {1, 2, 3};
+  const Record expected = from;
+  Record to;
+  to.buffers.resize(8);
+  to.payload.resize(64);
+  const BufferFingerprint* old_buffers = to.buffers.data();
+  to.take_from(from);
+  EXPECT_EQ(to, expected);
+  EXPECT_TRUE(from.buffers.empty());
+  EXPECT_TRUE(from.payload.empty());
+  EXPECT_EQ(from.buffers.data(), old_buffers) << "the taker's vectors go back, emptied";
+  EXPECT_GE(from.buffers.capacity(), 8u);
+  EXPECT_GE(from.payload.capacity(), 64u);
+}
+
 }  // namespace
 }  // namespace lockstep::trace
