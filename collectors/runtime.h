@@ -94,6 +94,8 @@ class Tracer {
 
   // ---- record identity ----------------------------------------------------------------------
   uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // The first of `n` consecutive seqs (a call of n records: the state call's tensors).
+  uint64_t next_seqs(uint64_t n) { return seq_.fetch_add(n, std::memory_order_relaxed) + 1; }
   uint32_t stream_ordinal(CUstream stream, bool per_thread_default);
   uint32_t thread_ordinal();
   // Kernel names and buffer labels are interned on every record; the writer's table takes a

@@ -62,10 +62,18 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   std::vector<std::vector<PlannedRegion>>& plans = *plans_buffer;
   if (held.size() < n) held.resize(n);
   if (plans.size() < n) plans.resize(n);
+  // The call's records differ only in seq, name and size: one identity (stream, step, thread,
+  // scope), and n consecutive seqs taken at once. Each of them is appended below, held or not.
+  thread_local auto* identity_buffer = new trace::Record;
+  trace::Record& identity = *identity_buffer;
+  identity.clear();
+  const uint64_t first_seq = tracer->next_seqs(n);
+  tracer->stamp_with_seq(&identity, trace::RecordKind::State, "", stream, false, first_seq);
   size_t planned = 0;  // held[k] with plans[k], k < planned
   for (size_t i = 0; i < n; ++i) {
     trace::Record& record = held[planned];
-    record.clear();
+    record.copy_from(identity);
+    record.seq = first_seq + i;
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
     if (!still_known || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
       known.ptrs[i] = ptrs[i];
@@ -73,7 +81,6 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
       known.ids[i] = tracer->intern(name);
       known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
     }
-    tracer->stamp(&record, trace::RecordKind::State, "", stream, false);
     record.name = known.ids[i];
     record.fields[trace::fields::State::bytes] = bytes[i];
     record.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);

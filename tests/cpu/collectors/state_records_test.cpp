@@ -73,6 +73,10 @@ TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), static_cast<size_t>(kTensors));
   for (const trace::Record& r : records) {
+    // One identity for the call's records, and consecutive seqs.
+    EXPECT_EQ(r.seq, records[0].seq + static_cast<uint64_t>(&r - records.data()));
+    EXPECT_EQ(r.stream, records[0].stream);
+    EXPECT_EQ(r.thread, records[0].thread);
     ASSERT_EQ(r.buffers.size(), 1u);
     const trace::BufferFingerprint& b = r.buffers[0];
     EXPECT_TRUE(b.flags & trace::kFingerprintValid) << r.seq;
