@@ -125,13 +125,8 @@ FileIntegrity check_file(const std::string& path) {
       break;
     }
     std::memcpy(&header, at, sizeof(header));
-    if (header.magic != trace::kBlockMagic) {
-      corrupt(offset, "corrupt block header (bad magic)");
-      break;
-    }
-    if (trace::stored_header_check(header) != trace::block_header_check(header) ||
-        header.payload_bytes > trace::kMaxBlockPayload) {
-      corrupt(offset, "corrupt block header");
+    if (const char* problem = trace::header_problem(header)) {
+      corrupt(offset, problem);
       break;
     }
     const uint64_t end = offset + sizeof(header) + header.payload_bytes;
@@ -145,7 +140,7 @@ FileIntegrity check_file(const std::string& path) {
       break;
     }
     if (trace::block_checksum(header, payload, header.payload_bytes) != header.checksum) {
-      corrupt(offset, "block checksum mismatch (corrupt data)");
+      corrupt(offset, trace::kChecksumMismatch);
       break;
     }
     if (out.end_block) {  // the writer writes nothing after its end record

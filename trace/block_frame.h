@@ -34,6 +34,18 @@ inline uint64_t block_checksum(const BlockHeader& header, const uint8_t* payload
   return XXH64_digest(&state);
 }
 
+// What is wrong with a block header read from a file, judged alone, or nullptr: the reader's
+// walk, its reads through the step index and `lockstep verify` (tools/integrity.cpp) say it in
+// these words.
+inline const char* header_problem(const BlockHeader& header) {
+  if (header.magic != kBlockMagic) return "corrupt block header (bad magic)";
+  if (stored_header_check(header) != block_header_check(header))
+    return "corrupt block header (header check mismatch)";
+  if (header.payload_bytes > kMaxBlockPayload) return "corrupt block header (block too large)";
+  return nullptr;
+}
+inline constexpr const char* kChecksumMismatch = "block checksum mismatch (corrupt data)";
+
 // Fills magic, header check and checksum; the caller sets the other fields.
 inline void seal_block_header(BlockHeader& header, const uint8_t* payload, size_t bytes) {
   header.magic = kBlockMagic;

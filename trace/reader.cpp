@@ -141,11 +141,7 @@ class FileReader final : public TraceReader {
         mark_truncated(offset);
         break;
       }
-      if (header.magic != kBlockMagic) fail_at(offset, "corrupt block header (bad magic)");
-      if (stored_header_check(header) != block_header_check(header))
-        fail_at(offset, "corrupt block header (header check mismatch)");
-      if (header.payload_bytes > kMaxBlockPayload)
-        fail_at(offset, "corrupt block header (block too large)");
+      if (const char* problem = header_problem(header)) fail_at(offset, problem);
       const uint64_t end = offset + sizeof(header) + header.payload_bytes;
       if (end > size_) {
         mark_truncated(offset);  // a sound header whose payload was cut off: the tail of a kill
@@ -466,8 +462,7 @@ class FileReader final : public TraceReader {
   bool read_sound_block(uint64_t offset, BlockType type, BlockHeader& header,
                         std::vector<uint8_t>& payload) {
     if (read_cached(offset, &header, sizeof(header)) != sizeof(header) ||
-        header.magic != kBlockMagic || stored_header_check(header) != block_header_check(header) ||
-        header.type != static_cast<uint8_t>(type) || header.payload_bytes > kMaxBlockPayload ||
+        header_problem(header) != nullptr || header.type != static_cast<uint8_t>(type) ||
         offset + sizeof(header) + header.payload_bytes > size_)
       return false;
     try {
@@ -675,15 +670,13 @@ class FileReader final : public TraceReader {
         header.min_step != block.min_step || header.max_step != block.max_step) {
       // Said as a walk would say it when the header itself is bad (blocks() from the index
       // did not look at it); else the index and the file disagree.
-      if (header.magic != kBlockMagic) fail_at(block.offset, "corrupt block header (bad magic)");
-      if (stored_header_check(header) != block_header_check(header))
-        fail_at(block.offset, "corrupt block header (header check mismatch)");
+      if (const char* problem = header_problem(header)) fail_at(block.offset, problem);
       check_block_bounds(block.offset, header);
       fail_at(block.offset, indexed_ ? "block header differs from the step index (corrupt)"
                                      : "block header changed while reading (file rewritten?)");
     }
     if (block_checksum(header, payload.data(), payload.size()) != header.checksum)
-      fail_at(block.offset, "block checksum mismatch (corrupt data)");
+      fail_at(block.offset, kChecksumMismatch);
   }
 
   // What decoding one block needs. Callbacks may call back into the reader (string(), another

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <cstddef>
 
 #include "cli_harness.h"
 #include "trace/reader.h"
@@ -179,6 +180,26 @@ TEST_F(Cli, ACorruptBlockIsNamedByEveryCommandUnlessSalvaging) {
   EXPECT_EQ(diff.code, 2) << "the salvaged prefix leaves steps uncompared: " << diff.out;
   EXPECT_NE(diff.out.find("salvaged"), std::string::npos) << diff.out;
   EXPECT_NE(diff.out.find("compared steps 0-1"), std::string::npos) << diff.out;
+}
+
+// A flipped byte in a block's header (its record count): every command names the same problem in
+// the same words, whether it walks the file itself (verify, diff) or reads it (stats, show).
+TEST_F(Cli, ACorruptBlockHeaderIsNamedInTheSameWordsByEveryCommand) {
+  std::string a = write("a", small()), b = write("b", small());
+  fs::path victim = fs::path(b) / "rank-00000.lstrace";
+  uint64_t offset = 0;
+  for (const auto& block : blocks_of(victim))
+    if (block.type == lockstep::trace::BlockType::Records && block.min_step == 1) offset = block.offset;
+  ASSERT_NE(offset, 0u);
+  flip_byte(victim, offset + offsetof(lockstep::trace::BlockHeader, record_count));
+  const std::string where = victim.string() +
+                            ": corrupt block header (header check mismatch) at offset " +
+                            std::to_string(offset);
+  for (const std::string& command : {"stats " + b, "show " + b, "verify " + b, "diff " + pair(a, b)}) {
+    Result r = lockstep(command);
+    EXPECT_EQ(r.code, 2) << command << ": " << r.out;
+    EXPECT_NE(r.err.find(where), std::string::npos) << command << ": " << r.err;
+  }
 }
 
 // Case 5: verify of a FIFO named x.lstrace hung forever.
