@@ -47,7 +47,7 @@ LOCKSTEP_HOT bool active() {
   return Tracer::possible();
 }
 
-bool launches_traced() {
+LOCKSTEP_HOT bool launches_traced() {
   static const bool traced = [] {
     const ConfigResult& configured = Tracer::configuration();
     return configured.ok() && configured.config.level >= Level::Broad;
@@ -57,7 +57,7 @@ bool launches_traced() {
 
 ShimCallGuard::ShimCallGuard() { ++shim_depth; }
 ShimCallGuard::~ShimCallGuard() { --shim_depth; }
-bool inside_shim_call() { return shim_depth > 0; }
+LOCKSTEP_HOT bool inside_shim_call() { return shim_depth > 0; }
 
 void set_symbol_resolver(SymbolResolver resolver) {
   set_resolver_internal(resolver);
@@ -273,7 +273,7 @@ std::atomic<bool> g_capture_begun{false};
 }  // namespace
 
 void capture_begins() { g_capture_begun.store(true, std::memory_order_release); }
-bool capture_begun() { return g_capture_begun.load(std::memory_order_acquire); }
+LOCKSTEP_HOT bool capture_begun() { return g_capture_begun.load(std::memory_order_acquire); }
 
 void stream_order_point() {
   if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs

@@ -16,12 +16,12 @@
 
 namespace lockstep::collectors {
 
-OpenApi& open_api() {
+LOCKSTEP_HOT OpenApi& open_api() {
   thread_local OpenApi state;
   return state;
 }
 
-StepCounter& Tracer::steps() {
+LOCKSTEP_HOT StepCounter& Tracer::steps() {
   static StepCounter* counter = [] {
     const Config& config = configuration().config;
     return new StepCounter(config.step_source, config.step_pattern);
@@ -29,7 +29,7 @@ StepCounter& Tracer::steps() {
   return *counter;
 }
 
-StreamSteps& Tracer::stream_steps() {
+LOCKSTEP_HOT StreamSteps& Tracer::stream_steps() {
   static StreamSteps* rule = new StreamSteps;  // never freed: records are made during exit
   return *rule;
 }

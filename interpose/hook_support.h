@@ -50,7 +50,7 @@ inline coverage::PushScope validation_scope(Scope scope) {
 // external correlation id too; when this is the outermost call of that scope and
 // operations are traced, brackets it with begin() -> token and end(token, result).
 template <typename Forward, typename Begin, typename End>
-auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
+LOCKSTEP_HOT auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
   Nesting nesting(scope);
   if (!nesting.outermost()) return forward();
   if (!trace_operations()) {

@@ -24,13 +24,15 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
 }
 
 // Runs forward() as a traced launch described by describe().
+// LOCKSTEP_HOT (common/hot.h) on every function of a launch's path, templates too: an
+// instantiation is laid out with its hot callers only when it says so itself.
 template <typename Forward, typename Describe>
-auto traced_launch(Forward&& forward, Describe&& describe) {
+LOCKSTEP_HOT auto traced_launch(Forward&& forward, Describe&& describe) {
   // Below broad a launch is no event (CUPTI validation still brackets it).
   if (!collectors::launches_traced() && !validation::enabled()) return forward();
   // The launch LOCKSTEP_REPLAY names (collectors/replay.h) is relaunched right after it, with
   // this same forward: the caller's arguments stay valid until the call returns.
-  auto forward_then_replay = [&] {
+  auto forward_then_replay = [&]() LOCKSTEP_HOT {
     auto result = forward();
     if (collectors::replay_armed()) [[unlikely]]
       collectors::replay_after(static_cast<int>(result),
@@ -46,7 +48,7 @@ auto traced_launch(Forward&& forward, Describe&& describe) {
 }
 
 // ---- runtime ----
-cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+LOCKSTEP_HOT cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
                          size_t smem, cudaStream_t stream) {
   auto forward = [&] {
     return ptsz ? LOCKSTEP_FORWARD(__cudaLaunchKernel_ptsz, kernel, grid, block, args, smem, stream)
@@ -67,7 +69,7 @@ cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, 
 }
 
 template <typename Forward>
-cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func, dim3 grid,
+LOCKSTEP_HOT cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func, dim3 grid,
                            dim3 block, void** args, size_t smem, cudaStream_t stream) {
   return traced_launch(forward, [&] {
     KernelLaunch e;
@@ -84,7 +86,7 @@ cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const vo
 }
 
 template <typename Forward>
-cudaError_t runtime_launch_ex(Forward&& forward, bool ptsz, const cudaLaunchConfig_t* config,
+LOCKSTEP_HOT cudaError_t runtime_launch_ex(Forward&& forward, bool ptsz, const cudaLaunchConfig_t* config,
                               const void* func, void** args) {
   return traced_launch(forward, [&] {
     KernelLaunch e;
@@ -110,7 +112,7 @@ cudaError_t runtime_launch_ex(Forward&& forward, bool ptsz, const cudaLaunchConf
 }
 
 // ---- driver ----
-KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, unsigned gy,
+LOCKSTEP_HOT KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, unsigned gy,
                           unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
                           CUstream stream, void** params, void** extra) {
   KernelLaunch e;
@@ -132,7 +134,7 @@ KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, u
 }
 
 template <typename Forward>
-CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config, CUfunction f,
+LOCKSTEP_HOT CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config, CUfunction f,
                           void** params, void** extra) {
   return traced_launch(forward, [&] {
     if (config == nullptr) {
