@@ -2,9 +2,12 @@
 // library at run time. Read with nm -D / readelf -d, as a user would check it.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -103,6 +106,74 @@ TEST(ShimExports, RealShimExportsHooksAndCApiOnly) {
            name == kNcclProfiler;
   });
   check_needed(SHIM_PATH);
+#else
+  GTEST_SKIP() << "liblockstep.so is not built (no lockstep_collectors target)";
+#endif
+}
+
+// A kernel launch at broad runs these functions; between two launches the job evicts them, so
+// they are laid out together (LOCKSTEP_HOT, common/hot.h) and come back in a few neighbouring
+// lines and pages. Once open_api, the step tables, launches_traced, inside_shim_call and the
+// interposer's traced_call sat 0x20000-0x9c000 bytes from the rest. Read with nm, as a user
+// would; an internal template the compiler inlined is simply not there to check.
+TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
+#ifdef SHIM_PATH
+  const std::string text = run(std::string("nm -C --defined-only '") + SHIM_PATH + "'");
+  struct Wanted {
+    std::string prefix;
+    bool required;
+  };
+  const std::vector<Wanted> path = {
+      {"__cudaLaunchKernel", true},
+      {"cuLaunchKernel", true},
+      {"lockstep::collectors::kernel_launch_begin(", true},
+      {"lockstep::collectors::kernel_launch_end(", true},
+      {"lockstep::collectors::open_api()", true},
+      {"lockstep::collectors::Tracer::steps()", true},
+      {"lockstep::collectors::Tracer::stream_steps()", true},
+      {"lockstep::collectors::Tracer::stamp_with_seq(", true},
+      {"lockstep::collectors::Tracer::stage()", true},
+      {"lockstep::collectors::launches_traced()", true},
+      {"lockstep::collectors::inside_shim_call()", true},
+      {"lockstep::collectors::capture_begun()", true},
+      {"lockstep::collectors::active()", true},
+      {"auto lockstep::interpose::traced_call<(anonymous namespace)::traced_launch<", false},
+  };
+  std::map<std::string, std::vector<uint64_t>> found;  // prefix -> addresses
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.size() < 20 || (line[17] != 't' && line[17] != 'T') || line[16] != ' ') continue;
+    const std::string name = line.substr(19);
+    if (name.find("[clone .cold]") != std::string::npos) continue;  // the unlikely branches
+    // A lambda of one of them (the general path's, at full): its own function, not this path.
+    if (name.ends_with("::operator()() const")) continue;
+    for (const Wanted& wanted : path) {
+      const bool exact = wanted.prefix.back() != '(' && wanted.prefix.back() != '<';
+      if (exact ? name == wanted.prefix : name.rfind(wanted.prefix, 0) == 0)
+        found[wanted.prefix].push_back(std::stoull(line.substr(0, 16), nullptr, 16));
+    }
+  }
+  if (found.empty()) GTEST_SKIP() << "the shim has no symbol table (stripped)";
+  uint64_t low = UINT64_MAX, high = 0;
+  std::string lowest, highest;
+  for (const Wanted& wanted : path) {
+    const auto it = found.find(wanted.prefix);
+    if (it == found.end()) {
+      EXPECT_FALSE(wanted.required) << wanted.prefix << " not in the shim's symbols";
+      continue;
+    }
+    for (uint64_t address : it->second) {
+      if (address < low) low = address, lowest = wanted.prefix;
+      if (address > high) high = address, highest = wanted.prefix;
+    }
+  }
+  // 128 KiB: the hot text of the shim with room to grow (about 50 KiB today).
+  EXPECT_LT(high - low, uint64_t{128} << 10)
+      << lowest << " at 0x" << std::hex << low << ", " << highest << " at 0x" << high;
 #else
   GTEST_SKIP() << "liblockstep.so is not built (no lockstep_collectors target)";
 #endif
