@@ -1,0 +1,93 @@
+// What a kernel launch costs through the whole shim (interposer and collectors) on the CPU, with
+// a stand-in driver (fake_driver.cpp: every entry point returns at once). Not a test and not
+// evidence of GPU work: the CPU side of a launch only, so that the shim's path can be measured
+// on a machine without a GPU. Run it through shim_launch_bench.py (untraced and at each level,
+// interleaved, one or two shims); alone:
+//
+//   build/bench/collectors/shim_launch_bench [launches]
+//
+// prints "unpaced <ns>" (back-to-back launches: everything stays in the caches) and "paced <ns>"
+// (the median launch with a job's work between two: 512 KiB of data read and 128 KiB of code
+// run, which evicts the shim's lines from L1 and much of L2, as Python and the dispatcher do
+// between a PyTorch job's launches). The untraced run's figures are the reference: the shim's
+// own time is the difference.
+#include <cuda.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// 2,048 distinct functions of straight-line code (constants differ, so none are merged).
+template <int N>
+[[gnu::noinline]] uint64_t job_code(uint64_t x) {
+  x ^= x >> (N % 29 + 3);
+  x *= 0x9e3779b97f4a7c15ull + 2 * N;
+  x ^= x >> 31;
+  x += 0xbf58476d1ce4e5b9ull ^ (uint64_t{N} << 17);
+  x *= 0x94d049bb133111ebull - N;
+  x ^= x >> (N % 13 + 7);
+  x += uint64_t{N} * 0x2545f4914f6cdd1dull;
+  return x;
+}
+template <size_t... I>
+constexpr auto code_table(std::index_sequence<I...>) {
+  return std::array<uint64_t (*)(uint64_t), sizeof...(I)>{&job_code<static_cast<int>(I)>...};
+}
+constexpr auto kJobCode = code_table(std::make_index_sequence<2048>{});
+
+struct Params {
+  int n;
+  struct {
+    uint64_t pointers[3];
+    int64_t sizes[4];
+  } tensor;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long launches = argc > 1 ? std::atol(argv[1]) : 200000;
+  if (launches <= 0) {
+    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0]\n");
+    return 2;
+  }
+  Params params{};
+  params.n = 1 << 20;
+  params.tensor.pointers[0] = params.tensor.pointers[1] = params.tensor.pointers[2] = 0x7f0000000000;
+  void* args[] = {&params.n, &params.tensor};
+  auto* function = reinterpret_cast<CUfunction>(0x1000);
+  auto* stream = reinterpret_cast<CUstream>(0x2000);
+  auto launch = [&] {
+    return cuLaunchKernel(function, 256, 1, 1, 128, 1, 1, 0, stream, args, nullptr);
+  };
+  for (int i = 0; i < 1000; ++i) launch();  // warm: the kernel's name, the stream's ordinal
+  const auto start = std::chrono::steady_clock::now();
+  int failed = 0;
+  for (long i = 0; i < launches; ++i) failed += launch() != CUDA_SUCCESS;
+  const double unpaced =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+      static_cast<double>(launches);
+
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(static_cast<size_t>(std::min<long>(launches / 20, 20000)) + 1);
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    for (auto* code : kJobCode) sink = code(sink);
+    const auto t0 = std::chrono::steady_clock::now();
+    failed += launch() != CUDA_SUCCESS;
+    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  std::printf("launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", launches,
+              unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
+              paced.size(), failed ? " FAILED LAUNCHES" : "");
+  return failed ? 1 : 0;
+}
