@@ -306,13 +306,12 @@ inline BroadLaunch& broad_launch() {
   return *slot;
 }
 
-// The launch's identity into `r`: stamp, launch shape, capture label; fields from
+// The launch's identity into `r` with its `seq`: stamp, launch shape, capture label; fields from
 // `clear_below` on are left as they are.
 LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
-                               int clear_below = trace::kMaxFields) {
+                               uint64_t seq, int clear_below = trace::kMaxFields) {
   self_time::Scope stamping(self_time::Phase::Stamp);
-  const uint64_t seq = tracer->next_seq();  // before any store to `r` (stamp_with_seq)
-  r.clear_fields_below(clear_below);        // buffers and payload stay empty on this path
+  r.clear_fields_below(clear_below);  // buffers and payload stay empty on this path
   tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
                          launch.per_thread_stream, seq);
   set_launch_fields(r, launch);
@@ -321,11 +320,15 @@ LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLau
 
 LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot,
                                          const KernelLaunch& launch) {
+  // The sequence number first, before this launch's first store: its locked add waits until
+  // every earlier store has reached the cache, and stage()'s own (the thread's staging slot,
+  // evicted by the job's work since the last launch) would be among them.
+  const uint64_t seq = tracer->next_seq();
   trace::Record* staged = nullptr;
   if (!tracer->stacks_by_name() && launch.handle_kind != FunctionHandle::HostStub) [[likely]]
     staged = tracer->stage();
   if (staged != nullptr) [[likely]] {
-    stamp_launch(tracer, *staged, launch, trace::fields::Kernel::kCount);
+    stamp_launch(tracer, *staged, launch, seq, trace::fields::Kernel::kCount);
     staged->name = trace::kDeferredName;
     staged->fields[kHandleField] = reinterpret_cast<uintptr_t>(launch.handle);
     staged->fields[kHandleKindField] = static_cast<uint64_t>(launch.handle_kind);
@@ -334,7 +337,7 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     slot.staged = true;
   } else {
     trace::Record& r = slot.record;
-    stamp_launch(tracer, r, launch);
+    stamp_launch(tracer, r, launch, seq);
     KernelBrief brief;
     {
       self_time::Scope timed(self_time::Phase::Describe);
