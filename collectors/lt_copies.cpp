@@ -104,7 +104,9 @@ LOCKSTEP_HOT uint64_t lt_copied_begin(Tracer* tracer, const LtMatmul& mm) {
         LtDepth::Identity, nullptr);
     set_lt_identity_fields(*staged, id, mm.workspace_bytes);
   }
-  const uint64_t seq = tracer->next_seq();  // before the stores to the record, as a launch's
+  // Before the stores to the record, though after stage()'s (a launch takes it before those):
+  // a GEMM that finds its ring entry busy returns above and takes its seq on the general path.
+  const uint64_t seq = tracer->next_seq();
   tracer->stamp_with_seq(staged, trace::RecordKind::Gemm, "", mm.stream, false, seq);
   staged->name = trace::kDeferredName;
   staged->fields[kEntryField] = reinterpret_cast<uintptr_t>(&entry);

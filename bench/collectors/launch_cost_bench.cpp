@@ -37,33 +37,12 @@
 #include "collectors/events.h"
 #include "collectors/lockstep.h"
 #include "collectors/lt_copies.h"
+#include "bench/collectors/fake_driver_entries.h"
 #include "tests/cpu/collectors/fake_gpu.h"
 
 namespace {
 using namespace lockstep::collectors;
 
-CUresult fake_ctx_get_current(CUcontext* ctx) {
-  *ctx = nullptr;
-  return CUDA_SUCCESS;
-}
-CUresult fake_func_get_name(const char** name, CUfunction) {
-  *name = "_Z6kernelPfif";
-  return CUDA_SUCCESS;
-}
-// One 4-byte int, then a 56-byte struct: three pointers and 32 bytes of sizes/strides.
-CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
-  static const size_t offsets[] = {0, 8}, sizes[] = {4, 56};
-  if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
-  *offset = offsets[index];
-  *size = sizes[index];
-  return CUDA_SUCCESS;
-}
-CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
-                           const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  *id = 0;
-  return CUDA_SUCCESS;
-}
 // The fake GPU of "full+engine" (tests/cpu/collectors/fake_gpu.h).
 bool g_fake_gpu = false;
 
@@ -71,12 +50,9 @@ CUresult fake_get_proc_address(const char* symbol, void** pfn, int, cuuint64_t,
                                CUdriverProcAddressQueryResult* status) {
   const std::string s = symbol;
   *pfn = nullptr;
+  // The fake GPU's entry points first (its context among them), then the launch's.
   if (g_fake_gpu) *pfn = lockstep::testing::FakeGpu::instance().proc(s);
-  if (*pfn == nullptr && s == "cuCtxGetCurrent")
-    *pfn = reinterpret_cast<void*>(&fake_ctx_get_current);
-  if (s == "cuFuncGetName") *pfn = reinterpret_cast<void*>(&fake_func_get_name);
-  if (s == "cuFuncGetParamInfo") *pfn = reinterpret_cast<void*>(&fake_func_get_param_info);
-  if (s == "cuStreamGetCaptureInfo") *pfn = reinterpret_cast<void*>(&fake_capture_info);
+  if (*pfn == nullptr) *pfn = lockstep::bench::fake_driver_entry(symbol);
   *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }

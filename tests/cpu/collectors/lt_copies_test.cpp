@@ -5,6 +5,7 @@
 // structs) and, where libcublasLt is installed, over the real library's objects (no GPU needed).
 #include <dlfcn.h>
 
+#include <functional>
 #include <set>
 
 #include "collectors/lt_identity.h"
@@ -188,6 +189,18 @@ struct TwoGemms {
 
 class LtCopiesTest : public RuntimeTest {
  protected:
+  // `body` in a child at broad over the flat fakes, copies on or off, with the two GEMMs made.
+  ChildResult run_gemms(bool copies, const std::function<void(TwoGemms&)>& body) {
+    return run_child(
+        env("broad"),
+        [&] {
+          set_lt_copies(copies);
+          on_alloc(0x7f0000000000, 1 << 20);
+          static TwoGemms gemms;
+          body(gemms);
+        },
+        &flat_resolver);
+  }
   // The child's one trace (into *reader) and its Gemm records in seq order.
   std::vector<trace::Record> gemms_of(const ChildResult& child,
                                       std::unique_ptr<trace::TraceReader>* reader) {
@@ -202,28 +215,21 @@ TEST_F(LtCopiesTest, ABroadGemmFromCopiesHasTheFieldsItsObjectsGive) {
   for (const bool copies : {false, true}) {
     SCOPED_TRACE(copies ? "copies" : "objects read");
     fs::remove_all(dir_);
-    ChildResult child = run_child(
-        env("broad"),
-        [copies] {
-          set_lt_copies(copies);
-          on_alloc(0x7f0000000000, 1 << 20);
-          static TwoGemms gemms;
-          g_original_reads = 0;
-          for (int i = 0; i < 100; ++i) {
-            lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);
-            lt_matmul_end(lt_matmul_begin(gemms.mm2), 0);
-          }
-          // Copied: the objects are read only on the thread's verification turns, GEMMs 1, 65,
-          // 129 and 193 (each the first GEMM's: 10 layout, 6 descriptor, 9 algorithm reads).
-          const int expected = 4 * (10 + 6 + 9);
-          if (copies && g_original_reads != expected) {
-            std::fprintf(stderr, "reads of the objects: %d, expected %d\n", g_original_reads,
-                         expected);
-            std::fflush(stderr);
-            std::_Exit(9);
-          }
-        },
-        &flat_resolver);
+    ChildResult child = run_gemms(copies, [copies](TwoGemms& gemms) {
+      g_original_reads = 0;
+      for (int i = 0; i < 100; ++i) {
+        lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);
+        lt_matmul_end(lt_matmul_begin(gemms.mm2), 0);
+      }
+      // Copied: the objects are read only on the thread's verification turns, GEMMs 1, 65,
+      // 129 and 193 (each the first GEMM's: 10 layout, 6 descriptor, 9 algorithm reads).
+      const int expected = 4 * (10 + 6 + 9);
+      if (copies && g_original_reads != expected) {
+        std::fprintf(stderr, "reads of the objects: %d, expected %d\n", g_original_reads, expected);
+        std::fflush(stderr);
+        std::_Exit(9);
+      }
+    });
     std::unique_ptr<trace::TraceReader> reader;
     const auto records = gemms_of(child, &reader);
     ASSERT_EQ(records.size(), 200u);
@@ -251,18 +257,12 @@ TEST_F(LtCopiesTest, ABroadGemmFromCopiesHasTheFieldsItsObjectsGive) {
 }
 
 TEST_F(LtCopiesTest, CopiesThatReadOtherwiseThanTheirObjectsAreCaughtAndTurnedOff) {
-  ChildResult child = run_child(
-      env("broad"),
-      [] {
-        set_lt_copies(true);
-        on_alloc(0x7f0000000000, 1 << 20);
-        static TwoGemms gemms;
-        g_lying.insert(&gemms.desc1);  // its compute type is not in its bytes
-        lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);  // a verification turn: caught
-        Tracer::existing()->flush_writer();            // the writer has compared
-        for (int i = 0; i < 3; ++i) lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);
-      },
-      &flat_resolver);
+  ChildResult child = run_gemms(true, [](TwoGemms& gemms) {
+    g_lying.insert(&gemms.desc1);                  // its compute type is not in its bytes
+    lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);  // a verification turn: caught
+    Tracer::existing()->flush_writer();            // the writer has compared
+    for (int i = 0; i < 3; ++i) lt_matmul_end(lt_matmul_begin(gemms.mm1), 0);
+  });
   std::unique_ptr<trace::TraceReader> reader;
   const auto records = gemms_of(child, &reader);
   ASSERT_EQ(records.size(), 4u);
@@ -279,23 +279,17 @@ TEST_F(LtCopiesTest, CopiesThatReadOtherwiseThanTheirObjectsAreCaughtAndTurnedOf
 }
 
 TEST_F(LtCopiesTest, ACopiedGemmThatFailedLeavesNoRecordAndItsLaunchesAreItsOwn) {
-  ChildResult child = run_child(
-      env("broad"),
-      [] {
-        set_lt_copies(true);
-        on_alloc(0x7f0000000000, 1 << 20);
-        static TwoGemms gemms;
-        auto gemm_launching_a_kernel = [&](int status) {
-          const uint64_t token = lt_matmul_begin(gemms.mm2);
-          launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 7);
-          lt_matmul_end(token, status);
-        };
-        gemm_launching_a_kernel(CUBLAS_STATUS_EXECUTION_FAILED);
-        gemm_launching_a_kernel(0);
-        // After the GEMM: the job's own launch again.
-        launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 9);
-      },
-      &flat_resolver);
+  ChildResult child = run_gemms(true, [](TwoGemms& gemms) {
+    auto gemm_launching_a_kernel = [&](int status) {
+      const uint64_t token = lt_matmul_begin(gemms.mm2);
+      launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 7);
+      lt_matmul_end(token, status);
+    };
+    gemm_launching_a_kernel(CUBLAS_STATUS_EXECUTION_FAILED);
+    gemm_launching_a_kernel(0);
+    // After the GEMM: the job's own launch again.
+    launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 9);
+  });
   std::unique_ptr<trace::TraceReader> reader;
   const auto gemms = gemms_of(child, &reader);
   ASSERT_EQ(gemms.size(), 1u);
@@ -309,20 +303,14 @@ TEST_F(LtCopiesTest, ACopiedGemmThatFailedLeavesNoRecordAndItsLaunchesAreItsOwn)
 // drain asked for): those that find the ring busy are read on the launching thread. Every record
 // has its fields, whichever way it went.
 TEST_F(LtCopiesTest, GemmsPastAFullRingOfCopiesAreReadWhereTheyAreMade) {
-  ChildResult child = run_child(
-      env("broad"),
-      [] {
-        set_lt_copies(true);
-        on_alloc(0x7f0000000000, 1 << 20);
-        static TwoGemms gemms;
-        g_original_reads = 0;
-        for (int i = 0; i < 1100; ++i) lt_matmul_end(lt_matmul_begin(gemms.mm2), 0);
-        // Shown on failure: the verification turns alone read 18 x 10 times (layouts 4 + 1 + 4,
-        // C is D; 6 of the descriptor; no algorithm), more when GEMMs were read for want of an
-        // entry.
-        std::fprintf(stderr, "reads of the objects: %d\n", g_original_reads);
-      },
-      &flat_resolver);
+  ChildResult child = run_gemms(true, [](TwoGemms& gemms) {
+    g_original_reads = 0;
+    for (int i = 0; i < 1100; ++i) lt_matmul_end(lt_matmul_begin(gemms.mm2), 0);
+    // Shown on failure: the verification turns alone read 18 x 10 times (layouts 4 + 1 + 4,
+    // C is D; 6 of the descriptor; no algorithm), more when GEMMs were read for want of an
+    // entry.
+    std::fprintf(stderr, "reads of the objects: %d\n", g_original_reads);
+  });
   std::unique_ptr<trace::TraceReader> reader;
   const auto records = gemms_of(child, &reader);
   ASSERT_EQ(records.size(), 1100u) << child.stderr_text;
@@ -354,8 +342,8 @@ TEST_F(LtCopiesTest, CopiesOfTheRealLibrarysObjectsReadAsTheObjects) {
           set_lt_copies(copies);
           on_alloc(0x7f0000000000, 1 << 20);
           auto lt = [](const char* name) { return dlsym(g_cublaslt, name); };
-          auto desc_create = reinterpret_cast<decltype(&cublasLtMatmulDescCreate)>(
-              lt("cublasLtMatmulDescCreate"));
+          auto desc_create =
+              reinterpret_cast<decltype(&cublasLtMatmulDescCreate)>(lt("cublasLtMatmulDescCreate"));
           auto desc_set = reinterpret_cast<decltype(&cublasLtMatmulDescSetAttribute)>(
               lt("cublasLtMatmulDescSetAttribute"));
           auto layout_create = reinterpret_cast<decltype(&cublasLtMatrixLayoutCreate)>(

@@ -1,0 +1,54 @@
+// The driver entry points a kernel launch at broad asks the driver for, answered as for a PyTorch
+// elementwise kernel and returning at once. One set for both CPU benches: launch_cost_bench
+// (behind the collectors' symbol resolver) and fake_driver.cpp (a stand-in libcuda.so.1 behind
+// the whole shim). Not a stand-in for GPU work.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstring>
+
+namespace lockstep::bench {
+
+inline CUresult fake_ctx_get_current(CUcontext* ctx) {
+  *ctx = nullptr;
+  return CUDA_SUCCESS;
+}
+inline CUresult fake_func_get_name(const char** name, CUfunction) {
+  *name = "_Z6kernelPfif";
+  return CUDA_SUCCESS;
+}
+// One 4-byte int, then a 56-byte struct: three pointers and 32 bytes of sizes and strides.
+inline CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
+  static const size_t offsets[] = {0, 8}, sizes[] = {4, 56};
+  if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
+  *offset = offsets[index];
+  *size = sizes[index];
+  return CUDA_SUCCESS;
+}
+inline CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                  CUgraph*, const CUgraphNode**, const CUgraphEdgeData**,
+                                  size_t*) {
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  *id = 0;
+  return CUDA_SUCCESS;
+}
+
+// The entry point named `symbol` among the above, or null.
+inline void* fake_driver_entry(const char* symbol) {
+  struct Entry {
+    const char* name;
+    void* fn;
+  };
+  static const Entry entries[] = {
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&fake_ctx_get_current)},
+      {"cuFuncGetName", reinterpret_cast<void*>(&fake_func_get_name)},
+      {"cuFuncGetParamInfo", reinterpret_cast<void*>(&fake_func_get_param_info)},
+      {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(&fake_capture_info)},
+  };
+  for (const Entry& entry : entries)
+    if (std::strcmp(symbol, entry.name) == 0) return entry.fn;
+  return nullptr;
+}
+
+}  // namespace lockstep::bench
