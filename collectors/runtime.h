@@ -51,6 +51,15 @@ struct PlannedRegion {
 
 // A record waiting for digests. `outstanding` counts digests not yet delivered plus one while
 // the call is still open (so it is never appended before the API call returned).
+// One record of a state call that a held State record stands for (state_records.cpp): its seq,
+// name and size; `entry`: record.buffers' next entry is its (none for an empty tensor).
+struct StatePart {
+  uint64_t seq = 0;
+  trace::StringId name = 0;
+  uint64_t bytes = 0;
+  bool entry = false;
+};
+
 struct PendingRecord {
   trace::Record record;
   uint32_t outstanding = 1;
@@ -65,6 +74,8 @@ struct PendingRecord {
   // A known fill whose output is hashed: its digest teaches FillDigests (fill_digests.h).
   std::optional<FillKind> fill;
   uint32_t fill_index = 0;  // its output entry
+  // A state call's records, when this one stands for them (Tracer::append_state_parts).
+  std::vector<StatePart> state_parts;
   // Back to a new one's state for the next hold (Tracer's spare list), the record's vectors
   // keeping their capacity: a field added above is reset here too.
   void reuse() {
@@ -74,6 +85,7 @@ struct PendingRecord {
     role_pairs.clear();
     fill.reset();
     fill_index = 0;
+    state_parts.clear();
   }
 };
 
@@ -155,19 +167,19 @@ class Tracer {
   // full: the caller then appends with kFingerprintDropped. Taken, the caller's record is left
   // with empty buffers and payload and a stale header (nothing reads it after a hold).
   PendingRecord* hold(trace::Record&& record);
-  // hold() for each of `n` records under one lock (a call's state records): out[k] is
-  // records[k]'s, or null (that record is left alone) once the ring is full.
-  void hold_many(trace::Record* records, size_t n, PendingRecord** out);
   // Enqueues fingerprints of `regions` on `stream`, filling `pending` when they arrive. Regions
   // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
   // `not_capturing`: the caller has just seen that `stream` is not capturing (skips the check).
   void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
                    const PlannedRegion* regions, size_t n, bool not_capturing = false);
 
-  // Several records' regions in one hash launch (one per kMaxRegionsPerEnqueue regions): the
-  // state records of a model's tensors. plans[k] are the regions of pendings[k].
-  void fingerprint_batch(CUstream stream, bool per_thread_default, PendingRecord* const* pendings,
-                         const std::vector<PlannedRegion>* plans, size_t count);
+  // fingerprint() of regions that may repeat (a state call's tensors, tied weights passed twice):
+  // a region already in the launch is hashed once and its digest fills each entry.
+  void fingerprint_repeating(PendingRecord* pending, CUstream stream, const PlannedRegion* regions,
+                             size_t n);
+  // The records a held State record stands for (a state call's, state_records.cpp): its
+  // identity with each part's seq, name and size and entry of its buffers. Appended in order.
+  void append_state_parts(const trace::Record& batch, const std::vector<StatePart>& parts);
 
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
   // A kernel's outputs need hashing after it and the next kernel's inputs before that one; on
@@ -212,8 +224,6 @@ class Tracer {
   // The call returned: drop the open-call reference; appended once all digests arrived, unless
   // the call failed (keep = false: the op never ran, as for calls held without fingerprints).
   void release(PendingRecord* pending, bool keep = true);
-  // release() of each, under one lock.
-  void release_many(PendingRecord* const* pendings, size_t n);
   // Is `stream` capturing (or in an invalid capture state)? Capture id in *capture_id.
   bool capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
                  CUgraph* graph = nullptr);
@@ -297,6 +307,7 @@ class Tracer {
     PendingRecord* pending;
     const PlannedRegion* regions;
     size_t n;
+    bool repeats = false;  // its own regions may repeat (else only earlier groups' are looked up)
   };
   // One engine launch (per kMaxRegionsPerEnqueue regions) for every group's regions.
   void enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
@@ -422,6 +433,8 @@ class Tracer {
   // free each, a third of that call's cost).
   std::vector<PendingRecord*> spare_pending_;
   PendingRecord* new_pending_locked(trace::Record& record);
+  // A complete held record into the trace: itself, or the state call's records it stands for.
+  void append_held(const PendingRecord& pending);
   std::map<uint32_t, size_t> pending_per_step_;
   std::deque<uint32_t> steps_to_end_;
   struct StreamDone {

@@ -44,11 +44,8 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   auto stream = static_cast<CUstream>(stream_handle);
   const bool hash = tracer->fingerprint_step(Tracer::steps().current());
   const trace::StringId label = tracer->intern("value");
-  // Reused from call to call (once per optimizer step, the same tensors): the plans keep their
-  // capacity, and the records to hold are held under one lock. Heap, never freed (exit).
-  thread_local auto* held_buffer = new std::vector<trace::Record>;
-  thread_local auto* pendings_buffer = new std::vector<PendingRecord*>;
-  thread_local auto* plans_buffer = new std::vector<std::vector<PlannedRegion>>;
+  // Reused from call to call (once per optimizer step, the same tensors): the buffers keep
+  // their capacity. Heap, never freed (exit).
   thread_local auto* lookups_buffer = new Lookups;
   Lookups& known = *lookups_buffer;
   const uint64_t generation = tracer->allocations().generation();
@@ -57,23 +54,25 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   if (known.ptrs.size() < n) {
     known.ptrs.resize(n), known.names.resize(n), known.ids.resize(n), known.hits.resize(n);
   }
-  std::vector<trace::Record>& held = *held_buffer;
-  std::vector<PendingRecord*>& pendings = *pendings_buffer;
-  std::vector<std::vector<PlannedRegion>>& plans = *plans_buffer;
-  if (held.size() < n) held.resize(n);
-  if (plans.size() < n) plans.resize(n);
   // The call's records differ only in seq, name and size: one identity (stream, step, thread,
-  // scope), and n consecutive seqs taken at once. Each of them is appended below, held or not.
-  thread_local auto* identity_buffer = new trace::Record;
-  trace::Record& identity = *identity_buffer;
-  identity.clear();
+  // scope), and n consecutive seqs taken at once. Fingerprinted, the call is one held record:
+  // `batch` (that identity, with the n tensors' entries as its buffers) and its parts, which
+  // the collector's thread turns into the n records once the digests arrived
+  // (Tracer::append_state_parts). Building, holding and appending 77 records on the job's
+  // thread was most of a PyTorch step's state call (issue #34).
+  thread_local auto* batch_buffer = new trace::Record;
+  thread_local auto* parts_buffer = new std::vector<StatePart>;
+  thread_local auto* plan_buffer = new std::vector<PlannedRegion>;
+  trace::Record& batch = *batch_buffer;
+  std::vector<StatePart>& parts = *parts_buffer;
+  std::vector<PlannedRegion>& plan = *plan_buffer;
+  batch.clear();
   const uint64_t first_seq = tracer->next_seqs(n);
-  tracer->stamp_with_seq(&identity, trace::RecordKind::State, "", stream, false, first_seq);
-  size_t planned = 0;  // held[k] with plans[k], k < planned
+  tracer->stamp_with_seq(&batch, trace::RecordKind::State, "", stream, false, first_seq);
+  batch.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
+  parts.clear();
+  plan.clear();
   for (size_t i = 0; i < n; ++i) {
-    trace::Record& record = held[planned];
-    record.copy_from(identity);
-    record.seq = first_seq + i;
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
     if (!still_known || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
       known.ptrs[i] = ptrs[i];
@@ -81,32 +80,46 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
       known.ids[i] = tracer->intern(name);
       known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
     }
-    record.name = known.ids[i];
-    record.fields[trace::fields::State::bytes] = bytes[i];
-    record.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
-    std::vector<PlannedRegion>& plan = plans[planned];
-    plan.clear();
-    tracer->add_buffer(&record, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
+    const size_t entries = batch.buffers.size();
+    tracer->add_buffer(&batch, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
                        bytes[i], /*exact=*/true, hash, UINT64_MAX, known.hits[i]);
-    if (plan.empty()) {  // outside the step window, or nothing to read: identity only
-      tracer->append(record);
-      continue;
-    }
-    ++planned;
+    const bool entry = batch.buffers.size() > entries;  // none for a null or empty tensor
+    parts.push_back({first_seq + i, known.ids[i], bytes[i], entry});
   }
-  pendings.assign(planned, nullptr);
-  tracer->hold_many(held.data(), planned, pendings.data());
-  for (size_t k = 0; k < planned; ++k) {
-    if (pendings[k] != nullptr) continue;  // refused (the pending ring is full): left alone
-    for (auto& entry : held[k].buffers) entry.flags |= trace::kFingerprintDropped;
-    tracer->append(held[k]);
+  if (plan.empty()) {  // outside the step window, or nothing to read: identities only
+    tracer->append_state_parts(batch, parts);
+    return;
   }
-  // Refused ones (null) are skipped by both.
-  tracer->fingerprint_batch(stream, false, pendings.data(), plans.data(), planned);
-  tracer->release_many(pendings.data(), planned);
+  PendingRecord* pending = tracer->hold(std::move(batch));
+  if (pending == nullptr) {  // the pending ring is full: recorded, fingerprints dropped
+    for (auto& e : batch.buffers) e.flags |= trace::kFingerprintDropped;
+    tracer->append_state_parts(batch, parts);
+    return;
+  }
+  pending->state_parts.swap(parts);  // before the enqueue: the collector reads them after it
+  tracer->fingerprint_repeating(pending, stream, plan.data(), plan.size());
+  tracer->release(pending);
 }
 
 }  // namespace
+
+void Tracer::append_state_parts(const trace::Record& batch, const std::vector<StatePart>& parts) {
+  // On the collector's thread, one record reused for the n (its buffer keeps its capacity).
+  thread_local auto* record_buffer = new trace::Record;  // never freed (exit)
+  trace::Record& record = *record_buffer;
+  record.copy_identity(batch);
+  record.payload.clear();
+  size_t next = 0;  // batch.buffers' next entry
+  for (const StatePart& part : parts) {
+    record.seq = part.seq;
+    record.name = part.name;
+    record.fields[trace::fields::State::bytes] = part.bytes;
+    record.buffers.clear();
+    if (part.entry && next < batch.buffers.size()) record.buffers.push_back(batch.buffers[next++]);
+    append(record);
+  }
+}
+
 }  // namespace lockstep::collectors
 
 extern "C" void lockstep_fingerprint(const void* ptr, unsigned long long bytes, const char* name,

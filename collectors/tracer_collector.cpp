@@ -48,31 +48,6 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
   return pending;
 }
 
-void Tracer::hold_many(trace::Record* records, size_t n, PendingRecord** out) {
-  self_time::Scope timed(self_time::Phase::Hold);
-  std::lock_guard lock(pending_mutex_);
-  // The records of one call share their step: counted per run of one step, not looked up in the
-  // map per record.
-  size_t run = 0;
-  uint32_t run_step = 0;
-  for (size_t k = 0; k < n; ++k) {
-    if (pending_records_ >= kMaxPendingRecords || closing_) {
-      out[k] = nullptr;
-      continue;
-    }
-    out[k] = new_pending_locked(records[k]);
-    ++pending_records_;
-    const uint32_t step = out[k]->record.step;
-    if (run > 0 && step != run_step) pending_per_step_[run_step] += run, run = 0;
-    run_step = step, ++run;
-  }
-  if (run > 0) pending_per_step_[run_step] += run;
-  if (n > 0 && !collector_running_) {
-    collector_running_ = true;
-    collector_ = std::thread([this] { collector_loop(); });
-  }
-}
-
 bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
   // pending_mutex_ held.
   if (valid && buffer_index < pending->record.buffers.size()) {
@@ -146,8 +121,15 @@ void Tracer::retire_locked(PendingRecord* pending) {
   finish_steps_locked();
 }
 
+void Tracer::append_held(const PendingRecord& pending) {
+  if (pending.state_parts.empty())
+    append(pending.record);
+  else
+    append_state_parts(pending.record, pending.state_parts);
+}
+
 void Tracer::complete_locked(PendingRecord* pending) {
-  if (!pending->discard) append(pending->record);
+  if (!pending->discard) append_held(*pending);
   retire_locked(pending);
 }
 
@@ -156,13 +138,6 @@ void Tracer::release(PendingRecord* pending, bool keep) {
   std::lock_guard lock(pending_mutex_);
   if (!keep) pending->discard = true;
   if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
-}
-
-void Tracer::release_many(PendingRecord* const* pendings, size_t n) {
-  std::lock_guard lock(pending_mutex_);
-  for (size_t k = 0; k < n; ++k)
-    if (pendings[k] != nullptr && deliver(pendings[k], UINT32_MAX, 0, false))
-      complete_locked(pendings[k]);
 }
 
 void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t step,
@@ -227,7 +202,7 @@ void Tracer::collector_loop() {
       // not wait on the encoding; retired after, so that no step ends before its records.
       lock.unlock();
       for (PendingRecord* pending : complete)
-        if (!pending->discard) append(pending->record);
+        if (!pending->discard) append_held(*pending);
       lock.lock();
       for (PendingRecord* pending : complete) retire_locked(pending);
     }

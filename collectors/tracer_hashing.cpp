@@ -55,16 +55,11 @@ void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_threa
   enqueue_groups(stream, per_thread_default, &group, 1, not_capturing);
 }
 
-void Tracer::fingerprint_batch(CUstream stream, bool per_thread_default,
-                               PendingRecord* const* pendings,
-                               const std::vector<PlannedRegion>* plans, size_t count) {
-  thread_local auto* groups_buffer = new std::vector<HashGroup>;  // never freed (exit)
-  std::vector<HashGroup>& groups = *groups_buffer;
-  groups.clear();
-  for (size_t k = 0; k < count; ++k)
-    if (pendings[k] != nullptr && !plans[k].empty())
-      groups.push_back({pendings[k], plans[k].data(), plans[k].size()});
-  enqueue_groups(stream, per_thread_default, groups.data(), groups.size(), false);
+void Tracer::fingerprint_repeating(PendingRecord* pending, CUstream stream,
+                                   const PlannedRegion* regions, size_t n) {
+  if (pending == nullptr || n == 0) return;
+  const HashGroup group{pending, regions, n, /*repeats=*/true};
+  enqueue_groups(stream, false, &group, 1, false);
 }
 
 void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
@@ -116,13 +111,19 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   const bool indexed = total > kCompareDirectly;
   if (indexed) index.reset(total);
   size_t inserted = 0;
-  for (size_t g = 0; g < count; ++g) {
-    // Against earlier groups only: a group's own regions are distinct (a GEMM whose A is its B
-    // aside, hashed twice), and a graph replay's thousands are not compared with each other.
-    const size_t earlier = all.size();
+  size_t earlier = 0;  // the regions a region is looked up among: all[0, earlier)
+  const auto look_among_all = [&] {
+    earlier = all.size();
     for (; indexed && inserted < earlier; ++inserted)
       index.insert(all[inserted].ptr, all[inserted].bytes, static_cast<uint32_t>(inserted));
+  };
+  for (size_t g = 0; g < count; ++g) {
+    // Against earlier groups only: a group's own regions are distinct (a GEMM whose A is its B
+    // aside, hashed twice), and a graph replay's thousands are not compared with each other;
+    // unless they may repeat (a state call's: tied weights).
+    look_among_all();
     for (size_t i = 0; i < groups[g].n; ++i) {
+      if (groups[g].repeats) look_among_all();
       const PlannedRegion& region = groups[g].regions[i];
       const SlotTarget owner{groups[g].pending, region.buffer_index};
       // The same bytes earlier in this launch (an output the next call reads, nothing ran

@@ -261,8 +261,8 @@ struct Record {
   }
   bool operator==(const Record&) const = default;
 
- private:
-  // Every member but the two vectors (one list for copy_from and take_from).
+  // Every member but the two vectors (one list for copy_from and take_from; the records a held
+  // State record stands for take its identity so).
   void copy_identity(const Record& other) {
     kind = other.kind;
     scope = other.scope;

@@ -86,6 +86,42 @@ TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
   EXPECT_EQ(records[35].buffers[0].bytes, 512u);
 }
 
+// A call's records come from one held record (its entries, one per tensor that has bytes),
+// split on the collector's thread: an empty tensor among them keeps its place and its seq, with
+// no entry, and the others' entries stay theirs.
+TEST_F(MergeTest, StateOfAnEmptyTensorKeepsItsPlaceWithoutAnEntry) {
+  const std::string log = run([](std::string* text) {
+    const void* ptrs[] = {reinterpret_cast<void*>(kMergeBase), reinterpret_cast<void*>(kMergeBase + 4096),
+                          reinterpret_cast<void*>(kMergeBase + 8192)};
+    const unsigned long long bytes[] = {4096, 0, 64};
+    const char* names[] = {"a", "empty", "c"};
+    lockstep_fingerprint_many(3, ptrs, bytes, names, kStreamS, 2);
+    *text = hash_launches();
+  });
+  EXPECT_EQ(log, "S2");
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 3u);
+  const char* names[] = {"a", "empty", "c"};
+  const size_t entries[] = {1, 0, 1};
+  for (size_t i = 0; i < 3; ++i) {
+    const trace::Record& r = records[i];
+    EXPECT_EQ(reader->string(r.name), names[i]);
+    EXPECT_EQ(r.seq, records[0].seq + i);
+    EXPECT_EQ(r.fields[trace::fields::State::state_kind], 2u);
+    ASSERT_EQ(r.buffers.size(), entries[i]) << names[i];
+  }
+  EXPECT_EQ(records[0].buffers[0].bytes, 4096u);
+  EXPECT_EQ(records[2].buffers[0].bytes, 64u);
+  for (size_t i : {0, 2}) {
+    const trace::BufferFingerprint& b = records[i].buffers[0];
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << names[i];
+    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << names[i];
+  }
+}
+
 TEST_F(MergeTest, StateOutsideTheStepWindowIsRecordedByIdentityOnly) {
   const fs::path log = dir_.string() + ".state-window";
   auto environment = env("broad");
