@@ -4,10 +4,11 @@
 //   host_us    host time to issue one iteration (what a CPU-bound job pays)
 //   device_us  device time per iteration with all N queued behind a spin kernel first (what a
 //              GPU-bound job pays: the GPU never waits for the host)
-// Cases: empty kernels with a small and an 808-byte parameter block (the floor), the read-only
-// reduction of 4 KiB, cuStreamIsCapturing alone, the shipped compact kernel launched directly,
-// HashEngine::enqueue of 1 and 2 regions, and the full-level pattern (a small job kernel
-// followed by a 2-region hash launch) beside the job kernel alone.
+// Cases: empty kernels with a small, an 808-byte and the medium batch's 3.1 KB parameter block
+// (the floor), the read-only reduction of 4 KiB, cuStreamIsCapturing alone, the shipped compact
+// kernel launched directly, HashEngine::enqueue of 1, 2 and 77 regions (the state call's), and
+// the full-level pattern (a small job kernel followed by a 2-region hash launch) beside the job
+// kernel alone.
 // Usage: launch_floor [iterations]
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -42,6 +43,12 @@ __global__ void empty_small(unsigned long long a, unsigned long long b) {
 }
 __global__ void empty_808(const __grid_constant__ Params808 p) {
   if (p.words[100] == 1 && threadIdx.x == 999) asm volatile("trap;");
+}
+// The medium batch's parameter block (lsf1::BatchParams<kMediumBatch>, 3.1 KB): what its size
+// alone costs a launch, against the 16-byte one.
+using ParamsMedium = lsf1::BatchParams<lsf1::kMediumBatch>;
+__global__ void empty_medium(const __grid_constant__ ParamsMedium p) {
+  if (p.count == 12345 && threadIdx.x == 999) asm volatile("trap;");
 }
 __global__ void __launch_bounds__(256)
     reduce_u64(const ulonglong2* p, size_t n16, unsigned long long* out) {
@@ -94,11 +101,13 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cuModuleLoadData(&module, lockstep_hash_kernels_fatbin));
   CUfunction compact_small;
   BENCH_CHECK(cuModuleGetFunction(&compact_small, module, lsf1::kSmallCompactKernelName));
-  CUfunction empty_small_fn, empty_808_fn;
+  CUfunction empty_small_fn, empty_808_fn, empty_medium_fn;
   BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_small_fn),
                                   (const void*)empty_small));
   BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_808_fn),
                                   (const void*)empty_808));
+  BENCH_CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&empty_medium_fn),
+                                  (const void*)empty_medium));
 
   // Region i of an iteration: a different 4 KiB slice each time (no L2 reuse across iterations
   // within 64 MiB... the H200's L2 is 60 MB, so the pool is just larger than it).
@@ -116,9 +125,12 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cuLaunchKernel(compact_small, 1, 1, 1, lsf1::kThreadsPerBlock, 1, 1, 0, cu_stream,
                                args, nullptr));
   };
+  // The state call's launch: 77 regions (the PyTorch hook's GPT parameters), the medium batch.
+  constexpr uint32_t kStateRegions = 77;
   auto enqueue = [&](long i, uint32_t regions) {
-    Region r[2] = {{reinterpret_cast<CUdeviceptr>(slice(2 * i)), 4096},
-                   {reinterpret_cast<CUdeviceptr>(slice(2 * i + 1)), 4096}};
+    Region r[kStateRegions];
+    for (uint32_t k = 0; k < regions; ++k)
+      r[k] = {reinterpret_cast<CUdeviceptr>(slice(long(kStateRegions) * i + k)), 4096};
     if (!engine->enqueue(cu_stream, r, regions, nullptr))
       std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
   };
@@ -143,6 +155,13 @@ int main(int argc, char** argv) {
          void* args[] = {&p};
          BENCH_CHECK(cuLaunchKernel(empty_808_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
        }},
+      {"empty kernel, 3.1 KB params (medium)",
+       [&](long) {
+         ParamsMedium p{};
+         void* args[] = {&p};
+         BENCH_CHECK(
+             cuLaunchKernel(empty_medium_fn, 1, 1, 1, 256, 1, 1, 0, cu_stream, args, nullptr));
+       }},
       {"reduce 4 KiB",
        [&](long i) {
          reduce_u64<<<1, 256, 0, stream>>>(reinterpret_cast<const ulonglong2*>(slice(i)), 256,
@@ -157,6 +176,7 @@ int main(int argc, char** argv) {
       {"lsf1 compact, 1 x 4 KiB, device slots", [&](long i) { direct(i, device_slots); }},
       {"engine enqueue 1 x 4 KiB", [&](long i) { enqueue(i, 1); }},
       {"engine enqueue 2 x 4 KiB", [&](long i) { enqueue(i, 2); }},
+      {"engine enqueue 77 x 4 KiB (state call)", [&](long i) { enqueue(i, kStateRegions); }},
       {"job kernel (axpy 4 KiB)", [&](long) { axpy_small<<<4, 256, 0, stream>>>(x, y, 1024); }},
       {"job kernel + enqueue 2 x 4 KiB",
        [&](long i) {
