@@ -3,7 +3,9 @@
 // begin and end, the real call, allocation hooks, frees, order points); =2 adds the parts nested
 // in them. Off, a scope costs one relaxed load; on, two reads of the CPU's
 // time-stamp counter (a few ns, where a clock_gettime in a VM may take 50 or more, which made
-// the small levels look several times costlier than they are) and two relaxed adds.
+// the small levels look several times costlier than they are) and two plain adds to the
+// calling thread's own counters (a locked add, two per scope and three scopes per traced call,
+// drained the store buffer on a line the job's work had evicted, in the next scope's reading).
 // Phases nest (a kernel's describe inside call begin); a scope subtracts the measured cost of
 // the timing done by the scopes nested in it, and what an empty scope reads (the time-stamp
 // reads' own latency, about 10-25 ns), so that the totals are the shim's work alone: a job
@@ -65,12 +67,52 @@ inline constexpr const char* kPhaseNames[] = {
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 
+// One thread's counts of one phase: written by that thread alone (a load and a store, no
+// locked add), read by the report from any thread.
 struct Counter {
   std::atomic<uint64_t> ticks{0}, calls{0}, slow_ticks{0}, slow_calls{0};
 };
 inline std::atomic<bool> enabled{false};  // top-level phases (LOCKSTEP_DEBUG=1 and 2)
 inline std::atomic<bool> detail{false};   // and the nested ones (LOCKSTEP_DEBUG=2)
-inline Counter counters[size_t(Phase::kCount)];
+
+// Every thread's counters that timed a scope, in a list the report sums (never freed: a thread
+// that ended still counts, and hooks run during exit).
+struct ThreadCounters {
+  Counter counters[size_t(Phase::kCount)];
+  ThreadCounters* next = nullptr;
+};
+inline std::atomic<ThreadCounters*> all_threads{nullptr};
+inline thread_local ThreadCounters* t_counters __attribute__((tls_model("initial-exec"))) = nullptr;
+[[gnu::noinline, gnu::cold]] inline ThreadCounters* new_thread_counters() {
+  auto* mine = new ThreadCounters;
+  mine->next = all_threads.load(std::memory_order_relaxed);
+  while (!all_threads.compare_exchange_weak(mine->next, mine, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+  }
+  return t_counters = mine;
+}
+inline Counter& thread_counter(Phase phase) {
+  ThreadCounters* mine = t_counters;
+  if (mine == nullptr) [[unlikely]]
+    mine = new_thread_counters();
+  return mine->counters[size_t(phase)];
+}
+// A phase's counts over every thread.
+struct Totals {
+  uint64_t ticks = 0, calls = 0, slow_ticks = 0, slow_calls = 0;
+};
+inline Totals totals(Phase phase) {
+  Totals sum;
+  for (const ThreadCounters* t = all_threads.load(std::memory_order_acquire); t != nullptr;
+       t = t->next) {
+    const Counter& c = t->counters[size_t(phase)];
+    sum.ticks += c.ticks.load(std::memory_order_relaxed);
+    sum.calls += c.calls.load(std::memory_order_relaxed);
+    sum.slow_ticks += c.slow_ticks.load(std::memory_order_relaxed);
+    sum.slow_calls += c.slow_calls.load(std::memory_order_relaxed);
+  }
+  return sum;
+}
 
 inline uint64_t now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -109,23 +151,29 @@ inline thread_local uint64_t t_scopes_closed __attribute__((tls_model("initial-e
 // Ticks spent in Untimed sections on this thread so far (a scope leaves out the difference).
 inline thread_local uint64_t t_untimed_ticks __attribute__((tls_model("initial-exec"))) = 0;
 
+// `c` is the calling thread's own (thread_counter): its single writer.
+inline void add_to(std::atomic<uint64_t>& counter, uint64_t value) {
+  counter.store(counter.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+}
 inline void add_ticks(Counter& c, uint64_t ticks) {
   if (ticks >= calibration.slow_ticks) {
-    c.slow_ticks.fetch_add(ticks, std::memory_order_relaxed);
-    c.slow_calls.fetch_add(1, std::memory_order_relaxed);
+    add_to(c.slow_ticks, ticks);
+    add_to(c.slow_calls, 1);
     return;
   }
-  c.ticks.fetch_add(ticks, std::memory_order_relaxed);
-  c.calls.fetch_add(1, std::memory_order_relaxed);
+  add_to(c.ticks, ticks);
+  add_to(c.calls, 1);
 }
 
 class Scope {
  public:
-  explicit Scope(Phase phase)
-      : Scope(&counters[size_t(phase)],
-              (is_detail(phase) ? detail : enabled).load(std::memory_order_relaxed)) {}
-  Scope(Counter* counter, bool on) : counter_(counter), start_(on ? now_ticks() : 0) {
-    if (start_ != 0) closed_before_ = t_scopes_closed, untimed_before_ = t_untimed_ticks;
+  explicit Scope(Phase phase) {
+    if ((is_detail(phase) ? detail : enabled).load(std::memory_order_relaxed)) [[unlikely]]
+      start(&thread_counter(phase));
+  }
+  // `counter`: one only this thread adds to.
+  Scope(Counter* counter, bool on) {
+    if (on) start(counter);
   }
   ~Scope() {
     if (start_ == 0) return;
@@ -138,8 +186,13 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
  private:
-  Counter* counter_;
-  uint64_t start_;
+  void start(Counter* counter) {
+    counter_ = counter;
+    closed_before_ = t_scopes_closed, untimed_before_ = t_untimed_ticks;
+    start_ = now_ticks();
+  }
+  Counter* counter_ = nullptr;
+  uint64_t start_ = 0;
   uint64_t closed_before_ = 0;
   uint64_t untimed_before_ = 0;
 };
@@ -206,13 +259,13 @@ inline double ns_per_tick() {
 }
 
 // The shim's own time on the calling threads in ns: the top-level phases' `field` summed.
-inline uint64_t own_total_ns(std::atomic<uint64_t> Counter::*field) {
+inline uint64_t own_total_ns(uint64_t Totals::*field) {
   uint64_t ticks = 0;
-  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) ticks += (counters[i].*field).load();
+  for (size_t i = 0; i <= size_t(kLastOwnTopLevel); ++i) ticks += totals(Phase(i)).*field;
   return uint64_t(double(ticks) * ns_per_tick());
 }
-inline uint64_t steady_total_ns() { return own_total_ns(&Counter::ticks); }  // slow calls apart
-inline uint64_t slow_total_ns() { return own_total_ns(&Counter::slow_ticks); }
+inline uint64_t steady_total_ns() { return own_total_ns(&Totals::ticks); }  // slow calls apart
+inline uint64_t slow_total_ns() { return own_total_ns(&Totals::slow_ticks); }
 
 // "call begin 19457 x 410 ns (+60 slow, 79.1 ms), ..." for the phases that ran, then the
 // timing cost taken out of each scope per nested scope.
@@ -220,17 +273,17 @@ inline std::string report() {
   std::string out;
   const double rate = ns_per_tick();
   for (size_t i = 0; i < size_t(Phase::kCount); ++i) {
-    const Counter& c = counters[i];
-    const uint64_t calls = c.calls.load(), slow = c.slow_calls.load();
+    const Totals c = totals(Phase(i));
+    const uint64_t calls = c.calls, slow = c.slow_calls;
     if (calls == 0 && slow == 0) continue;
-    const double ns = double(c.ticks.load()) * rate;
+    const double ns = double(c.ticks) * rate;
     if (!out.empty()) out += ", ";
     out += std::string(kPhaseNames[i]) + " " + std::to_string(calls) + " x " +
            std::to_string(calls ? uint64_t(ns / double(calls)) : 0) + " ns";
     if (slow != 0) {
       char text[64];
       std::snprintf(text, sizeof text, " (+%llu slow, %.1f ms)", (unsigned long long)slow,
-                    double(c.slow_ticks.load()) * rate / 1e6);
+                    double(c.slow_ticks) * rate / 1e6);
       out += text;
     }
   }
