@@ -12,12 +12,21 @@ void AllocationMap::widen(uintptr_t base, uint64_t bytes) {
     highest_.store(base + bytes, std::memory_order_relaxed);
 }
 
+bool AllocationMap::overlaps_locked(uintptr_t base, uint64_t bytes) const {
+  if (containing(base) != entries_.end()) return true;
+  const auto next = entries_.lower_bound(base);  // an entry starting inside the new range
+  return next != entries_.end() && next->first < base + bytes;
+}
+
+// A PyTorch job allocates every step (its caching allocator growing, stream-ordered pools):
+// generation() moves only when a known allocation's answer may change.
 void AllocationMap::add(uintptr_t base, uint64_t bytes, bool graph_owned) {
   if (bytes == 0) return;
   std::unique_lock lock(mutex_);
   widen(base, bytes);
+  const bool overlaps = overlaps_locked(base, bytes);
   entries_[base] = Entry{bytes, next_ordinal_++, false, graph_owned};
-  changed();
+  if (overlaps) changed();
 }
 
 void AllocationMap::remove(uintptr_t base) {
@@ -31,8 +40,9 @@ void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
   if (bytes == 0) return;
   std::unique_lock lock(mutex_);
   widen(base, bytes);
+  const bool overlaps = overlaps_locked(base, bytes);
   entries_[base] = Entry{bytes, next_ordinal_++, true};
-  changed();
+  if (overlaps) changed();
 }
 
 void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {

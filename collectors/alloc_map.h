@@ -37,8 +37,12 @@ class AllocationMap {
   void unmap(uintptr_t ptr, uint64_t bytes);                 // cuMemUnmap
 
   std::optional<AllocationHit> find(uintptr_t ptr) const;
-  // Bumped by every change above: a caller that remembers find()'s answers (state_records.cpp,
-  // the same tensors every optimizer step) may keep them while it stays the same.
+  // Bumped by every change that may alter an answer find() gave: a free, an unmap or a map (a
+  // remap replaces, a new piece may lengthen a run), a reservation released, an allocation or
+  // reservation that replaces or overlaps a known one. A caller that remembers find()'s hits
+  // (state_records.cpp: the same tensors every optimizer step) keeps them while it stays the
+  // same. An allocation that overlaps nothing known leaves it: no hit changes, though a pointer
+  // find() did not place may be inside it now (remember no empty answer).
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   size_t size() const;
   size_t mapped_pieces() const;
@@ -60,6 +64,8 @@ class AllocationMap {
   uint32_t next_ordinal_ = 1;
   std::atomic<uint64_t> generation_{0};  // changed under the unique lock
   void changed() { generation_.fetch_add(1, std::memory_order_release); }
+  // Whether [base, base + bytes) meets an entry (under the unique lock).
+  bool overlaps_locked(uintptr_t base, uint64_t bytes) const;
   // Bounds of every address ever added: most scalar words fall outside and skip the lock.
   std::atomic<uintptr_t> lowest_{UINTPTR_MAX}, highest_{0};
   void widen(uintptr_t base, uint64_t bytes);

@@ -20,9 +20,10 @@ namespace {
 
 // What this thread's last call was given and looked up. A PyTorch job passes the same tensors in
 // the same order every optimizer step (python/lockstep/_shim.py, Batch): a name that reads the
-// same keeps its id, a pointer its allocation while the allocation map has not changed since
-// (AllocationMap::generation). Each lookup is a hash-table or tree walk on lines the job's own
-// work evicted since the last step. Entries of a call are rewritten where they differ.
+// same keeps its id, a pointer its allocation while no change of the allocation map may have
+// altered it (AllocationMap::generation: not a new allocation elsewhere, which the job makes
+// every step). Each lookup is a hash-table or tree walk on lines the job's own work evicted since
+// the last step. Entries of a call are rewritten where they differ; an empty hit is not kept.
 struct Lookups {
   const Tracer* tracer = nullptr;  // ids are per trace file: a forked child's tracer starts over
   uint64_t generation = 0;
@@ -49,7 +50,8 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   thread_local auto* lookups_buffer = new Lookups;
   Lookups& known = *lookups_buffer;
   const uint64_t generation = tracer->allocations().generation();
-  const bool still_known = known.tracer == tracer && known.generation == generation;
+  const bool same_tracer = known.tracer == tracer;
+  const bool hits_hold = same_tracer && known.generation == generation;
   known.tracer = tracer, known.generation = generation;
   if (known.ptrs.size() < n) {
     known.ptrs.resize(n), known.names.resize(n), known.ids.resize(n), known.hits.resize(n);
@@ -74,10 +76,12 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   plan.clear();
   for (size_t i = 0; i < n; ++i) {
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
-    if (!still_known || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
+    if (!same_tracer || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
       known.ptrs[i] = ptrs[i];
       known.names[i] = name;
       known.ids[i] = tracer->intern(name);
+      known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
+    } else if (!hits_hold || !known.hits[i]) {
       known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
     }
     const size_t entries = batch.buffers.size();

@@ -146,10 +146,14 @@ void measure_state(long calls, double* result) {
   std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
   std::vector<double> paced(std::min<long>(calls, 1000));
   uint64_t sink = 0;
+  CUdeviceptr elsewhere = 0x7e0000000000;
   for (double& cost : paced) {
     // A job calls once per optimizer step: by then the collector thread (polling every 1 ms)
-    // has retired the last call's records, whose buffers the next call reuses.
+    // has retired the last call's records, whose buffers the next call reuses. And it has
+    // allocated meanwhile (PyTorch's launch-bound GPT job: 3 allocations a step), elsewhere.
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    on_alloc(elsewhere, 4 << 20);
+    elsewhere += 4 << 20;
     for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
     const auto t0 = std::chrono::steady_clock::now();
     call();

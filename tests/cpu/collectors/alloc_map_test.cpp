@@ -75,5 +75,36 @@ TEST(AllocationMap, FreeDoesNotDropAReservation) {
   EXPECT_TRUE(map.find(0x100000));
 }
 
+// The state call keeps its tensors' hits while the generation holds (state_records.cpp): a job
+// that allocates every step elsewhere must not move it; whatever may change a hit must.
+TEST(AllocationMap, OnlyAChangeThatMayAlterAnAnswerMovesTheGeneration) {
+  AllocationMap map;
+  map.add(0x100000, MiB);
+  uint64_t seen = map.generation();
+  const auto moved = [&] {
+    const bool changed = map.generation() != seen;
+    seen = map.generation();
+    return changed;
+  };
+  map.add(0x400000, MiB);  // elsewhere: every earlier answer stands
+  EXPECT_FALSE(moved());
+  map.reserve(0x1000000, 4 * MiB);
+  EXPECT_FALSE(moved());
+  map.add(0x100000 + MiB / 2, MiB);  // inside a known allocation (a free not seen): replaces
+  EXPECT_TRUE(moved());
+  map.add(0x300000, 2 * MiB);  // runs into the allocation at 0x400000
+  EXPECT_TRUE(moved());
+  map.reserve(0x800000, 16 * MiB);  // over the earlier reservation
+  EXPECT_TRUE(moved());
+  map.map(0x1000000, MiB);  // a mapped run may lengthen
+  EXPECT_TRUE(moved());
+  map.unmap(0x1000000, MiB);
+  EXPECT_TRUE(moved());
+  map.remove(0x400000);
+  EXPECT_TRUE(moved());
+  map.release_reservation(0x800000, 16 * MiB);
+  EXPECT_TRUE(moved());
+}
+
 }  // namespace
 }  // namespace lockstep::collectors

@@ -207,6 +207,30 @@ TEST_F(MergeTest, StateRemembersTheLastCallsLookupsOnlyWhileTheyHold) {
   }
 }
 
+// A pointer no allocation held is looked up again at the next call: an allocation made in
+// between (elsewhere than any known one, so the map's generation stays) places it.
+TEST_F(MergeTest, StateLooksAgainForAPointerNoAllocationHeld) {
+  run([](std::string*) {
+    const void* ptrs[] = {reinterpret_cast<void*>(kSecondBase + 256)};
+    const unsigned long long bytes[] = {1024};
+    const char* names[] = {"late"};
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);  // in no allocation
+    on_alloc(kSecondBase, 4096);
+    lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);
+  });
+  auto files = traces();
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = trace::TraceReader::open(files[0].string());
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 2u);
+  ASSERT_EQ(records[1].buffers.size(), 1u);
+  EXPECT_NE(records[1].buffers[0].alloc_ordinal, 0u);
+  EXPECT_EQ(records[1].buffers[0].alloc_offset, 256u);
+  EXPECT_TRUE(records[1].buffers[0].flags & trace::kFingerprintValid);
+  if (!records[0].buffers.empty()) EXPECT_EQ(records[0].buffers[0].alloc_ordinal, 0u);
+}
+
 TEST_F(RuntimeTest, StateCallsWithNothingToRecordAreIgnored) {
   ChildResult child = run_child(env("broad"), [] {
     lockstep_fingerprint_many(0, nullptr, nullptr, nullptr, nullptr, 0);
