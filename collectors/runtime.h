@@ -51,10 +51,10 @@ struct PlannedRegion {
 
 // A record waiting for digests. `outstanding` counts digests not yet delivered plus one while
 // the call is still open (so it is never appended before the API call returned).
-// One record of a state call that a held State record stands for (state_records.cpp): its seq,
-// name and size; `entry`: record.buffers' next entry is its (none for an empty tensor).
+// One record of a state call that a held State record stands for (state_records.cpp), the k-th
+// (its seq: the held record's + k): its name and size; `entry`: record.buffers' next entry is
+// its (none for an empty tensor).
 struct StatePart {
-  uint64_t seq = 0;
   trace::StringId name = 0;
   uint64_t bytes = 0;
   bool entry = false;
@@ -178,7 +178,8 @@ class Tracer {
   void fingerprint_repeating(PendingRecord* pending, CUstream stream, const PlannedRegion* regions,
                              size_t n);
   // The records a held State record stands for (a state call's, state_records.cpp): its
-  // identity with each part's seq, name and size and entry of its buffers. Appended in order.
+  // identity with each part's name, size and entry of its buffers, and consecutive seqs from
+  // its own. Appended in order.
   void append_state_parts(const trace::Record& batch, const std::vector<StatePart>& parts);
 
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------

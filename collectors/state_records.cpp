@@ -76,19 +76,19 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   plan.clear();
   for (size_t i = 0; i < n; ++i) {
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
-    if (!same_tracer || known.ptrs[i] != ptrs[i] || known.names[i] != name) {
-      known.ptrs[i] = ptrs[i];
+    if (!same_tracer || known.names[i] != name) {
       known.names[i] = name;
       known.ids[i] = tracer->intern(name);
-      known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
-    } else if (!hits_hold || !known.hits[i]) {
+    }
+    if (!hits_hold || known.ptrs[i] != ptrs[i] || !known.hits[i]) {
+      known.ptrs[i] = ptrs[i];
       known.hits[i] = tracer->allocations().find(reinterpret_cast<uintptr_t>(ptrs[i]));
     }
     const size_t entries = batch.buffers.size();
     tracer->add_buffer(&batch, &plan, label, trace::Role::Out, trace::DType::Bytes, ptrs[i],
                        bytes[i], /*exact=*/true, hash, UINT64_MAX, known.hits[i]);
     const bool entry = batch.buffers.size() > entries;  // none for a null or empty tensor
-    parts.push_back({first_seq + i, known.ids[i], bytes[i], entry});
+    parts.push_back({known.ids[i], bytes[i], entry});
   }
   if (plan.empty()) {  // outside the step window, or nothing to read: identities only
     tracer->append_state_parts(batch, parts);
@@ -114,8 +114,9 @@ void Tracer::append_state_parts(const trace::Record& batch, const std::vector<St
   record.copy_identity(batch);
   record.payload.clear();
   size_t next = 0;  // batch.buffers' next entry
-  for (const StatePart& part : parts) {
-    record.seq = part.seq;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const StatePart& part = parts[k];
+    record.seq = batch.seq + k;  // the call's consecutive seqs, from the batch's
     record.name = part.name;
     record.fields[trace::fields::State::bytes] = part.bytes;
     record.buffers.clear();

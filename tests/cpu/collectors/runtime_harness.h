@@ -364,8 +364,13 @@ class RuntimeTest : public ::testing::Test {
     const bool clean = WIFEXITED(child.status) && WEXITSTATUS(child.status) == 0;
     EXPECT_TRUE(clean) << "status " << child.status << ": " << child.stderr_text;
     if (!clean) return nullptr;
+    return the_trace(child.stderr_text);
+  }
+  // The one trace in the test's folder, opened; null (and a failure) when there are none or
+  // several. `context`: what the failure shows.
+  std::unique_ptr<trace::TraceReader> the_trace(const std::string& context = "") const {
     auto files = traces();
-    EXPECT_EQ(files.size(), 1u) << child.stderr_text;
+    EXPECT_EQ(files.size(), 1u) << context;
     if (files.size() != 1) return nullptr;
     return trace::TraceReader::open(files[0].string());
   }

@@ -21,15 +21,20 @@ std::vector<trace::Record> state_records(trace::TraceReader& reader) {
   return records_of_kind(reader, trace::RecordKind::State);
 }
 
+// The fake GPU's digest of exactly the entry's region: the tensor's own bytes were read.
+void expect_digest_of_its_bytes(const trace::BufferFingerprint& b, const std::string& what) {
+  EXPECT_TRUE(b.flags & trace::kFingerprintValid) << what;
+  EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << what;
+}
+
 TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {
   const std::string log = run([](std::string* text) {
     send_three_parameters();
     *text = hash_launches();
   });
   EXPECT_EQ(log, "S3");
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), 3u);
   const char* names[] = {"tok.weight", "blocks.0.mlp.up.weight", "blocks.0.mlp.up.bias"};
@@ -42,9 +47,7 @@ TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {
     ASSERT_EQ(r.buffers.size(), 1u);
     const trace::BufferFingerprint& b = r.buffers[0];
     EXPECT_EQ(b.role, trace::Role::Out);
-    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << names[i];
-    // The fake GPU's digest of exactly that region: the tensor's own bytes were read.
-    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << names[i];
+    expect_digest_of_its_bytes(b, names[i]);
   }
 }
 
@@ -67,9 +70,8 @@ TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
     *text = hash_launches();
   });
   EXPECT_EQ(log, "S39");
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), static_cast<size_t>(kTensors));
   for (const trace::Record& r : records) {
@@ -79,8 +81,7 @@ TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
     EXPECT_EQ(r.thread, records[0].thread);
     ASSERT_EQ(r.buffers.size(), 1u);
     const trace::BufferFingerprint& b = r.buffers[0];
-    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << r.seq;
-    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << r.seq;
+    expect_digest_of_its_bytes(b, std::to_string(r.seq));
   }
   EXPECT_EQ(records[31].buffers[0].alloc_offset, records[4].buffers[0].alloc_offset);
   EXPECT_EQ(records[35].buffers[0].bytes, 512u);
@@ -99,9 +100,8 @@ TEST_F(MergeTest, StateOfAnEmptyTensorKeepsItsPlaceWithoutAnEntry) {
     *text = hash_launches();
   });
   EXPECT_EQ(log, "S2");
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), 3u);
   const char* names[] = {"a", "empty", "c"};
@@ -115,11 +115,7 @@ TEST_F(MergeTest, StateOfAnEmptyTensorKeepsItsPlaceWithoutAnEntry) {
   }
   EXPECT_EQ(records[0].buffers[0].bytes, 4096u);
   EXPECT_EQ(records[2].buffers[0].bytes, 64u);
-  for (size_t i : {0, 2}) {
-    const trace::BufferFingerprint& b = records[i].buffers[0];
-    EXPECT_TRUE(b.flags & trace::kFingerprintValid) << names[i];
-    EXPECT_EQ(b.fingerprint, (kMergeBase + b.alloc_offset) ^ b.bytes) << names[i];
-  }
+  for (size_t i : {0, 2}) expect_digest_of_its_bytes(records[i].buffers[0], names[i]);
 }
 
 TEST_F(MergeTest, StateOutsideTheStepWindowIsRecordedByIdentityOnly) {
@@ -190,9 +186,7 @@ TEST_F(MergeTest, StateRemembersTheLastCallsLookupsOnlyWhileTheyHold) {
     on_alloc(kSecondBase, 8192);  // the same address, another allocation (ordinal 3)
     lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);
   });
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = the_trace();
   ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), 4u);
@@ -218,9 +212,7 @@ TEST_F(MergeTest, StateLooksAgainForAPointerNoAllocationHeld) {
     on_alloc(kSecondBase, 4096);
     lockstep_fingerprint_many(1, ptrs, bytes, names, kStreamS, 0);
   });
-  auto files = traces();
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = trace::TraceReader::open(files[0].string());
+  auto reader = the_trace();
   ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
   ASSERT_EQ(records.size(), 2u);
