@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -455,6 +456,10 @@ class Tracer {
   std::atomic<bool> closed_{false};
 
   static constexpr size_t kMaxPendingRecords = 1u << 16;
+  // Records held that wake an idle collector (enqueue_groups); fewer wait for its next look,
+  // kIdlePoll at most.
+  static constexpr size_t kWakePendingRecords = 64;
+  static constexpr std::chrono::milliseconds kIdlePoll{20};
 };
 
 // ---- per-thread state shared by the event handlers -----------------------------------------------

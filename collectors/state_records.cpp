@@ -74,6 +74,9 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   batch.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
   parts.clear();
   plan.clear();
+  // The held record's vectors come from a spare pending record, which other kinds' records
+  // used too: grown once here, not entry by entry.
+  batch.buffers.reserve(n), parts.reserve(n), plan.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
     if (!same_tracer || known.names[i] != name) {

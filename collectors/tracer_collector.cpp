@@ -230,8 +230,7 @@ void Tracer::collector_loop() {
       continue;
     }
     collector_idle_ = !busy;
-    collector_wake_.wait_for(lock,
-                             busy ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
+    collector_wake_.wait_for(lock, busy ? std::chrono::milliseconds(1) : kIdlePoll);
     collector_idle_ = false;
   }
 }

@@ -251,8 +251,17 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     }
   }
   // A busy collector polls every millisecond: waking it per call would cost a futex call and a
-  // context switch per kernel launch.
-  if (collector_idle_) collector_wake_.notify_one();
+  // context switch per kernel launch. An idle one (its kIdlePoll wait) is woken only once enough
+  // records wait to matter: a state call once per step, broad's one hash launch, waits for the
+  // collector's next look instead of paying a futex call and a cross-core wake on the job's
+  // thread every step (issue #34). Woken after the unlock, so that it does not wake into the
+  // lock this thread still holds (a second futex call, at the unlock).
+  const bool wake = collector_idle_ && pending_records_ >= kWakePendingRecords;
+  lock.unlock();
+  if (wake) {
+    stats.collector_wakes.fetch_add(1, std::memory_order_relaxed);
+    collector_wake_.notify_one();
+  }
 }
 
 std::optional<RegionDigests::Known> Tracer::known_input_locked(const trace::Record& record,

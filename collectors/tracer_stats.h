@@ -66,6 +66,7 @@ struct TracerStats {
   std::atomic<uint64_t> capture_skipped{0};       // buffers on capturing streams, not hashed
   std::atomic<uint64_t> fingerprints_dropped{0};  // buffers flagged kFingerprintDropped
   std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
+  std::atomic<uint64_t> collector_wakes{0};  // an idle collector woken by a launching thread
 
   // ---- reused input digests (region_digests.h), level full ----------------------------------
   std::atomic<uint64_t> digests_reused{0};     // inputs filled from an arrived digest

@@ -2,6 +2,9 @@
 // fake GPU behind the hash engine (runtime_harness.h), and at which levels.
 #include <sys/wait.h>
 
+#include <chrono>
+#include <thread>
+
 #include "collectors/lockstep.h"
 #include "tests/cpu/collectors/runtime_harness.h"
 
@@ -48,6 +51,28 @@ TEST_F(MergeTest, StateOfManyTensorsIsHashedInOneLaunchOnTheJobsStream) {
     const trace::BufferFingerprint& b = r.buffers[0];
     EXPECT_EQ(b.role, trace::Role::Out);
     expect_digest_of_its_bytes(b, names[i]);
+  }
+}
+
+// Broad's one hash launch a step (issue #34): the state call does not wake the idle collector
+// (a futex call and a cross-core wake on the job's thread every step); the collector's next look
+// delivers its digests.
+TEST_F(MergeTest, AStateCallOnceAStepLeavesTheIdleCollectorAsleep) {
+  const std::string log = run([](std::string* text) {
+    for (int step = 0; step < 3; ++step) {
+      send_three_parameters();  // the first starts the collector, which then idles
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    }
+    *text = std::to_string(Tracer::get()->stats.collector_wakes.load());
+  });
+  EXPECT_EQ(log, "0");
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 9u);
+  for (const trace::Record& r : records) {
+    ASSERT_EQ(r.buffers.size(), 1u);
+    expect_digest_of_its_bytes(r.buffers[0], std::string(reader->string(r.name)));
   }
 }
 
