@@ -128,21 +128,26 @@ def test_f_launch_bound_shim_time_within_targets(gs, row, tools):
     row.add("launch-bound ratios", "PASS", f"not judged (GPU clock): {ratios}",
             {m: overhead_numbers(r) for m, r in rows.items()})
     # The shim's own time per step (the median of SELF_TIME_RUNS LOCKSTEP_DEBUG=1 runs per mode)
-    # as a share of the untraced step, against the same targets (overhead.py's verdict).
+    # as a share of the untraced step, against the same targets: overhead.py's verdict from the
+    # interval of the runs' median (3 runs: their range). FAIL when a mode's interval lies over
+    # its target, KNOWN when one straddles it (within noise), else PASS.
     shown = [(m, r) for m, r in rows.items() if r.get("shim_self_share") is not None]
     parts = []
     for m, r in shown:
-        over = ""
-        if r.get("shim_self_within_target") is False:
-            over = f" > {100 * (r['target_ratio'] - 1):.1f}%"
+        judged, goal = r.get("shim_self_verdict"), 100 * (r["target_ratio"] - 1)
+        mark = {"FAIL": f" > {goal:.1f}%", "KNOWN": f" ~ {goal:.1f}%"}.get(judged, "")
+        lo, hi = r.get("shim_self_share_interval") or (r["shim_self_share"],) * 2
         parts.append(f"{m} {r['shim_self_us_per_step']:.1f} us "
-                     f"({100 * r['shim_self_share']:.2f}%{over})")
-    figure = f"per step, median of {SELF_TIME_RUNS} runs: " + ", ".join(parts)
+                     f"({100 * r['shim_self_share']:.2f}% [{100 * lo:.2f}-{100 * hi:.2f}]{mark})")
+    figure = f"per step, median of {SELF_TIME_RUNS} runs [their interval]: " + ", ".join(parts)
     numbers = {m: overhead_numbers(r) for m, r in shown}
+    verdicts = {r.get("shim_self_verdict") for _, r in shown}
     if not shown:
         row("FAIL", "no LOCKSTEP_DEBUG self-time line")
-    elif any(r.get("shim_self_within_target") is False for _, r in shown):
+    elif "FAIL" in verdicts:
         row("FAIL", figure, numbers)
+    elif "KNOWN" in verdicts:
+        row("KNOWN", figure + " (within noise of a target)", numbers)
     else:
         row("PASS", figure, numbers)
 

@@ -179,6 +179,40 @@ class OverheadShimsTest(unittest.TestCase):
             self.assertEqual(rows[mode]["target_ratio"], 1.01)
         self.assertIn("runs: 100.0 100.0 100.0 us", proc.stdout)
 
+    def test_the_self_time_verdict_comes_from_the_interval_of_its_runs(self):
+        # The fake job's step is 10 ms: 100 us of shim time is broad's 1% goal. Runs all under
+        # it pass, runs on both sides of it are within noise (KNOWN, even with the median over
+        # it), runs all over it fail (even with one a hair over).
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        shims = {"under": "60 80 70", "around": "90 130 120", "over": "101 160 150"}
+        for name, runs in shims.items():
+            with open(os.path.join(tmp, f"{name}.so"), "w") as f:
+                f.write(runs)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", ",".join(f"broad@{name}" for name in shims), "--rounds", "1",
+             "--steps", "6", "--skip", "1", "--size", "launch-bound", "--self-time",
+             "--self-time-runs", "3", "--cpus", "all", "--json", out] +
+            [arg for name in shims for arg in ("--shim", f"{name}={tmp}/{name}.so")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        for name, verdict, low, high in (("under", "PASS", 0.6, 0.8),
+                                         ("around", "KNOWN", 0.9, 1.3),
+                                         ("over", "FAIL", 1.01, 1.6)):
+            row = rows[f"broad@{name}"]
+            self.assertEqual(row["shim_self_verdict"], verdict, row)
+            self.assertEqual(row["shim_self_within_target"],
+                             {"PASS": True, "FAIL": False}.get(verdict), row)
+            self.assertAlmostEqual(100 * row["shim_self_share_interval"][0], low, delta=0.01)
+            self.assertAlmostEqual(100 * row["shim_self_share_interval"][1], high, delta=0.01)
+        self.assertRegex(proc.stdout, r"broad@around +120\.0 us +1\.20% of the untraced step "
+                                      r"\[0\.90-1\.30%\] +target 1\.0% ~")
+
     def test_a_shim_that_is_not_there_is_refused(self):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
