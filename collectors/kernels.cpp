@@ -277,15 +277,9 @@ LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLa
 // encodes the record (deferred_kernel_name). Where the launching thread needs the name (a
 // LOCKSTEP_STACKS filter) or the handle is a host stub (its lookup is a runtime call, which on
 // another thread could make a context on the wrong device), or the writer refuses to stage, the
-// record is built in the per-thread slot below, named here, and appended after the call.
-struct BroadLaunch {
-  trace::Record record;
-  Tracer* tracer = nullptr;
-  trace::TraceWriter::Staged ticket;  // staged: the committed record
-  bool staged = false;
-  bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
-  bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
-};
+// record is built in the per-thread slot below, named here, and appended after the call. What
+// the launch's end needs to know is in the thread's OpenApi line (OpenApi::BroadLaunch).
+using BroadLaunch = OpenApi::BroadLaunch;
 constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack token looks so
 // A staged record's handle, in the two fields after the Kernel kind's own (never hashed or
 // encoded: fast_field_count), for deferred_kernel_name; next to them, so that the record's
@@ -293,17 +287,18 @@ constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack 
 constexpr int kHandleField = trace::fields::Kernel::kCount;
 constexpr int kHandleKindField = trace::fields::Kernel::kCount + 1;
 static_assert(kHandleKindField < trace::kMaxFields);
-// Heap, never freed: hooks run during exit, after thread_local destructors.
-thread_local BroadLaunch* t_broad_launch = nullptr;
+// The record of a launch that is not staged. Heap, never freed: hooks run during exit, after
+// thread_local destructors.
+thread_local trace::Record* t_unstaged_record = nullptr;
 
-[[gnu::noinline, gnu::cold]] BroadLaunch* new_broad_launch() {
-  return t_broad_launch = new BroadLaunch;
+[[gnu::noinline, gnu::cold]] trace::Record* new_unstaged_record() {
+  return t_unstaged_record = new trace::Record;
 }
-inline BroadLaunch& broad_launch() {
-  BroadLaunch* slot = t_broad_launch;
-  if (slot == nullptr) [[unlikely]]
-    slot = new_broad_launch();
-  return *slot;
+inline trace::Record& unstaged_record() {
+  trace::Record* record = t_unstaged_record;
+  if (record == nullptr) [[unlikely]]
+    record = new_unstaged_record();
+  return *record;
 }
 
 // The launch's identity into `r` with its `seq`: stamp, launch shape, capture label; fields from
@@ -336,7 +331,7 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     slot.ticket = tracer->commit_staged();
     slot.staged = true;
   } else {
-    trace::Record& r = slot.record;
+    trace::Record& r = unstaged_record();
     stamp_launch(tracer, r, launch, seq);
     KernelBrief brief;
     {
@@ -370,7 +365,8 @@ LOCKSTEP_HOT uint64_t broad_nested_begin(Tracer* tracer, OpenApi& api, BroadLaun
 }
 
 LOCKSTEP_HOT void broad_launch_end(int result) {
-  BroadLaunch& slot = broad_launch();
+  OpenApi& api = open_api();
+  BroadLaunch& slot = api.broad;
   if (!slot.open) return;
   slot.open = false;
   if (slot.nested) {
@@ -381,9 +377,8 @@ LOCKSTEP_HOT void broad_launch_end(int result) {
     if (result != CUDA_SUCCESS && !slot.tracer->retract(slot.ticket)) [[unlikely]]
       slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
   } else if (result == CUDA_SUCCESS) {
-    slot.tracer->append(slot.record);
+    slot.tracer->append(unstaged_record());
   }
-  OpenApi& api = open_api();
   --api.launch_depth;
   if (api.depth == 0) api.outer_api = 0;
 }
@@ -412,7 +407,7 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // launched lately) overlaps that work instead of coming first.
   const bool in_library = api.depth > 0;
   if (api.nccl_group == 0 && tracer->level() == Level::Broad) {
-    BroadLaunch& slot = broad_launch();
+    BroadLaunch& slot = api.broad;
     if (!slot.open) {
       if (in_library) return broad_nested_begin(tracer, api, slot);
       return broad_launch_begin(tracer, api, slot, launch);

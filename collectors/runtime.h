@@ -465,13 +465,25 @@ class Tracer {
 // ---- per-thread state shared by the event handlers -----------------------------------------------
 // The library call (cuBLAS, cuBLASLt, NCCL) open on this thread: kernels and copies it makes are
 // attributed to it, not recorded separately.
-struct OpenApi {
+// One cache line with the open broad launch (kernels.cpp), which every traced launch reads at its
+// begin and end too: a line the job's work evicted between two launches is fetched once, not
+// twice (issue #34).
+struct alignas(64) OpenApi {
   int depth = 0;         // nesting of library calls
   int gemm_depth = 0;    // cuBLAS/cuBLASLt calls (an Lt call inside cublasGemmEx is the same GEMM)
   int nccl_group = 0;    // ncclGroupStart depth (kernels named nccl* inside are NCCL's)
   int launch_depth = 0;  // kernel launch open (runtime over driver: one record)
   uint64_t outer_api = 0;  // RecordKind of the outermost open call
+  // The launch broad_launch_begin opened, between its begin and end (kernels.cpp).
+  struct BroadLaunch {
+    Tracer* tracer = nullptr;
+    trace::TraceWriter::Staged ticket;  // staged: the committed record
+    bool staged = false;  // else the record is in the thread's fallback slot (kernels.cpp)
+    bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
+    bool open = false;
+  } broad;
 };
+static_assert(sizeof(OpenApi) == 64);
 OpenApi& open_api();
 
 }  // namespace lockstep::collectors
