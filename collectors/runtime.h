@@ -101,14 +101,14 @@ class Tracer {
   static bool possible();
 
   const Config& config() const { return config_; }
-  Level level() const { return config_.level; }
+  Level level() const { return hot_.level; }
   bool fingerprint_step(uint32_t step) const { return config_.in_window(step); }
   void debug(const std::string& line) const;
 
   // ---- record identity ----------------------------------------------------------------------
-  uint64_t next_seq() { return seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint64_t next_seq() { return hot_.seq.fetch_add(1, std::memory_order_relaxed) + 1; }
   // The first of `n` consecutive seqs (a call of n records: the state call's tensors).
-  uint64_t next_seqs(uint64_t n) { return seq_.fetch_add(n, std::memory_order_relaxed) + 1; }
+  uint64_t next_seqs(uint64_t n) { return hot_.seq.fetch_add(n, std::memory_order_relaxed) + 1; }
   uint32_t stream_ordinal(CUstream stream, bool per_thread_default);
   uint32_t thread_ordinal();
   // Kernel names and buffer labels are interned on every record; the writer's table takes a
@@ -154,13 +154,13 @@ class Tracer {
   // staging slot, committed, and taken back if the call it describes failed. stage() is nullptr
   // once closed or where the writer refuses (then append() as usual).
   trace::Record* stage();
-  trace::TraceWriter::Staged commit_staged() { return writer_->commit_staged(); }
+  trace::TraceWriter::Staged commit_staged() { return hot_.writer->commit_staged(); }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { writer_->flush(); }
   bool retract(const trace::TraceWriter::Staged& ticket) { return writer_->retract(ticket); }
   // Whether a kernel's name decides something on the launching thread (a LOCKSTEP_STACKS
   // filter): else a launch at broad leaves the name to the writer (kernels.cpp).
-  bool stacks_by_name() const { return stack_filter_.has_value(); }
+  bool stacks_by_name() const { return hot_.stacks_by_name; }
   void warn(WarningCode code, uint64_t count, std::string_view message);
 
   // ---- fingerprints ------------------------------------------------------------------------
@@ -378,9 +378,19 @@ class Tracer {
   // A complete record appended (unless discarded), then retired.
   void complete_locked(PendingRecord* pending);
 
+  // What every traced launch reads of the tracer, in one cache line ahead of the rest: at broad
+  // a launch costs the lines the job's work evicted since the last one (collectors/README.md,
+  // "A call's cost at broad"), and these were four lines apart. Copies of config_.level,
+  // writer_ and stack_filter_'s presence, set once by the constructor.
+  struct alignas(64) Hot {
+    std::atomic<uint64_t> seq{0};
+    trace::TraceWriter* writer = nullptr;
+    Level level = Level::Off;
+    bool stacks_by_name = false;
+    std::atomic<bool> closed{false};
+  } hot_;
   Config config_;
   std::unique_ptr<trace::TraceWriter> writer_;
-  std::atomic<uint64_t> seq_{0};
   std::atomic<uint32_t> next_thread_{0};
   std::mutex streams_mutex_;
   std::unordered_map<uintptr_t, uint32_t> streams_;
@@ -453,7 +463,6 @@ class Tracer {
   std::thread collector_;
   bool collector_running_ = false;
   bool closing_ = false;
-  std::atomic<bool> closed_{false};
 
   static constexpr size_t kMaxPendingRecords = 1u << 16;
   // Records held that wake an idle collector (enqueue_groups); fewer wait for its next look,

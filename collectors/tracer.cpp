@@ -43,6 +43,9 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
       recall_fills_(config.recall_fills && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
   if (!config.stacks.empty()) stack_filter_.emplace(config.stacks, std::regex::ECMAScript);
+  hot_.writer = writer_.get();
+  hot_.level = config_.level;
+  hot_.stacks_by_name = stack_filter_.has_value();
 }
 
 void Tracer::debug(const std::string& line) const {
@@ -181,14 +184,14 @@ void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,
 }
 
 LOCKSTEP_HOT void Tracer::append(const trace::Record& record) {
-  if (closed_.load(std::memory_order_relaxed)) return;
+  if (hot_.closed.load(std::memory_order_relaxed)) return;
   self_time::Scope timed(self_time::Phase::Append);
-  writer_->append(record);
+  hot_.writer->append(record);
 }
 
 LOCKSTEP_HOT trace::Record* Tracer::stage() {
-  if (closed_.load(std::memory_order_relaxed)) return nullptr;
-  return writer_->stage();
+  if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
+  return hot_.writer->stage();
 }
 
 void Tracer::warn(WarningCode code, uint64_t count, std::string_view message) {

@@ -195,16 +195,16 @@ Tracer* Tracer::create() {
 
 // ---- shutdown -----------------------------------------------------------------------------------
 void Tracer::close() {
-  if (closed_.load()) return;
+  if (hot_.closed.load()) return;
   flush_deferred(FlushCause::Close);
   drain_at_close();
   report_at_close();
-  closed_.store(true);
+  hot_.closed.store(true);
   writer_->close();
 }
 
 void Tracer::abandon_after_fork() {
-  closed_.store(true);
+  hot_.closed.store(true);
   writer_->abandon_after_fork();
 }
 
