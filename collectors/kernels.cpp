@@ -277,8 +277,8 @@ LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLa
 // encodes the record (deferred_kernel_name). Where the launching thread needs the name (a
 // LOCKSTEP_STACKS filter) or the handle is a host stub (its lookup is a runtime call, which on
 // another thread could make a context on the wrong device), or the writer refuses to stage, the
-// record is built in the per-thread slot below, named here, and appended after the call. What
-// the launch's end needs to know is in the thread's OpenApi line (OpenApi::BroadLaunch).
+// record is built in the thread's unstaged record below, named here, and appended after the
+// call. What the launch's end needs to know is in the thread's OpenApi line (OpenApi::BroadLaunch).
 using BroadLaunch = OpenApi::BroadLaunch;
 constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack token looks so
 // A staged record's handle, in the two fields after the Kernel kind's own (never hashed or

@@ -489,7 +489,7 @@ struct alignas(64) OpenApi {
     trace::TraceWriter::Staged ticket;  // staged: the committed record
     bool staged = false;  // else the record is in the thread's fallback slot (kernels.cpp)
     bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
-    bool open = false;
+    bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
   } broad;
 };
 static_assert(sizeof(OpenApi) == 64);
