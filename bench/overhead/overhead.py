@@ -564,35 +564,60 @@ def quartiles(values):
     return q[0], q[2]
 
 
-SELF_TIME = re.compile(r"shim self time per step: ([0-9.]+) us steady \(([0-9]+) steps\)")
+SELF_TIME = re.compile(r"lockstep\[(\d+)\]: (?:debug: )?shim self time per step: ([0-9.]+) us steady "
+                       r"\(([0-9]+) steps\)")
 # One phase of the "shim self time: " line (common/self_time.h, report()).
 PHASE = re.compile(r"([a-z ]+?) ([0-9]+) x ([0-9]+) ns")
+# The PyTorch state hook's time (python/lockstep/_torch_hooks.py, HookTime): Python the job runs
+# for lockstep after each optimizer step, around the shim's state call (its "state" phase).
+HOOK_TIME = re.compile(r"lockstep\[(\d+)\]: python state hook self time: ([0-9]+) x ([0-9]+) ns")
+
+
+def self_time_ranks(output):
+    """{pid: (us per step, steps, {phase: {"calls_per_step", "ns_per_call", "us_per_step"}})}
+    for each process (rank) whose LOCKSTEP_DEBUG lines a run printed: the shim's steady self
+    time per step plus its PyTorch state hook's, and where it went (steady calls only; with
+    --self-time-detail the nested phases too)."""
+    output = output or ""
+    reports = dict(re.findall(r"lockstep\[(\d+)\]: (?:debug: )?shim self time: (.*?); timing taken out",
+                              output))
+    hooks = {pid: (int(calls), int(ns)) for pid, calls, ns in HOOK_TIME.findall(output)}
+    ranks = {}
+    for pid, us, steps in SELF_TIME.findall(output):
+        steps = max(1, int(steps))
+        phases = {}
+        for part in reports.get(pid, "").split(", "):
+            m = PHASE.match(part.strip())
+            if m:
+                name, calls, ns = m.group(1), int(m.group(2)), int(m.group(3))
+                phases[name] = {"calls_per_step": calls / steps, "ns_per_call": ns,
+                                "us_per_step": calls * ns / steps / 1e3}
+        total = float(us)
+        if pid in hooks:
+            # The hook's time holds its call of the shim (the "state" phase, already counted):
+            # only the rest is added, the hook's own Python.
+            calls, ns = hooks[pid]
+            own = max(0.0, calls * ns / steps / 1e3 - phases.get("state", {}).get("us_per_step", 0))
+            phases["python state hook"] = {"calls_per_step": calls / steps,
+                                           "ns_per_call": round(own * 1e3 * steps / max(1, calls)),
+                                           "us_per_step": own}
+            total += own
+        ranks[pid] = (total, steps, phases)
+    return ranks
 
 
 def self_time_us(output):
-    """The largest per-rank 'shim self time per step' a LOCKSTEP_DEBUG run printed, or None."""
-    values = [float(v) for v, _ in SELF_TIME.findall(output or "")]
-    return max(values) if values else None
+    """The largest per-rank self time per step (the shim's and its state hook's) a LOCKSTEP_DEBUG
+    run printed, or None."""
+    ranks = self_time_ranks(output)
+    return max(us for us, _, _ in ranks.values()) if ranks else None
 
 
 def self_time_phases(output):
-    """Where the shim's time went, per step, of the rank whose self time was largest: {phase:
-    {"calls_per_step", "ns_per_call", "us_per_step"}} from its "shim self time: " line (steady
-    calls only; with --self-time-detail the nested phases too), or {}."""
-    reports = re.findall(r"shim self time: (.*?); timing taken out", output or "")
-    totals = SELF_TIME.findall(output or "")
-    if not reports or len(reports) != len(totals):
-        return {}
-    largest = max(range(len(totals)), key=lambda i: float(totals[i][0]))
-    steps = max(1, int(totals[largest][1]))
-    phases = {}
-    for part in reports[largest].split(", "):
-        m = PHASE.match(part.strip())
-        if m:
-            name, calls, ns = m.group(1), int(m.group(2)), int(m.group(3))
-            phases[name] = {"calls_per_step": calls / steps, "ns_per_call": ns,
-                            "us_per_step": calls * ns / steps / 1e3}
-    return phases
+    """Where the self time went, per step, of the rank whose self time was largest: {phase:
+    {"calls_per_step", "ns_per_call", "us_per_step"}}, or {}."""
+    ranks = self_time_ranks(output)
+    return max(ranks.values(), key=lambda rank: rank[0])[2] if ranks else {}
 
 
 def spread_text(row, chunks):

@@ -10,9 +10,11 @@ about 1 ms per 4 GB) and a Python loop over the parameters' pointers; the names 
 per optimizer (a walk of the live nn.Modules).
 """
 
+import atexit
 import gc
 import os
 import sys
+import time
 import weakref
 
 from lockstep import _shim
@@ -82,28 +84,63 @@ def _by_device(named):
     return list(groups.values())
 
 
+class HookTime:
+    """The hook's own time, under LOCKSTEP_DEBUG: Python the job runs for lockstep each optimizer
+    step, which the shim's self time (common/self_time.h) does not see. Printed at exit in the
+    shim's phase format, for bench/overhead/overhead.py to add to it. A call that found the
+    parameters or their pointers changed (names walked, calls prepared) is counted apart, as the
+    shim counts its slow first calls."""
+
+    def __init__(self):
+        self.calls = self.ns = self.slow_calls = self.slow_ns = 0
+        atexit.register(self.report)
+
+    def add(self, ns, slow):
+        if slow:
+            self.slow_calls += 1
+            self.slow_ns += ns
+        else:
+            self.calls += 1
+            self.ns += ns
+
+    def report(self):
+        if self.calls or self.slow_calls:
+            print(f"lockstep[{os.getpid()}]: python state hook self time: {self.calls} x "
+                  f"{self.ns // max(1, self.calls)} ns (+{self.slow_calls} slow, "
+                  f"{self.slow_ns / 1e6:.1f} ms)", file=sys.stderr)
+
+
 class StateHook:
     def __init__(self, torch, parts):
         self.torch = torch
         self.parts = parts
         self.states = weakref.WeakKeyDictionary()
         self.failed = False
+        debug = os.environ.get("LOCKSTEP_DEBUG", "0").strip()
+        self.time = HookTime() if debug not in ("", "0") else None
 
     def __call__(self, optimizer, args, kwargs):
         if self.failed:
             return
         try:
-            self.record(optimizer)
+            if self.time is None:
+                self.record(optimizer)
+                return
+            start = time.perf_counter_ns()
+            rebuilt = self.record(optimizer)
+            self.time.add(time.perf_counter_ns() - start, rebuilt)
         except Exception as error:  # never the job's problem: say so once and stop
             self.failed = True
             print(f"lockstep: state records stopped: {type(error).__name__}: {error}",
                   file=sys.stderr)
 
     def record(self, optimizer):
+        """Sends this step's state calls; True when it had to walk names or prepare calls."""
         torch = self.torch
         if torch.cuda.is_current_stream_capturing():
-            return  # a CUDA graph capture: nothing runs now, and replays run no hook
+            return False  # a CUDA graph capture: nothing runs now, and replays run no hook
         state = self.states.get(optimizer)
+        rebuilt = state is None
         if state is None:
             state = self.states[optimizer] = _OptimizerState()
         params = tuple(p for group in optimizer.param_groups for p in group["params"])
@@ -112,30 +149,36 @@ class StateHook:
             found = parameter_names(torch, params)
             state.names = {id(p): found.get(id(p), f"param{i}") for i, p in enumerate(params)}
             state.batches = {}
+            rebuilt = True
         if "params" in self.parts:
-            self.send(state, "params", [(state.names[id(p)], p) for p in params if p.is_cuda],
-                      _shim.PARAMETER)
+            rebuilt |= self.send(state, "params",
+                                 [(state.names[id(p)], p) for p in params if p.is_cuda],
+                                 _shim.PARAMETER)
         if "grads" in self.parts:
-            self.send(state, "grads",
-                      [(state.names[id(p)] + ":grad", p.grad) for p in params
-                       if p.grad is not None and p.grad.is_cuda], _shim.GRADIENT)
+            rebuilt |= self.send(state, "grads",
+                                 [(state.names[id(p)] + ":grad", p.grad) for p in params
+                                  if p.grad is not None and p.grad.is_cuda], _shim.GRADIENT)
         if "optimizer" in self.parts:
             named = []
             for p in params:
                 for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
                     if torch.is_tensor(value) and value.is_cuda and value.numel() > 0:
                         named.append((f"{state.names[id(p)]}:{key}", value))
-            self.send(state, "optimizer", named, _shim.OPTIMIZER_STATE)
+            rebuilt |= self.send(state, "optimizer", named, _shim.OPTIMIZER_STATE)
+        return rebuilt
 
     def send(self, state, part, named, kind):
+        """One state call per device; True when the calls had to be prepared anew."""
         key = tuple(t.data_ptr() for _, t in named)
         cached = state.batches.get(part)
-        if cached is None or cached[0] != key:
+        rebuilt = cached is None or cached[0] != key
+        if rebuilt:
             cached = (key, [_shim.Batch(group, kind) for group in _by_device(named)])
             state.batches[part] = cached
         for batch in cached[1]:
             batch.stream = self.torch.cuda.current_stream(batch.device).cuda_stream
             batch.send()
+        return rebuilt
 
 
 def arm(torch):

@@ -7,6 +7,7 @@ Run by ctest: python3 -m unittest test_torch_hooks, with RECORDING_SHIM and LOCK
 the environment."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,19 @@ class TorchHooks(unittest.TestCase):
                     "  blocks.0.mlp.up.bias 0x3000 16\n")
         assert calls == one_step * 2
 
+
+    def test_under_lockstep_debug_the_hook_reports_its_own_time_its_first_call_apart(self):
+        # The first step walks the names and prepares the call (slow); the next two only send.
+        done, calls = run(MODEL + "opt.step(); opt.step(); opt.step()", self.tmp,
+                          extra_env={"LOCKSTEP_DEBUG": "1"})
+        assert done.returncode == 0, done.stderr
+        assert calls.count("state n=3") == 3, calls
+        line = [l for l in done.stderr.splitlines() if "python state hook self time" in l]
+        assert len(line) == 1, done.stderr
+        assert re.search(r"lockstep\[\d+\]: python state hook self time: 2 x [1-9][0-9]* ns "
+                         r"\(\+1 slow, [0-9.]+ ms\)$", line[0]), line[0]
+        done, _ = run(MODEL + "opt.step()", self.tmp)  # without LOCKSTEP_DEBUG: no line
+        assert "python state hook" not in done.stderr, done.stderr
 
     def test_a_numbered_step_sends_the_jobs_number_and_a_bare_step_none(self):
         body = "import lockstep._shim as s\ns.step(12)\ns.step()\ns.step(n=0)\n"

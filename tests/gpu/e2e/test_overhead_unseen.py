@@ -133,6 +133,21 @@ class SelfTimePhasesTest(unittest.TestCase):
         self.assertEqual(phases["call begin"]["ns_per_call"], 200)
         self.assertAlmostEqual(phases["call end"]["us_per_step"], 30.0)
 
+    def test_the_pytorch_state_hooks_time_is_added_to_its_ranks_and_shown_as_a_phase(self):
+        # Rank 1's hook: 30 steady calls of 20 us over its 30 steps, which hold the shim's state
+        # call (its phase: 30 x 15 us): 5 us a step more; the slow first call stays apart. Rank
+        # 0 has no hook line: its total stays its own.
+        output = self.OUTPUT.replace("call end 9000 x 100 ns;",
+                                     "call end 9000 x 100 ns, state 30 x 15000 ns;") + (
+            "lockstep[1]: python state hook self time: 30 x 20000 ns (+1 slow, 80.0 ms)\n")
+        ranks = overhead.self_time_ranks(output)
+        self.assertEqual(ranks["0"][0], 310.0)
+        self.assertAlmostEqual(ranks["1"][0], 455.0)
+        self.assertAlmostEqual(overhead.self_time_us(output), 455.0)
+        hook = overhead.self_time_phases(output)["python state hook"]
+        self.assertEqual((hook["calls_per_step"], hook["ns_per_call"]), (1, 5000))
+        self.assertAlmostEqual(hook["us_per_step"], 5.0)
+
     def test_a_run_without_the_lines_has_no_phases(self):
         self.assertEqual(overhead.self_time_phases("no debug here"), {})
         self.assertIsNone(overhead.self_time_us(""))
