@@ -6,19 +6,23 @@ state tensors, are fingerprinted on the GPU as State records named by their path
 state differs, though no kernel is fingerprinted and the loss may differ only steps later.
 
 Cost per step: one hash launch per device and kind (the hash reads the bytes at HBM speed,
-about 1 ms per 4 GB) and a Python loop over the parameters' pointers; the names are found once
-per optimizer (a walk of the live nn.Modules).
+about 1 ms per 4 GB) and the parameters' pointers read (one data_ptr() each, in a C-level
+loop); the names are found once per optimizer (a walk of the live nn.Modules) and the call is
+prepared again only when a pointer moved. Under LOCKSTEP_DEBUG the hook prints its own time.
 """
 
 import atexit
 import gc
+import operator
 import os
 import sys
 import time
 import weakref
+from itertools import chain
 
 from lockstep import _shim
 
+_data_ptr = operator.methodcaller("data_ptr")  # as t.data_ptr(), a subclass's own included
 _WRAPPER_PREFIXES = ("_orig_mod.", "module.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 
 
@@ -143,17 +147,28 @@ class StateHook:
         rebuilt = state is None
         if state is None:
             state = self.states[optimizer] = _OptimizerState()
-        params = tuple(p for group in optimizer.param_groups for p in group["params"])
-        if len(params) != len(state.params) or any(a is not b for a, b in zip(params, state.params)):
+        # Loops in C (chain, map) where they run every step: per parameter, a Python loop cost
+        # the job ~2.6 us on the H200's host, 200 us a step for the launch-bound GPT job's 77
+        # (LOCKSTEP_DEBUG's "python state hook", issue #34).
+        params = tuple(chain.from_iterable(group["params"] for group in optimizer.param_groups))
+        if len(params) != len(state.params) or not all(map(operator.is_, params, state.params)):
             state.params = params
             found = parameter_names(torch, params)
             state.names = {id(p): found.get(id(p), f"param{i}") for i, p in enumerate(params)}
             state.batches = {}
             rebuilt = True
         if "params" in self.parts:
-            rebuilt |= self.send(state, "params",
-                                 [(state.names[id(p)], p) for p in params if p.is_cuda],
-                                 _shim.PARAMETER)
+            # Keyed by every parameter's pointer, a CPU one's too: one that moved (p.data = ...,
+            # .to(), a sharded parameter gathered elsewhere) or went to the GPU makes the call anew.
+            # The names and CUDA parameters are only looked at then.
+            key = tuple(map(_data_ptr, params))
+            cached = state.batches.get("params")
+            if cached is None or cached[0] != key:
+                named = [(state.names[id(p)], p) for p in params if p.is_cuda]
+                cached = (key, [_shim.Batch(group, _shim.PARAMETER) for group in _by_device(named)])
+                state.batches["params"] = cached
+                rebuilt = True
+            self.launch(cached[1])
         if "grads" in self.parts:
             rebuilt |= self.send(state, "grads",
                                  [(state.names[id(p)] + ":grad", p.grad) for p in params
@@ -175,10 +190,14 @@ class StateHook:
         if rebuilt:
             cached = (key, [_shim.Batch(group, kind) for group in _by_device(named)])
             state.batches[part] = cached
-        for batch in cached[1]:
+        self.launch(cached[1])
+        return rebuilt
+
+    def launch(self, batches):
+        """Each prepared call, on its device's current stream (the job may have changed it)."""
+        for batch in batches:
             batch.stream = self.torch.cuda.current_stream(batch.device).cuda_stream
             batch.send()
-        return rebuilt
 
 
 def arm(torch):

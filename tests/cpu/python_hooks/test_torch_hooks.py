@@ -85,6 +85,27 @@ class TorchHooks(unittest.TestCase):
         done, _ = run(MODEL + "opt.step()", self.tmp)  # without LOCKSTEP_DEBUG: no line
         assert "python state hook" not in done.stderr, done.stderr
 
+    def test_a_parameter_that_moved_is_sent_where_it_is_now(self):
+        # The call is prepared once and kept while every parameter's pointer holds: a parameter
+        # moved in place (p.data = ..., a sharded parameter gathered elsewhere) is sent at its
+        # new pointer the next step, and a CPU parameter that went to the GPU joins the call.
+        body = MODEL + textwrap.dedent("""
+            cpu = P(0x7000, 8, device="cpu")
+            opt.param_groups.append({"params": [cpu]})
+            opt.step()
+            model.parameters()[0]._ptr = 0x4000
+            opt.step()
+            cpu._ptr, cpu.device, cpu.is_cuda = 0x8000, "cuda:0", True
+            opt.step()
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        steps = calls.split("state ")[1:]
+        assert len(steps) == 3, calls
+        assert "tok.weight 0x1000 64" in steps[0] and "0x7000" not in steps[0], steps[0]
+        assert "tok.weight 0x4000 64" in steps[1] and "0x7000" not in steps[1], steps[1]
+        assert steps[2].startswith("n=4 ") and "param3 0x8000 8" in steps[2], steps[2]
+
     def test_a_numbered_step_sends_the_jobs_number_and_a_bare_step_none(self):
         body = "import lockstep._shim as s\ns.step(12)\ns.step()\ns.step(n=0)\n"
         done, calls = run(body, self.tmp)
