@@ -214,6 +214,20 @@ class RunShTest(unittest.TestCase):
         self.assertEqual(rows.get("launch-bound self time"), "FAIL", rows)
         self.assertEqual(rows.get("launch-bound ratios"), "PASS", rows)
 
+    def test_self_time_whose_runs_straddle_its_target_is_known(self):
+        # The untraced step is 10 ms: broad's 1% goal is 100 us. The LOCKSTEP_DEBUG runs go
+        # metrics, broad, full in turn; broad's three (90, 150, 120 us) straddle the goal, their
+        # median over it: within noise, KNOWN, not FAIL. metrics' all under it pass.
+        counter = os.path.join(self.tmp, "self-counter")
+        proc, rows, out = self.run_script(
+            "f", "-k", "launch_bound", FAKE_SELF_US="50,90,5000,50,150,5000,50,120,5000",
+            FAKE_SELF_COUNTER=counter)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("launch-bound self time"), "KNOWN", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"metrics 50\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\]\), "
+                                       r"broad 120\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\] ~ 1\.0%\)")
+
     def test_full_over_the_gpu_bound_jobs_target_fails(self):
         # x1.3 in every turn: within the x1.5 of the unseen job, over the gpu-bound job's x1.25.
         proc, rows, out = self.run_script("f", "-k", "gpu_bound or unseen",
