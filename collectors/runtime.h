@@ -156,8 +156,8 @@ class Tracer {
   trace::Record* stage();
   trace::TraceWriter::Staged commit_staged() { return hot_.writer->commit_staged(); }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
-  void flush_writer() { writer_->flush(); }
-  bool retract(const trace::TraceWriter::Staged& ticket) { return writer_->retract(ticket); }
+  void flush_writer() { hot_.writer->flush(); }
+  bool retract(const trace::TraceWriter::Staged& ticket) { return hot_.writer->retract(ticket); }
   // Whether a kernel's name decides something on the launching thread (a LOCKSTEP_STACKS
   // filter): else a launch at broad leaves the name to the writer (kernels.cpp).
   bool stacks_by_name() const { return hot_.stacks_by_name; }
@@ -380,17 +380,16 @@ class Tracer {
 
   // What every traced launch reads of the tracer, in one cache line ahead of the rest: at broad
   // a launch costs the lines the job's work evicted since the last one (collectors/README.md,
-  // "A call's cost at broad"), and these were four lines apart. Copies of config_.level,
-  // writer_ and stack_filter_'s presence, set once by the constructor.
+  // "A call's cost at broad"), and these were four lines apart. `level` and `stacks_by_name`
+  // are config_.level and stack_filter_'s presence, set once by the constructor.
   struct alignas(64) Hot {
     std::atomic<uint64_t> seq{0};
-    trace::TraceWriter* writer = nullptr;
+    std::unique_ptr<trace::TraceWriter> writer;
     Level level = Level::Off;
     bool stacks_by_name = false;
     std::atomic<bool> closed{false};
   } hot_;
   Config config_;
-  std::unique_ptr<trace::TraceWriter> writer_;
   std::atomic<uint32_t> next_thread_{0};
   std::mutex streams_mutex_;
   std::unordered_map<uintptr_t, uint32_t> streams_;

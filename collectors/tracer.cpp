@@ -36,14 +36,13 @@ LOCKSTEP_HOT StreamSteps& Tracer::stream_steps() {
 
 Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
     : config_(config),
-      writer_(std::move(writer)),
       reuse_digests_(config.reuse_digests && config.level == Level::Full),
       skip_unwritten_(reuse_digests_ && config.skip_unwritten),
       learn_roles_(config.learn_read_only && config.level == Level::Full),
       recall_fills_(config.recall_fills && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
   if (!config.stacks.empty()) stack_filter_.emplace(config.stacks, std::regex::ECMAScript);
-  hot_.writer = writer_.get();
+  hot_.writer = std::move(writer);
   hot_.level = config_.level;
   hot_.stacks_by_name = stack_filter_.has_value();
 }
@@ -103,12 +102,12 @@ LOCKSTEP_HOT trace::StringId Tracer::intern(std::string_view text) {
   thread_local auto* cache =
       new std::unordered_map<std::string, trace::StringId, TextHash, std::equal_to<>>;
   thread_local const trace::TraceWriter* cached_for = nullptr;
-  if (cached_for != writer_.get()) {  // ids are per file: a forked child's tracer starts afresh
+  if (cached_for != hot_.writer.get()) {  // ids are per file: a forked child's tracer starts afresh
     cache->clear();
-    cached_for = writer_.get();
+    cached_for = hot_.writer.get();
   }
   if (auto it = cache->find(text); it != cache->end()) return it->second;
-  const trace::StringId id = writer_->intern(text);
+  const trace::StringId id = hot_.writer->intern(text);
   if (cache->size() < 4096) cache->emplace(std::string(text), id);
   return id;
 }
@@ -118,13 +117,13 @@ trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name
   // Heap, never freed, as intern's cache; keyed by (parent, name id).
   thread_local auto* cache = new std::unordered_map<uint64_t, trace::ScopeId>;
   thread_local const trace::TraceWriter* cached_for = nullptr;
-  if (cached_for != writer_.get()) {
+  if (cached_for != hot_.writer.get()) {
     cache->clear();
-    cached_for = writer_.get();
+    cached_for = hot_.writer.get();
   }
   const uint64_t key = (static_cast<uint64_t>(parent) << 32) | text;
   if (auto it = cache->find(key); it != cache->end()) return it->second;
-  const trace::ScopeId id = writer_->intern_scope(parent, text);
+  const trace::ScopeId id = hot_.writer->intern_scope(parent, text);
   if (cache->size() < 4096) cache->emplace(key, id);
   return id;
 }

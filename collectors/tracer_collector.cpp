@@ -240,7 +240,7 @@ void Tracer::finish_steps_locked() {
   while (!steps_to_end_.empty()) {
     const uint32_t step = steps_to_end_.front();
     if (!pending_per_step_.empty() && pending_per_step_.begin()->first <= step) return;
-    writer_->end_step(step);
+    hot_.writer->end_step(step);
     steps_to_end_.pop_front();
   }
 }

@@ -179,14 +179,14 @@ Tracer* Tracer::create() {
   auto* tracer = new Tracer(config, std::move(writer));  // lives until exit, never deleted
   // Kernel records at broad leave their names to the writer (kernels.cpp, deferred_kernel_name),
   // cuBLASLt GEMMs their names and identity fields (lt_copies.h).
-  tracer->writer_->set_name_resolver([tracer](trace::Record& record) {
+  tracer->hot_.writer->set_name_resolver([tracer](trace::Record& record) {
     if (record.kind == trace::RecordKind::Gemm) return complete_copied_gemm(tracer, record);
     return deferred_kernel_name(tracer, record);
   });
   if (config.debug) self_time::enable(config.debug_phases);
   tracer->rank_known = header.contains("rank") && !header["rank"].is_null();
   std::atexit(close_at_exit);
-  seal_trace_on_fatal_signals(tracer->writer_.get());  // a killed job's trace says it was killed
+  seal_trace_on_fatal_signals(tracer->hot_.writer.get());  // a killed job's trace says it was killed
   static std::once_flag fork_once;
   std::call_once(fork_once, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
   tracer->debug(fmt::format("tracing at level {} into {}", level_name(config.level), config.dir));
@@ -200,12 +200,12 @@ void Tracer::close() {
   drain_at_close();
   report_at_close();
   hot_.closed.store(true);
-  writer_->close();
+  hot_.writer->close();
 }
 
 void Tracer::abandon_after_fork() {
   hot_.closed.store(true);
-  writer_->abandon_after_fork();
+  hot_.writer->abandon_after_fork();
 }
 
 }  // namespace lockstep::collectors

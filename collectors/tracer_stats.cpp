@@ -135,7 +135,7 @@ void Tracer::report_at_close() {
         self_time::steady_total_ns() / 1e3 / steps, steps, self_time::slow_total_ns() / 1e6));
   }
   for (const TracerStats::Warning& w : stats.warnings()) warn(w.code, w.count, w.message);
-  if (uint64_t n = writer_->stats().dropped)
+  if (uint64_t n = hot_.writer->stats().dropped)
     warn(WarningCode::RecordsDropped, n, "records dropped by the trace writer");
 }
 

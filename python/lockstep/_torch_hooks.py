@@ -23,6 +23,13 @@ from itertools import chain
 from lockstep import _shim
 
 _data_ptr = operator.methodcaller("data_ptr")  # as t.data_ptr(), a subclass's own included
+
+
+def _pointers(named):
+    """The pointers of (name, tensor) pairs: a part's key."""
+    return tuple(_data_ptr(t) for _, t in named)
+
+
 _WRAPPER_PREFIXES = ("_orig_mod.", "module.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module.")
 
 
@@ -147,9 +154,9 @@ class StateHook:
         rebuilt = state is None
         if state is None:
             state = self.states[optimizer] = _OptimizerState()
-        # Loops in C (chain, map) where they run every step: per parameter, a Python loop cost
-        # the job ~2.6 us on the H200's host, 200 us a step for the launch-bound GPT job's 77
-        # (LOCKSTEP_DEBUG's "python state hook", issue #34).
+        # Loops in C (chain, map) where they run every step: the hook's Python cost the job
+        # ~200 us a step on the H200's host for the launch-bound GPT job's 77 parameters, ~2.6 us
+        # each (LOCKSTEP_DEBUG's "python state hook", issue #34).
         params = tuple(chain.from_iterable(group["params"] for group in optimizer.param_groups))
         if len(params) != len(state.params) or not all(map(operator.is_, params, state.params)):
             state.params = params
@@ -161,43 +168,36 @@ class StateHook:
             # Keyed by every parameter's pointer, a CPU one's too: one that moved (p.data = ...,
             # .to(), a sharded parameter gathered elsewhere) or went to the GPU makes the call anew.
             # The names and CUDA parameters are only looked at then.
-            key = tuple(map(_data_ptr, params))
-            cached = state.batches.get("params")
-            if cached is None or cached[0] != key:
-                named = [(state.names[id(p)], p) for p in params if p.is_cuda]
-                cached = (key, [_shim.Batch(group, _shim.PARAMETER) for group in _by_device(named)])
-                state.batches["params"] = cached
-                rebuilt = True
-            self.launch(cached[1])
+            rebuilt |= self.send(state, "params", tuple(map(_data_ptr, params)),
+                                 lambda: [(state.names[id(p)], p) for p in params if p.is_cuda],
+                                 _shim.PARAMETER)
         if "grads" in self.parts:
-            rebuilt |= self.send(state, "grads",
-                                 [(state.names[id(p)] + ":grad", p.grad) for p in params
-                                  if p.grad is not None and p.grad.is_cuda], _shim.GRADIENT)
+            grads = [(state.names[id(p)] + ":grad", p.grad) for p in params
+                     if p.grad is not None and p.grad.is_cuda]
+            rebuilt |= self.send(state, "grads", _pointers(grads), lambda: grads, _shim.GRADIENT)
         if "optimizer" in self.parts:
             named = []
             for p in params:
                 for key, value in sorted(optimizer.state.get(p, {}).items(), key=lambda kv: str(kv[0])):
                     if torch.is_tensor(value) and value.is_cuda and value.numel() > 0:
                         named.append((f"{state.names[id(p)]}:{key}", value))
-            rebuilt |= self.send(state, "optimizer", named, _shim.OPTIMIZER_STATE)
+            rebuilt |= self.send(state, "optimizer", _pointers(named), lambda: named,
+                                 _shim.OPTIMIZER_STATE)
         return rebuilt
 
-    def send(self, state, part, named, kind):
-        """One state call per device; True when the calls had to be prepared anew."""
-        key = tuple(t.data_ptr() for _, t in named)
+    def send(self, state, part, key, named, kind):
+        """One state call per device, on its current stream (the job may have changed it); the
+        calls are prepared anew from named(), the (name, tensor) pairs, only when `key` (the
+        tensors' pointers) changed: True then."""
         cached = state.batches.get(part)
         rebuilt = cached is None or cached[0] != key
         if rebuilt:
-            cached = (key, [_shim.Batch(group, kind) for group in _by_device(named)])
+            cached = (key, [_shim.Batch(group, kind) for group in _by_device(named())])
             state.batches[part] = cached
-        self.launch(cached[1])
-        return rebuilt
-
-    def launch(self, batches):
-        """Each prepared call, on its device's current stream (the job may have changed it)."""
-        for batch in batches:
+        for batch in cached[1]:
             batch.stream = self.torch.cuda.current_stream(batch.device).cuda_stream
             batch.send()
+        return rebuilt
 
 
 def arm(torch):
