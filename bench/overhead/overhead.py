@@ -58,6 +58,9 @@ LEVELS = ("off", "metrics", "broad", "full")
 # Extra modes: full level with another PyTorch allocator choice (`lockstep run --torch-alloc`;
 # plain `full` is the default, auto = cudaMallocAsync), and the untraced job on cudaMallocAsync,
 # to separate the allocator's own cost from lockstep's. Name -> (level, --torch-alloc, env).
+# In a mode's env: not set in the job's environment, but the lockstep CLI that runs the mode
+# (--shim NAME=FOLDER: another build's CLI, with its own shim and Python hooks).
+MODE_CLI = "lockstep CLI"
 EXTRA_MODES = {
     "full-caching": ("full", "keep", {}),
     "full-nocache": ("full", "none", {}),
@@ -183,9 +186,11 @@ def parse_args(argv=None):
                    help="LOCKSTEP_DEBUG runs of each traced mode for --self-time, interleaved "
                         "(default 1); the median is reported, and each run's figure")
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
-                   help="another liblockstep.so (run through LOCKSTEP_LIB): adds a mode "
-                        "LEVEL@NAME for every level, measured like the others, e.g. --shim "
-                        "new=/tmp/new/liblockstep.so --levels broad,broad@new (repeatable)")
+                   help="another liblockstep.so (run through LOCKSTEP_LIB), or a whole build "
+                        "or install tree (a folder with tools/lockstep or bin/lockstep: its CLI, "
+                        "shim and Python hooks): adds a mode LEVEL@NAME for every level, "
+                        "measured like the others, e.g. --shim new=/tmp/new/liblockstep.so "
+                        "--levels broad,broad@new (repeatable)")
     p.add_argument("--cpus", default="gpu-local",
                    help="CPUs every run is pinned to: gpu-local (default for one-process "
                         "jobs, gpt and unseen: the "
@@ -210,10 +215,18 @@ def parse_args(argv=None):
         name, _, path = shim.partition("=")
         if not name or not path or "@" in name or "," in name:
             p.error(f"--shim {shim!r}: expected NAME=PATH")
-        if not os.path.isfile(path):
-            p.error(f"--shim {shim!r}: {path}: no such file")
+        if os.path.isdir(path):
+            clis = [os.path.join(path, sub, "lockstep") for sub in ("tools", "bin")]
+            clis = [cli for cli in clis if os.access(cli, os.X_OK)]
+            if not clis:
+                p.error(f"--shim {shim!r}: {path}: a folder with no tools/lockstep or bin/lockstep")
+            env = {MODE_CLI: os.path.abspath(clis[0])}
+        elif os.path.isfile(path):
+            env = {"LOCKSTEP_LIB": os.path.abspath(path)}
+        else:
+            p.error(f"--shim {shim!r}: {path}: no such file or folder")
         for lv in LEVELS:
-            EXTRA_MODES[f"{lv}@{name}"] = (lv, None, {"LOCKSTEP_LIB": os.path.abspath(path)})
+            EXTRA_MODES[f"{lv}@{name}"] = (lv, None, env)
             if lv in TARGETS:
                 TARGETS[f"{lv}@{name}"] = TARGETS[lv]
     if args.size is None:
@@ -372,8 +385,10 @@ def mode_command(args, mode, tag, work, debug=False, gate=None):
         trace_dir = os.path.join(work, f"trace-{tag}")
         shutil.rmtree(trace_dir, ignore_errors=True)
         alloc = ["--torch-alloc", torch_alloc] if torch_alloc else []
-        cmd = [args.lockstep, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
+        cli = extra_env.get(MODE_CLI, args.lockstep)
+        cmd = [cli, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
     debug_env = {"LOCKSTEP_DEBUG": "2" if getattr(args, "self_time_detail", False) else "1"}
+    extra_env = {k: v for k, v in extra_env.items() if k != MODE_CLI}
     env = dict(os.environ, **extra_env, **(debug_env if debug else {}))
     return cmd, env, out_json, trace_dir
 

@@ -213,6 +213,32 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertRegex(proc.stdout, r"broad@around +120\.0 us +1\.20% of the untraced step "
                                       r"\[0\.90-1\.30%\] +target 1\.0% ~")
 
+    def test_a_build_tree_runs_its_mode_through_its_own_cli(self):
+        # A folder with tools/lockstep: that CLI runs the mode (with its shim and Python hooks),
+        # not the --lockstep one, and LOCKSTEP_LIB is left alone.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        os.makedirs(os.path.join(tmp, "tree", "tools"))
+        cli = os.path.join(tmp, "tree", "tools", "lockstep")
+        with open(cli, "w") as f:
+            f.write(f'#!/bin/sh\n[ -z "$LOCKSTEP_LIB" ] || exit 9\n'
+                    f'FAKE_SELF_US=200 exec {os.path.join(FAKE, "lockstep")} "$@"\n')
+        os.chmod(cli, 0o755)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad,broad@tree", "--shim", f"tree={tmp}/tree", "--rounds", "1",
+             "--steps", "6", "--skip", "1", "--size", "launch-bound", "--self-time",
+             "--self-time-runs", "2", "--cpus", "all", "--json", out],
+            env=dict(os.environ, FAKE_SELF_US="50"), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        self.assertEqual(rows["broad"]["shim_self_us_runs"], [50.0] * 2)
+        self.assertEqual(rows["broad@tree"]["shim_self_us_runs"], [200.0] * 2)
+
     def test_a_shim_that_is_not_there_is_refused(self):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
