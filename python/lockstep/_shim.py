@@ -6,6 +6,7 @@ otherwise.
 """
 
 import ctypes
+import functools
 
 PARAMETER, GRADIENT, OPTIMIZER_STATE, OTHER = 0, 1, 2, 3  # State records' state_kind
 
@@ -90,6 +91,18 @@ def _stream_of(tensor, stream):
         import torch
         return torch.cuda.current_stream(tensor.device).cuda_stream
     return 0
+
+
+def current_stream_function(torch, device):
+    """A call without arguments that answers the handle of `device`'s current PyTorch stream, as
+    torch.cuda.current_stream(device).cuda_stream does, for a call made every step: through
+    torch._C._cuda_getCurrentRawStream where this torch has it, which makes no Stream object
+    (the public call makes one, after a lazy-init check and a device lookup)."""
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    index = getattr(device, "index", None)
+    if raw is not None and isinstance(index, int):
+        return functools.partial(raw, index)
+    return lambda: torch.cuda.current_stream(device).cuda_stream
 
 
 class Batch:

@@ -15,6 +15,7 @@ A verdict is overhead.py's, from the ratio's 95% interval: PASS when its upper e
 target, FAIL when its lower end is above it, KNOWN when the target lies inside it (within noise
 of the target: more turns would tell)."""
 
+import json
 import os
 import re
 
@@ -150,6 +151,41 @@ def test_f_launch_bound_shim_time_within_targets(gs, row, tools):
         row("KNOWN", figure + " (within noise of a target)", numbers)
     else:
         row("PASS", figure, numbers)
+
+
+@pytest.mark.row("state hook parts")
+def test_f_state_hook_parts_under_the_shim(gs, row, tools):
+    """The PyTorch state hook's Python by part (bench/overhead/hook_parts.py) on the launch-bound
+    model, under the shim at broad: what each piece of the hook's step costs in a warm loop
+    (the job's step runs it cold: the launch-bound row's "python state hook" is that). Shown,
+    not judged; FAIL when the hook did not run traced."""
+    row.need(40)
+    path = gs.path("hook-parts.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    run = gs.run("hook-parts", 120, [gs.config.lockstep, "run", "-o", gs.path("trace-hook-parts"),
+                                     "--level", "broad", "--", gs.config.py,
+                                     os.path.join(gpu_suite.ROOT, "bench", "overhead",
+                                                  "hook_parts.py"), "--json", path])
+    try:
+        with open(path) as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        found = None
+    if run.rc != 0 or found is None or not found.get("traced"):
+        row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
+        return
+    ns = found["ns_per_call"]
+    us = {name: ns.get(name, float("nan")) / 1e3 for name in (
+        "whole hook", "pointers (as the hook reads them)", "pointers (t.data_ptr() each)",
+        "current stream (as the hook reads it)", "current_stream(device).cuda_stream",
+        "state call (ctypes + shim)")}
+    row("PASS", f"{found['parameters']} parameters: whole hook {us['whole hook']:.1f} us, "
+                f"pointers {us['pointers (as the hook reads them)']:.1f} us "
+                f"(t.data_ptr() {us['pointers (t.data_ptr() each)']:.1f}), stream "
+                f"{us['current stream (as the hook reads it)']:.1f} us (current_stream "
+                f"{us['current_stream(device).cuda_stream']:.1f}), state call "
+                f"{us['state call (ctypes + shim)']:.1f} us", found)
 
 
 @pytest.mark.row("launch cost")

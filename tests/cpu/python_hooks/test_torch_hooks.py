@@ -106,6 +106,57 @@ class TorchHooks(unittest.TestCase):
         assert "tok.weight 0x4000 64" in steps[1] and "0x7000" not in steps[1], steps[1]
         assert steps[2].startswith("n=4 ") and "param3 0x8000 8" in steps[2], steps[2]
 
+    def test_the_stream_is_read_each_step_by_device_index_where_torch_has_the_raw_getter(self):
+        # torch._C._cuda_getCurrentRawStream answers the handle without making a Stream object;
+        # it is asked for the parameters' device index every step (the job may change streams
+        # between steps), and torch.cuda.current_stream is not called.
+        body = MODEL + textwrap.dedent("""
+            import types
+            class Device:
+                index = 0
+            streams = iter([0x61, 0x62])
+            asked = []
+            torch._C = types.SimpleNamespace(
+                _cuda_getCurrentRawStream=lambda i: asked.append(i) or next(streams))
+            torch.cuda.current_stream = None  # a call of it would fail the hook
+            device = Device()
+            for p in model.parameters():
+                p.device = device
+            opt.step(); opt.step()
+            assert asked == [0, 0], asked
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert "stopped" not in done.stderr, done.stderr
+        steps = calls.split("state ")[1:]
+        assert [s.split("\n")[0] for s in steps] == ["n=3 kind=0 stream=0x61",
+                                                     "n=3 kind=0 stream=0x62"], calls
+
+    def test_pointers_are_read_by_torchs_c_method_unless_a_parameters_type_has_its_own(self):
+        # Plain parameters: TensorBase.data_ptr itself, no bound method made for each. A subclass
+        # with a data_ptr of its own makes every parameter read as p.data_ptr(), and is sent at
+        # the pointer its own method answers.
+        body = MODEL + textwrap.dedent("""
+            import types
+            from lockstep import _torch_hooks as hooks
+            torch._C = types.SimpleNamespace(TensorBase=torch.Tensor)
+            params = list(model.parameters())
+            assert hooks.pointer_function(torch, params) is torch.Tensor.data_ptr
+            class Own(P):
+                def data_ptr(self):
+                    return 0x9000
+            own = Own(0x5000, 8)
+            assert hooks.pointer_function(torch, params + [own]) is hooks._data_ptr
+            opt.step()
+            opt.param_groups.append({"params": [own]})
+            opt.step()
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        steps = calls.split("state ")[1:]
+        assert len(steps) == 2 and "tok.weight 0x1000 64" in steps[0], calls
+        assert "param3 0x9000 8" in steps[1] and "0x5000" not in steps[1], steps[1]
+
     def test_a_numbered_step_sends_the_jobs_number_and_a_bare_step_none(self):
         body = "import lockstep._shim as s\ns.step(12)\ns.step()\ns.step(n=0)\n"
         done, calls = run(body, self.tmp)

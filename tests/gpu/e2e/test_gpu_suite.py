@@ -307,6 +307,15 @@ class RunShTest(unittest.TestCase):
             self.assertIn("us/launch: untraced 3.05, off 3.15, metrics 3.15, broad 3.15, full "
                           "3.15, full-unmerged 3.15, untraced 3.05", f.read())
 
+    def test_state_hook_parts_show_the_figures_and_fail_untraced(self):
+        proc, rows, out = self.run_script("f", "-k", "hook_parts")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("77 parameters: whole hook 30.0 us, pointers 8.0 us (t.data_ptr() 18.0), "
+                          "stream 0.1 us (current_stream 5.6), state call 18.0 us", f.read())
+        proc, rows, _ = self.run_script("f", "-k", "hook_parts", FAKE_HOOK_TRACED="0")
+        self.assertEqual(rows.get("state hook parts"), "FAIL", rows)
+
     def test_two_gpu_rows_skip_with_one_gpu(self):
         proc, rows, _ = self.run_script("go", CUDA_VISIBLE_DEVICES="0")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])

@@ -1,0 +1,109 @@
+"""The PyTorch state hook's cost by part (issue #34): what the Python that lockstep runs after each
+optimizer step spends, piece by piece, on the launch-bound GPT job's model (77 parameters).
+
+Run it under the shim, so that the state call is the real one:
+
+  lockstep run --level broad -- python3 bench/overhead/hook_parts.py --json out.json
+
+Each part is timed over --reps calls in --rounds rounds; the median round's mean per call is
+printed. "whole hook" is StateHook.record as the hook calls it after optimizer.step(); "state
+call" is the ctypes call into lockstep_fingerprint_many with the shim's work in it (the shim's
+own share is LOCKSTEP_DEBUG's "state" phase). The parts overlap the whole; their sum need not
+equal it.
+"""
+
+import argparse
+import json
+import operator
+import os
+import statistics
+import sys
+import time
+from itertools import chain
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_facts  # noqa: E402
+
+
+def timed(fn, reps, rounds):
+    means = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for _ in range(reps):
+            fn()
+        means.append((time.perf_counter_ns() - start) / reps)
+    return statistics.median(means)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--reps", type=int, default=500)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--json", help="write the figures here")
+    args = p.parse_args()
+
+    import torch
+    from gpt_model import GPT, GPTConfig
+    from lockstep import _shim, _torch_hooks
+
+    model = GPT(GPTConfig(dim=args.dim, layers=args.layers, seq=256)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    idx = torch.randint(0, 1024, (4, 256), device="cuda")
+    model(idx).float().sum().backward()
+    opt.step()
+    torch.cuda.synchronize()
+
+    hook = _torch_hooks.StateHook(torch, {"params"})
+    hook.record(opt)  # the first call: names walked, calls prepared
+    state = hook.states[opt]
+    params = state.params
+    data_ptr = _torch_hooks._data_ptr
+    hook_pointer = state.pointer
+    batch, current_stream = state.batches["params"][1][0]
+    device = batch.device
+
+    parts = {
+        "whole hook": lambda: hook.record(opt),
+        "is_current_stream_capturing": torch.cuda.is_current_stream_capturing,
+        "params tuple (chain)": lambda: tuple(chain.from_iterable(g["params"] for g in opt.param_groups)),
+        "params same (is)": lambda: all(map(operator.is_, params, state.params)),
+        "pointers (as the hook reads them)": lambda: tuple(map(hook_pointer, params)),
+        "pointers (t.data_ptr() each)": lambda: tuple(map(data_ptr, params)),
+        "current stream (as the hook reads it)": current_stream,
+        "current_stream(device).cuda_stream": lambda: torch.cuda.current_stream(device).cuda_stream,
+        "state call (ctypes + shim)": batch.send,
+    }
+    # Cheaper ways to the same answers, where this torch has them.
+    candidates = {
+        "alt: _cuda_isCurrentStreamCapturing": torch._C._cuda_isCurrentStreamCapturing,
+    }
+    for name, fn in candidates.items():
+        try:
+            fn()
+        except Exception as error:
+            print(f"  {name}: not here ({type(error).__name__}: {error})")
+            continue
+        parts[name] = fn
+    figures = {}
+    for name, fn in parts.items():
+        fn()
+        figures[name] = timed(fn, args.reps, args.rounds)
+    torch.cuda.synchronize()
+    out = {"parameters": len(params), "traced": _shim.traced(), "reps": args.reps,
+           "rounds": args.rounds, "ns_per_call": figures, **run_facts.facts()}
+    print(f"state hook by part, {len(params)} parameters, traced={out['traced']} "
+          f"(median of {args.rounds} rounds of {args.reps} calls):")
+    for name, ns in figures.items():
+        print(f"  {name:38s} {ns / 1000:9.2f} us")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
