@@ -100,7 +100,7 @@ class _OptimizerState:
         self.params = ()
         self.pointer = _data_ptr  # pointer_function of the parameters
         self.names = {}
-        self.batches = {}  # part -> (pointer key, [Batch])
+        self.batches = {}  # part -> (pointer key, [(Batch, its current-stream call)])
 
 
 def _by_device(named):
@@ -170,8 +170,9 @@ class StateHook:
         if state is None:
             state = self.states[optimizer] = _OptimizerState()
         # Loops in C (chain, map) where they run every step: the hook's Python cost the job
-        # ~200 us a step on the H200's host for the launch-bound GPT job's 77 parameters, ~2.6 us
-        # each (LOCKSTEP_DEBUG's "python state hook", issue #34).
+        # ~200 us a step on the H200's host for the launch-bound GPT job's 77 parameters at
+        # cc59dc0, ~80 us at be1f190 (LOCKSTEP_DEBUG's "python state hook", issue #34; its parts:
+        # bench/overhead/hook_parts.py).
         params = tuple(chain.from_iterable(group["params"] for group in optimizer.param_groups))
         if len(params) != len(state.params) or not all(map(operator.is_, params, state.params)):
             state.params = params
