@@ -699,12 +699,15 @@ def main(argv=None):
                 trace_bytes[mode].append(b)
 
     # The shim's own time per step, from --self-time-runs LOCKSTEP_DEBUG runs of each traced
-    # mode (interleaved), their median.
+    # mode (interleaved, the order rotating every round as the turns' does: in two A/Bs whose
+    # modes ran the same shim binary in a fixed order, every launch phase and the job's own
+    # real calls read 5-10% apart, an order effect no build could be told from), their median.
     self_runs = {m: [] for m in args.levels}
     self_phases = {m: [] for m in args.levels}  # per run, as self_time_phases() reads it
     if args.self_time:
+        levels = list(args.levels)
         for r in range(args.self_time_runs):
-            for mode in args.levels:
+            for mode in levels[r % len(levels):] + levels[:r % len(levels)]:
                 _, _, err, output = run_once(args, mode, f"debug{r}", work, log, cpus, debug=True)
                 if err:
                     errors.append(err)

@@ -239,6 +239,27 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertEqual(rows["broad"]["shim_self_us_runs"], [50.0] * 2)
         self.assertEqual(rows["broad@tree"]["shim_self_us_runs"], [200.0] * 2)
 
+    def test_the_self_time_runs_take_turns_first(self):
+        # One list of self times handed out in the order the runs happen: with two modes and
+        # two rounds, each mode runs first once (a fixed order gives broad 10, 30).
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out = os.path.join(tmp, "o.json")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
+             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
+             "--levels", "broad,metrics", "--rounds", "1", "--steps", "6", "--skip", "1",
+             "--size", "launch-bound", "--self-time", "--self-time-runs", "2", "--cpus", "all",
+             "--json", out],
+            env=dict(os.environ, FAKE_SELF_US="10 20 30 40",
+                     FAKE_SELF_COUNTER=os.path.join(tmp, "runs")),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        with open(out) as f:
+            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        self.assertEqual(rows["broad"]["shim_self_us_runs"], [10.0, 40.0])
+        self.assertEqual(rows["metrics"]["shim_self_us_runs"], [20.0, 30.0])
+
     def test_a_shim_that_is_not_there_is_refused(self):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
