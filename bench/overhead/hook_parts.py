@@ -40,14 +40,22 @@ def timed(fn, reps, rounds):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dim", type=int, default=512)
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--reps", type=int, default=500)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--dim", type=int, default=512, help="model width (default: launch-bound's)")
+    p.add_argument("--layers", type=int, default=6, help="blocks (default: launch-bound's)")
+    p.add_argument("--reps", type=int, default=500, help="calls per round (default 500)")
+    p.add_argument("--rounds", type=int, default=7, help="rounds; the median is kept (default 7)")
+    p.add_argument("--json", help="write the figures here, with run_facts' commit, GPU, driver, date")
     args = p.parse_args()
 
-    import torch
+    try:
+        import torch
+    except ImportError as error:
+        print(f"hook_parts.py: needs PyTorch with CUDA ({error})", file=sys.stderr)
+        sys.exit(2)
+    if not torch.cuda.is_available():
+        print("hook_parts.py: needs a CUDA GPU (torch.cuda.is_available() is False)",
+              file=sys.stderr)
+        sys.exit(2)
     from gpt_model import GPT, GPTConfig
     from lockstep import _shim, _torch_hooks
 
