@@ -152,27 +152,37 @@ class OverheadShimsTest(unittest.TestCase):
     """bench/overhead/overhead.py --shim: each named shim is run through LOCKSTEP_LIB as its own
     mode, and --self-time-runs gives each mode that many LOCKSTEP_DEBUG runs and their median."""
 
-    def test_each_shim_is_its_own_mode_with_the_median_of_its_runs(self):
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        shims = {}
-        for name, us in (("a", "100"), ("b", "300")):  # stand-in shims: the self time they report
-            shims[name] = os.path.join(tmp, f"{name}.so")
-            with open(shims[name], "w") as f:
-                f.write(us)
-        out = os.path.join(tmp, "o.json")
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def stand_in(self, name, text):
+        """A stand-in shim: a file holding the self times the fake lockstep reports for it."""
+        path = os.path.join(self.tmp, f"{name}.so")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def overhead(self, *args, env=None):
+        """overhead.py on the launch-bound size with --self-time, with the fake lockstep and
+        python; (the process, its rows by mode)."""
+        out = os.path.join(self.tmp, "o.json")
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "broad,broad@a,broad@b", "--shim", f"a={shims['a']}",
-             "--shim", f"b={shims['b']}", "--rounds", "1", "--steps", "6", "--skip", "1",
-             "--size", "launch-bound", "--self-time", "--self-time-runs", "3", "--cpus", "all",
-             "--json", out],
-            env=dict(os.environ, FAKE_SELF_US="50"), stdout=subprocess.PIPE,
+             "--rounds", "1", "--steps", "6", "--skip", "1", "--size", "launch-bound",
+             "--self-time", "--cpus", "all", "--json", out, *args],
+            env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         with open(out) as f:
-            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+            return proc, {row["mode"]: row for row in json.load(f)["rows"]}
+
+    def test_each_shim_is_its_own_mode_with_the_median_of_its_runs(self):
+        a, b = self.stand_in("a", "100"), self.stand_in("b", "300")
+        proc, rows = self.overhead("--levels", "broad,broad@a,broad@b", "--shim", f"a={a}",
+                                   "--shim", f"b={b}", "--self-time-runs", "3",
+                                   env={"FAKE_SELF_US": "50"})
         for mode, us in (("broad", 50.0), ("broad@a", 100.0), ("broad@b", 300.0)):
             self.assertEqual(rows[mode]["shim_self_us_runs"], [us] * 3, rows[mode])
             self.assertEqual(rows[mode]["shim_self_us_per_step"], us)
@@ -183,24 +193,11 @@ class OverheadShimsTest(unittest.TestCase):
         # The fake job's step is 10 ms: 100 us of shim time is broad's 1% goal. Runs all under
         # it pass, runs on both sides of it are within noise (KNOWN, even with the median over
         # it), runs all over it fail (even with one a hair over).
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         shims = {"under": "60 80 70", "around": "90 130 120", "over": "101 160 150"}
-        for name, runs in shims.items():
-            with open(os.path.join(tmp, f"{name}.so"), "w") as f:
-                f.write(runs)
-        out = os.path.join(tmp, "o.json")
-        proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
-             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", ",".join(f"broad@{name}" for name in shims), "--rounds", "1",
-             "--steps", "6", "--skip", "1", "--size", "launch-bound", "--self-time",
-             "--self-time-runs", "3", "--cpus", "all", "--json", out] +
-            [arg for name in shims for arg in ("--shim", f"{name}={tmp}/{name}.so")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        with open(out) as f:
-            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        proc, rows = self.overhead(
+            "--levels", ",".join(f"broad@{name}" for name in shims), "--self-time-runs", "3",
+            *[arg for name, runs in shims.items()
+              for arg in ("--shim", f"{name}={self.stand_in(name, runs)}")])
         for name, verdict, low, high in (("under", "PASS", 0.6, 0.8),
                                          ("around", "KNOWN", 0.9, 1.3),
                                          ("over", "FAIL", 1.01, 1.6)):
@@ -216,47 +213,24 @@ class OverheadShimsTest(unittest.TestCase):
     def test_a_build_tree_runs_its_mode_through_its_own_cli(self):
         # A folder with tools/lockstep: that CLI runs the mode (with its shim and Python hooks),
         # not the --lockstep one, and LOCKSTEP_LIB is left alone.
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        os.makedirs(os.path.join(tmp, "tree", "tools"))
-        cli = os.path.join(tmp, "tree", "tools", "lockstep")
+        os.makedirs(os.path.join(self.tmp, "tree", "tools"))
+        cli = os.path.join(self.tmp, "tree", "tools", "lockstep")
         with open(cli, "w") as f:
             f.write(f'#!/bin/sh\n[ -z "$LOCKSTEP_LIB" ] || exit 9\n'
                     f'FAKE_SELF_US=200 exec {os.path.join(FAKE, "lockstep")} "$@"\n')
         os.chmod(cli, 0o755)
-        out = os.path.join(tmp, "o.json")
-        proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
-             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "broad,broad@tree", "--shim", f"tree={tmp}/tree", "--rounds", "1",
-             "--steps", "6", "--skip", "1", "--size", "launch-bound", "--self-time",
-             "--self-time-runs", "2", "--cpus", "all", "--json", out],
-            env=dict(os.environ, FAKE_SELF_US="50"), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, timeout=120)
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        with open(out) as f:
-            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        _, rows = self.overhead("--levels", "broad,broad@tree", "--shim",
+                                f"tree={self.tmp}/tree", "--self-time-runs", "2",
+                                env={"FAKE_SELF_US": "50"})
         self.assertEqual(rows["broad"]["shim_self_us_runs"], [50.0] * 2)
         self.assertEqual(rows["broad@tree"]["shim_self_us_runs"], [200.0] * 2)
 
     def test_the_self_time_runs_take_turns_first(self):
         # One list of self times handed out in the order the runs happen: with two modes and
         # two rounds, each mode runs first once (a fixed order gives broad 10, 30).
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        out = os.path.join(tmp, "o.json")
-        proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
-             "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "broad,metrics", "--rounds", "1", "--steps", "6", "--skip", "1",
-             "--size", "launch-bound", "--self-time", "--self-time-runs", "2", "--cpus", "all",
-             "--json", out],
-            env=dict(os.environ, FAKE_SELF_US="10 20 30 40",
-                     FAKE_SELF_COUNTER=os.path.join(tmp, "runs")),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        with open(out) as f:
-            rows = {row["mode"]: row for row in json.load(f)["rows"]}
+        _, rows = self.overhead("--levels", "broad,metrics", "--self-time-runs", "2",
+                                env={"FAKE_SELF_US": "10 20 30 40",
+                                     "FAKE_SELF_COUNTER": os.path.join(self.tmp, "runs")})
         self.assertEqual(rows["broad"]["shim_self_us_runs"], [10.0, 40.0])
         self.assertEqual(rows["metrics"]["shim_self_us_runs"], [20.0, 30.0])
 
