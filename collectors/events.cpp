@@ -8,6 +8,7 @@
 #include "collectors/runtime.h"
 #include "common/self_time.h"
 #include "common/hot.h"
+#include "common/hot_flags.h"
 
 namespace lockstep::collectors {
 
@@ -47,12 +48,27 @@ LOCKSTEP_HOT bool active() {
   return Tracer::possible();
 }
 
+// What the configuration allows, read once into the line of switches every traced call reads
+// (common/hot_flags.h): a function's static would be a guard and a value on a line of their own.
+[[gnu::noinline]] uint8_t configured_flags() {
+  const ConfigResult& configured = Tracer::configuration();
+  uint8_t flags = HotFlags::kConfigured;
+  if (configured.ok() && configured.config.level != Level::Off) flags |= HotFlags::kPossible;
+  if (configured.ok() && configured.config.level >= Level::Broad)
+    flags |= HotFlags::kLaunchesTraced;
+  hot_flags.configured.store(flags, std::memory_order_relaxed);  // the same from every thread
+  return flags;
+}
+
+LOCKSTEP_HOT uint8_t configured_hot_flags() {
+  const uint8_t flags = hot_flags.configured.load(std::memory_order_relaxed);
+  if (flags & HotFlags::kConfigured) [[likely]]
+    return flags;
+  return configured_flags();
+}
+
 LOCKSTEP_HOT bool launches_traced() {
-  static const bool traced = [] {
-    const ConfigResult& configured = Tracer::configuration();
-    return configured.ok() && configured.config.level >= Level::Broad;
-  }();
-  return traced;
+  return configured_hot_flags() & HotFlags::kLaunchesTraced;
 }
 
 ShimCallGuard::ShimCallGuard() { ++shim_depth; }
@@ -269,11 +285,10 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
 }
 
 namespace {
-std::atomic<bool> g_capture_begun{false};
 }  // namespace
 
-void capture_begins() { g_capture_begun.store(true, std::memory_order_release); }
-LOCKSTEP_HOT bool capture_begun() { return g_capture_begun.load(std::memory_order_acquire); }
+void capture_begins() { hot_flags.capture_begun.store(true, std::memory_order_release); }
+LOCKSTEP_HOT bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }
 
 void stream_order_point() {
   if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs

@@ -39,6 +39,10 @@
 
 namespace lockstep::collectors {
 
+// What the configuration allows, as HotFlags::configured's bits (common/hot_flags.h): read from
+// the configuration once, then from the line of switches every traced call reads (events.cpp).
+uint8_t configured_hot_flags();
+
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
 struct PlannedRegion {
   CUdeviceptr ptr = 0;

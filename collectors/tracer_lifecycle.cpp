@@ -18,6 +18,7 @@
 #include "collectors/kernel_info.h"
 #include "collectors/lt_copies.h"
 #include "collectors/runtime.h"
+#include "common/hot_flags.h"
 #include "common/hot.h"
 #include "common/self_time.h"
 #include "common/settings.h"
@@ -87,12 +88,9 @@ LOCKSTEP_HOT Tracer* Tracer::existing() { return g_tracer.load(std::memory_order
 
 LOCKSTEP_HOT bool Tracer::possible() {
   if (g_disabled.load(std::memory_order_relaxed)) return false;
-  // Every hooked call asks: one flag, not the configuration's lines (errors, level).
-  static const bool configured = [] {
-    const ConfigResult& result = configuration();
-    return result.ok() && result.config.level != Level::Off;
-  }();
-  return configured;
+  // Every hooked call asks: one bit of the hot line (common/hot_flags.h), not the
+  // configuration's lines (errors, level).
+  return configured_hot_flags() & HotFlags::kPossible;
 }
 
 LOCKSTEP_HOT Tracer* Tracer::get() {

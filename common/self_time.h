@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+
+#include "common/hot_flags.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -72,8 +74,10 @@ inline constexpr uint64_t kSlowNs = 100'000;
 struct Counter {
   std::atomic<uint64_t> ticks{0}, calls{0}, slow_ticks{0}, slow_calls{0};
 };
-inline std::atomic<bool> enabled{false};  // top-level phases (LOCKSTEP_DEBUG=1 and 2)
-inline std::atomic<bool> detail{false};   // and the nested ones (LOCKSTEP_DEBUG=2)
+// Top-level phases (LOCKSTEP_DEBUG=1 and 2) and the nested ones (=2): in the line of switches
+// every traced call reads (common/hot_flags.h).
+inline constexpr std::atomic<bool>& enabled = hot_flags.self_time;
+inline constexpr std::atomic<bool>& detail = hot_flags.self_time_detail;
 
 // Every thread's counters that timed a scope, in a list the report sums (never freed: a thread
 // that ended still counts, and hooks run during exit).

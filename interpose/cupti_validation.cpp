@@ -26,9 +26,9 @@
 
 namespace lockstep::interpose::validation {
 
-bool g_enabled = false;
 __attribute__((constructor)) static void read_validate_env() {
-  g_enabled = coverage::validation_requested(std::getenv(env::kValidate));
+  hot_flags.validation.store(coverage::validation_requested(std::getenv(env::kValidate)),
+                             std::memory_order_relaxed);
 }
 
 namespace {

@@ -9,12 +9,16 @@
 
 #include <utility>
 
+#include "common/hot_flags.h"
 #include "cupti_coverage.h"
 
 namespace lockstep::interpose::validation {
 
-extern bool g_enabled;  // LOCKSTEP_VALIDATE, read once when the shim is loaded
-inline bool enabled() { return __builtin_expect(g_enabled, false); }
+// LOCKSTEP_VALIDATE, read once when the shim is loaded, in the line of switches every traced
+// call reads (common/hot_flags.h).
+inline bool enabled() {
+  return __builtin_expect(hot_flags.validation.load(std::memory_order_relaxed), false);
+}
 
 // Pushes an external id (CUSTOM0) for `scope` while it lives; the first one starts CUPTI.
 // `traced` = the shim reports this call (false: it forwards it untraced on purpose).
