@@ -53,9 +53,11 @@ LOCKSTEP_HOT bool active() {
 [[gnu::noinline]] uint8_t configured_flags() {
   const ConfigResult& configured = Tracer::configuration();
   uint8_t flags = HotFlags::kConfigured;
-  if (configured.ok() && configured.config.level != Level::Off) flags |= HotFlags::kPossible;
-  if (configured.ok() && configured.config.level >= Level::Broad)
-    flags |= HotFlags::kLaunchesTraced;
+  if (configured.ok()) {
+    const Level level = configured.config.level;
+    if (level != Level::Off) flags |= HotFlags::kPossible;
+    if (level >= Level::Broad) flags |= HotFlags::kLaunchesTraced;
+  }
   hot_flags.configured.store(flags, std::memory_order_relaxed);  // the same from every thread
   return flags;
 }
@@ -283,9 +285,6 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
     t->allocations().unmap(ptr, bytes);
   }
 }
-
-namespace {
-}  // namespace
 
 void capture_begins() { hot_flags.capture_begun.store(true, std::memory_order_release); }
 LOCKSTEP_HOT bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }

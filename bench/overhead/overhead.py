@@ -58,9 +58,6 @@ LEVELS = ("off", "metrics", "broad", "full")
 # Extra modes: full level with another PyTorch allocator choice (`lockstep run --torch-alloc`;
 # plain `full` is the default, auto = cudaMallocAsync), and the untraced job on cudaMallocAsync,
 # to separate the allocator's own cost from lockstep's. Name -> (level, --torch-alloc, env).
-# In a mode's env: not set in the job's environment, but the lockstep CLI that runs the mode
-# (--shim NAME=FOLDER: another build's CLI, with its own shim and Python hooks).
-MODE_CLI = "lockstep CLI"
 EXTRA_MODES = {
     "full-caching": ("full", "keep", {}),
     "full-nocache": ("full", "none", {}),
@@ -89,6 +86,9 @@ EXTRA_MODES = {
     "broad-noscopes": ("broad", None, {"LOCKSTEP_SCOPES": "0"}),
     "broad-scopes": ("broad", None, {"LOCKSTEP_SCOPES": "1"}),
 }
+# Modes run by another lockstep CLI than --lockstep (--shim NAME=FOLDER: another build's CLI,
+# with its own shim and Python hooks). Mode -> CLI path.
+MODE_CLIS = {}
 TARGETS.update({"full-caching": 1.5})  # full-nocache: no target (PyTorch without caching)
 # Job sizes (examples/pytorch/train_gpt.py arguments). Measured on one H200: gpu-bound ~35 ms per
 # step with fused attention (~46 ms written out, three untraced runs within 0.5%); launch-bound
@@ -220,13 +220,15 @@ def parse_args(argv=None):
             clis = [cli for cli in clis if os.access(cli, os.X_OK)]
             if not clis:
                 p.error(f"--shim {shim!r}: {path}: a folder with no tools/lockstep or bin/lockstep")
-            env = {MODE_CLI: os.path.abspath(clis[0])}
+            cli, env = os.path.abspath(clis[0]), {}
         elif os.path.isfile(path):
-            env = {"LOCKSTEP_LIB": os.path.abspath(path)}
+            cli, env = None, {"LOCKSTEP_LIB": os.path.abspath(path)}
         else:
             p.error(f"--shim {shim!r}: {path}: no such file or folder")
         for lv in LEVELS:
             EXTRA_MODES[f"{lv}@{name}"] = (lv, None, env)
+            if cli:
+                MODE_CLIS[f"{lv}@{name}"] = cli
             if lv in TARGETS:
                 TARGETS[f"{lv}@{name}"] = TARGETS[lv]
     if args.size is None:
@@ -385,10 +387,9 @@ def mode_command(args, mode, tag, work, debug=False, gate=None):
         trace_dir = os.path.join(work, f"trace-{tag}")
         shutil.rmtree(trace_dir, ignore_errors=True)
         alloc = ["--torch-alloc", torch_alloc] if torch_alloc else []
-        cli = extra_env.get(MODE_CLI, args.lockstep)
+        cli = MODE_CLIS.get(mode, args.lockstep)
         cmd = [cli, "run", "-o", trace_dir, "--level", level] + alloc + ["--"] + cmd
     debug_env = {"LOCKSTEP_DEBUG": "2" if getattr(args, "self_time_detail", False) else "1"}
-    extra_env = {k: v for k, v in extra_env.items() if k != MODE_CLI}
     env = dict(os.environ, **extra_env, **(debug_env if debug else {}))
     return cmd, env, out_json, trace_dir
 

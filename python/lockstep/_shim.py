@@ -89,7 +89,7 @@ def _stream_of(tensor, stream):
         return int(getattr(stream, "cuda_stream", stream))
     if hasattr(tensor, "is_cuda") and tensor.is_cuda:
         import torch
-        return torch.cuda.current_stream(tensor.device).cuda_stream
+        return current_stream_function(torch, tensor.device)()
     return 0
 
 
