@@ -29,7 +29,6 @@ __attribute__((used)) static void* const g_keep_exported_entry_points[] = {
 namespace lockstep::collectors {
 
 namespace {
-thread_local int shim_depth = 0;
 constexpr uint64_t kTokenTag = 0x5a5a000000000000ull;
 
 struct CallStack {
@@ -44,7 +43,7 @@ CallStack& call_stack() {
 }  // namespace
 
 LOCKSTEP_HOT bool active() {
-  if (shim_depth > 0) return false;
+  if (t_hot.shim_depth > 0) return false;
   return Tracer::possible();
 }
 
@@ -73,9 +72,9 @@ LOCKSTEP_HOT bool launches_traced() {
   return configured_hot_flags() & HotFlags::kLaunchesTraced;
 }
 
-ShimCallGuard::ShimCallGuard() { ++shim_depth; }
-ShimCallGuard::~ShimCallGuard() { --shim_depth; }
-LOCKSTEP_HOT bool inside_shim_call() { return shim_depth > 0; }
+ShimCallGuard::ShimCallGuard() { ++t_hot.shim_depth; }
+ShimCallGuard::~ShimCallGuard() { --t_hot.shim_depth; }
+LOCKSTEP_HOT bool inside_shim_call() { return t_hot.shim_depth > 0; }
 
 void set_symbol_resolver(SymbolResolver resolver) {
   set_resolver_internal(resolver);
@@ -210,7 +209,7 @@ LOCKSTEP_HOT void finish_call(CallState* state) {
 // ---- allocations ------------------------------------------------------------------------------
 namespace {
 Tracer* tracer_for_allocations() {
-  if (shim_depth > 0 || !Tracer::possible()) return nullptr;
+  if (t_hot.shim_depth > 0 || !Tracer::possible()) return nullptr;
   return Tracer::get();
 }
 
@@ -290,20 +289,20 @@ void capture_begins() { hot_flags.capture_begun.store(true, std::memory_order_re
 LOCKSTEP_HOT bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }
 
 void stream_order_point() {
-  if (shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
+  if (t_hot.shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
-  if (shim_depth > 0) return;  // the shim's own event records
+  if (t_hot.shim_depth > 0) return;  // the shim's own event records
   if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
     rule.event_recorded(reinterpret_cast<uintptr_t>(event),
                         Tracer::stream_key(stream, per_thread_default));
 }
 
 void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event) {
-  if (shim_depth > 0) return;  // the shim's own waits
+  if (t_hot.shim_depth > 0) return;  // the shim's own waits
   if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
     rule.event_waited(Tracer::stream_key(stream, per_thread_default),
                       reinterpret_cast<uintptr_t>(event));

@@ -180,15 +180,15 @@ void replay_before(Tracer* tracer, const trace::Record& launch_record, const Ker
   armed->spans = std::move(spans);
   armed->total = total;
   armed->snapshots = snapshots;
-  t_replay_armed = armed;
+  open_api().replay_armed = armed;
   tracer->debug(fmt::format("replay: armed for seq {} ({} regions, {} each snapshot)",
                             launch_record.seq, armed->spans.size(), gib(total)));
 }
 
 void replay_after(int result, const std::function<int()>& relaunch) {
-  ReplayArmed* armed = t_replay_armed;
+  ReplayArmed* armed = open_api().replay_armed;
   if (armed == nullptr) return;
-  t_replay_armed = nullptr;  // a relaunch that reaches another hook of ours is no replay
+  open_api().replay_armed = nullptr;  // a relaunch that reaches another hook of ours is no replay
   ShimCallGuard guard;
   Tracer* tracer = armed->tracer;
   const Driver& d = driver();

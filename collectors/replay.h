@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "collectors/events.h"
+#include "collectors/hot_thread.h"
 #include "trace/record.h"
 
 namespace lockstep::collectors {
@@ -45,10 +46,8 @@ void replay_before(Tracer* tracer, const trace::Record& launch_record, const Ker
 
 // The launch hook, right after the job's launch returned: true when replay_before armed this
 // thread (one thread-local load, inlined: the hot path pays nothing else).
-struct ReplayArmed;
-inline thread_local ReplayArmed* t_replay_armed __attribute__((tls_model("initial-exec"))) =
-    nullptr;
-inline bool replay_armed() { return t_replay_armed != nullptr; }
+// The flag is in the line of the open call (collectors/hot_thread.h), which the launch has read.
+inline bool replay_armed() { return open_api().replay_armed != nullptr; }
 // ... then this, with the job's result and a way to launch the same kernel with the same
 // arguments again (the hook's own forward: the caller's argument memory is unchanged until the
 // call returns). Enqueues the replays and the restore; appends the Replay record when its

@@ -28,6 +28,7 @@
 #include "collectors/comm_identity.h"
 #include "collectors/config.h"
 #include "collectors/fill_digests.h"
+#include "collectors/hot_thread.h"
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/step_counter.h"
@@ -474,28 +475,6 @@ class Tracer {
   static constexpr std::chrono::milliseconds kIdlePoll{20};
 };
 
-// ---- per-thread state shared by the event handlers -----------------------------------------------
-// The library call (cuBLAS, cuBLASLt, NCCL) open on this thread: kernels and copies it makes are
-// attributed to it, not recorded separately.
-// One cache line with the open broad launch (kernels.cpp), which every traced launch reads at its
-// begin and end too: a line the job's work evicted between two launches is fetched once, not
-// twice (issue #34).
-struct alignas(64) OpenApi {
-  int depth = 0;         // nesting of library calls
-  int gemm_depth = 0;    // cuBLAS/cuBLASLt calls (an Lt call inside cublasGemmEx is the same GEMM)
-  int nccl_group = 0;    // ncclGroupStart depth (kernels named nccl* inside are NCCL's)
-  int launch_depth = 0;  // kernel launch open (runtime over driver: one record)
-  uint64_t outer_api = 0;  // RecordKind of the outermost open call
-  // The launch broad_launch_begin opened, between its begin and end (kernels.cpp).
-  struct BroadLaunch {
-    Tracer* tracer = nullptr;
-    trace::TraceWriter::Staged ticket;  // staged: the committed record
-    bool staged = false;  // else the record is in the thread's fallback slot (kernels.cpp)
-    bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
-    bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
-  } broad;
-};
-static_assert(sizeof(OpenApi) == 64);
-OpenApi& open_api();
+// The per-thread state shared by the event handlers (OpenApi, open_api()): collectors/hot_thread.h.
 
 }  // namespace lockstep::collectors

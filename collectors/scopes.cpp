@@ -21,6 +21,9 @@ struct Frame {
   const Tracer* id_for = nullptr;  // null: not interned yet (or the parent changed)
 };
 
+}  // namespace
+
+// Declared in hot_thread.h, which holds the thread's pointer to it.
 struct ThreadScopes {
   std::vector<Frame> frames;  // [0, depth) open, outermost first
   size_t depth = 0;
@@ -29,12 +32,12 @@ struct ThreadScopes {
   const Tracer* current_for = nullptr;  // ...in this tracer's trace; null: the stack changed
 };
 
-// Heap, never freed: records are still made during exit, after thread_local destructors.
-thread_local ThreadScopes* t_scopes = nullptr;
+namespace {
 
+// Heap, never freed: records are still made during exit, after thread_local destructors.
 ThreadScopes& thread_scopes() {
-  if (t_scopes == nullptr) t_scopes = new ThreadScopes;
-  return *t_scopes;
+  if (t_hot.scopes == nullptr) t_hot.scopes = new ThreadScopes;
+  return *t_hot.scopes;
 }
 
 // Interns every frame whose id is not of `tracer`'s trace, outermost first (a frame's id needs
@@ -74,7 +77,7 @@ void scope_push(std::string_view name, const void* domain, bool transparent) {
 }
 
 void scope_pop(const void* domain) {
-  ThreadScopes* s = t_scopes;
+  ThreadScopes* s = t_hot.scopes;
   if (s == nullptr) return;
   if (s->overflow > 0) {
     --s->overflow;
@@ -98,7 +101,7 @@ void scope_pop(const void* domain) {
 }
 
 LOCKSTEP_HOT trace::ScopeId current_scope(Tracer& tracer) {
-  ThreadScopes* s = t_scopes;
+  ThreadScopes* s = t_hot.scopes;
   if (s == nullptr) [[likely]]
     return 0;  // the thread never opened a range
   if (s->current_for == &tracer) [[likely]]

@@ -50,10 +50,12 @@ std::optional<uint64_t> marker_step_number(std::string_view text) {
   return std::nullopt;
 }
 
-StepCounter::StepCounter(StepSource source, const std::string& pattern)
+StepCounter::StepCounter(StepSource source, const std::string& pattern,
+                         std::atomic<uint32_t>* step)
     : source_(source),
       pattern_(pattern.empty() ? std::string(kDefaultStepPattern) : pattern,
-               std::regex::ECMAScript | std::regex::icase | std::regex::optimize) {}
+               std::regex::ECMAScript | std::regex::icase | std::regex::optimize),
+      step_(step != nullptr ? *step : own_step_) {}
 
 uint32_t StepCounter::advance() { return step_.fetch_add(1, std::memory_order_relaxed); }
 

@@ -26,7 +26,9 @@ std::optional<uint64_t> marker_step_number(std::string_view text);
 
 class StepCounter {
  public:
-  StepCounter(StepSource source, const std::string& pattern);
+  // `step`: where the count is kept (the process's counter: common/hot_flags.h, which every
+  // record's stamp reads); by default in the counter itself.
+  StepCounter(StepSource source, const std::string& pattern, std::atomic<uint32_t>* step = nullptr);
 
   uint32_t current() const { return step_.load(std::memory_order_relaxed); }
 
@@ -43,7 +45,8 @@ class StepCounter {
 
   StepSource source_;
   std::regex pattern_;
-  std::atomic<uint32_t> step_{0};
+  std::atomic<uint32_t> own_step_{0};
+  std::atomic<uint32_t>& step_;
   std::atomic<bool> marker_seen_{false};
   std::mutex cache_mutex_;
   std::unordered_map<std::string, bool> cache_;  // marker text -> matches (bounded)

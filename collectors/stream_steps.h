@@ -36,6 +36,9 @@ namespace lockstep::collectors {
 
 class StreamSteps {
  public:
+  StreamSteps() = default;
+  // The switch kept in `enabled` (the process's rule: common/hot_flags.h, read on every record).
+  explicit StreamSteps(std::atomic<bool>* enabled) : enabled_(*enabled) {}
   void enable() { enabled_.store(true, std::memory_order_release); }
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
 
@@ -57,7 +60,8 @@ class StreamSteps {
     uint32_t step = 0;
     bool moves = false;  // an order point since its last record
   };
-  std::atomic<bool> enabled_{false};
+  std::atomic<bool> own_enabled_{false};
+  std::atomic<bool>& enabled_ = own_enabled_;
   std::mutex mutex_;
   std::unordered_map<uintptr_t, Stream> streams_;
   std::unordered_map<uintptr_t, uint32_t> events_;  // event -> step of the work before it

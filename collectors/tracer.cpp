@@ -12,25 +12,23 @@
 #include "collectors/runtime.h"
 #include "collectors/scopes.h"
 #include "common/hot.h"
+#include "common/hot_flags.h"
 #include "common/self_time.h"
 
 namespace lockstep::collectors {
 
-LOCKSTEP_HOT OpenApi& open_api() {
-  thread_local OpenApi state;
-  return state;
-}
-
 LOCKSTEP_HOT StepCounter& Tracer::steps() {
   static StepCounter* counter = [] {
     const Config& config = configuration().config;
-    return new StepCounter(config.step_source, config.step_pattern);
+    // Its count in the line every traced call reads (stamp_with_seq reads it there).
+    return new StepCounter(config.step_source, config.step_pattern, &hot_flags.step);
   }();
   return *counter;
 }
 
 LOCKSTEP_HOT StreamSteps& Tracer::stream_steps() {
-  static StreamSteps* rule = new StreamSteps;  // never freed: records are made during exit
+  // Never freed: records are made during exit. Its switch in the line every traced call reads.
+  static StreamSteps* rule = new StreamSteps(&hot_flags.stream_steps);
   return *rule;
 }
 
@@ -52,26 +50,17 @@ void Tracer::debug(const std::string& line) const {
     std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-namespace {
-// The last stream this thread used, asked first: launches come in runs on one stream.
-struct LastStream {
-  const Tracer* tracer;
-  uintptr_t key;
-  uint32_t ordinal;
-};
-thread_local LastStream t_last_stream{nullptr, 0, 0};
-}  // namespace
-
 LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   const uintptr_t key = stream_key(stream, per_thread_default);
-  const LastStream& last = t_last_stream;
+  // The last stream this thread used, asked first: launches come in runs on one stream.
+  const HotThread::LastStream& last = t_hot.last_stream;
   if (last.tracer == this && last.key == key) [[likely]]
     return last.ordinal;
   return other_stream_ordinal(key);
 }
 
 uint32_t Tracer::other_stream_ordinal(uintptr_t key) {
-  LastStream& last = t_last_stream;
+  HotThread::LastStream& last = t_hot.last_stream;
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache = new std::unordered_map<uintptr_t, uint32_t>;
   if (auto it = cache->find(key); it != cache->end()) {
@@ -129,7 +118,7 @@ trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name
 }
 
 LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
-  thread_local uint32_t ordinal = 0;
+  uint32_t& ordinal = t_hot.thread_ordinal;
   if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
   return ordinal;
 }
@@ -140,11 +129,14 @@ LOCKSTEP_HOT void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKin
   record->kind = kind;
   record->seq = seq;
   record->stream = stream_ordinal(stream, per_thread_default);
-  record->step = steps().current();
+  // The process's counter and rule switch as steps() and stream_steps() keep them, read from the
+  // line of hot flags without the function statics and heap objects around them (the counter
+  // counts from 0 before steps() makes it, as it would).
+  record->step = hot_flags.step.load(std::memory_order_relaxed);
   // Step markers and warnings are no work on a stream: they neither take nor move its step.
-  if (StreamSteps& rule = stream_steps(); rule.enabled() && kind != trace::RecordKind::StepMarker &&
-                                          kind != trace::RecordKind::Warning) [[unlikely]]
-    record->step = rule.step_of(stream_key(stream, per_thread_default), record->step);
+  if (hot_flags.stream_steps.load(std::memory_order_acquire) &&
+      kind != trace::RecordKind::StepMarker && kind != trace::RecordKind::Warning) [[unlikely]]
+    record->step = stream_steps().step_of(stream_key(stream, per_thread_default), record->step);
   record->thread = thread_ordinal();
   record->scope = current_scope(*this);
   record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call

@@ -28,8 +28,10 @@
 namespace lockstep::collectors {
 namespace {
 
-std::atomic<Tracer*> g_tracer{nullptr};
-std::atomic<bool> g_disabled{false};  // misconfigured, failed to start, or a forked child
+// In the line every traced call reads (common/hot_flags.h).
+constexpr std::atomic<Tracer*>& g_tracer = hot_flags.tracer;
+// Misconfigured, failed to start, or a forked child.
+constexpr std::atomic<bool>& g_disabled = hot_flags.tracing_disabled;
 std::mutex g_create_mutex;
 
 void on_fork_child() {

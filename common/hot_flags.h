@@ -1,17 +1,24 @@
-// The process-wide switches that every traced call reads, in one cache line. Between two
-// launches the job's own work evicts the shim's data, and each switch on a line of its own is a
-// miss of its own: a broad launch read seven lines of .bss for its flags (the built shim's nm,
-// session 28), where its record and its thread's state take three or four.
+// The process-wide switches and values that every traced call reads, in one cache line. Between
+// two launches the job's own work evicts the shim's data, and each on a line of its own is a miss
+// of its own: a broad launch read seven lines of .bss for its flags (the built shim's nm,
+// session 28), then (session 29) still four more for the tracer's pointer, its disabled flag,
+// the step counter and the stream-step rule's switch (each a function's static or a heap object).
 //
-// Add a switch here only if every traced call reads it. Each is set once (at load, when
-// LOCKSTEP_DEBUG turns timing on, when a capture first begins, or when the configuration is
-// first read) and read relaxed unless its comment says otherwise.
+// Add a field here only if every traced call reads it. Each is written rarely (at load, when
+// LOCKSTEP_DEBUG turns timing on, when a capture first begins, when the configuration is first
+// read, when the tracer is made or given up, once per step) and read relaxed unless its comment
+// says otherwise: a write invalidates the line in every core's cache, so nothing written per
+// call belongs here.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
 namespace lockstep {
+
+namespace collectors {
+class Tracer;
+}
 
 struct alignas(64) HotFlags {
   std::atomic<bool> self_time{false};         // common/self_time.h: top-level phases timed
@@ -22,6 +29,11 @@ struct alignas(64) HotFlags {
   // kPossible (a tracer may be made) and kLaunchesTraced (level broad or full).
   std::atomic<uint8_t> configured{0};
   static constexpr uint8_t kConfigured = 1, kPossible = 2, kLaunchesTraced = 4;
+  std::atomic<bool> tracing_disabled{false};  // collectors/tracer_lifecycle.cpp: given up for good
+  std::atomic<bool> stream_steps{false};  // collectors/stream_steps.h: the process's rule on
+                                          // (acquire / release)
+  std::atomic<uint32_t> step{0};  // collectors/step_counter.h: the process's step counter itself
+  std::atomic<collectors::Tracer*> tracer{nullptr};  // collectors/tracer_lifecycle.cpp (acq/rel)
 };
 static_assert(sizeof(HotFlags) == 64);
 

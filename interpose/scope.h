@@ -6,16 +6,20 @@
 // kernel launched by cuBLAS is still a launch (collectors attribute it to the open GEMM).
 #pragma once
 
+#include <iterator>
+
 #include "collectors/events.h"
+#include "collectors/hot_thread.h"
 
 namespace lockstep::interpose {
 
 enum class Scope : int { Launch, Memory, Allocation, Graph, Blas, Nccl, kCount };
 
-// initial-exec: a few bytes of static TLS, no __tls_get_addr call on every hooked call.
-inline thread_local int g_scope_depth[static_cast<int>(Scope::kCount)]
-    __attribute__((tls_model("initial-exec")));
-inline int& scope_depth(Scope scope) { return g_scope_depth[static_cast<int>(scope)]; }
+// In the thread's hot lines with the rest of what every traced call reads (hot_thread.h).
+static_assert(std::size(collectors::HotThread{}.scope_depth) == static_cast<size_t>(Scope::kCount));
+inline int& scope_depth(Scope scope) {
+  return collectors::t_hot.scope_depth[static_cast<int>(scope)];
+}
 
 class Nesting {
  public:

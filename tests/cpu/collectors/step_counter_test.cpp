@@ -1,9 +1,28 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "collectors/step_counter.h"
 
 namespace lockstep::collectors {
 namespace {
+
+// The process's counter keeps its count in the line every traced call reads (common/hot_flags.h),
+// where a record's stamp reads it without the counter object: both must see the same count.
+TEST(StepCounter, ACounterGivenItsStorageCountsThereAndReadsItBack) {
+  std::atomic<uint32_t> storage{0};
+  StepCounter steps(StepSource::Auto, "", &storage);
+  EXPECT_EQ(steps.on_explicit(), 0u);
+  uint32_t finished = 0;
+  EXPECT_TRUE(steps.on_marker("step", &finished));
+  EXPECT_EQ(finished, 1u);
+  EXPECT_EQ(storage.load(), 2u);
+  storage.store(7);
+  EXPECT_EQ(steps.current(), 7u) << "the count is the storage's, not a copy";
+  StepCounter own(StepSource::Auto, "");
+  own.on_explicit();
+  EXPECT_EQ(storage.load(), 7u) << "a counter of its own leaves it alone";
+}
 
 TEST(StepCounter, DefaultPatternMatchesStepMarkersOnly) {
   StepCounter steps(StepSource::Markers, kDefaultStepPattern);

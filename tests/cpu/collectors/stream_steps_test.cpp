@@ -166,6 +166,21 @@ class StreamStepsTest : public RuntimeTest {
   }
 };
 
+// The process's rule keeps its switch in the line every traced call reads (common/hot_flags.h),
+// where a record's stamp reads it without the rule object.
+TEST(StreamStepsSwitch, ARuleGivenItsSwitchTurnsThatOneOn) {
+  std::atomic<bool> flag{false};
+  StreamSteps rule(&flag);
+  EXPECT_FALSE(rule.enabled());
+  rule.enable();
+  EXPECT_TRUE(flag.load());
+  StreamSteps own;
+  own.enable();
+  flag.store(false);
+  EXPECT_FALSE(rule.enabled()) << "the switch is the flag, not a copy";
+  EXPECT_TRUE(own.enabled());
+}
+
 TEST_F(StreamStepsTest, ASlowWorkerPutsEachProgramInTheSameStepAsAFastOne) {
   const auto fast = run(true, false), slow = run(true, true);
   ASSERT_EQ(fast.size(), 10u);  // 1 + 3 x 2 kernels, 3 losses

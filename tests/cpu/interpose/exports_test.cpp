@@ -113,7 +113,7 @@ TEST(ShimExports, RealShimExportsHooksAndCApiOnly) {
 
 // A kernel launch at broad runs these functions; between two launches the job evicts them, so
 // they are laid out together (LOCKSTEP_HOT, common/hot.h) and come back in a few neighbouring
-// lines and pages. Once open_api, the step tables, launches_traced, inside_shim_call and the
+// lines and pages. Once open_api (now inline: collectors/hot_thread.h), the step tables, launches_traced, inside_shim_call and the
 // interposer's traced_call sat 0x20000-0x9c000 bytes from the rest. Read with nm, as a user
 // would; an internal template the compiler inlined is simply not there to check.
 TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
@@ -128,7 +128,6 @@ TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
       {"cuLaunchKernel", true},
       {"lockstep::collectors::kernel_launch_begin(", true},
       {"lockstep::collectors::kernel_launch_end(", true},
-      {"lockstep::collectors::open_api()", true},
       {"lockstep::collectors::Tracer::steps()", true},
       {"lockstep::collectors::Tracer::stream_steps()", true},
       {"lockstep::collectors::Tracer::stamp_with_seq(", true},
@@ -174,6 +173,46 @@ TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
   // 128 KiB: the hot text of the shim with room to grow (about 50 KiB today).
   EXPECT_LT(high - low, uint64_t{128} << 10)
       << lowest << " at 0x" << std::hex << low << ", " << highest << " at 0x" << high;
+#else
+  GTEST_SKIP() << "liblockstep.so is not built (no lockstep_collectors target)";
+#endif
+}
+
+// What every traced call reads of its thread's state lies in one 128-byte-aligned pair of lines
+// (collectors/hot_thread.h): once it was seven lines of the shim's TLS block, each a miss of its
+// own after the job's work evicted them. Read with readelf, as a user would: the pair is one
+// symbol at an aligned offset of a block aligned as much, and the thread-locals it replaced are
+// gone (one of them back as a thread_local of its own would be a line again).
+TEST(ShimExports, RealShimKeepsWhatEveryCallReadsOfItsThreadInOneAlignedPairOfLines) {
+#ifdef SHIM_PATH
+  const std::string symbols = run(std::string("readelf -sW '") + SHIM_PATH + "' | c++filt");
+  const std::string segments = run(std::string("readelf -lW '") + SHIM_PATH + "'");
+  if (symbols.find(" TLS ") == std::string::npos) GTEST_SKIP() << "no TLS symbols listed";
+  bool found = false;
+  size_t start = 0;
+  while (start < symbols.size()) {
+    size_t end = symbols.find('\n', start);
+    if (end == std::string::npos) end = symbols.size();
+    const std::string line = symbols.substr(start, end - start);
+    start = end + 1;
+    if (line.find(" TLS ") == std::string::npos) continue;
+    for (const char* gone : {"::g_scope_depth", "::shim_depth", "thread_ordinal()::ordinal",
+                             "::t_last_stream", "::t_scopes", "::t_replay_armed", "open_api()::state"})
+      EXPECT_FALSE(line.ends_with(gone)) << "a thread_local of its own again: " << line;
+    if (!line.ends_with("lockstep::collectors::t_hot")) continue;
+    found = true;
+    // "   Num:    Value          Size Type    Bind   Vis      Ndx Name"
+    unsigned long long value = 0, size = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%*s %llx %llu", &value, &size), 2) << line;
+    EXPECT_EQ(size, 128u) << line;
+    EXPECT_EQ(value % 128, 0u) << line;
+  }
+  EXPECT_TRUE(found) << "no TLS symbol lockstep::collectors::t_hot in the shim";
+  const size_t tls = segments.find("\n  TLS ");
+  ASSERT_NE(tls, std::string::npos) << segments;
+  const std::string row = segments.substr(tls + 1, segments.find('\n', tls + 1) - tls - 1);
+  const unsigned long long align = std::stoull(row.substr(row.rfind(' ') + 1), nullptr, 16);
+  EXPECT_GE(align, 128u) << row;
 #else
   GTEST_SKIP() << "liblockstep.so is not built (no lockstep_collectors target)";
 #endif
