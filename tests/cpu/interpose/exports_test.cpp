@@ -35,6 +35,19 @@ std::string run(const std::string& command) {
   return out;
 }
 
+// A command's output, line by line.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
 // name -> nm type letter, for defined dynamic symbols.
 std::set<std::pair<std::string, char>> exports(const std::string& library) {
   std::set<std::pair<std::string, char>> out;
@@ -139,12 +152,7 @@ TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
       {"auto lockstep::interpose::traced_call<(anonymous namespace)::traced_launch<", false},
   };
   std::map<std::string, std::vector<uint64_t>> found;  // prefix -> addresses
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : lines_of(text)) {
     if (line.size() < 20 || (line[17] != 't' && line[17] != 'T') || line[16] != ' ') continue;
     const std::string name = line.substr(19);
     if (name.find("[clone .cold]") != std::string::npos) continue;  // the unlikely branches
@@ -189,12 +197,7 @@ TEST(ShimExports, RealShimKeepsWhatEveryCallReadsOfItsThreadInOneAlignedPairOfLi
   const std::string segments = run(std::string("readelf -lW '") + SHIM_PATH + "'");
   if (symbols.find(" TLS ") == std::string::npos) GTEST_SKIP() << "no TLS symbols listed";
   bool found = false;
-  size_t start = 0;
-  while (start < symbols.size()) {
-    size_t end = symbols.find('\n', start);
-    if (end == std::string::npos) end = symbols.size();
-    const std::string line = symbols.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : lines_of(symbols)) {
     if (line.find(" TLS ") == std::string::npos) continue;
     for (const char* gone : {"::g_scope_depth", "::shim_depth", "thread_ordinal()::ordinal",
                              "::t_last_stream", "::t_scopes", "::t_replay_armed", "open_api()::state"})
