@@ -26,6 +26,10 @@ import subprocess
 import sys
 import tempfile
 
+# bench/overhead/paired.py: the A/B statistics overhead.py judges with too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "overhead"))
+from paired import paired_difference, paired_text  # noqa: E402
+
 LINE = re.compile(r"unpaced ([0-9.]+) ns, paced ([0-9.]+) ns \(median of (\d+)\)")
 
 
@@ -104,13 +108,9 @@ def main(argv=None):
         text = f"{mode:<16} {unpaced:>10.1f} {paced:>9.1f} {row['own_ns']:>26.1f}"
         level, _, shim = mode.partition("@")
         if shim and level in runs:
-            diff = [a[1] - b[1] for a, b in zip(runs[level], runs[mode])]
-            row["paired_vs_" + level] = {"median_ns": statistics.median(diff), "min_ns": min(diff),
-                                         "max_ns": max(diff),
-                                         "rounds_lower": sum(1 for d in diff if d < 0)}
-            text += (f"   {level} - {mode}: median {statistics.median(diff):+.1f} ns "
-                     f"[{min(diff):+.1f}, {max(diff):+.1f}], {level} lower in "
-                     f"{row['paired_vs_' + level]['rounds_lower']} of {len(diff)}")
+            pair = paired_difference([pc for _, pc in runs[level]], [pc for _, pc in runs[mode]])
+            row["paired_vs_" + level] = pair
+            text += "   " + paired_text(level, mode, pair, "ns")
         summary[mode] = row
         print(text)
     if args.json:

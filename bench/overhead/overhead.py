@@ -36,7 +36,6 @@ runs' shares of the untraced step ("shim_self_share_interval", "shim_self_verdic
 
 import argparse
 import json
-import math
 import os
 import re
 import select
@@ -49,6 +48,7 @@ import tempfile
 import time
 
 import run_facts  # this folder: commit, GPU, driver, date of the --json file
+from paired import median_interval, paired_difference, paired_text  # this folder
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Ratio to untraced. broad: issue #34 (the shim's own time at most 1.0% of the step on every job,
@@ -123,7 +123,6 @@ JOBS = {
 # arguments of its own (after --): TARGETS["full"].
 FULL_TARGETS = {("gpt", "gpu-bound"): 1.25, ("gpt", "gpu-bound-explicit"): 1.30,
                 ("unseen", None): 1.5}
-CONFIDENCE = 0.95  # of the interval a verdict is read from (median_interval)
 
 
 def parse_args(argv=None):
@@ -282,25 +281,6 @@ def target_of(args, mode):
     if target is not None and level == "full" and not args.job_args:
         target = FULL_TARGETS.get((args.job, args.size), target)
     return target
-
-
-def median_interval(values, confidence=CONFIDENCE):
-    """A distribution-free confidence interval for the median of values, (low, high): the order
-    statistics x(k) and x(n+1-k) (sorted, 1-based) with the largest k whose coverage,
-    P(k <= B <= n-k) for B ~ Binomial(n, 1/2), is at least `confidence`. It assumes only that
-    the values are independent draws of one distribution. With 5 values or fewer no k reaches
-    95%: their whole range, the most they can say. None without values."""
-    xs = sorted(values)
-    n = len(xs)
-    if n == 0:
-        return None
-    k = 1
-    while k + 1 <= (n + 1) // 2:
-        below = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n  # P(B <= k)
-        if 1 - 2 * below < confidence:
-            break
-        k += 1
-    return xs[k - 1], xs[n - k]
 
 
 def verdict(interval, target):
@@ -704,6 +684,7 @@ def main(argv=None):
     # modes ran the same shim binary in a fixed order, every launch phase and the job's own
     # real calls read 5-10% apart, an order effect no build could be told from), their median.
     self_runs = {m: [] for m in args.levels}
+    self_by_round = {m: {} for m in args.levels}  # round -> us: two builds' runs, paired
     self_phases = {m: [] for m in args.levels}  # per run, as self_time_phases() reads it
     if args.self_time:
         levels = list(args.levels)
@@ -716,6 +697,7 @@ def main(argv=None):
                 us = self_time_us(output)
                 if us is not None:
                     self_runs[mode].append(us)
+                    self_by_round[mode][r] = us
                     self_phases[mode].append((us, self_time_phases(output)))
     self_us = {m: statistics.median(v) for m, v in self_runs.items() if v}
 
@@ -803,6 +785,15 @@ def main(argv=None):
         rows[-1]["shim_self_share_interval"] = list(share_interval) if share_interval else None
         rows[-1]["shim_self_verdict"] = self_verdict
         rows[-1]["shim_self_within_target"] = {"PASS": True, "FAIL": False}.get(self_verdict)
+        # Another build's mode (LEVEL@NAME) against this build's LEVEL, run by run: its self-time
+        # runs took turns with this build's, so each round's pair shares the host's phase.
+        level, _, other = mode.partition("@")
+        pair = None
+        if other and level in self_by_round:
+            rounds = sorted(set(self_by_round[level]) & set(self_by_round[mode]))
+            pair = paired_difference([self_by_round[level][r] for r in rounds],
+                                     [self_by_round[mode][r] for r in rounds])
+        rows[-1]["shim_self_paired"] = dict(pair, mode=level) if pair else None
 
     # The spread column, as printed, also in the JSON: tests/gpu shows it without reading text.
     for row in rows:
@@ -859,6 +850,9 @@ def main(argv=None):
             if len(row["shim_self_us_runs"]) > 1:
                 print("      runs: " + " ".join(f"{u:.1f}" for u in row["shim_self_us_runs"]) +
                       " us (the median above)")
+            if row["shim_self_paired"]:
+                pair = row["shim_self_paired"]
+                print("      " + paired_text(pair["mode"], row["mode"], pair, "us"))
             phases = sorted(row["shim_self_phases"].items(), key=lambda kv: -kv[1]["us_per_step"])
             if phases:
                 print("      per step: " + ", ".join(

@@ -189,6 +189,31 @@ class OverheadShimsTest(unittest.TestCase):
             self.assertEqual(rows[mode]["target_ratio"], 1.01)
         self.assertIn("runs: 100.0 100.0 100.0 us", proc.stdout)
 
+    def test_two_builds_are_told_apart_only_when_their_paired_runs_interval_excludes_zero(self):
+        # This build's broad runs in turn with another build's (broad@old): the difference is
+        # taken round by round. Every round 50 us lower: told apart. Rounds lower and higher
+        # (median -1, 7 rounds: their whole range, -3 to +5): not told apart.
+        mine = "50,60,40,55,45,52,48"
+        for old, median, low, high, lower, apart in (
+                ("100 110 90 105 95 102 98", -50.0, -50.0, -50.0, 7, True),
+                ("48 62 41 50 47 55 45", -1.0, -3.0, 5.0, 4, False)):
+            counter = os.path.join(self.tmp, "mine.runs")
+            if os.path.exists(counter):
+                os.remove(counter)
+            proc, rows = self.overhead(
+                "--levels", "broad,broad@old", "--self-time-runs", "7",
+                "--shim", f"old={self.stand_in('old', old)}",
+                env={"FAKE_SELF_US": mine, "FAKE_SELF_COUNTER": counter})
+            os.remove(os.path.join(self.tmp, "old.so.runs"))
+            pair = rows["broad@old"]["shim_self_paired"]
+            self.assertEqual((pair["mode"], pair["runs"], pair["median"], pair["interval"],
+                              pair["lower"], pair["told_apart"]),
+                             ("broad", 7, median, [low, high], lower, apart), pair)
+            self.assertIsNone(rows["broad"]["shim_self_paired"])
+            verdict = "told apart" if apart else "not told apart"
+            self.assertIn(f"broad - broad@old: median {median:+.1f} us [{low:+.1f}, {high:+.1f}], "
+                          f"broad lower in {lower} of 7 rounds: {verdict}", proc.stdout)
+
     def test_the_self_time_verdict_comes_from_the_interval_of_its_runs(self):
         # The fake job's step is 10 ms: 100 us of shim time is broad's 1% goal. Runs all under
         # it pass, runs on both sides of it are within noise (KNOWN, even with the median over
