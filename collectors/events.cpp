@@ -42,14 +42,9 @@ CallStack& call_stack() {
 }
 }  // namespace
 
-LOCKSTEP_HOT bool active() {
-  if (t_hot.shim_depth > 0) return false;
-  return Tracer::possible();
-}
-
 // What the configuration allows, read once into the line of switches every traced call reads
 // (common/hot_flags.h): a function's static would be a guard and a value on a line of their own.
-[[gnu::noinline]] uint8_t configured_flags() {
+[[gnu::noinline]] uint8_t configured_flags_first() {
   const ConfigResult& configured = Tracer::configuration();
   uint8_t flags = HotFlags::kConfigured;
   if (configured.ok()) {
@@ -61,20 +56,8 @@ LOCKSTEP_HOT bool active() {
   return flags;
 }
 
-LOCKSTEP_HOT uint8_t configured_hot_flags() {
-  const uint8_t flags = hot_flags.configured.load(std::memory_order_relaxed);
-  if (flags & HotFlags::kConfigured) [[likely]]
-    return flags;
-  return configured_flags();
-}
-
-LOCKSTEP_HOT bool launches_traced() {
-  return configured_hot_flags() & HotFlags::kLaunchesTraced;
-}
-
 ShimCallGuard::ShimCallGuard() { ++t_hot.shim_depth; }
 ShimCallGuard::~ShimCallGuard() { --t_hot.shim_depth; }
-LOCKSTEP_HOT bool inside_shim_call() { return t_hot.shim_depth > 0; }
 
 void set_symbol_resolver(SymbolResolver resolver) {
   set_resolver_internal(resolver);
@@ -209,7 +192,7 @@ LOCKSTEP_HOT void finish_call(CallState* state) {
 // ---- allocations ------------------------------------------------------------------------------
 namespace {
 Tracer* tracer_for_allocations() {
-  if (t_hot.shim_depth > 0 || !Tracer::possible()) return nullptr;
+  if (!active()) return nullptr;
   return Tracer::get();
 }
 
@@ -286,7 +269,6 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
 }
 
 void capture_begins() { hot_flags.capture_begun.store(true, std::memory_order_release); }
-LOCKSTEP_HOT bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }
 
 void stream_order_point() {
   if (t_hot.shim_depth > 0) return;  // the shim's own event records (metrics) and syncs

@@ -17,17 +17,44 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include "collectors/hot_thread.h"
+#include "common/hot_flags.h"
+
 namespace lockstep::collectors {
 
 // ---- process ---------------------------------------------------------------------------
+// The gates every hooked call passes, inline: loads from the thread's hot lines and the
+// process's line of hot flags (collectors/hot_thread.h, common/hot_flags.h), where each was a
+// call into events.cpp (four or five per launch, on code lines of their own).
+
+// What the configuration allows, as HotFlags::configured's bits: read from the configuration
+// once (configured_flags_first, events.cpp), then from the line of hot flags.
+uint8_t configured_flags_first();
+inline uint8_t configured_hot_flags() {
+  const uint8_t flags = hot_flags.configured.load(std::memory_order_relaxed);
+  if (flags & HotFlags::kConfigured) [[likely]]
+    return flags;
+  return configured_flags_first();
+}
+
+// Inside one of the shim's own calls (ShimCallGuard, below).
+inline bool inside_shim_call() { return t_hot.shim_depth > 0; }
+
+// False once tracing is known to be impossible (bad configuration, level off, start failed,
+// forked child): Tracer::possible().
+inline bool tracing_possible() {
+  if (hot_flags.tracing_disabled.load(std::memory_order_relaxed)) return false;
+  return configured_hot_flags() & HotFlags::kPossible;
+}
+
 // True when tracing is configured and running, and the calling thread is not inside one of the
-// shim's own CUDA calls. Cheap (a few loads); interpose checks it before building an event.
-bool active();
+// shim's own CUDA calls. interpose checks it before building an event.
+inline bool active() { return !inside_shim_call() && tracing_possible(); }
 
 // False when no kernel launch can become an event: the level is below broad (off, metrics) or
 // the configuration is invalid. Launch hooks then forward at once, without building an event
 // (at metrics that was ~180 ns per launch of the job's thread for nothing).
-bool launches_traced();
+inline bool launches_traced() { return configured_hot_flags() & HotFlags::kLaunchesTraced; }
 
 // RAII: marks the calling thread as "inside the shim" so that our own launches, copies and
 // allocations (hash kernels, slot copies) are not traced. Nestable.
@@ -38,7 +65,6 @@ class ShimCallGuard {
   ShimCallGuard(const ShimCallGuard&) = delete;
   ShimCallGuard& operator=(const ShimCallGuard&) = delete;
 };
-bool inside_shim_call();
 
 // interpose registers its real-symbol lookup at load time, so that collectors can call library
 // functions that are not hooked (cuGetProcAddress_v2 for driver entry points,
@@ -275,7 +301,7 @@ void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event
 // first, no stream can be capturing: kernel records below level full skip the driver's capture
 // query, which is most of what a launch costs at broad besides the record itself.
 void capture_begins();
-bool capture_begun();
+inline bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }
 
 // ---- markers (NVTX, explicit API) -----------------------------------------------------------
 // NVTX range push / start, mark: true when the text was a step marker (the step advanced).

@@ -27,6 +27,7 @@
 #include "collectors/alloc_map.h"
 #include "collectors/comm_identity.h"
 #include "collectors/config.h"
+#include "collectors/events.h"
 #include "collectors/fill_digests.h"
 #include "collectors/hot_thread.h"
 #include "collectors/pointer_roles.h"
@@ -40,9 +41,6 @@
 
 namespace lockstep::collectors {
 
-// What the configuration allows, as HotFlags::configured's bits (common/hot_flags.h): read from
-// the configuration once, then from the line of switches every traced call reads (events.cpp).
-uint8_t configured_hot_flags();
 
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
 struct PlannedRegion {
@@ -97,13 +95,20 @@ struct PendingRecord {
 
 class Tracer {
  public:
-  // Null when tracing is off, misconfigured, failed to start, or in a forked child.
-  static Tracer* get();
+  // Null when tracing is off, misconfigured, failed to start, or in a forked child. Inline: one
+  // load from the line of hot flags (common/hot_flags.h) once the tracer exists; the first
+  // call makes it (get_first).
+  static Tracer* get() {
+    Tracer* tracer = hot_flags.tracer.load(std::memory_order_acquire);
+    if (tracer != nullptr) [[likely]]
+      return tracer;
+    return get_first();
+  }
   static const ConfigResult& configuration();  // parsed once, errors printed once
   // The tracer if it was already created; never creates one (markers must not start a trace).
-  static Tracer* existing();
+  static Tracer* existing() { return hot_flags.tracer.load(std::memory_order_acquire); }
   // False once tracing is known to be impossible (bad config, level off, start failed, child).
-  static bool possible();
+  static bool possible() { return tracing_possible(); }
 
   const Config& config() const { return config_; }
   Level level() const { return hot_.level; }
@@ -297,6 +302,7 @@ class Tracer {
   std::atomic<bool> rank_known{false};
 
  private:
+  static Tracer* get_first();  // get() before the tracer exists: makes it, or gives up for good
   Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer);
   static Tracer* create();
   static void close_at_exit();  // registered with atexit (again once CUDA is up)

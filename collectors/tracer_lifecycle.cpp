@@ -86,20 +86,10 @@ const ConfigResult& Tracer::configuration() {
   return result;
 }
 
-LOCKSTEP_HOT Tracer* Tracer::existing() { return g_tracer.load(std::memory_order_acquire); }
-
-LOCKSTEP_HOT bool Tracer::possible() {
-  if (g_disabled.load(std::memory_order_relaxed)) return false;
-  // Every hooked call asks: one bit of the hot line (common/hot_flags.h), not the
-  // configuration's lines (errors, level).
-  return configured_hot_flags() & HotFlags::kPossible;
-}
-
-LOCKSTEP_HOT Tracer* Tracer::get() {
-  Tracer* tracer = g_tracer.load(std::memory_order_acquire);
-  if (tracer != nullptr || g_disabled.load(std::memory_order_relaxed)) return tracer;
+Tracer* Tracer::get_first() {
+  if (g_disabled.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(g_create_mutex);
-  tracer = g_tracer.load();
+  Tracer* tracer = g_tracer.load();
   if (tracer != nullptr || g_disabled.load()) return tracer;
   tracer = create();
   if (tracer == nullptr)

@@ -1,7 +1,7 @@
 // A stand-in for collectors/: implements every events.h function by appending one line per
 // event to an in-memory log that the tests read back (lockstep_fake_log / lockstep_fake_clear,
 // found with dlsym(RTLD_DEFAULT, ...)). LOCKSTEP_FAKE_INACTIVE=1 makes active() false,
-// LOCKSTEP_FAKE_NO_LAUNCHES=1 launches_traced().
+// LOCKSTEP_FAKE_NO_LAUNCHES=1 launches_traced() (through configured_flags_first, below).
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -24,7 +24,6 @@ std::string& log_text() {
   return *text;
 }
 std::atomic<uint64_t> next_token{1};
-thread_local int shim_depth = 0;
 
 void add(const char* format, ...) __attribute__((format(printf, 1, 2)));
 void add(const char* format, ...) {
@@ -58,17 +57,21 @@ extern "C" __attribute__((visibility("default"))) void* lockstep_fake_resolve(co
 
 namespace lockstep::collectors {
 
-bool active() {
-  const char* v = std::getenv("LOCKSTEP_FAKE_INACTIVE");
-  return shim_depth == 0 && !(v != nullptr && std::strcmp(v, "1") == 0);
+// The inline gates (events.h: active, launches_traced) read the configuration's bits here on
+// every call: unlike the real one, this never marks them read (HotFlags::kConfigured), so that a
+// test may change the environment between calls.
+uint8_t configured_flags_first() {
+  auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  };
+  uint8_t flags = 0;
+  if (!set("LOCKSTEP_FAKE_INACTIVE")) flags |= HotFlags::kPossible;
+  if (!set("LOCKSTEP_FAKE_NO_LAUNCHES")) flags |= HotFlags::kLaunchesTraced;  // below broad
+  return flags;
 }
-bool launches_traced() {  // LOCKSTEP_FAKE_NO_LAUNCHES=1: a level below broad
-  const char* v = std::getenv("LOCKSTEP_FAKE_NO_LAUNCHES");
-  return !(v != nullptr && std::strcmp(v, "1") == 0);
-}
-ShimCallGuard::ShimCallGuard() { ++shim_depth; }
-ShimCallGuard::~ShimCallGuard() { --shim_depth; }
-bool inside_shim_call() { return shim_depth > 0; }
+ShimCallGuard::ShimCallGuard() { ++t_hot.shim_depth; }
+ShimCallGuard::~ShimCallGuard() { --t_hot.shim_depth; }
 void set_symbol_resolver(SymbolResolver r) {
   resolver.store(r);
   add("resolver registered");
@@ -194,8 +197,7 @@ void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event
   add("event_waited stream=%p per_thread=%d event=%p", (void*)stream, int(per_thread_default),
       (void*)event);
 }
-void capture_begins() { add("capture_begins"); }
-bool capture_begun() { return false; }
+void capture_begins() { add("capture_begins"); }  // capture_begun() stays false
 
 bool marker_range_push(const char* message) {
   add("range_push %s", message);
