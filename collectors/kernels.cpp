@@ -395,24 +395,14 @@ trace::StringId deferred_kernel_name(Tracer* tracer, const trace::Record& record
   }
 }
 
-LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
-  if (!active()) return 0;
-  self_time::Scope timed(self_time::Phase::KernelBegin);
-  OpenApi& api = open_api();
-  if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
-  Tracer* tracer = Tracer::get();
-  if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
-  // A library's own launch (inside cuBLAS) is its call's: no name needed. Otherwise the name's
-  // slot is asked for now and read after the call is set up: its miss (the slot of a kernel not
-  // launched lately) overlaps that work instead of coming first.
-  const bool in_library = api.depth > 0;
-  if (api.nccl_group == 0 && tracer->level() == Level::Broad) {
-    BroadLaunch& slot = api.broad;
-    if (!slot.open) {
-      if (in_library) return broad_nested_begin(tracer, api, slot);
-      return broad_launch_begin(tracer, api, slot, launch);
-    }
-  }
+namespace {
+
+// Every launch kernel_launch_begin does not take the broad path for (level full, a library's or
+// NCCL group's launch, a second launch inside an open one): out of line, in .text.hot, so that
+// the broad path's own code (LOCKSTEP_LAUNCH_PATH) stays a few lines long.
+[[gnu::noinline]] LOCKSTEP_HOT uint64_t general_launch_begin(Tracer* tracer, OpenApi& api,
+                                                             const KernelLaunch& launch,
+                                                             bool in_library) {
   if (!in_library) __builtin_prefetch(&brief_slot(launch.handle));
   auto describe = [&] {
     self_time::Scope timed(self_time::Phase::Describe);
@@ -600,7 +590,30 @@ LOCKSTEP_HOT uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   return token;
 }
 
-LOCKSTEP_HOT void kernel_launch_end(uint64_t token, int result) {
+}  // namespace
+
+LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
+  if (!active()) return 0;
+  self_time::Scope timed(self_time::Phase::KernelBegin);
+  OpenApi& api = open_api();
+  if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
+  // A library's own launch (inside cuBLAS) is its call's: no name needed. Otherwise the name's
+  // slot is asked for now and read after the call is set up: its miss (the slot of a kernel not
+  // launched lately) overlaps that work instead of coming first.
+  const bool in_library = api.depth > 0;
+  if (api.nccl_group == 0 && tracer->level() == Level::Broad) {
+    BroadLaunch& slot = api.broad;
+    if (!slot.open) {
+      if (in_library) return broad_nested_begin(tracer, api, slot);
+      return broad_launch_begin(tracer, api, slot, launch);
+    }
+  }
+  return general_launch_begin(tracer, api, launch, in_library);
+}
+
+LOCKSTEP_LAUNCH_PATH void kernel_launch_end(uint64_t token, int result) {
   if (token == kBroadLaunchToken) {
     self_time::Scope timed(self_time::Phase::KernelEnd);
     broad_launch_end(result);

@@ -100,7 +100,7 @@ void scope_pop(const void* domain) {
   --s->depth;
 }
 
-LOCKSTEP_HOT trace::ScopeId current_scope(Tracer& tracer) {
+LOCKSTEP_LAUNCH_PATH trace::ScopeId current_scope(Tracer& tracer) {
   ThreadScopes* s = t_hot.scopes;
   if (s == nullptr) [[likely]]
     return 0;  // the thread never opened a range

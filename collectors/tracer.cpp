@@ -50,7 +50,7 @@ void Tracer::debug(const std::string& line) const {
     std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-LOCKSTEP_HOT uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
+LOCKSTEP_LAUNCH_PATH uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
   const uintptr_t key = stream_key(stream, per_thread_default);
   // The last stream this thread used, asked first: launches come in runs on one stream.
   const HotThread::LastStream& last = t_hot.last_stream;
@@ -117,13 +117,13 @@ trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name
   return id;
 }
 
-LOCKSTEP_HOT uint32_t Tracer::thread_ordinal() {
+LOCKSTEP_LAUNCH_PATH uint32_t Tracer::thread_ordinal() {
   uint32_t& ordinal = t_hot.thread_ordinal;
   if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
   return ordinal;
 }
 
-LOCKSTEP_HOT void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
+LOCKSTEP_LAUNCH_PATH void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
                                          std::string_view name, CUstream stream,
                                          bool per_thread_default, uint64_t seq) {
   record->kind = kind;
@@ -180,7 +180,7 @@ LOCKSTEP_HOT void Tracer::append(const trace::Record& record) {
   hot_.writer->append(record);
 }
 
-LOCKSTEP_HOT trace::Record* Tracer::stage() {
+LOCKSTEP_LAUNCH_PATH trace::Record* Tracer::stage() {
   if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
   return hot_.writer->stage();
 }

@@ -5,3 +5,13 @@
 #pragma once
 
 #define LOCKSTEP_HOT __attribute__((hot))
+
+// LOCKSTEP_LAUNCH_PATH marks the functions of a kernel launch's own path at broad (the launch
+// interceptors, kernel_launch_begin/end, the stamp, the writer's stage and commit: a few KiB).
+// Hot functions are grouped per object file, so the path still spread over the 48 KiB of
+// .text.hot, every launch touching four or more of its pages (an iTLB entry each, where the
+// job's own code keeps evicting them). Sections named .text.sorted.* are placed together, right
+// after .text.hot, sorted by name across every object file (GNU ld 2.34 and later, lld): one
+// name for the whole path lays it out in one run. tests/cpu/interpose/exports_test.cpp reads
+// its span with nm.
+#define LOCKSTEP_LAUNCH_PATH __attribute__((hot, section(".text.sorted.lockstep_launch")))

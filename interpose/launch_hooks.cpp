@@ -166,12 +166,12 @@ void remember_kernel(bool ok, const void* handle) {
 }  // namespace
 
 // ---- runtime: nvcc 13 stubs ----
-LOCKSTEP_HOT_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
+LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                         dim3 blockDim, void** args,
                                                         size_t sharedMem, cudaStream_t stream) {
   return runtime_stub(false, kernel, gridDim, blockDim, args, sharedMem, stream);
 }
-LOCKSTEP_HOT_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
+LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
                                                              dim3 blockDim, void** args,
                                                              size_t sharedMem,
                                                              cudaStream_t stream) {
@@ -232,7 +232,7 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig
 
 // ---- driver ----
 #define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                 \
-  LOCKSTEP_HOT_INTERCEPTOR CUresult name(                                                       \
+  LOCKSTEP_LAUNCH_INTERCEPTOR CUresult name(                                                       \
       CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
       unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {       \
@@ -270,13 +270,13 @@ LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel, false)
 LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
 #undef LOCKSTEP_DRIVER_COOPERATIVE
 
-LOCKSTEP_HOT_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
+LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
                                                    void** kernelParams, void** extra) {
   return driver_launch_ex(
       [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
       config, f, kernelParams, extra);
 }
-LOCKSTEP_HOT_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
+LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
                                                         void** kernelParams, void** extra) {
   return driver_launch_ex(
       [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,

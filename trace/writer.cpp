@@ -310,7 +310,7 @@ class Writer final : public TraceWriter {
     return true;
   }
 
-  LOCKSTEP_HOT Record* stage() override {
+  LOCKSTEP_LAUNCH_PATH Record* stage() override {
     State& s = *state_;
     if (!s.accepting.load(std::memory_order_relaxed)) return nullptr;
     ThreadBuffer* tb = thread_buffer();
@@ -332,7 +332,7 @@ class Writer final : public TraceWriter {
     return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
   }
 
-  LOCKSTEP_HOT Staged commit_staged() override {
+  LOCKSTEP_LAUNCH_PATH Staged commit_staged() override {
     State& s = *state_;
     ThreadBuffer* tb = thread_buffer();
     if (!tb || tb->staged_batch == nullptr) return {};
@@ -745,7 +745,7 @@ class Writer final : public TraceWriter {
     return true;
   }
 
-  LOCKSTEP_HOT ThreadBuffer* thread_buffer() {
+  LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer() {
     if (tls_slots.last_uid == uid_) return tls_slots.last;
     return thread_buffer_slow();
   }
