@@ -77,8 +77,12 @@ def main():
 
     parts = {
         "whole hook": lambda: hook.record(opt),
-        "is_current_stream_capturing": torch.cuda.is_current_stream_capturing,
-        "params tuple (chain)": lambda: tuple(chain.from_iterable(g["params"] for g in opt.param_groups)),
+        "capturing (as the hook reads it)": hook.capturing,
+        "is_current_stream_capturing()": torch.cuda.is_current_stream_capturing,
+        "params tuple (as the hook reads it)":
+            lambda: tuple(chain.from_iterable(map(_torch_hooks._params_of, opt.param_groups))),
+        "params tuple (a generator)":
+            lambda: tuple(chain.from_iterable(g["params"] for g in opt.param_groups)),
         "params same (is)": lambda: all(map(operator.is_, params, state.params)),
         "pointers (as the hook reads them)": lambda: tuple(map(hook_pointer, params)),
         "pointers (t.data_ptr() each)": lambda: tuple(map(data_ptr, params)),
@@ -86,17 +90,6 @@ def main():
         "current_stream(device).cuda_stream": lambda: torch.cuda.current_stream(device).cuda_stream,
         "state call (ctypes + shim)": batch.send,
     }
-    # Cheaper ways to the same answers, where this torch has them.
-    candidates = {
-        "alt: _cuda_isCurrentStreamCapturing": torch._C._cuda_isCurrentStreamCapturing,
-    }
-    for name, fn in candidates.items():
-        try:
-            fn()
-        except Exception as error:
-            print(f"  {name}: not here ({type(error).__name__}: {error})")
-            continue
-        parts[name] = fn
     figures = {}
     for name, fn in parts.items():
         fn()

@@ -23,6 +23,15 @@ from itertools import chain
 from lockstep import _shim
 
 _data_ptr = operator.methodcaller("data_ptr")  # as t.data_ptr(), a subclass's own included
+_params_of = operator.itemgetter("params")  # a param group's list, without a Python frame
+
+
+def capturing_function(torch):
+    """What tells the hook, every step, whether the current stream is capturing a CUDA graph:
+    torch's C function itself where torch has it (torch.cuda.is_current_stream_capturing is a
+    Python function that only calls it: a frame a step), else that function."""
+    raw = getattr(getattr(torch, "_C", None), "_cuda_isCurrentStreamCapturing", None)
+    return raw if callable(raw) else torch.cuda.is_current_stream_capturing
 
 
 def pointer_function(torch, tensors):
@@ -141,6 +150,11 @@ class StateHook:
         self.torch = torch
         self.parts = parts
         self.states = weakref.WeakKeyDictionary()
+        # The optimizer of the last step and its state (a weak reference: the hook keeps no
+        # optimizer alive): the next step's is that one almost always, found without the
+        # WeakKeyDictionary's Python-level get.
+        self.last = None
+        self.capturing = capturing_function(torch)
         self.failed = False
         debug = os.environ.get("LOCKSTEP_DEBUG", "0").strip()
         self.time = HookTime() if debug not in ("", "0") else None
@@ -163,17 +177,24 @@ class StateHook:
     def record(self, optimizer):
         """Sends this step's state calls; True when it had to walk names or prepare calls."""
         torch = self.torch
-        if torch.cuda.is_current_stream_capturing():
+        if self.capturing():
             return False  # a CUDA graph capture: nothing runs now, and replays run no hook
-        state = self.states.get(optimizer)
-        rebuilt = state is None
-        if state is None:
-            state = self.states[optimizer] = _OptimizerState()
-        # Loops in C (chain, map) where they run every step: the hook's Python cost the job
-        # ~200 us a step on the H200's host for the launch-bound GPT job's 77 parameters at
-        # cc59dc0, ~80 us at be1f190 (LOCKSTEP_DEBUG's "python state hook", issue #34; its parts:
-        # bench/overhead/hook_parts.py).
-        params = tuple(chain.from_iterable(group["params"] for group in optimizer.param_groups))
+        last = self.last
+        if last is not None and last[0]() is optimizer:
+            state, rebuilt = last[1], False
+        else:
+            state = self.states.get(optimizer)
+            rebuilt = state is None
+            if state is None:
+                state = self.states[optimizer] = _OptimizerState()
+            self.last = (weakref.ref(optimizer), state)
+        # Loops in C (chain, map) where they run every step, and no Python function but the
+        # hook's own three (__call__, record, send; tests/cpu/python_hooks counts them): the
+        # hook's Python cost the job ~200 us a step on the H200's host for the launch-bound GPT
+        # job's 77 parameters at cc59dc0, 60-80 us at be1f190 (LOCKSTEP_DEBUG's "python state
+        # hook", issue #34; its parts: bench/overhead/hook_parts.py), run cold after the job's
+        # own work: a frame saved counts more there than in a warm loop.
+        params = tuple(chain.from_iterable(map(_params_of, optimizer.param_groups)))
         if len(params) != len(state.params) or not all(map(operator.is_, params, state.params)):
             state.params = params
             state.pointer = pointer_function(torch, params)

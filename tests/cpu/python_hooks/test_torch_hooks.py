@@ -111,13 +111,11 @@ class TorchHooks(unittest.TestCase):
         # it is asked for the parameters' device index every step (the job may change streams
         # between steps), and torch.cuda.current_stream is not called.
         body = MODEL + textwrap.dedent("""
-            import types
             class Device:
                 index = 0
             streams = iter([0x61, 0x62])
             asked = []
-            torch._C = types.SimpleNamespace(
-                _cuda_getCurrentRawStream=lambda i: asked.append(i) or next(streams))
+            torch._C._cuda_getCurrentRawStream = lambda i: asked.append(i) or next(streams)
             torch.cuda.current_stream = None  # a call of it would fail the hook
             device = Device()
             for p in model.parameters():
@@ -132,14 +130,47 @@ class TorchHooks(unittest.TestCase):
         assert [s.split("\n")[0] for s in steps] == ["n=3 kind=0 stream=0x61",
                                                      "n=3 kind=0 stream=0x62"], calls
 
+    def test_a_steady_step_runs_only_the_hooks_own_python_functions(self):
+        # The hook runs cold once a step, after the job's own work: each Python frame costs there
+        # what a C loop does not. Once the names are found and the call prepared, a step runs
+        # the hook's own __call__, record and send, and the state call's send: no function of
+        # torch's Python (torch._C's capture check, not torch.cuda's wrapper of it), none of
+        # weakref's (the last optimizer is remembered) and no generator (the param groups).
+        body = MODEL + textwrap.dedent("""
+            import collections, sys
+            torch._C._cuda_getCurrentRawStream = {0: 0x61}.get  # a C function, as torch's
+            class Device:
+                index = 0
+            device = Device()
+            for p in model.parameters():
+                p.device = device
+            opt.step()  # names walked, call prepared
+            seen = collections.Counter()
+            def profile(frame, event, arg):
+                if event == "call":
+                    seen[frame.f_code.co_filename.rsplit("/", 1)[-1] + ":" + frame.f_code.co_name] += 1
+            sys.setprofile(profile)
+            opt.step()
+            sys.setprofile(None)
+            del seen["optimizer.py:step"]  # the stand-in optimizer's own
+            del seen["__init__.py:data_ptr"]  # the stand-in tensor's: torch's is a C method
+            print(sorted(seen.items()))
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert "stopped" not in done.stderr, done.stderr
+        assert len(calls.split("state ")[1:]) == 2, calls
+        assert done.stdout.strip() == str(sorted({
+            "_torch_hooks.py:__call__": 1, "_torch_hooks.py:record": 1,
+            "_torch_hooks.py:send": 1, "_shim.py:send": 1}.items())), done.stdout
+
     def test_pointers_are_read_by_torchs_c_method_unless_a_parameters_type_has_its_own(self):
         # Plain parameters: TensorBase.data_ptr itself, no bound method made for each. A subclass
         # with a data_ptr of its own makes every parameter read as p.data_ptr(), and is sent at
         # the pointer its own method answers.
         body = MODEL + textwrap.dedent("""
-            import types
             from lockstep import _torch_hooks as hooks
-            torch._C = types.SimpleNamespace(TensorBase=torch.Tensor)
+            torch._C.TensorBase = torch.Tensor
             params = list(model.parameters())
             assert hooks.pointer_function(torch, params) is torch.Tensor.data_ptr
             class Own(P):

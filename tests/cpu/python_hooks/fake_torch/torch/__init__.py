@@ -29,4 +29,9 @@ def is_tensor(value):
     return isinstance(value, Tensor)
 
 
+class _C:
+    """torch._C's functions the hooks may call, as C functions (builtins: no Python frame)."""
+    _cuda_isCurrentStreamCapturing = bool  # bool() is False: not capturing
+
+
 from torch import autograd, compiler, cuda, nn, optim  # noqa: E402,F401  (after Tensor)
