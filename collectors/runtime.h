@@ -41,7 +41,6 @@
 
 namespace lockstep::collectors {
 
-
 // A buffer planned for fingerprinting: where it is and which record entry it fills.
 struct PlannedRegion {
   CUdeviceptr ptr = 0;

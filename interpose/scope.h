@@ -36,7 +36,7 @@ class Nesting {
 
 // Operations (launches, copies, GEMMs, collectives, graph launches) are reported only while
 // tracing runs and the thread is not inside one of the shim's own calls.
-inline bool trace_operations() { return !collectors::inside_shim_call() && collectors::active(); }
+inline bool trace_operations() { return collectors::active(); }
 // State that later operations need (allocation map, kernel handles, communicators, graph
 // execs) is reported whenever the call is the job's, tracing or not.
 inline bool track_state() { return !collectors::inside_shim_call(); }
