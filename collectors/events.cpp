@@ -271,20 +271,20 @@ void on_unmap(CUdeviceptr ptr, size_t bytes) {
 void capture_begins() { hot_flags.capture_begun.store(true, std::memory_order_release); }
 
 void stream_order_point() {
-  if (t_hot.shim_depth > 0) return;  // the shim's own event records (metrics) and syncs
+  if (inside_shim_call()) return;  // the shim's own event records (metrics) and syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
-  if (t_hot.shim_depth > 0) return;  // the shim's own event records
+  if (inside_shim_call()) return;  // the shim's own event records
   if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
     rule.event_recorded(reinterpret_cast<uintptr_t>(event),
                         Tracer::stream_key(stream, per_thread_default));
 }
 
 void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event) {
-  if (t_hot.shim_depth > 0) return;  // the shim's own waits
+  if (inside_shim_call()) return;  // the shim's own waits
   if (StreamSteps& rule = Tracer::stream_steps(); rule.enabled())
     rule.event_waited(Tracer::stream_key(stream, per_thread_default),
                       reinterpret_cast<uintptr_t>(event));

@@ -38,7 +38,7 @@ struct alignas(64) OpenApi {
     trace::TraceWriter::Staged ticket;  // staged: the committed record
     bool staged = false;  // else the record is in the thread's fallback slot (kernels.cpp)
     bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
-    bool open = false;  // between begin and end (a nested launch never gets here: launch_depth)
+    bool open = false;    // between begin and end (a nested launch never gets here: launch_depth)
   } broad;
   // Not an open call's, but read after every launch too, in this line's last free word:
   // LOCKSTEP_REPLAY armed this thread for the launch that just returned (collectors/replay.h).
@@ -49,10 +49,10 @@ static_assert(sizeof(OpenApi) == 64);
 struct alignas(128) HotThread {
   OpenApi api;  // first line
   // Second line.
-  int scope_depth[6] = {};  // interpose/scope.h: nesting per API scope (Scope::kCount)
-  int shim_depth = 0;       // collectors/events.cpp: inside the shim's own calls
+  int scope_depth[6] = {};      // interpose/scope.h: nesting per API scope (Scope::kCount)
+  int shim_depth = 0;           // collectors/events.cpp: inside the shim's own calls
   uint32_t thread_ordinal = 0;  // collectors/tracer.cpp: this thread's in the trace (0: none yet)
-  struct LastStream {       // collectors/tracer.cpp: the stream a record was last stamped for
+  struct LastStream {           // collectors/tracer.cpp: the stream a record was last stamped for
     const Tracer* tracer = nullptr;
     uintptr_t key = 0;
     uint32_t ordinal = 0;

@@ -50,8 +50,7 @@ std::optional<uint64_t> marker_step_number(std::string_view text) {
   return std::nullopt;
 }
 
-StepCounter::StepCounter(StepSource source, const std::string& pattern,
-                         std::atomic<uint32_t>* step)
+StepCounter::StepCounter(StepSource source, const std::string& pattern, std::atomic<uint32_t>* step)
     : source_(source),
       pattern_(pattern.empty() ? std::string(kDefaultStepPattern) : pattern,
                std::regex::ECMAScript | std::regex::icase | std::regex::optimize),

@@ -124,8 +124,8 @@ LOCKSTEP_LAUNCH_PATH uint32_t Tracer::thread_ordinal() {
 }
 
 LOCKSTEP_LAUNCH_PATH void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
-                                         std::string_view name, CUstream stream,
-                                         bool per_thread_default, uint64_t seq) {
+                                                 std::string_view name, CUstream stream,
+                                                 bool per_thread_default, uint64_t seq) {
   record->kind = kind;
   record->seq = seq;
   record->stream = stream_ordinal(stream, per_thread_default);

@@ -24,14 +24,14 @@ struct alignas(64) HotFlags {
   std::atomic<bool> self_time{false};         // common/self_time.h: top-level phases timed
   std::atomic<bool> self_time_detail{false};  // common/self_time.h: nested phases timed too
   std::atomic<bool> validation{false};        // interpose/cupti_validation.h: LOCKSTEP_VALIDATE
-  std::atomic<bool> capture_begun{false};     // collectors/events.cpp (acquire / release)
+  std::atomic<bool> capture_begun{false};     // collectors/events.h (acquire / release)
   // collectors/events.cpp, what the configuration allows: kConfigured once read, with
   // kPossible (a tracer may be made) and kLaunchesTraced (level broad or full).
   std::atomic<uint8_t> configured{0};
   static constexpr uint8_t kConfigured = 1, kPossible = 2, kLaunchesTraced = 4;
   std::atomic<bool> tracing_disabled{false};  // collectors/tracer_lifecycle.cpp: given up for good
-  std::atomic<bool> stream_steps{false};  // collectors/stream_steps.h: the process's rule on
-                                          // (acquire / release)
+  std::atomic<bool> stream_steps{false};      // collectors/stream_steps.h: the process's rule on
+                                              // (acquire / release)
   std::atomic<uint32_t> step{0};  // collectors/step_counter.h: the process's step counter itself
   std::atomic<collectors::Tracer*> tracer{nullptr};  // collectors/tracer_lifecycle.cpp (acq/rel)
 };

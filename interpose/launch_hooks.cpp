@@ -167,14 +167,14 @@ void remember_kernel(bool ok, const void* handle) {
 
 // ---- runtime: nvcc 13 stubs ----
 LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
-                                                        dim3 blockDim, void** args,
-                                                        size_t sharedMem, cudaStream_t stream) {
+                                                           dim3 blockDim, void** args,
+                                                           size_t sharedMem, cudaStream_t stream) {
   return runtime_stub(false, kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
-                                                             dim3 blockDim, void** args,
-                                                             size_t sharedMem,
-                                                             cudaStream_t stream) {
+                                                                dim3 blockDim, void** args,
+                                                                size_t sharedMem,
+                                                                cudaStream_t stream) {
   return runtime_stub(true, kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 
@@ -232,7 +232,7 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig
 
 // ---- driver ----
 #define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                 \
-  LOCKSTEP_LAUNCH_INTERCEPTOR CUresult name(                                                       \
+  LOCKSTEP_LAUNCH_INTERCEPTOR CUresult name(                                                    \
       CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
       unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {       \
@@ -271,13 +271,14 @@ LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
 #undef LOCKSTEP_DRIVER_COOPERATIVE
 
 LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
-                                                   void** kernelParams, void** extra) {
+                                                      void** kernelParams, void** extra) {
   return driver_launch_ex(
       [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
       config, f, kernelParams, extra);
 }
-LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f,
-                                                        void** kernelParams, void** extra) {
+LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
+                                                           CUfunction f, void** kernelParams,
+                                                           void** extra) {
   return driver_launch_ex(
       [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,
       config, f, kernelParams, extra);

@@ -683,8 +683,7 @@ def main(argv=None):
     # mode (interleaved, the order rotating every round as the turns' does: in two A/Bs whose
     # modes ran the same shim binary in a fixed order, every launch phase and the job's own
     # real calls read 5-10% apart, an order effect no build could be told from), their median.
-    self_runs = {m: [] for m in args.levels}
-    self_by_round = {m: {} for m in args.levels}  # round -> us: two builds' runs, paired
+    self_by_round = {m: {} for m in args.levels}  # round -> us (two builds' runs are paired)
     self_phases = {m: [] for m in args.levels}  # per run, as self_time_phases() reads it
     if args.self_time:
         levels = list(args.levels)
@@ -696,9 +695,9 @@ def main(argv=None):
                     print(f"overhead.py: {err}", file=sys.stderr)
                 us = self_time_us(output)
                 if us is not None:
-                    self_runs[mode].append(us)
                     self_by_round[mode][r] = us
                     self_phases[mode].append((us, self_time_phases(output)))
+    self_runs = {m: list(by_round.values()) for m, by_round in self_by_round.items()}  # in order
     self_us = {m: statistics.median(v) for m, v in self_runs.items() if v}
 
     def median_run_phases(mode):

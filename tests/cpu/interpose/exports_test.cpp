@@ -201,8 +201,9 @@ TEST(ShimExports, RealShimKeepsWhatEveryCallReadsOfItsThreadInOneAlignedPairOfLi
   bool found = false;
   for (const std::string& line : lines_of(symbols)) {
     if (line.find(" TLS ") == std::string::npos) continue;
-    for (const char* gone : {"::g_scope_depth", "::shim_depth", "thread_ordinal()::ordinal",
-                             "::t_last_stream", "::t_scopes", "::t_replay_armed", "open_api()::state"})
+    for (const char* gone :
+         {"::g_scope_depth", "::shim_depth", "thread_ordinal()::ordinal", "::t_last_stream",
+          "::t_scopes", "::t_replay_armed", "open_api()::state"})
       EXPECT_FALSE(line.ends_with(gone)) << "a thread_local of its own again: " << line;
     if (!line.ends_with("lockstep::collectors::t_hot")) continue;
     found = true;
