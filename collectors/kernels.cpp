@@ -253,6 +253,10 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
   r.fields[F::cluster_x] = launch.cluster[0], r.fields[F::cluster_y] = launch.cluster[1];
   r.fields[F::cluster_z] = launch.cluster[2];
   r.fields[F::launch_api] = static_cast<uint64_t>(launch.api);
+  // Every other field of the kind too (what the paths after the stamp know, they set again): the
+  // record's fields are written once, not cleared first and then written.
+  r.fields[F::args_digest] = 0, r.fields[F::capture_id] = 0, r.fields[F::outer_api] = 0;
+  static_assert(F::kCount == 14, "a new Kernel field: set it here");
 }
 
 // Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
@@ -306,10 +310,12 @@ inline trace::Record& unstaged_record() {
 LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
                                uint64_t seq, int clear_below = trace::kMaxFields) {
   self_time::Scope stamping(self_time::Phase::Stamp);
-  r.clear_fields_below(clear_below);  // buffers and payload stay empty on this path
   tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
                          launch.per_thread_stream, seq);
-  set_launch_fields(r, launch);
+  set_launch_fields(r, launch);  // fields [0, Kernel::kCount)
+  // The rest up to clear_below (a reused record's, from another kind); buffers and payload stay
+  // empty on this path.
+  for (int i = trace::fields::Kernel::kCount; i < clear_below; ++i) r.fields[i] = 0;
   label_capture(tracer, r, launch);
 }
 
