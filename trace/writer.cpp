@@ -111,11 +111,11 @@ inline constexpr uint32_t kBatchRecords = 128;
 // close drain whatever is staged anyway.
 inline constexpr size_t kWakeBatches = 16;
 inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains itself
-// Drained batches kept for reuse: as many as may wait for a wake, so that a thread staging fewer
-// than kWakeBatches batches between two drains (a PyTorch step of ~900 launches fills seven
-// between the idle writer's 20 ms looks) reuses them and never allocates and clears a new one
-// (about 35 KiB of new lines a batch, in the job's traced call) once it has run a while.
-inline constexpr size_t kSpareBatches = kWakeBatches;
+// Drained batches kept for reuse. Not more: kept, a batch's lines are in the drain's core when the
+// owner writes them again, where a new one is cleared on the owner's; sixteen (a PyTorch step's
+// seven batches all reused) measured no faster on the H200 and slower in a flood on this machine's
+// CPU (results/overhead/2026-12-04T00*-fe1af8f-*).
+inline constexpr size_t kSpareBatches = 4;
 
 // The lines of the record slot the next append fills, asked for now: a reused batch was last read
 // by a drain on another core, and its lines would otherwise be fetched on the job's next traced
@@ -547,7 +547,6 @@ class Writer final : public TraceWriter {
     out.blocks_written = s.blocks_written.load(std::memory_order_relaxed);
     out.bytes_written = s.bytes_written.load(std::memory_order_relaxed);
     out.write_errors = s.write_errors.load(std::memory_order_relaxed);
-    out.staging_batches = s.batches_made.load(std::memory_order_relaxed);
     return out;
   }
 
@@ -588,7 +587,6 @@ class Writer final : public TraceWriter {
     std::atomic<uint64_t> dropped_all{0};       // records dropped by threads (rejected: above)
     std::atomic<uint64_t> warnings_written{0};  // the writer's own drop Warning records
     std::atomic<uint64_t> summary_records{0};   // StepSummary records queued
-    std::atomic<uint64_t> batches_made{0};      // staging batches allocated, every thread
     std::atomic<uint32_t> last_step{0};         // highest step summarized
     std::atomic<int> file_state{kFileFree};     // who may write the file (top of this file)
     std::atomic<bool> error_reported{false};    // on_error was called
@@ -635,11 +633,8 @@ class Writer final : public TraceWriter {
   }
 
   // Caller holds tb.stage_lock.
-  std::unique_ptr<StagedBatch> take_spare(ThreadBuffer& tb) {
-    if (tb.spare.empty()) {
-      state_->batches_made.fetch_add(1, std::memory_order_relaxed);
-      return std::make_unique<StagedBatch>();
-    }
+  static std::unique_ptr<StagedBatch> take_spare(ThreadBuffer& tb) {
+    if (tb.spare.empty()) return std::make_unique<StagedBatch>();
     auto batch = std::move(tb.spare.back());
     tb.spare.pop_back();
     return batch;

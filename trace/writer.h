@@ -57,9 +57,6 @@ struct WriterStats {
   uint64_t blocks_written = 0;
   uint64_t bytes_written = 0;  // file bytes, header included
   uint64_t write_errors = 0;   // failed write() calls (disk full, ...)
-  // Batches of staging slots allocated (each 128 records): a thread reuses its drained ones, so
-  // this stops growing once its traffic between two drains has been seen.
-  uint64_t staging_batches = 0;
 };
 
 class TraceWriter {

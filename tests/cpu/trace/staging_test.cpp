@@ -185,25 +185,6 @@ TEST_P(Staging, ADrainReadsTheCommittedRecordsAndLeavesTheBatchFilling) {
   EXPECT_EQ(seqs(read_back()), expected);
 }
 
-// A PyTorch step at broad stages ~900 launches (seven batches) between two drains (each step
-// end flushes): from the second step on, the drained batches are reused. New ones were 35 KiB of
-// new lines to clear and fill inside the job's traced calls (three a step when only four were
-// kept).
-TEST_P(Staging, AThreadStagingSevenBatchesAStepAllocatesNoneAfterTheFirst) {
-  const StringId k = writer_->intern("k");
-  uint64_t seq = 0;
-  auto step = [&] {
-    for (int i = 0; i < 7 * 128 + 20; ++i) stage_kernel(++seq, k);
-    writer_->flush();
-  };
-  step();
-  const uint64_t first = writer_->stats().staging_batches;
-  EXPECT_GE(first, 7u);
-  for (int i = 0; i < 5; ++i) step();
-  EXPECT_EQ(writer_->stats().staging_batches, first);
-  EXPECT_EQ(read_back().size(), seq);
-}
-
 TEST_P(Staging, EveryCommitRacingCloseIsWrittenOrCountedDropped) {
   const StringId k = writer_->intern("k");
   std::atomic<bool> started{false};

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""What one cold kernel launch at broad runs and misses, counted, not timed (valgrind's callgrind).
+
+Runs shim_launch_bench under `lockstep run --level broad` inside callgrind with simulated caches
+(32 KiB L1s, 1 MiB last level), counting only its paced launches (the bench toggles collection
+around each: the job's work between two has evicted the shim's lines): per launch, the
+instructions (Ir), the instruction lines missed in L1 (I1mr) and the data lines missed on reads
+and writes (D1mr, D1mw). A staging batch's first clear (a memset of a new batch, one per 128
+launches) is left out. The figures do not move with the machine's load, so two builds of the
+shim (--shim NAME=PATH, through LOCKSTEP_LIB) compare in one run of each where timings
+(shim_launch_bench.py, the H200's LOCKSTEP_DEBUG runs) need many. They are a proxy: on the H200's
+host a broad launch's time in a PyTorch job follows the lines it touches cold (docs/performance.md),
+which this counts; it says nothing of the latency of each.
+
+  bench/collectors/launch_lines.py --build build --shim base=/tmp/base/liblockstep.so \\
+      --json results/overhead/<date>-<commit>-launch-lines-cpu.json
+
+Needs valgrind (Debian: valgrind). Not evidence of GPU work: a stand-in driver.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+EVENTS = ("Ir", "I1mr", "D1mr", "D1mw")
+
+
+def counts(args, shim, work):
+    """Per paced launch: {event: count}, the batch memset's left out."""
+    bench = os.path.join(args.build, "bench", "collectors", "shim_launch_bench")
+    out_file = os.path.join(work, "callgrind.out")
+    trace = os.path.join(work, "trace")
+    shutil.rmtree(trace, ignore_errors=True)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if shim:
+        env["LOCKSTEP_LIB"] = shim
+    cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", "broad",
+           "--", "valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
+           "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
+           f"--callgrind-out-file={out_file}", bench, str(args.launches)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if run.returncode != 0 or not os.path.exists(out_file):
+        sys.exit(f"launch_lines: the bench failed under callgrind (exit {run.returncode}): "
+                 f"{run.stderr[-2000:]}")
+    flat = subprocess.run(["callgrind_annotate", "--show=" + ",".join(EVENTS), out_file],
+                          capture_output=True, text=True).stdout
+
+    def numbers(line):
+        line = re.sub(r"\(\s*[0-9.]+%\)", "", line)
+        return [0 if x == "." else int(x.replace(",", "")) for x in line.split()[:len(EVENTS)]]
+
+    total = next((numbers(l) for l in flat.splitlines() if "PROGRAM TOTALS" in l), None)
+    if total is None:
+        sys.exit("launch_lines: callgrind_annotate printed no totals")
+    memset = next((numbers(l) for l in flat.splitlines()
+                   if "memset" in l and re.match(r"\s*[0-9]", l)), [0] * len(EVENTS))
+    paced = min(args.launches // 20, 20000) + 1  # shim_launch_bench's paced launches
+    return {e: (t - m) / paced for e, t, m in zip(EVENTS, total, memset)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("--build", default="build", help="build folder (default build)")
+    p.add_argument("--launches", type=int, default=4000,
+                   help="the bench's unpaced launches; a twentieth of them are paced (default 4000)")
+    p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
+                   help="another liblockstep.so, counted too (repeatable)")
+    p.add_argument("--json", help="write the counts here")
+    args = p.parse_args(argv)
+    if args.launches < 20:
+        p.error("--launches must be 20 or more (a twentieth are paced)")
+    for tool in ("valgrind", "callgrind_annotate"):
+        if shutil.which(tool) is None:
+            p.error(f"{tool} not found (Debian: apt-get install valgrind)")
+    shims = {"this build": None}
+    for shim in args.shim:
+        name, _, path = shim.partition("=")
+        if not name or not path:
+            p.error(f"--shim {shim!r}: expected NAME=PATH")
+        if not os.path.isfile(path):
+            p.error(f"--shim {shim!r}: {path}: no such file")
+        shims[name] = os.path.abspath(path)
+    rows = {}
+    print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) + "   per cold broad launch")
+    with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
+        for name, path in shims.items():
+            rows[name] = counts(args, path, work)
+            print(f"{name:<16}" + "".join(f"{rows[name][e]:>8.1f}" for e in EVENTS))
+    if args.json:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
+        with open(args.json, "w") as f:
+            json.dump({"bench": "launch_lines", "commit": commit.stdout.strip(),
+                       "machine": "CPU only (stand-in driver), callgrind's simulated caches",
+                       "gpu": None, "driver": None,
+                       "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                           "%Y-%m-%dT%H:%MZ"),
+                       "launches": args.launches,
+                       "shims": {k: v for k, v in shims.items() if v},
+                       "per_launch": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
