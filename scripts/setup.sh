@@ -12,10 +12,11 @@ while [[ ${1-} == --target ]]; do
 done
 
 # pybind11-dev, python3-dev: the Python package's extension; python3-pandas: its DataFrames (the
-# tests use them); dpkg-dev, file: cpack's .deb (dpkg-shlibdeps names its dependencies).
+# tests use them); dpkg-dev, file: cpack's .deb (dpkg-shlibdeps names its dependencies);
+# valgrind: callgrind counts a cold launch's path (bench/collectors/launch_lines.py, a CPU test).
 packages=(cmake ninja-build g++ clang libxxhash-dev libfmt-dev nlohmann-json3-dev libgtest-dev
           libcli11-dev python3-pytest libprotobuf-dev libprotoc-dev protobuf-compiler pybind11-dev
-          python3-dev python3-pandas dpkg-dev file)
+          python3-dev python3-pandas dpkg-dev file valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

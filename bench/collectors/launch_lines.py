@@ -14,6 +14,11 @@ which this counts; it says nothing of the latency of each.
 
   bench/collectors/launch_lines.py --build build --shim base=/tmp/base/liblockstep.so \\
       --json results/overhead/<date>-<commit>-launch-lines-cpu.json
+  bench/collectors/launch_lines.py --build build --max Ir=700,I1mr=75,D1mr=22,D1mw=22
+
+With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
+exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
+test, which a timing could not do here.
 
 Needs valgrind (Debian: valgrind). Not evidence of GPU work: a stand-in driver.
 """
@@ -56,8 +61,9 @@ def counts(args, shim, work):
         return [0 if x == "." else int(x.replace(",", "")) for x in line.split()[:len(EVENTS)]]
 
     total = next((numbers(l) for l in flat.splitlines() if "PROGRAM TOTALS" in l), None)
-    if total is None:
-        sys.exit("launch_lines: callgrind_annotate printed no totals")
+    if total is None or total[0] == 0:
+        sys.exit("launch_lines: callgrind counted nothing: shim_launch_bench was built without "
+                 "valgrind/callgrind.h (install valgrind, then rebuild it)")
     memset = next((numbers(l) for l in flat.splitlines()
                    if "memset" in l and re.match(r"\s*[0-9]", l)), [0] * len(EVENTS))
     paced = min(args.launches // 20, 20000) + 1  # shim_launch_bench's paced launches
@@ -74,7 +80,19 @@ def main(argv=None):
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                    help="another liblockstep.so, counted too (repeatable)")
     p.add_argument("--json", help="write the counts here")
+    p.add_argument("--max", default="", metavar="EVENT=N,...",
+                   help="bounds for this build's counts per launch (events: " + ", ".join(EVENTS) +
+                        "): exit status 1 when one is exceeded")
     args = p.parse_args(argv)
+    bounds = {}
+    for item in filter(None, args.max.split(",")):
+        event, _, value = item.partition("=")
+        try:
+            bounds[event] = float(value)
+        except ValueError:
+            p.error(f"--max {item!r}: expected EVENT=NUMBER")
+        if event not in EVENTS:
+            p.error(f"--max {item!r}: {event!r} is not one of {', '.join(EVENTS)}")
     if args.launches < 20:
         p.error("--launches must be 20 or more (a twentieth are paced)")
     for tool in ("valgrind", "callgrind_annotate"):
@@ -105,8 +123,16 @@ def main(argv=None):
                            "%Y-%m-%dT%H:%MZ"),
                        "launches": args.launches,
                        "shims": {k: v for k, v in shims.items() if v},
-                       "per_launch": rows}, f, indent=1)
+                       "per_launch": rows, "max": bounds}, f, indent=1)
+    over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()
+            if rows["this build"][e] > bound]
+    if over:
+        print("launch_lines: over budget: " + "; ".join(over))
+        return 1
+    if bounds:
+        print("launch_lines: within " + ", ".join(f"{e} {b:g}" for e, b in bounds.items()))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
