@@ -23,7 +23,6 @@ test, which a timing could not do here.
 Needs valgrind (Debian: valgrind). Not evidence of GPU work: a stand-in driver.
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -31,6 +30,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+# bench/overhead/run_facts.py: commit, GPU, driver, date of every results JSON.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "overhead"))
+import run_facts  # noqa: E402
 
 EVENTS = ("Ir", "I1mr", "D1mr", "D1mw")
 
@@ -113,14 +116,9 @@ def main(argv=None):
             rows[name] = counts(args, path, work)
             print(f"{name:<16}" + "".join(f"{rows[name][e]:>8.1f}" for e in EVENTS))
     if args.json:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=os.path.dirname(os.path.abspath(__file__)))
         with open(args.json, "w") as f:
-            json.dump({"bench": "launch_lines", "commit": commit.stdout.strip(),
+            json.dump({"bench": "launch_lines", **run_facts.facts(),
                        "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "gpu": None, "driver": None,
-                       "date": datetime.datetime.now(datetime.timezone.utc).strftime(
-                           "%Y-%m-%dT%H:%MZ"),
                        "launches": args.launches,
                        "shims": {k: v for k, v in shims.items() if v},
                        "per_launch": rows, "max": bounds}, f, indent=1)
