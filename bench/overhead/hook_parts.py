@@ -6,10 +6,11 @@ Run it under the shim, so that the state call is the real one:
   lockstep run --level broad -- python3 bench/overhead/hook_parts.py --json out.json
 
 Each part is timed over --reps calls in --rounds rounds; the median round's mean per call is
-printed. "whole hook" is StateHook.record as the hook calls it after optimizer.step(); "state
-call" is the ctypes call into lockstep_fingerprint_many with the shim's work in it (the shim's
-own share is LOCKSTEP_DEBUG's "state" phase). The parts overlap the whole; their sum need not
-equal it.
+printed. "whole hook" is StateHook.record, the Python hook's step; "steady step (C)" is what
+torch calls after optimizer.step() where lockstep._state_hook is built (python/src/state_hook.cpp:
+the same step, the shim called directly; absent without it); "state call" is the ctypes call
+into lockstep_fingerprint_many with the shim's work in it (the shim's own share is
+LOCKSTEP_DEBUG's "state" phase). The parts overlap the whole; their sum need not equal it.
 """
 
 import argparse
@@ -67,7 +68,7 @@ def main():
     torch.cuda.synchronize()
 
     hook = _torch_hooks.StateHook(torch, {"params"})
-    hook.record(opt)  # the first call: names walked, calls prepared
+    hook(opt, (), {})  # the first call: names walked, calls prepared (and primed for C)
     state = hook.states[opt]
     params = state.params
     data_ptr = _torch_hooks._data_ptr
@@ -90,6 +91,8 @@ def main():
         "current_stream(device).cuda_stream": lambda: torch.cuda.current_stream(device).cuda_stream,
         "state call (ctypes + shim)": batch.send,
     }
+    if hook.steady is not None:
+        parts["steady step (C)"] = lambda: hook.steady(opt, (), {})
     figures = {}
     for name, fn in parts.items():
         fn()

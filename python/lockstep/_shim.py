@@ -122,6 +122,12 @@ class Batch:
         self.ptrs = (ctypes.c_void_p * self.n)(*[p for p, _ in extents])
         self.sizes = (ctypes.c_ulonglong * self.n)(*[b for _, b in extents])
 
+    def prepared(self):
+        """(n, ptrs, sizes, names, kind): the call's arguments, its arrays by address (they live
+        as long as this Batch), for lockstep._state_hook to make the call itself."""
+        return (self.n, ctypes.addressof(self.ptrs), ctypes.addressof(self.sizes),
+                ctypes.addressof(self.names), self.kind)
+
     def matches(self, named):
         return tuple(_extent(t) for _, t in named) == self.key
 

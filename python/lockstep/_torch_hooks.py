@@ -9,6 +9,11 @@ Cost per step: one hash launch per device and kind (the hash reads the bytes at 
 about 1 ms per 4 GB) and the parameters' pointers read (torch's C data_ptr each, in a C-level
 loop); the names are found once per optimizer (a walk of the live nn.Modules) and the call is
 prepared again only when a pointer moved. Under LOCKSTEP_DEBUG the hook prints its own time.
+
+The steady step (the same optimizer, parameters and pointers as last time, only the default
+parameters asked for) runs in C where lockstep._state_hook is built (python/src/state_hook.cpp):
+torch calls it directly, and it hands every other step to StateHook, which prepares the call
+again and primes it. Without the extension StateHook runs every step.
 """
 
 import atexit
@@ -128,6 +133,7 @@ class HookTime:
 
     def __init__(self):
         self.calls = self.ns = self.slow_calls = self.slow_ns = 0
+        self.steady = None  # the C steady step, which counts its own calls
         atexit.register(self.report)
 
     def add(self, ns, slow):
@@ -139,9 +145,13 @@ class HookTime:
             self.ns += ns
 
     def report(self):
-        if self.calls or self.slow_calls:
-            print(f"lockstep[{os.getpid()}]: python state hook self time: {self.calls} x "
-                  f"{self.ns // max(1, self.calls)} ns (+{self.slow_calls} slow, "
+        calls, ns = self.calls, self.ns
+        if self.steady is not None:
+            steady_calls, steady_ns = self.steady.times()
+            calls, ns = calls + steady_calls, ns + steady_ns
+        if calls or self.slow_calls:
+            print(f"lockstep[{os.getpid()}]: python state hook self time: {calls} x "
+                  f"{ns // max(1, calls)} ns (+{self.slow_calls} slow, "
                   f"{self.slow_ns / 1e6:.1f} ms)", file=sys.stderr)
 
 
@@ -158,21 +168,45 @@ class StateHook:
         self.failed = False
         debug = os.environ.get("LOCKSTEP_DEBUG", "0").strip()
         self.time = HookTime() if debug not in ("", "0") else None
+        self.steady = steady_step(self, parts, self.time is not None)
+        if self.time is not None:
+            self.time.steady = self.steady
+
+    def registered(self):
+        """What torch calls after each optimizer step: the C steady step, which calls this hook
+        for every other step, or this hook."""
+        return self.steady if self.steady is not None else self
 
     def __call__(self, optimizer, args, kwargs):
         if self.failed:
             return
         try:
-            if self.time is None:
-                self.record(optimizer)
-                return
-            start = time.perf_counter_ns()
+            start = time.perf_counter_ns() if self.time is not None else 0
             rebuilt = self.record(optimizer)
-            self.time.add(time.perf_counter_ns() - start, rebuilt)
+            if self.steady is not None:
+                self.prime(optimizer)
+            if self.time is not None:
+                self.time.add(time.perf_counter_ns() - start, rebuilt)
         except Exception as error:  # never the job's problem: say so once and stop
             self.failed = True
+            if self.steady is not None:
+                self.steady.unprime()
             print(f"lockstep: state records stopped: {type(error).__name__}: {error}",
                   file=sys.stderr)
+
+    def prime(self, optimizer):
+        """Hands the C steady step the call just sent for `optimizer`'s parameters, to repeat
+        while the optimizer, its parameters and their pointers stay the same."""
+        last = self.last
+        cached = None
+        if last is not None and last[0]() is optimizer:
+            cached = last[1].batches.get("params")
+        if cached is None:  # a capture before any step: nothing prepared yet
+            self.steady.unprime()
+            return
+        calls = [batch.prepared() + (current_stream,) for batch, current_stream in cached[1]
+                 if batch.n]
+        self.steady.prime(last[0], last[1].params, cached[0], last[1].pointer, calls, cached)
 
     def record(self, optimizer):
         """Sends this step's state calls; True when it had to walk names or prepare calls."""
@@ -241,6 +275,21 @@ class StateHook:
         return rebuilt
 
 
+def steady_step(hook, parts, timed):
+    """The C steady step for `hook` (lockstep._state_hook.SteadyStep), or None: where the
+    extension is not built or not importable, no shim is in the process, or more than the
+    parameters are asked for (their gradients and the optimizer's state change every step)."""
+    if parts != {"params"}:
+        return None
+    try:
+        from lockstep import _state_hook
+    except ImportError:
+        return None
+    if not _state_hook.available():
+        return None
+    return _state_hook.SteadyStep(hook, hook.capturing, timed)
+
+
 def arm(torch):
     """Registers the module scopes' hooks (_module_scopes.py, as LOCKSTEP_SCOPES asks) and the
     optimizer's state hook (once). Returns what it armed, for LOCKSTEP_DEBUG."""
@@ -257,6 +306,8 @@ def arm(torch):
     parts = wanted()
     if parts:
         from torch.optim.optimizer import register_optimizer_step_post_hook
-        register_optimizer_step_post_hook(StateHook(torch, parts))
-        armed.append("state records of " + ",".join(sorted(parts)))
+        hook = StateHook(torch, parts)
+        register_optimizer_step_post_hook(hook.registered())
+        armed.append("state records of " + ",".join(sorted(parts)) +
+                     (" (steady step in C)" if hook.steady is not None else ""))
     return "; ".join(armed) or "nothing"

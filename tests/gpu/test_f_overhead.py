@@ -179,8 +179,11 @@ def test_f_state_hook_parts_under_the_shim(gs, row, tools):
     us = {name: ns.get(name, float("nan")) / 1e3 for name in (
         "whole hook", "pointers (as the hook reads them)", "pointers (t.data_ptr() each)",
         "current stream (as the hook reads it)", "current_stream(device).cuda_stream",
-        "state call (ctypes + shim)")}
+        "state call (ctypes + shim)", "steady step (C)")}
+    steady = (f"steady step in C {us['steady step (C)']:.1f} us" if "steady step (C)" in ns
+              else "no steady step in C (lockstep._state_hook not built)")
     row("PASS", f"{found['parameters']} parameters: whole hook {us['whole hook']:.1f} us, "
+                f"{steady}, "
                 f"pointers {us['pointers (as the hook reads them)']:.1f} us "
                 f"(t.data_ptr() {us['pointers (t.data_ptr() each)']:.1f}), stream "
                 f"{us['current stream (as the hook reads it)']:.1f} us (current_stream "

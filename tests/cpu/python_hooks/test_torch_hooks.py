@@ -3,8 +3,10 @@ stand-in torch (fake_torch/) and a stand-in shim (recording_shim.c) that writes 
 arming on `import torch` only, parameter names, one call per optimizer step, the settings, and
 that a failing hook never fails the job.
 
-Run by ctest: python3 -m unittest test_torch_hooks, with RECORDING_SHIM and LOCKSTEP_PYTHON_DIR in
-the environment."""
+Run by ctest twice: python3 -m unittest test_torch_hooks, with RECORDING_SHIM and
+LOCKSTEP_PYTHON_DIR in the environment: the package's sources (the Python hook does every step)
+and the build's staged package, with lockstep._state_hook (the steady step in C,
+python/src/state_hook.cpp). Every test holds for both."""
 
 import os
 import re
@@ -19,6 +21,9 @@ from pathlib import Path
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.environ.get("LOCKSTEP_PYTHON_DIR", os.path.join(HERE, "..", "..", "..", "python"))
 SHIM = os.environ.get("RECORDING_SHIM")
+# Whether this package has the C steady step (an .abi3.so next to the .py files).
+STEADY_IN_C = any(name.startswith("_state_hook") and name.endswith(".so")
+                  for name in os.listdir(os.path.join(PYTHON_DIR, "lockstep")))
 
 
 MODEL = textwrap.dedent("""
@@ -136,6 +141,7 @@ class TorchHooks(unittest.TestCase):
         # the hook's own __call__, record and send, and the state call's send: no function of
         # torch's Python (torch._C's capture check, not torch.cuda's wrapper of it), none of
         # weakref's (the last optimizer is remembered) and no generator (the param groups).
+        # With the steady step in C, none at all.
         body = MODEL + textwrap.dedent("""
             import collections, sys
             torch._C._cuda_getCurrentRawStream = {0: 0x61}.get  # a C function, as torch's
@@ -160,9 +166,59 @@ class TorchHooks(unittest.TestCase):
         assert done.returncode == 0, done.stderr
         assert "stopped" not in done.stderr, done.stderr
         assert len(calls.split("state ")[1:]) == 2, calls
-        assert done.stdout.strip() == str(sorted({
+        python_frames = {} if STEADY_IN_C else {
             "_torch_hooks.py:__call__": 1, "_torch_hooks.py:record": 1,
-            "_torch_hooks.py:send": 1, "_shim.py:send": 1}.items())), done.stdout
+            "_torch_hooks.py:send": 1, "_shim.py:send": 1}
+        assert done.stdout.strip() == str(sorted(python_frames.items())), done.stdout
+
+    def test_the_steady_step_runs_in_c_where_the_extension_is_built(self):
+        done, _ = run(MODEL + "opt.step()", self.tmp, extra_env={"LOCKSTEP_DEBUG": "1"})
+        assert done.returncode == 0, done.stderr
+        armed = [l for l in done.stderr.splitlines() if "PyTorch hooks:" in l]
+        assert len(armed) == 1, done.stderr
+        assert ("(steady step in C)" in armed[0]) == STEADY_IN_C, armed[0]
+        # Gradients change every step: asked for, every step is the Python hook's.
+        done, _ = run(MODEL + "opt.step()", self.tmp,
+                      extra_env={"LOCKSTEP_DEBUG": "1", "LOCKSTEP_STATE": "params,grads"})
+        assert "steady step in C" not in done.stderr, done.stderr
+
+    def test_a_new_optimizer_and_a_parameter_added_or_dropped_are_sent_as_they_are_now(self):
+        # Each is a change the steady step must see: it hands the step to the Python hook.
+        body = MODEL + textwrap.dedent("""
+            params = model.parameters()
+            opt.step(); opt.step()
+            opt.param_groups[0]["params"].append(P(0x6000, 4))
+            opt.step()
+            opt.param_groups[0]["params"] = params[:2]
+            opt.step()
+            other = torch.optim.Optimizer(params[2:])
+            other.step()
+            opt.step()
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        heads = [s.split("\n")[0] for s in calls.split("state ")[1:]]
+        assert heads == ["n=3 kind=0 stream=0x51"] * 2 + ["n=4 kind=0 stream=0x51"] + [
+            "n=2 kind=0 stream=0x51", "n=1 kind=0 stream=0x51", "n=2 kind=0 stream=0x51"], calls
+        assert "param3 0x6000 4" in calls and "stopped" not in done.stderr, done.stderr
+
+    def test_an_error_in_a_steady_step_stops_the_state_records_with_one_line(self):
+        # A parameter whose pointer can no longer be read after the call was prepared: the step
+        # goes to the Python hook, which meets the error, says so once, and stops.
+        body = MODEL + textwrap.dedent("""
+            opt.step(); opt.step()
+            def broken(self):
+                raise RuntimeError("no pointer")
+            torch.Tensor.data_ptr = broken
+            opt.step(); opt.step()
+            print("job finished")
+            """)
+        done, calls = run(body, self.tmp)
+        assert done.returncode == 0, done.stderr
+        assert "job finished" in done.stdout
+        assert done.stderr.count("lockstep: state records stopped: RuntimeError: no pointer") == 1, \
+            done.stderr
+        assert calls.count("state n=3") == 2, calls
 
     def test_pointers_are_read_by_torchs_c_method_unless_a_parameters_type_has_its_own(self):
         # Plain parameters: TensorBase.data_ptr itself, no bound method made for each. A subclass

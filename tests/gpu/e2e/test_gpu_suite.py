@@ -313,7 +313,7 @@ class RunShTest(unittest.TestCase):
         proc, rows, out = self.run_script("f", "-k", "hook_parts")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         with open(os.path.join(out, "table.txt")) as f:
-            self.assertIn("77 parameters: whole hook 30.0 us, pointers 8.0 us (t.data_ptr() 18.0), "
+            self.assertIn("77 parameters: whole hook 30.0 us, steady step in C 12.0 us, pointers 8.0 us (t.data_ptr() 18.0), "
                           "stream 0.1 us (current_stream 5.6), state call 18.0 us", f.read())
         proc, rows, _ = self.run_script("f", "-k", "hook_parts", FAKE_HOOK_TRACED="0")
         self.assertEqual(rows.get("state hook parts"), "FAIL", rows)
