@@ -309,7 +309,6 @@ inline trace::Record& unstaged_record() {
 // `clear_below` on are left as they are.
 LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
                                uint64_t seq, int clear_below = trace::kMaxFields) {
-  self_time::Scope stamping(self_time::Phase::Stamp);
   tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
                          launch.per_thread_stream, seq);
   set_launch_fields(r, launch);  // fields [0, Kernel::kCount)
@@ -333,7 +332,6 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     staged->name = trace::kDeferredName;
     staged->fields[kHandleField] = reinterpret_cast<uintptr_t>(launch.handle);
     staged->fields[kHandleKindField] = static_cast<uint64_t>(launch.handle_kind);
-    self_time::Scope appending(self_time::Phase::Append);
     slot.ticket = tracer->commit_staged();
     slot.staged = true;
   } else {
@@ -600,7 +598,6 @@ namespace {
 
 LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   if (!active()) return 0;
-  self_time::Scope timed(self_time::Phase::KernelBegin);
   OpenApi& api = open_api();
   if (api.launch_depth > 0) return 0;  // a runtime launch reaching the driver: one record
   Tracer* tracer = Tracer::get();
@@ -616,12 +613,12 @@ LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
       return broad_launch_begin(tracer, api, slot, launch);
     }
   }
+  self_time::Scope timed(self_time::Phase::KernelBegin);
   return general_launch_begin(tracer, api, launch, in_library);
 }
 
 LOCKSTEP_LAUNCH_PATH void kernel_launch_end(uint64_t token, int result) {
   if (token == kBroadLaunchToken) {
-    self_time::Scope timed(self_time::Phase::KernelEnd);
     broad_launch_end(result);
     return;
   }

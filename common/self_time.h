@@ -39,15 +39,18 @@ enum class Phase : uint8_t {
   OrderPoint,  // stream order points (with the deferred flush they may cause)
   Marker,      // step markers (NVTX ranges, lockstep_step): matching, step end, its flush
   State,       // state records (lockstep_fingerprint_many): records, their hash launch
-  // Parts of the above (nested in CallBegin / CallEnd / Free / OrderPoint):
-  KernelBegin,   // kernel_launch_begin: identity, decode, hold, input (+ merged) hash launch
-  KernelEnd,     // kernel_launch_end: defer the outputs, release
+  // Parts of the above (nested in CallBegin / CallEnd / Free / OrderPoint). A broad launch
+  // (collectors/kernels.cpp, broad_launch_begin) has none: a scope that is off still costs a
+  // load, a branch and a store, four of them were ~60 of its ~620 instructions and 10 of its
+  // 65 code lines (bench/collectors/launch_lines.py); its whole is CallBegin and CallEnd.
+  KernelBegin,   // kernel_launch_begin's general path: identity, decode, hold, input hash launch
+  KernelEnd,     // kernel_launch_end's general path: defer the outputs, release
   GemmBegin,     // a cuBLAS / cuBLASLt call: descriptor reads, operands, input hash launch
   HashEnqueue,   // Tracer::enqueue_groups, all of it
   EngineLaunch,  // HashEngine::enqueue (the hash kernel's cuLaunchKernel)
   LockWait,      // waiting for pending_mutex_ in enqueue_groups
   Describe,      // kernel_info: the kernel's name and parameter layout (cached)
-  Stamp,         // a kernel record's identity: seq, stream, step, capture state
+  Stamp,         // a (general path) kernel record's identity: seq, stream, step, capture state
   CaptureQuery,  // the driver's capture state of the launch's stream (part of Stamp)
   Decode,        // parameter bytes gathered and decoded, pointers looked up
   Plan,          // buffer entries and regions planned

@@ -323,14 +323,8 @@ class Writer final : public TraceWriter {
     // No lock: the slot is where the owner's view says (ThreadBuffer::next_batch), which a drain
     // never reads past and never frees.
     StagedBatch* batch = tb->next_batch;
-    if (batch == nullptr) [[unlikely]] {
-      tb->stage_lock.lock();
-      batch = tb->filling.get();
-      if (batch == nullptr) batch = (tb->filling = take_spare(*tb)).get();
-      tb->next_batch = batch;
-      tb->next_index = batch->count.load(std::memory_order_relaxed);
-      tb->stage_lock.unlock();
-    }
+    if (batch == nullptr) [[unlikely]]
+      batch = next_filling_batch(*tb);
     tb->staged_batch = batch;
     tb->staged_index = tb->next_index;
     return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
@@ -355,26 +349,45 @@ class Writer final : public TraceWriter {
         return committed_while_closing(*tb, ticket);
       return ticket;
     }
-    // The batch's last slot (it joins the full ones), or no process barrier: under the lock.
+    return commit_locked(*tb, batch, index, ticket);
+  }
+
+  // stage()'s batch when the owner's view has none (the first stage, or the last one filled a
+  // batch): out of stage()'s lines, which a launch reads cold.
+  [[gnu::noinline]] StagedBatch* next_filling_batch(ThreadBuffer& tb) {
+    tb.stage_lock.lock();
+    StagedBatch* batch = tb.filling.get();
+    if (batch == nullptr) batch = (tb.filling = take_spare(tb)).get();
+    tb.next_batch = batch;
+    tb.next_index = batch->count.load(std::memory_order_relaxed);
+    tb.stage_lock.unlock();
+    return batch;
+  }
+
+  // commit_staged() of a batch's last slot (it joins the full ones), or with no process barrier:
+  // under the lock, out of the lock-free commit's lines.
+  [[gnu::noinline]] Staged commit_locked(ThreadBuffer& tb, StagedBatch* batch, uint32_t index,
+                                         const Staged& ticket) {
+    State& s = *state_;
     bool wake = false;
     size_t backlog = 0;
-    tb->stage_lock.lock();
+    tb.stage_lock.lock();
     if (!s.accepting.load(std::memory_order_relaxed)) {
-      tb->stage_lock.unlock();
-      tb->dropped.fetch_add(1, std::memory_order_relaxed);
+      tb.stage_lock.unlock();
+      tb.dropped.fetch_add(1, std::memory_order_relaxed);
       s.dropped_all.fetch_add(1, std::memory_order_relaxed);
       return {};
     }
     batch->count.store(index + 1, std::memory_order_release);
-    published_locked(*tb, batch, &backlog, &wake);
-    tb->stage_lock.unlock();
-    after_publish(*tb, backlog, wake);
+    published_locked(tb, batch, &backlog, &wake);
+    tb.stage_lock.unlock();
+    after_publish(tb, backlog, wake);
     return ticket;
   }
 
   // A lock-free commit that found the writer closing: kept if close() froze this thread's count
   // after it (or has not frozen it yet: it will count it), else dropped and counted.
-  Staged committed_while_closing(ThreadBuffer& tb, const Staged& ticket) {
+  [[gnu::noinline]] Staged committed_while_closing(ThreadBuffer& tb, const Staged& ticket) {
     tb.stage_lock.lock();
     const bool lost =
         tb.frozen && (ticket.batch != tb.frozen_batch || ticket.index >= tb.frozen_count);
@@ -754,7 +767,7 @@ class Writer final : public TraceWriter {
     return thread_buffer_slow();
   }
 
-  ThreadBuffer* thread_buffer_slow() {
+  [[gnu::noinline]] ThreadBuffer* thread_buffer_slow() {
     auto& slots = tls_slots.slots;
     std::erase_if(slots, [](const auto& slot) {
       return slot.second->writer_closed.load(std::memory_order_acquire);

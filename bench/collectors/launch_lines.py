@@ -14,7 +14,7 @@ which this counts; it says nothing of the latency of each.
 
   bench/collectors/launch_lines.py --build build --shim base=/tmp/base/liblockstep.so \\
       --json results/overhead/<date>-<commit>-launch-lines-cpu.json
-  bench/collectors/launch_lines.py --build build --max Ir=700,I1mr=75,D1mr=22,D1mw=22
+  bench/collectors/launch_lines.py --build build --max Ir=615,I1mr=59,D1mr=18,D1mw=18
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
