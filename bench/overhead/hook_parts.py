@@ -24,7 +24,9 @@ from itertools import chain
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# The lockstep package `lockstep run` put on PYTHONPATH (a build's staged one, with its
+# lockstep._state_hook), before the sources' (without it).
+sys.path.append(os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_facts  # noqa: E402
 
