@@ -146,13 +146,23 @@ class HookTime:
 
     def report(self):
         calls, ns = self.calls, self.ns
+        steady_parts = None
         if self.steady is not None:
-            steady_calls, steady_ns = self.steady.times()
+            steady_calls, steady_ns, parts = self.steady.times()
             calls, ns = calls + steady_calls, ns + steady_ns
+            if steady_calls:
+                steady_parts = ", ".join(
+                    f"{name} {part // steady_calls} ns"
+                    for name, part in zip(("capture check", "parameters", "pointers",
+                                           "stream and state call"), parts))
         if calls or self.slow_calls:
             print(f"lockstep[{os.getpid()}]: python state hook self time: {calls} x "
                   f"{ns // max(1, calls)} ns (+{self.slow_calls} slow, "
                   f"{self.slow_ns / 1e6:.1f} ms)", file=sys.stderr)
+        if steady_parts:
+            # Where the C steady step's time goes (the last part holds the shim's "state").
+            print(f"lockstep[{os.getpid()}]: state hook steady step in C by part: "
+                  f"{steady_parts}", file=sys.stderr)
 
 
 class StateHook:

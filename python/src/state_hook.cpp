@@ -54,10 +54,15 @@ struct SteadyStep {
   PyObject* keep;       // what the calls' arrays and functions belong to
   std::vector<unsigned long long>* pointers;  // every parameter's pointer when prepared
   std::vector<Call>* calls;
-  // LOCKSTEP_DEBUG: the steady calls' count and time (the Python hook counts its own).
+  // LOCKSTEP_DEBUG: the steady calls' count and time (the Python hook counts its own), and
+  // that time by part (Part): where a cold step goes.
   int timed;
   unsigned long long steady_calls, steady_ns;
+  unsigned long long part_ns[4];
 };
+// The steady step's parts, in order: torch's capture check, the optimizer and its parameters'
+// identity, their pointers, the streams and the shim's call (its own time is the shim's "state").
+enum Part { kCapture, kParams, kPointers, kSend };
 
 uint64_t now_ns() {
   timespec t;
@@ -76,7 +81,15 @@ void clear_prepared(SteadyStep* self) {
 
 // True when `optimizer`'s parameters are the prepared ones at the prepared pointers; false (with
 // no Python error left set) for anything else.
-bool unchanged(SteadyStep* self, PyObject* optimizer) {
+// Under LOCKSTEP_DEBUG, adds the time since *mark to `part` and moves the mark.
+void lap(SteadyStep* self, Part part, uint64_t* mark) {
+  if (!self->timed) return;
+  const uint64_t now = now_ns();
+  self->part_ns[part] += now - *mark;
+  *mark = now;
+}
+
+bool unchanged(SteadyStep* self, PyObject* optimizer, uint64_t* mark) {
   PyObject* live = PyObject_CallObject(self->optimizer, nullptr);  // the weak reference's object
   if (live == nullptr) return false;
   const bool same_optimizer = live == optimizer;
@@ -105,6 +118,7 @@ bool unchanged(SteadyStep* self, PyObject* optimizer) {
     }
   }
   Py_DECREF(groups);
+  lap(self, kParams, mark);
   if (!same || k != n) return false;
   const std::vector<unsigned long long>& pointers = *self->pointers;
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -115,18 +129,21 @@ bool unchanged(SteadyStep* self, PyObject* optimizer) {
     Py_DECREF(value);
     if (pointer != pointers[size_t(i)]) return false;  // an error reads as (unsigned)-1
   }
+  lap(self, kPointers, mark);
   return true;
 }
 
 // 1: the step is done (sent, or a capture: nothing to send); 0: the Python hook's.
-int steady_step(SteadyStep* self, PyObject* optimizer) {
+int steady_step(SteadyStep* self, PyObject* optimizer, uint64_t start) {
+  uint64_t mark = start;
   PyObject* capture = PyObject_CallObject(self->capturing, nullptr);
   if (capture == nullptr) return 0;
   const int capturing = PyObject_IsTrue(capture);
   Py_DECREF(capture);
   if (capturing < 0) return 0;
   if (capturing) return 1;  // nothing runs now, and a graph's replays run no hook
-  if (!unchanged(self, optimizer)) return 0;
+  lap(self, kCapture, &mark);
+  if (!unchanged(self, optimizer, &mark)) return 0;
   // Every stream before the first call: a failure after it would send a call twice.
   for (Call& call : *self->calls) {
     PyObject* stream = PyObject_CallObject(call.current_stream, nullptr);
@@ -137,6 +154,7 @@ int steady_step(SteadyStep* self, PyObject* optimizer) {
   }
   for (const Call& call : *self->calls)
     g_fingerprint_many(call.n, call.ptrs, call.sizes, call.names, call.stream, call.kind);
+  lap(self, kSend, &mark);
   return 1;
 }
 
@@ -145,7 +163,7 @@ PyObject* steady_call(PyObject* object, PyObject* args, PyObject* kwargs) {
   PyObject* optimizer = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : nullptr;
   if (self->optimizer != nullptr && optimizer != nullptr) {
     const uint64_t start = self->timed ? now_ns() : 0;
-    if (steady_step(self, optimizer)) {
+    if (steady_step(self, optimizer, start)) {
       if (self->timed) self->steady_calls += 1, self->steady_ns += now_ns() - start;
       Py_RETURN_NONE;
     }
@@ -169,6 +187,7 @@ PyObject* steady_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->calls = new std::vector<Call>;
   self->timed = timed;
   self->steady_calls = self->steady_ns = 0;
+  for (unsigned long long& ns : self->part_ns) ns = 0;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -233,7 +252,8 @@ PyObject* steady_unprime(PyObject* object, PyObject*) {
 
 PyObject* steady_times(PyObject* object, PyObject*) {
   auto* self = reinterpret_cast<SteadyStep*>(object);
-  return Py_BuildValue("(KK)", self->steady_calls, self->steady_ns);
+  return Py_BuildValue("(KK(KKKK))", self->steady_calls, self->steady_ns, self->part_ns[kCapture],
+                       self->part_ns[kParams], self->part_ns[kPointers], self->part_ns[kSend]);
 }
 
 PyObject* steady_primed(PyObject* object, PyObject*) {
@@ -244,7 +264,7 @@ PyMethodDef steady_methods[] = {
     {"prime", steady_prime, METH_VARARGS,
      "prime(optimizer_ref, params, pointers, pointer, calls, keep): the step to repeat"},
     {"unprime", steady_unprime, METH_NOARGS, "every call goes to the Python hook"},
-    {"times", steady_times, METH_NOARGS, "(steady calls, their ns) under LOCKSTEP_DEBUG"},
+    {"times", steady_times, METH_NOARGS, "(steady calls, their ns, (capture, params, pointers, send ns)) under LOCKSTEP_DEBUG"},
     {"primed", steady_primed, METH_NOARGS, "whether a step is prepared"},
     {nullptr, nullptr, 0, nullptr}};
 

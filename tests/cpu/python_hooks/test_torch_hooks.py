@@ -87,8 +87,15 @@ class TorchHooks(unittest.TestCase):
         assert len(line) == 1, done.stderr
         assert re.search(r"lockstep\[\d+\]: python state hook self time: 2 x [1-9][0-9]* ns "
                          r"\(\+1 slow, [0-9.]+ ms\)$", line[0]), line[0]
+        # The C steady step's two calls by part (capture check, parameters, pointers, send).
+        parts = [l for l in done.stderr.splitlines() if "steady step in C by part" in l]
+        assert len(parts) == (1 if STEADY_IN_C else 0), done.stderr
+        if STEADY_IN_C:
+            assert re.search(r"by part: capture check \d+ ns, parameters \d+ ns, pointers \d+ ns, "
+                             r"stream and state call \d+ ns$", parts[0]), parts[0]
         done, _ = run(MODEL + "opt.step()", self.tmp)  # without LOCKSTEP_DEBUG: no line
         assert "python state hook" not in done.stderr, done.stderr
+        assert "steady step in C" not in done.stderr, done.stderr
 
     def test_a_parameter_that_moved_is_sent_where_it_is_now(self):
         # The call is prepared once and kept while every parameter's pointer holds: a parameter
