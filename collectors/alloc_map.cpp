@@ -99,6 +99,37 @@ std::optional<AllocationHit> AllocationMap::find(uintptr_t ptr) const {
   std::shared_lock lock(mutex_);
   auto it = containing(ptr);
   if (it == entries_.end()) return std::nullopt;
+  return hit_locked(it, ptr);
+}
+
+AllocationMap::Reader::Reader(const AllocationMap& map)
+    : map_(map),
+      lowest_(map.lowest_.load(std::memory_order_relaxed)),
+      highest_(map.highest_.load(std::memory_order_relaxed)),
+      lock_(map.mutex_, std::defer_lock) {}
+
+std::optional<AllocationHit> AllocationMap::Reader::find(uintptr_t ptr) {
+  if (ptr < lowest_ || ptr >= highest_) return std::nullopt;
+  // Under the lock held since the last hit was found: that allocation is still there.
+  if (ptr - last_base_ < last_bytes_) {
+    const uint64_t offset = ptr - last_base_;
+    return AllocationHit{last_ordinal_, offset, last_base_, last_bytes_ - offset,
+                         last_graph_owned_};
+  }
+  if (!lock_.owns_lock()) lock_.lock();
+  auto it = map_.containing(ptr);
+  if (it == map_.entries_.end()) return std::nullopt;
+  if (!it->second.reservation) {
+    last_base_ = it->first;
+    last_bytes_ = it->second.bytes;
+    last_ordinal_ = it->second.ordinal;
+    last_graph_owned_ = it->second.graph_owned;
+  }
+  return map_.hit_locked(it, ptr);
+}
+
+std::optional<AllocationHit> AllocationMap::hit_locked(
+    std::map<uintptr_t, Entry>::const_iterator it, uintptr_t ptr) const {
   AllocationHit hit{it->second.ordinal, ptr - it->first, it->first, 0, it->second.graph_owned};
   if (!it->second.reservation) {
     hit.readable = it->second.bytes - hit.offset;

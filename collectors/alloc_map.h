@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <mutex>
 #include <shared_mutex>
 
 namespace lockstep::collectors {
@@ -37,6 +38,25 @@ class AllocationMap {
   void unmap(uintptr_t ptr, uint64_t bytes);                 // cuMemUnmap
 
   std::optional<AllocationHit> find(uintptr_t ptr) const;
+
+  // find() for many pointers in a row (a launch's parameter words at full: tens to hundreds of
+  // them, most in the address range of the job's allocations): one shared lock for all of them,
+  // taken at the first word inside that range, and the last hit's allocation tried before the
+  // tree. An allocation hook on another thread waits for the reader's few microseconds.
+  class Reader {
+   public:
+    explicit Reader(const AllocationMap& map);
+    std::optional<AllocationHit> find(uintptr_t ptr);
+
+   private:
+    const AllocationMap& map_;
+    uintptr_t lowest_, highest_;  // the bounds when the reader was made
+    std::shared_lock<std::shared_mutex> lock_;
+    uintptr_t last_base_ = 0;  // the last hit's plain allocation (not a reservation), if any
+    uint64_t last_bytes_ = 0;
+    uint32_t last_ordinal_ = 0;
+    bool last_graph_owned_ = false;
+  };
   // Bumped by every change that may alter an answer find() gave: a free, an unmap or a map (a
   // remap replaces, a new piece may lengthen a run), a reservation released, an allocation or
   // reservation that replaces or overlaps a known one. A caller that remembers find()'s hits
@@ -57,6 +77,9 @@ class AllocationMap {
   // Entry containing ptr, or end().
   std::map<uintptr_t, Entry>::const_iterator containing(uintptr_t ptr) const;
   void unmap_locked(uintptr_t begin, uintptr_t end);
+  // find()'s answer for ptr inside the entry at it (under the lock).
+  std::optional<AllocationHit> hit_locked(std::map<uintptr_t, Entry>::const_iterator it,
+                                          uintptr_t ptr) const;
 
   mutable std::shared_mutex mutex_;
   std::map<uintptr_t, Entry> entries_;     // keyed by base

@@ -462,8 +462,12 @@ namespace {
   {
     AllocationMap& allocations = tracer->allocations();
     std::optional<self_time::Scope> decoding(std::in_place, self_time::Phase::Decode);
-    DecodedArgs args =
-        decode_args(info.layout, bytes, [&](uintptr_t p) { return allocations.find(p); });
+    // One shared lock for all of a launch's words (AllocationMap::Reader), released before
+    // anything below may take the map's unique lock on this thread.
+    DecodedArgs args = [&] {
+      AllocationMap::Reader reader(allocations);
+      return decode_args(info.layout, bytes, [&](uintptr_t p) { return reader.find(p); });
+    }();
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);

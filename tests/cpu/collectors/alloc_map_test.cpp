@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "collectors/alloc_map.h"
 
 namespace lockstep::collectors {
@@ -56,6 +61,55 @@ TEST(AllocationMap, VmmReservationReadsOnlyItsContiguousMappedRun) {
   map.release_reservation(base, 64 * MiB);
   EXPECT_FALSE(map.find(base + 9 * MiB));
   EXPECT_EQ(map.mapped_pieces(), 0u);
+}
+
+TEST(AllocationMap, AReaderAnswersEveryPointerAsFindDoes) {
+  AllocationMap map;
+  const uintptr_t base = 0x7f0000000000;
+  map.add(0x10000, 4096);
+  map.add(0x20000, 100, /*graph_owned=*/true);
+  map.reserve(base, 64 * MiB);
+  map.map(base, 2 * MiB);
+  map.add(base + 128 * MiB, MiB);
+  // Words as a launch's parameters give them: repeats of one allocation (the last hit's
+  // shortcut), others in between, a reservation's mapped run, scalars in and out of range.
+  const std::vector<uintptr_t> words = {
+      0,          17,          0x10000,          0x10000 + 8,      0x10000 + 4095, 0x10000 + 4096,
+      0x20000,    0x20000 + 99, 0x20000 + 100,   0x10000 + 12,     base + 5,       base + 3 * MiB,
+      base + 5,   base + MiB,   base + 128 * MiB + 1, base + 129 * MiB, base + 128 * MiB,
+      0x0fff0,    UINT64_MAX};
+  AllocationMap::Reader reader(map);
+  for (uintptr_t word : words) {
+    const auto want = map.find(word);  // a second shared lock on this thread: allowed
+    const auto got = reader.find(word);
+    ASSERT_EQ(got.has_value(), want.has_value()) << std::hex << word;
+    if (!want) continue;
+    EXPECT_EQ(got->ordinal, want->ordinal) << std::hex << word;
+    EXPECT_EQ(got->offset, want->offset) << std::hex << word;
+    EXPECT_EQ(got->base, want->base) << std::hex << word;
+    EXPECT_EQ(got->readable, want->readable) << std::hex << word;
+    EXPECT_EQ(got->graph_owned, want->graph_owned) << std::hex << word;
+  }
+}
+
+TEST(AllocationMap, AReaderHoldsOffWritersOnlyWhileItLives) {
+  AllocationMap map;
+  map.add(0x10000, 4096);
+  std::atomic<bool> added{false};
+  std::thread writer;
+  {
+    AllocationMap::Reader reader(map);
+    ASSERT_TRUE(reader.find(0x10000));  // takes the shared lock
+    writer = std::thread([&] {
+      map.add(0x30000, 64);
+      added = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(added) << "an allocation hook changed the map under a reader";
+  }
+  writer.join();
+  EXPECT_TRUE(added);
+  EXPECT_TRUE(map.find(0x30000));
 }
 
 TEST(AllocationMap, MappedRunStopsAtTheReservationEnd) {
