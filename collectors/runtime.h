@@ -32,6 +32,7 @@
 #include "collectors/hot_thread.h"
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
+#include "collectors/slot_waiters.h"
 #include "collectors/step_counter.h"
 #include "collectors/stream_steps.h"
 #include "collectors/tracer_stats.h"
@@ -421,7 +422,7 @@ class Tracer {
     // Reused digests: the region start each slot hashes (0: none), and records waiting on a
     // slot for a digest reused while in flight (keyed by slot id).
     std::vector<CUdeviceptr> slot_region;
-    std::unordered_multimap<uint64_t, SlotTarget> waiters;
+    SlotWaiters<SlotTarget> waiters;  // by slot id (slot_waiters.h)
   };
   std::map<CUcontext, EngineState> engines_;
   // The current context's engine and slots (created on first use); null without one.

@@ -178,13 +178,10 @@ bool Tracer::poll_once(std::vector<PendingRecord*>* complete) {
         region_digests_.arrived(state.slot_region[at], slot, digest);
         state.slot_region[at] = 0;
       }
-      if (!state.waiters.empty()) {
-        const auto [first, last] = state.waiters.equal_range(slot);
-        for (auto it = first; it != last; ++it)
-          if (deliver(it->second.pending, it->second.buffer_index, digest, true))
-            complete->push_back(it->second.pending);
-        state.waiters.erase(first, last);
-      }
+      state.waiters.take(slot, [&](const SlotTarget& target) {
+        if (deliver(target.pending, target.buffer_index, digest, true))
+          complete->push_back(target.pending);
+      });
     });
   }
   return pending_records_ > 0 || !stream_done_.empty();
@@ -305,8 +302,9 @@ void Tracer::drain_at_close() {
           stats.fingerprints_dropped.fetch_add(1, std::memory_order_relaxed);
         }
       }
-      for (auto& [slot, target] : state.waiters)
+      state.waiters.for_each([&](const SlotTarget& target) {
         target.pending->record.buffers[target.buffer_index].flags |= trace::kFingerprintDropped;
+      });
       stats.fingerprints_dropped.fetch_add(state.waiters.size(), std::memory_order_relaxed);
       for (auto* targets : {&state.slots, &state.also}) {
         for (SlotTarget& target : *targets) {
@@ -316,8 +314,9 @@ void Tracer::drain_at_close() {
           if (deliver(pending, UINT32_MAX, 0, false)) complete_locked(pending);
         }
       }
-      for (auto& [slot, target] : state.waiters)
+      state.waiters.for_each([&](const SlotTarget& target) {
         if (deliver(target.pending, UINT32_MAX, 0, false)) complete_locked(target.pending);
+      });
       state.waiters.clear();
     }
     pending_per_step_.clear();

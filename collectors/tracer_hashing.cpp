@@ -43,6 +43,7 @@ Tracer::EngineState* Tracer::engine_for_current_context() {
   state.slots.assign(options.ring_slots, SlotTarget{nullptr, 0});
   state.also.assign(options.ring_slots, SlotTarget{nullptr, 0});
   state.slot_region.assign(options.ring_slots, 0);
+  state.waiters.reset(options.ring_slots);
   // Registered after CUDA is up, so it runs before CUDA's own exit teardown (atexit is LIFO).
   std::atexit(close_at_exit);
   return &state;
@@ -245,7 +246,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     }
     for (const auto& [index, target] : extra) {
       if (index < start || index >= start + chunk) continue;
-      state->waiters.emplace(first + (index - start), target);
+      state->waiters.add(first + (index - start), target);
       ++target.pending->outstanding;
       stats.regions_shared.fetch_add(1, std::memory_order_relaxed);
     }
@@ -298,7 +299,7 @@ void Tracer::take_known_input_locked(const SlotTarget& owner, const PlannedRegio
     stats.digests_reused.fetch_add(1, std::memory_order_relaxed);
     stats.bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
   } else {
-    state->waiters.emplace(known.slot, owner);
+    state->waiters.add(known.slot, owner);
     ++owner.pending->outstanding;
     stats.digests_awaited.fetch_add(1, std::memory_order_relaxed);
     stats.bytes_not_reread.fetch_add(region.bytes, std::memory_order_relaxed);
