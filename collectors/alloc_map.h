@@ -11,8 +11,8 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 namespace lockstep::collectors {

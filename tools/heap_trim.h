@@ -21,6 +21,17 @@ namespace lockstep::tools {
 class HeapTrimmer {
  public:
   explicit HeapTrimmer(size_t every) : every_(every) {}
+  // Counts one unit as done when it goes out of scope (however the unit's code returns).
+  class Unit {
+   public:
+    explicit Unit(HeapTrimmer& trimmer) : trimmer_(trimmer) {}
+    ~Unit() { trimmer_.one_done(); }
+    Unit(const Unit&) = delete;
+    Unit& operator=(const Unit&) = delete;
+
+   private:
+    HeapTrimmer& trimmer_;
+  };
   // One unit done (any thread); every `every`-th trims the heap.
   void one_done() {
     if (every_ != 0 && (done_.fetch_add(1, std::memory_order_relaxed) + 1) % every_ == 0)

@@ -107,8 +107,8 @@ def main(argv=None):
     result["verdict"] = ("PASS" if result["ranks"] >= 2432 else "shown") if ok else "FAIL"
     path = args.json
     if path is None:
-        stamp = result["date"].replace("-", "").replace(":", "")[:13]  # 20261204T1503
-        stamp = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:13]}Z"
+        date = result["date"]  # 2026-12-04T15:03:27Z -> 2026-12-04T1503Z, as results/ names runs
+        stamp = f"{date[:13]}{date[14:16]}Z"
         path = os.path.join(ROOT, "results", "tools",
                             f"{stamp}-{result['commit']}-diff-scale-{args.ranks}-{args.level}.json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

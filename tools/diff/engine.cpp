@@ -396,13 +396,10 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
         survey.incomplete.push_back(std::move(reason));
     }
   };
-  constexpr size_t kTrimEveryRanks = 256;  // heap_trim.h: resident memory near the live heap
-  HeapTrimmer surveyed(kTrimEveryRanks);
+  // Both passes below count their ranks on it (heap_trim.h: resident memory near the live heap).
+  HeapTrimmer trimmer(/*every=*/256);
   parallel_for(ranks.size(), threads, [&](size_t i) {
-    struct Done {
-      HeapTrimmer& trimmer;
-      ~Done() { trimmer.one_done(); }
-    } done{surveyed};
+    const HeapTrimmer::Unit unit(trimmer);
     std::unique_ptr<RankInput> a = ranks[i].open_a(), b = ranks[i].open_b();
     if (options.align != AlignMode::Ordinal)
       surveys[i].alignment = align_steps(a->steps(), b->steps(), options.align);
@@ -485,8 +482,8 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
     }
   }
   std::atomic<int> done{0};
-  HeapTrimmer compared(kTrimEveryRanks);
   parallel_for(ranks.size(), threads, [&](size_t i) {
+    const HeapTrimmer::Unit unit(trimmer);
     std::unique_ptr<RankInput> a = ranks[i].open_a();
     std::unique_ptr<RankInput> b = ranks[i].open_b();
     if (mode == AlignMode::Number) {
@@ -499,7 +496,6 @@ DiffResult diff_ranks(const std::vector<RankPair>& ranks, const DiffOptions& opt
       result.ranks[i].setup->b = surveys[i].alignment.setup->b;
     }
     if (options.progress) options.progress(++done, static_cast<int>(ranks.size()));
-    compared.one_done();
   });
   std::vector<std::string> warnings = std::move(result.warnings);
   combine_ranks(result);
