@@ -20,7 +20,9 @@ namespace lockstep::tools {
 
 class HeapTrimmer {
  public:
-  explicit HeapTrimmer(size_t every) : every_(every) {}
+  using TrimFn = void (*)();
+  // `trim` does the trimming (a test counts its calls instead).
+  explicit HeapTrimmer(size_t every, TrimFn trim = &trim_heap) : every_(every), trim_(trim) {}
   // Counts one unit as done when it goes out of scope (however the unit's code returns).
   class Unit {
    public:
@@ -35,11 +37,14 @@ class HeapTrimmer {
   // One unit done (any thread); every `every`-th trims the heap.
   void one_done() {
     if (every_ != 0 && (done_.fetch_add(1, std::memory_order_relaxed) + 1) % every_ == 0)
-      ::malloc_trim(0);
+      trim_();
   }
 
  private:
+  static void trim_heap() { ::malloc_trim(0); }
+
   const size_t every_;
+  const TrimFn trim_;
   std::atomic<size_t> done_{0};
 };
 
