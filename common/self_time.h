@@ -56,7 +56,8 @@ enum class Phase : uint8_t {
   Plan,          // buffer entries and regions planned
   Hold,          // the record held for its digests
   Append,        // a finished record handed to the trace writer (hash, encode)
-  // Not the shim's: the job's own call, forwarded to the real library (outermost layer only).
+  // Not the shim's: the job's own call, forwarded to the real library (outermost layer only;
+  // a kernel launch below broad too, which is no event there, so that levels compare).
   RealCall,
   kCount
 };

@@ -23,13 +23,30 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
   e.block[2] = block.z;
 }
 
+// A launch below broad with LOCKSTEP_DEBUG on: forwarded inside the "real call" phase (once, at
+// the outermost layer), so that the job's own launches are timed at every level that has a
+// tracer and a level's real calls compare with another's: whether tracing makes the driver's
+// launch itself slower (its lines evicted by the shim's work, the hash launches between) is
+// then measured, not guessed. Out of line: the untimed path stays a load and a branch.
+template <typename Forward>
+[[gnu::noinline, gnu::cold]] auto timed_untraced_launch(Forward& forward) {
+  Nesting nesting(Scope::Launch);
+  if (!nesting.outermost() || !trace_operations()) return forward();
+  collectors::self_time::Scope timed(collectors::self_time::Phase::RealCall);
+  return forward();
+}
+
 // Runs forward() as a traced launch described by describe().
 // LOCKSTEP_HOT (common/hot.h) on every function of a launch's path, templates too: an
 // instantiation is laid out with its hot callers only when it says so itself.
 template <typename Forward, typename Describe>
 LOCKSTEP_HOT auto traced_launch(Forward&& forward, Describe&& describe) {
   // Below broad a launch is no event (CUPTI validation still brackets it).
-  if (!collectors::launches_traced() && !validation::enabled()) return forward();
+  if (!collectors::launches_traced() && !validation::enabled()) {
+    if (collectors::self_time::enabled.load(std::memory_order_relaxed)) [[unlikely]]
+      return timed_untraced_launch(forward);
+    return forward();
+  }
   // The launch LOCKSTEP_REPLAY names (collectors/replay.h) is relaunched right after it, with
   // this same forward: the caller's arguments stay valid until the call returns.
   auto forward_then_replay = [&]() LOCKSTEP_HOT {

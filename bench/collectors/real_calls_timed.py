@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""LOCKSTEP_DEBUG times the job's own kernel launches at every level with a tracer (CPU test).
+
+At metrics a launch is no event and the shim forwards it at once; with LOCKSTEP_DEBUG on it is
+still timed as a "real call", once per launch however many of the shim's layers it passes, so
+that the real calls of two levels compare (whether tracing makes the driver's launch slower).
+Runs shim_launch_bench (the stand-in driver, fake_driver.cpp) under `lockstep run` at metrics
+and broad and checks that each report counts every launch the bench made as one real call.
+
+  bench/collectors/real_calls_timed.py --build build
+
+Not evidence of GPU work: the stand-in driver's launches return at once.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+REPORT = re.compile(r"shim self time: (.*?); timing taken out")
+REAL = re.compile(r"real call ([0-9]+) x [0-9]+ ns(?: \(\+([0-9]+) slow)?")  # slow ones apart
+BENCH = re.compile(r"launches (\d+): .*\(median of (\d+)\)")
+
+
+def real_calls(build, level, launches, work):
+    env = dict(os.environ, LOCKSTEP_DEBUG="1")
+    env.pop("LD_PRELOAD", None)
+    cmd = [os.path.join(build, "tools", "lockstep"), "run", "-o", os.path.join(work, level),
+           "--level", level, "--", os.path.join(build, "bench", "collectors", "shim_launch_bench"),
+           str(launches)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    bench = BENCH.search(text)
+    report = REPORT.search(text)
+    if out.returncode != 0 or not bench:
+        sys.exit(f"{level}: shim_launch_bench failed (exit {out.returncode}):\n{text[-3000:]}")
+    made = 1000 + int(bench.group(1)) + int(bench.group(2))  # warm-up, unpaced, paced
+    real = REAL.search(report.group(1)) if report else None
+    timed = int(real.group(1)) + int(real.group(2) or 0) if real else 0
+    return made, timed, report.group(1) if report else "no report"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build", help="build folder (default build)")
+    p.add_argument("--launches", type=int, default=2000)
+    args = p.parse_args(argv)
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="lockstep-real-calls.") as work:
+        for level in ("metrics", "broad"):
+            made, real, report = real_calls(args.build, level, args.launches, work)
+            ok = real == made
+            failed |= not ok
+            print(f"{level}: {made} launches made, {real} real calls timed: "
+                  f"{'ok' if ok else 'WRONG'} ({report})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
