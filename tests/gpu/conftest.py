@@ -7,6 +7,7 @@ end the table is printed (terminal summary) and written to $OUT with the results
 """
 
 import os
+import time
 
 import pytest
 
@@ -69,11 +70,17 @@ class Rows:
         self.name = row_name(item)
         self.mine = []
         item._lockstep_rows = self.mine
+        self.last = time.monotonic()  # the test's start, then its last row's time
 
     def add(self, check, result, figure, numbers=None):
         item = self.item
+        # What the row took (since the test began or its previous row): the results JSON's
+        # per-row seconds, from which a session's device time can be planned.
+        now = time.monotonic()
+        seconds, self.last = now - self.last, now
         r = suite().table.add(check, result, figure, numbers,
-                              group=gpu_suite.group_of(item.location[0]), test=item.nodeid)
+                              group=gpu_suite.group_of(item.location[0]), test=item.nodeid,
+                              seconds=seconds)
         self.mine.append(r)
         return r
 

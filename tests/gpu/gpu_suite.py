@@ -105,10 +105,12 @@ class Table:
     def __init__(self):
         self.rows = []
 
-    def add(self, check, result, figure, numbers=None, group="", test=""):
+    def add(self, check, result, figure, numbers=None, group="", test="", seconds=None):
         assert result in RESULTS, result
         row = {"check": check, "result": result, "figure": str(figure), "group": group,
                "test": test}
+        if seconds is not None:
+            row["seconds"] = round(seconds, 1)
         if numbers:
             row["numbers"] = numbers
         self.rows.append(row)

@@ -160,6 +160,11 @@ class RunShTest(unittest.TestCase):
                          ("abc1234", "NVIDIA H200", "580.159", "af"))
         self.assertRegex(doc["date"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
         self.assertEqual({r["check"]: r["result"] for r in doc["rows"]}, rows)
+        # Every row that ran says how long it took (tests/gpu/plan.py plans from them).
+        ran = [r for r in doc["rows"] if r["result"] != "SKIP"]
+        self.assertTrue(ran)
+        for r in ran:
+            self.assertGreaterEqual(r.get("seconds", -1), 0, r)
         broad = next(r for r in doc["rows"] if r["check"] == "overhead broad")
         self.assertEqual(broad["numbers"]["target_ratio"], 1.01)
         self.assertAlmostEqual(broad["numbers"]["ratio"], 1.0, places=6)

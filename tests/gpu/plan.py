@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""How long each group of the GPU suite took when it last ran, from the results JSONs (each row's
+"seconds"), and which groups fit a session's device time: for planning runs on a lent GPU (30
+minutes a session, 10 a command), where a group that does not fit comes back as SKIP rows.
+
+  python3 tests/gpu/plan.py                      # every group, newest timing of each check
+  python3 tests/gpu/plan.py --budget 1500 --checks abdesmrwpvjf
+
+A check's time is its row's "seconds" in the newest results JSON that ran it (not SKIP); a check
+never timed (results written before rows carried seconds, or always skipped) is counted as
+unknown. Groups are listed in run.sh's order; "fits" keeps adding them while their known total
+stays within --budget, and prints one CHECKS= string per command of at most --per-command
+seconds. Reads results/*.json only; runs nothing.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_suite import ORDER, ROOT  # noqa: E402
+
+
+def read_results(paths):
+    """({group: {check: (seconds, file)}} from the newest file where each check ran timed,
+    {group: set of every check named}); a file that is not JSON: one line, exit 2."""
+    times, names = {}, {}
+    for path in sorted(paths, key=os.path.basename):  # names start with the UTC date and time
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"plan.py: {path}: not a results JSON ({e})", file=sys.stderr)
+            sys.exit(2)
+        if not isinstance(doc, dict) or doc.get("schema") != "lockstep-gpu-results":
+            continue
+        for row in doc.get("rows", []):
+            if not isinstance(row, dict) or not row.get("group") or "check" not in row:
+                continue
+            names.setdefault(row["group"], set()).add(row["check"])
+            if row.get("result") != "SKIP" and isinstance(row.get("seconds"), (int, float)):
+                times.setdefault(row["group"], {})[row["check"]] = (float(row["seconds"]),
+                                                                   os.path.basename(path))
+    return times, names
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("--results", default=os.path.join(ROOT, "results"),
+                   help="folder of results JSONs (default: results/)")
+    p.add_argument("--checks", default=ORDER, help=f"groups to plan (default: all, {ORDER})")
+    p.add_argument("--budget", type=float, default=1500,
+                   help="seconds of device time for the suite (default 1500: a 30-minute "
+                        "session less the machine's start and other runs)")
+    p.add_argument("--per-command", type=float, default=540,
+                   help="seconds one command may take (default 540: run.sh's BUDGET_S)")
+    args = p.parse_args(argv)
+    unknown = [g for g in args.checks if g not in ORDER]
+    if unknown:
+        p.error(f"--checks: no group {''.join(unknown)!r} (groups: {ORDER})")
+    if not os.path.isdir(args.results):
+        p.error(f"--results {args.results}: no such folder")
+    paths = glob.glob(os.path.join(args.results, "*.json"))
+    times, names = read_results(paths)
+    print(f"{'group':<6} {'seconds':>8} {'timed':>6} {'untimed':>8}  newest timing from")
+    plan, total, command, commands, untimed_groups = [], 0.0, "", [], []
+    command_s = 0.0
+    for g in (g for g in ORDER if g in args.checks):
+        timed = times.get(g, {})
+        seconds = sum(s for s, _ in timed.values())
+        untimed = len(names.get(g, set()) - set(timed))
+        files = sorted({f for _, f in timed.values()})
+        print(f"{g:<6} {seconds:>8.0f} {len(timed):>6} {untimed:>8}  "
+              f"{files[-1] if files else '-'}")
+        if untimed or not timed:  # a group's time is known only when each of its checks is
+            untimed_groups.append(g)
+            continue
+        if total + seconds > args.budget:
+            continue
+        total += seconds
+        plan.append(g)
+        if command and command_s + seconds > args.per_command:
+            commands.append(command)
+            command, command_s = "", 0.0
+        command += g
+        command_s += seconds
+    if command:
+        commands.append(command)
+    print(f"fits {args.budget:.0f} s: {''.join(plan) or 'no timed group'} ({total:.0f} s)"
+          + (": " + " ".join(f"CHECKS={c}" for c in commands) if commands else ""))
+    if untimed_groups:
+        print(f"not timed in full yet: {''.join(untimed_groups)} (their checks' seconds are in "
+              "results JSONs written since rows carried them)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
