@@ -18,9 +18,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shim_launch_bench import LINE, launches_made  # noqa: E402  (the bench's line, its count)
+
 REPORT = re.compile(r"shim self time: (.*?); timing taken out")
 REAL = re.compile(r"real call ([0-9]+) x [0-9]+ ns(?: \(\+([0-9]+) slow)?")  # slow ones apart
-BENCH = re.compile(r"launches (\d+): .*\(median of (\d+)\)")
 
 
 def real_calls(build, level, launches, work):
@@ -31,11 +33,11 @@ def real_calls(build, level, launches, work):
            str(launches)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
-    bench = BENCH.search(text)
+    bench = LINE.search(text)
     report = REPORT.search(text)
     if out.returncode != 0 or not bench:
         sys.exit(f"{level}: shim_launch_bench failed (exit {out.returncode}):\n{text[-3000:]}")
-    made = 1000 + int(bench.group(1)) + int(bench.group(2))  # warm-up, unpaced, paced
+    made = launches_made(launches, int(bench.group(3)))
     real = REAL.search(report.group(1)) if report else None
     timed = int(real.group(1)) + int(real.group(2) or 0) if real else 0
     return made, timed, report.group(1) if report else "no report"

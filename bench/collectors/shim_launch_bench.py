@@ -31,6 +31,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from paired import paired_difference, paired_text  # noqa: E402
 
 LINE = re.compile(r"unpaced ([0-9.]+) ns, paced ([0-9.]+) ns \(median of (\d+)\)")
+WARM_UP = 1000  # shim_launch_bench.cpp's launches before the timed ones
+
+
+def launches_made(launches, paced):
+    """Every launch one run of the bench makes: warm-up, unpaced, paced."""
+    return WARM_UP + launches + paced
 
 
 def run_once(args, mode, shims, work):
@@ -56,7 +62,7 @@ def run_once(args, mode, shims, work):
         stats = subprocess.run([os.path.join(args.build, "tools", "lockstep"), "stats", trace],
                                capture_output=True, text=True)
         k = re.search(r"^\s+kernel\s+(\d+)\s*$", stats.stdout, re.M)
-        want = 1000 + args.launches + paced_n
+        want = launches_made(args.launches, paced_n)
         if not k or int(k.group(1)) != want:
             sys.exit(f"{mode}: the trace holds {k.group(1) if k else 'no'} kernel records, not "
                      f"{want}: this shim did not trace the launches\n{stats.stdout}{stats.stderr}")
