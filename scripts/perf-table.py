@@ -28,7 +28,7 @@ ORDER = suite_order(ROOT)
 KEY = [("overhead off", "head"), ("overhead metrics", "head"), ("overhead broad", "head"),
        ("overhead full", "head"), ("overhead explicit-attention full", "head"),
        ("overhead unseen full", "head"), ("launch-bound self time", "all"),
-       ("tpdp overhead broad", "head"), ("hash bench", "head")]
+       ("ddp 1 rank self time", "head"), ("tpdp overhead broad", "head"), ("hash bench", "head")]
 
 
 def load(folder):

@@ -451,22 +451,24 @@ def overhead_rest(row):
 SELF_LIMIT_PCT = 7.0
 
 
-def broad_overhead(gs, row, job, nproc, judge):
+def broad_overhead(gs, row, job, nproc, judge, sets=2, chunks=None):
     """bench/overhead/overhead.py for a multi-process job (ddp, tpdp) untraced and at broad,
     taking turns, plus one LOCKSTEP_DEBUG run for the shim's own time per step. judge "ratio":
     the row judges the turns' ratio against its target (overhead.py's verdict from the ratio's
     interval: PASS, FAIL, or KNOWN within noise of the target), the self time shown; judge
     "self" (as the launch-bound GPT job): the row judges the shim's time per step as a share of the
     untraced step, the ratio shown (its sets of processes differ by several percent, more than
-    the target): PASS within the goal, KNOWN up to SELF_LIMIT_PCT, FAIL above."""
+    the target): PASS within the goal, KNOWN up to SELF_LIMIT_PCT, FAIL above. sets and chunks:
+    overhead.py's (chunks default DDP_OVERHEAD_CHUNKS, 30)."""
     row.need(90)
-    path = gs.path(f"overhead-{job}.json")
+    name = job if nproc > 1 else f"{job}-1rank"
+    path = gs.path(f"overhead-{name}.json")
     if os.path.exists(path):
         os.unlink(path)
-    run = gs.run(f"{job}-overhead", 300, [
+    run = gs.run(f"{name}-overhead", 300, [
         gs.config.py, os.path.join(ROOT, "bench", "overhead", "overhead.py"), "--lockstep",
         gs.config.lockstep, "--python", gs.config.py, "--job", job, "--nproc", nproc, "--levels",
-        "broad", "--sets", 2, "--chunks", gs.config.get("DDP_OVERHEAD_CHUNKS", "30"),
+        "broad", "--sets", sets, "--chunks", chunks or gs.config.get("DDP_OVERHEAD_CHUNKS", "30"),
         "--chunk-steps", 5, "--skip", 5, "--self-time", "--self-time-runs", 1, "--json", path,
         "--log", gs.log_path])
     rows = load_overhead(path)

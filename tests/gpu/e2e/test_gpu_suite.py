@@ -123,7 +123,8 @@ class RunShTest(unittest.TestCase):
                       "coverage ddp", "overhead untraced", "overhead off", "overhead metrics",
                       "overhead broad", "overhead full", "overhead explicit-attention full",
                       "overhead unseen untraced", "overhead unseen broad", "overhead unseen full",
-                      "launch-bound ratios", "launch-bound self time", "ddp untraced",
+                      "launch-bound ratios", "launch-bound self time", "ddp 1 rank self time",
+                      "ddp untraced",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp nccl algo/proto", "ddp nccl Ring vs Tree",
                       "nccl profiler 1 rank", "ddp overhead broad", "tpdp untraced",
@@ -137,6 +138,7 @@ class RunShTest(unittest.TestCase):
         with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
             names = tar.getnames()
         for name in ("overhead.json", "overhead-tpdp.json", "overhead-ddp.json",
+                     "overhead-ddp-1rank.json",
                      "gpt-det-full-diff.out"):
             self.assertIn(name, names)
         with open(os.path.join(out, "table.txt")) as f:
