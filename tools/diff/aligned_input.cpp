@@ -7,7 +7,7 @@ namespace lockstep::tools {
 
 AlignedRankInput::AlignedRankInput(std::unique_ptr<RankInput> inner,
                                    const StepAlignment& alignment, bool side_b)
-    : inner_(std::move(inner)) {
+    : inner_(std::move(inner)), pairs_before_range_(alignment.pairs_before_range) {
   for (const StepPairing& p : alignment.pairs) {
     const uint32_t step = side_b ? p.b : p.a;
     key_of_[step] = p.a;
@@ -40,6 +40,11 @@ std::vector<StepInfo> AlignedRankInput::steps() {
     out.push_back(info);
   }
   return out;
+}
+
+bool AlignedRankInput::holds_unlisted_steps_before(uint32_t key) {
+  // The pairs left out all come before the first compared key.
+  return pairs_before_range_ && (step_of_.empty() || key <= step_of_.begin()->first);
 }
 
 void AlignedRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) {

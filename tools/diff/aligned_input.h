@@ -26,6 +26,9 @@ class AlignedRankInput : public RankInput {
   std::vector<std::string> incomplete() override { return inner_->incomplete(); }
   // The first key whose trace step is in this run's fingerprint window.
   std::optional<uint32_t> fingerprint_first_step() override;
+  // Whether the alignment left out pairs of steps before the key (restrict_alignment: both
+  // runs hold them; steps() lists only the compared ones).
+  bool holds_unlisted_steps_before(uint32_t key) override;
   // The set-up phase's key: every set-up step of this run is loaded under it.
   std::optional<uint32_t> setup_key() override { return setup_key_; }
 
@@ -35,6 +38,7 @@ class AlignedRankInput : public RankInput {
   // key -> this run's trace steps (first, last): one, or the set-up phase's
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> step_of_;
   std::optional<uint32_t> setup_key_;
+  bool pairs_before_range_ = false;  // StepAlignment::pairs_before_range
 };
 
 // Number alignment pairs steps that sit at different points of two processes, and a

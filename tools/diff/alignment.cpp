@@ -229,7 +229,9 @@ StepAlignment align_steps(const std::vector<StepInfo>& a, const std::vector<Step
 
 void restrict_alignment(StepAlignment& alignment, uint64_t first, uint64_t last) {
   std::erase_if(alignment.pairs, [&](const StepPairing& p) {
-    return !p.within || *p.within < first || *p.within > last;
+    const bool before = p.within && *p.within < first;
+    if (before) alignment.pairs_before_range = true;
+    return !p.within || before || *p.within > last;
   });
   alignment.setup.reset();  // before the job's steps asked for
   std::erase_if(alignment.unpaired, [&](const UnpairedSteps& u) {

@@ -76,6 +76,9 @@ struct StepAlignment {
   // both start at the same number (or the mode is ordinal).
   char resumed = 0;
   std::optional<SetupSpans> setup;  // number mode, both runs with set-up steps
+  // restrict_alignment dropped pairs before its range: both runs hold steps, left out, that
+  // come before the compared ones (a hunt's window), where a difference may have been made.
+  bool pairs_before_range = false;
 
   bool by_number() const { return mode == AlignMode::Number; }
   // The pair keyed by run A's trace step `a_step`; null in ordinal mode or when there is none.

@@ -769,7 +769,10 @@ class WindowComparer {
     for (size_t i = 0; positional && i < g.a.size(); ++i)
       positional = same_identity_head(a_, a_[g.a[i]], b_, b_[g.b[i]]);
     if (positional) {
-      for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, i);
+      std::vector<size_t> b_of(g.a.size());
+      for (size_t i = 0; i < b_of.size(); ++i) b_of[i] = i;
+      pair_thread_races(g, b_of);
+      for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, b_of[i]);
       return;
     }
     // Slow path: the longest common subsequence of identities (Myers' diff, a bounded number
@@ -815,6 +818,59 @@ class WindowComparer {
       if (!moved_b[j])
         structural(g, StructuralKind::Inserted, a_after, j, false, true, "only in run B");
     }
+  }
+
+  // Back-to-back ops of one identity on one stream that several host threads issued (JAX's
+  // transfer threads put a step's input copies on one stream in whichever order they get
+  // there): their order is the threads' race, not the program's. Where run B holds the same
+  // ops as run A in such a run, contents and all, in another order, they pair by content;
+  // otherwise by position, as everywhere (a real difference is never paired away).
+  void pair_thread_races(const Group& g, std::vector<size_t>& b_of) const {
+    const size_t n = g.a.size();
+    for (size_t start = 0; start < n;) {
+      size_t end = start + 1;
+      while (end < n && same_identity_head(a_, a_[g.a[start]], a_, a_[g.a[end]])) ++end;
+      const size_t first = start;
+      start = end;
+      if (end - first < 2) continue;
+      auto several_threads = [&](const OpTable& t, const Ids& ids) {
+        for (size_t i = first + 1; i < end; ++i)
+          if (t[ids[i]].thread != t[ids[first]].thread) return true;
+        return false;
+      };
+      if (!several_threads(a_, g.a) && !several_threads(b_, g.b)) continue;
+      std::vector<uint64_t> ka, kb;
+      for (size_t i = first; i < end; ++i) {
+        ka.push_back(content_key(a_, a_[g.a[i]]));
+        kb.push_back(content_key(b_, b_[g.b[i]]));
+      }
+      if (ka == kb) continue;
+      std::vector<uint64_t> sa = ka, sb = kb;
+      std::sort(sa.begin(), sa.end());
+      std::sort(sb.begin(), sb.end());
+      if (sa != sb) continue;
+      std::vector<bool> taken(kb.size(), false);
+      for (size_t i = 0; i < ka.size(); ++i)
+        for (size_t j = 0; j < kb.size(); ++j)
+          if (!taken[j] && kb[j] == ka[i]) {
+            taken[j] = true;
+            b_of[first + i] = first + j;
+            break;
+          }
+    }
+  }
+
+  // What an op is, apart from when and by whom: its kind, name, fields, buffers and payload.
+  static uint64_t content_key(const OpTable& t, const Op& op) {
+    uint64_t h = (static_cast<uint64_t>(op.kind) << 32) ^ op.name;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+    for (uint64_t f : t.fields(op)) mix(f);
+    for (const OpBuffer& b : t.buffers(op)) {
+      mix(b.bytes), mix(b.fingerprint), mix(b.label);
+      mix((static_cast<uint64_t>(b.role) << 16) | (static_cast<uint64_t>(b.dtype) << 8) | b.flags);
+    }
+    for (uint8_t byte : t.payload(op)) mix(byte);
+    return h;
   }
 
   void occurrence_align(const Group& g, std::vector<int64_t>& match_of_a,

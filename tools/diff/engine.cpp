@@ -60,8 +60,12 @@ std::optional<uint32_t> window_start(RankInput& a, RankInput& b, const std::vect
   uint32_t first = options.first_step;
   for (RankInput* input : {&a, &b})
     if (auto fp = input->fingerprint_first_step()) first = std::max(first, *fp);
-  if (first <= trace_first) return std::nullopt;
-  return first;
+  if (first > trace_first) return first;
+  // The compared steps start after steps the runs hold that the step alignment left out (job
+  // steps paired by number: a hunt's window, `--steps`): as an ordinal diff's --steps does.
+  if (a.holds_unlisted_steps_before(trace_first) || b.holds_unlisted_steps_before(trace_first))
+    return trace_first;
+  return std::nullopt;
 }
 
 }  // namespace

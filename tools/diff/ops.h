@@ -60,6 +60,7 @@ struct Op {
   uint32_t buffer_offset = 0;
   uint32_t payload_offset = 0;
   uint32_t payload_bytes = 0;
+  uint32_t thread = 0;  // the record's thread ordinal (the host thread that made the call)
 };
 
 // One run's records of a window of steps.
@@ -126,6 +127,7 @@ void OpTable::add_with(const trace::Record& record, uint32_t name, LabelOf&& lab
   op.step = record.step;
   op.name = name;
   op.scope = scope;
+  op.thread = record.thread;
   op.kind = record.kind;
   const int count = trace::fast_field_count(record.kind);  // 0 for an unknown kind
   op.field_count = static_cast<uint8_t>(count);

@@ -26,6 +26,7 @@ struct Shape {
   bool full = true;           // kernels fingerprinted (level full), else broad
   uint32_t window_first = 0;  // LOCKSTEP_STEPS=window_first-
   bool state = true;          // State records
+  bool numbered = false;      // step markers with the job's numbers (step 0 the set-up)
 };
 
 // Plain text whatever the test's own stdout is: a Style over a file that is no terminal.
@@ -41,6 +42,7 @@ SyntheticRank run(bool planted, const Shape& shape) {
   uint64_t chain = 11, weights = 22;
   for (uint32_t s = 0; s < kSteps; ++s) {
     const size_t first = r.records.size();
+    if (shape.numbered) r.marker(s, s > 0 ? std::optional<uint64_t>(s) : std::nullopt);
     uint64_t weights_after = weights * 31 + s;
     if (planted && s == kWriterStep) weights_after ^= 1;
     uint64_t activations = chain * 7 + s + (s >= kVisibleStep ? weights : 0);
@@ -66,7 +68,7 @@ SyntheticRank run(bool planted, const Shape& shape) {
 }
 
 // The diff of a planted run against an unplanted one; `window_first` as the headers say it.
-DiffResult diff_runs(const Shape& shape) {
+DiffResult diff_runs(const Shape& shape, DiffOptions options = {}) {
   SyntheticRank a = run(false, shape), b = run(true, shape);
   auto open = [&](const SyntheticRank& r) {
     auto input = std::make_unique<MemoryRankInput>(r.records, r.strings, r.steps());
@@ -74,7 +76,7 @@ DiffResult diff_runs(const Shape& shape) {
     return std::unique_ptr<RankInput>(std::move(input));
   };
   std::vector<RankPair> pairs = {{0, [&] { return open(a); }, [&] { return open(b); }}};
-  return diff_ranks(pairs, DiffOptions{});
+  return diff_ranks(pairs, options);
 }
 
 TEST(EarliestDivergence, BroadWithStateRecordsDatesTheDivergenceToTheStepTheWeightsChanged) {
@@ -138,6 +140,37 @@ TEST(EarliestDivergence, AWindowAfterTheWriterFindsAReceiverOfADifferenceMadeBef
   EXPECT_FALSE(full.culprit) << full.culprit->detail;
   std::string text = diff_text(full, DiffContext{"a", "b", 1, {0}, 0}, plain());
   EXPECT_NE(text.find("received a difference made before step 4"), std::string::npos) << text;
+}
+
+TEST(EarliestDivergence, AWindowOfTheJobsStepsPairedByNumberFindsTheReceiverToo) {
+  // As `lockstep hunt` diffs a window of a job whose steps are numbered (JAX's step
+  // annotations): both runs fingerprint job step 4 on, and the diff pairs steps 4-5 by number,
+  // listing only those. The steps before them are still in the runs, so a differing input there
+  // was made before the window (it once read as bytes no traced op wrote, and hunt stopped).
+  DiffOptions options;
+  options.align = AlignMode::Number;
+  options.first_step = kVisibleStep;
+  DiffResult full = diff_runs(
+      {.full = true, .window_first = kVisibleStep, .state = false, .numbered = true}, options);
+  ASSERT_TRUE(full.divergent);
+  EXPECT_EQ(full.window_first_step, kVisibleStep);
+  const Divergence* before = first_made_before_window(full);
+  ASSERT_NE(before, nullptr);
+  EXPECT_EQ(before->name, "embedding_dense_backward");
+  EXPECT_EQ(before->made_before_step, kVisibleStep);
+  EXPECT_FALSE(full.culprit) << full.culprit->detail;
+}
+
+TEST(EarliestDivergence, AllOfANumberedRunPairedByNumberHasNoWindow) {
+  // The same runs compared whole: nothing before the compared steps, no window.
+  DiffOptions options;
+  options.align = AlignMode::Number;
+  DiffResult full = diff_runs({.full = true, .state = false, .numbered = true}, options);
+  ASSERT_TRUE(full.divergent);
+  EXPECT_FALSE(full.window_first_step);
+  ASSERT_TRUE(full.culprit);
+  EXPECT_EQ(full.culprit->name, "embedding_dense_backward");
+  EXPECT_EQ(full.culprit->step, kWriterStep);
 }
 
 TEST(EarliestDivergence, AnExactExtentReceiverBeforeTheWindowIsNamedSoToo) {

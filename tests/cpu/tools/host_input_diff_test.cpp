@@ -143,5 +143,55 @@ TEST(HostInputDiff, UnderNumberAlignmentTheDetailNamesTheJobsStep) {
       << resume_verdict(r);
 }
 
+// A step whose three input copies (x, y, an index table) two or three host threads put on one
+// stream, as JAX's transfer threads do, in the order `order` names (indices into the three),
+// then a kernel reading x whose output run B's nondeterminism changes (`planted`).
+SyntheticRank copies_then_kernel(const std::vector<int>& order, std::vector<uint32_t> threads,
+                                 bool planted, uint64_t y_host = 102) {
+  SyntheticRank r;
+  const uint64_t host[] = {101, y_host, 103}, dst[] = {101, y_host, 103},
+                 bytes[] = {2 << 20, 2 << 20, 8 << 20};
+  for (uint32_t step = 0; step < 2; ++step) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int i = order[k];
+      r.host_copy(step, 3, host[i], dst[i], bytes[i]).thread = threads[k];
+    }
+    r.kernel(step, 4, "gemm_fusion", 101, planted && step == 1 ? 999 : 500);
+  }
+  return r;
+}
+
+TEST(HostInputDiff, CopiesThatHostThreadsRaceToOneStreamPairByContentNotPosition) {
+  // Run B's threads got there in another order: the same three copies, no host input differs;
+  // the first divergence is the kernel B's nondeterminism changed.
+  const DiffResult r = diff(copies_then_kernel({0, 1, 2}, {5, 2, 4}, false),
+                            copies_then_kernel({1, 0, 2}, {2, 5, 4}, true), AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::Origin) << r.culprit->detail;
+  EXPECT_EQ(r.culprit->name, "gemm_fusion");
+  EXPECT_EQ(r.culprit->step, 1u);
+}
+
+TEST(HostInputDiff, CopiesOneThreadMadeInAnotherOrderStillPairByPosition) {
+  // One thread's order is the program's: a swapped pair is two differing host inputs (at step
+  // 1, the first whose records are compared: step 0's summaries match, order aside).
+  const DiffResult r = diff(copies_then_kernel({0, 1, 2}, {1, 1, 1}, false),
+                            copies_then_kernel({1, 0, 2}, {1, 1, 1}, true), AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::HostInput);
+  EXPECT_EQ(r.culprit->step, 1u);
+}
+
+TEST(HostInputDiff, ARacedCopyWhoseHostBytesDifferIsStillAHostInput) {
+  // The threads' order differs and so do y's host bytes: not the same copies in another order,
+  // so they pair by position and the host input is reported.
+  const DiffResult r = diff(copies_then_kernel({0, 1, 2}, {5, 2, 4}, false),
+                            copies_then_kernel({1, 0, 2}, {2, 5, 4}, false, 777),
+                            AlignMode::Ordinal);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::HostInput);
+  EXPECT_EQ(r.culprit->step, 0u);
+}
+
 }  // namespace
 }  // namespace lockstep::tools
