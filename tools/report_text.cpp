@@ -211,9 +211,12 @@ std::string diff_text(const DiffResult& result, const DiffContext& context, cons
   out += setup_line(result);
   if (result.window_first_step)
     out += fmt::format(
-        "  fingerprinted and compared from step {} on (the runs start at step {}): a difference "
-        "made earlier shows only where it is read\n",
-        *result.window_first_step, result.trace_first_step.value_or(0));
+        "  fingerprinted and compared from step {} on ({}): a difference made earlier shows "
+        "only where it is read\n",
+        *result.window_first_step,
+        result.alignment.pairs_before_range
+            ? std::string("the runs' earlier steps left out")
+            : fmt::format("the runs start at step {}", result.trace_first_step.value_or(0)));
   if (result.unexplained > 0)
     out += fmt::format(
         "  {} kernel record{} read differing bytes that no traced op {}wrote "

@@ -159,6 +159,11 @@ TEST(EarliestDivergence, AWindowOfTheJobsStepsPairedByNumberFindsTheReceiverToo)
   EXPECT_EQ(before->name, "embedding_dense_backward");
   EXPECT_EQ(before->made_before_step, kVisibleStep);
   EXPECT_FALSE(full.culprit) << full.culprit->detail;
+  std::string text = diff_text(full, DiffContext{"a", "b", 1, {0}, 0}, plain());
+  EXPECT_NE(text.find("fingerprinted and compared from step 4 on (the runs' earlier steps left "
+                      "out)"),
+            std::string::npos)
+      << text;
 }
 
 TEST(EarliestDivergence, AllOfANumberedRunPairedByNumberHasNoWindow) {
