@@ -771,7 +771,7 @@ class WindowComparer {
     if (positional) {
       std::vector<size_t> b_of(g.a.size());
       for (size_t i = 0; i < b_of.size(); ++i) b_of[i] = i;
-      pair_thread_races(g, b_of);
+      pair_thread_races(g, 0, b_of);
       for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, b_of[i]);
       return;
     }
@@ -784,6 +784,23 @@ class WindowComparer {
       std::fill(match_of_a.begin(), match_of_a.end(), -1);
       std::fill(match_of_b.begin(), match_of_b.end(), -1);
       occurrence_align(g, match_of_a, match_of_b);
+    }
+    // Stretches paired op for op (A's i.., B's j..): raced ops pair by content there too.
+    for (size_t i = 0; i < ka.size();) {
+      if (match_of_a[i] < 0) {
+        ++i;
+        continue;
+      }
+      size_t end = i + 1;
+      while (end < ka.size() && match_of_a[end] == match_of_a[end - 1] + 1) ++end;
+      std::vector<size_t> b_of(end - i);
+      for (size_t k = 0; k < b_of.size(); ++k) b_of[k] = static_cast<size_t>(match_of_a[i]) + k;
+      pair_thread_races(g, i, b_of);
+      for (size_t k = 0; k < b_of.size(); ++k) {
+        match_of_a[i + k] = static_cast<int64_t>(b_of[k]);
+        match_of_b[b_of[k]] = static_cast<int64_t>(i + k);
+      }
+      i = end;
     }
     // An op only in A and one of the same identity only in B: the same op, moved.
     std::unordered_multimap<uint64_t, size_t> b_only;
@@ -825,24 +842,30 @@ class WindowComparer {
   // there): their order is the threads' race, not the program's. Where run B holds the same
   // ops as run A in such a run, contents and all, in another order, they pair by content;
   // otherwise by position, as everywhere (a real difference is never paired away).
-  void pair_thread_races(const Group& g, std::vector<size_t>& b_of) const {
-    const size_t n = g.a.size();
+  // A stretch paired op for op: A's positions a0.. with B's b_of[k] (consecutive on entry),
+  // rewritten where a run of raced ops pairs by content.
+  void pair_thread_races(const Group& g, size_t a0, std::vector<size_t>& b_of) const {
+    const size_t n = b_of.size();
+    auto at = [](const OpTable& t, Ids ids, size_t i) -> const Op& { return t[ids[i]]; };
     for (size_t start = 0; start < n;) {
       size_t end = start + 1;
-      while (end < n && same_identity_head(a_, a_[g.a[start]], a_, a_[g.a[end]])) ++end;
+      while (end < n &&
+             same_identity_head(a_, at(a_, g.a, a0 + start), a_, at(a_, g.a, a0 + end)))
+        ++end;
       const size_t first = start;
       start = end;
       if (end - first < 2) continue;
-      auto several_threads = [&](const OpTable& t, const Ids& ids) {
-        for (size_t i = first + 1; i < end; ++i)
-          if (t[ids[i]].thread != t[ids[first]].thread) return true;
-        return false;
-      };
-      if (!several_threads(a_, g.a) && !several_threads(b_, g.b)) continue;
+      bool several = false;
+      for (size_t k = first + 1; k < end && !several; ++k)
+        several = at(a_, g.a, a0 + k).thread != at(a_, g.a, a0 + first).thread ||
+                  at(b_, g.b, b_of[k]).thread != at(b_, g.b, b_of[first]).thread;
+      if (!several) continue;
       std::vector<uint64_t> ka, kb;
-      for (size_t i = first; i < end; ++i) {
-        ka.push_back(content_key(a_, a_[g.a[i]]));
-        kb.push_back(content_key(b_, b_[g.b[i]]));
+      std::vector<size_t> b_positions;
+      for (size_t k = first; k < end; ++k) {
+        ka.push_back(content_key(a_, at(a_, g.a, a0 + k)));
+        kb.push_back(content_key(b_, at(b_, g.b, b_of[k])));
+        b_positions.push_back(b_of[k]);
       }
       if (ka == kb) continue;
       std::vector<uint64_t> sa = ka, sb = kb;
@@ -854,7 +877,7 @@ class WindowComparer {
         for (size_t j = 0; j < kb.size(); ++j)
           if (!taken[j] && kb[j] == ka[i]) {
             taken[j] = true;
-            b_of[first + i] = first + j;
+            b_of[first + i] = b_positions[j];
             break;
           }
     }

@@ -172,6 +172,20 @@ TEST(HostInputDiff, CopiesThatHostThreadsRaceToOneStreamPairByContentNotPosition
   EXPECT_EQ(r.culprit->step, 1u);
 }
 
+TEST(HostInputDiff, RacedCopiesPairByContentWhereTheStreamAlsoGainedAnOp) {
+  // Run B's stream also holds a fourth copy in step 1 (the ops pair through their longest common
+  // run, not position by position): the raced three still pair by content, and what differs is
+  // the copy only B made, not a host input.
+  SyntheticRank b = copies_then_kernel({1, 0, 2}, {2, 5, 4}, false);
+  b.host_copy(1, 3, 555, 555, 64).thread = 2;
+  const DiffResult r = diff(copies_then_kernel({0, 1, 2}, {5, 2, 4}, false), b,
+                            AlignMode::Ordinal);
+  ASSERT_TRUE(r.divergent);
+  ASSERT_TRUE(r.culprit);
+  EXPECT_EQ(r.culprit->classification, Classification::Structural) << r.culprit->detail;
+  EXPECT_EQ(r.culprit->step, 1u);
+}
+
 TEST(HostInputDiff, CopiesOneThreadMadeInAnotherOrderStillPairByPosition) {
   // One thread's order is the program's: a swapped pair is two differing host inputs (at step
   // 1, the first whose records are compared: step 0's summaries match, order aside).
