@@ -45,6 +45,19 @@ StepWindow first_window(const BroadFinding& finding, uint32_t margin) {
   return {s - std::min(margin, room), s};
 }
 
+std::string step_label(const Divergence& d) {
+  return d.job_step ? fmt::format("{} (trace step {})", *d.job_step, d.step)
+                    : fmt::format("{}", d.step);
+}
+
+WindowDiff window_diff(const StepAlignment& broad_alignment, const StepWindow& window) {
+  const StepPairing* first = broad_alignment.pair_of(window.first);
+  const StepPairing* last = broad_alignment.pair_of(window.last);
+  if (first != nullptr && last != nullptr && first->within && last->within)
+    return {fmt::format("{}-{}", *first->within, *last->within), "number"};
+  return {window.text(), "ordinal"};
+}
+
 StepWindow earlier_window(const StepWindow& window, uint32_t trace_first_step) {
   if (window.first <= trace_first_step) return window;
   return {trace_first_step + (window.first - trace_first_step) / 2, window.last};
@@ -78,9 +91,10 @@ WindowVerdict judge_window(const DiffResult& full, const StepWindow& window,
       before && window.first > trace_first_step) {
     verdict.outcome = WindowOutcome::MadeBefore;
     verdict.why = fmt::format(
-        "first divergence is a receiver of a difference made before step {} (rank {}, step {}: "
+        "first divergence is a receiver of a difference made before {}step {} (rank {}, step {}: "
         "{})",
-        *before->made_before_step, before->rank, before->step, op_label(*before));
+        before->job_step ? "trace " : "", *before->made_before_step, before->rank,
+        step_label(*before), op_label(*before));
     verdict.next = earlier_window(window, trace_first_step);
     return verdict;
   }
@@ -89,7 +103,7 @@ WindowVerdict judge_window(const DiffResult& full, const StepWindow& window,
     verdict.outcome = d.classification == Classification::Structural ? WindowOutcome::Structural
                                                                      : WindowOutcome::Origin;
     verdict.why = fmt::format("{} rank {}, step {}: {}{}", classification_name(d.classification),
-                              d.rank, d.step, op_label(d), in_scope(d));
+                              d.rank, step_label(d), op_label(d), in_scope(d));
     return verdict;
   }
   verdict.outcome = WindowOutcome::NoCulprit;

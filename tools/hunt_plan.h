@@ -44,6 +44,23 @@ std::optional<BroadFinding> broad_finding(const DiffResult& broad);
 // Stage 2's first window: [S - margin, S], not before the trace's first step.
 StepWindow first_window(const BroadFinding& finding, uint32_t margin);
 
+// How a window's pair of full runs is diffed: `--steps` and `--align` for the diff. The window
+// counts trace steps (LOCKSTEP_STEPS counts the shim's steps), but under number alignment the
+// diff's --steps are the job's numbers: a job that numbers its steps from 0 after a set-up step
+// has each number one below its trace step, and a window of trace steps given as numbers
+// compared the step after the one fingerprinted. So the window's ends go through the broad
+// runs' pairing; a window that starts in the set-up phase, before any number, is compared by
+// trace step (ordinal: the runs are two of one command).
+// An op's step as hunt prints it: the job's number where the diff paired by number, with the
+// trace step (which LOCKSTEP_STEPS and hunt's windows count) after it; else the trace step.
+std::string step_label(const Divergence& d);
+
+struct WindowDiff {
+  std::string steps;  // "4-5"
+  std::string align;  // "number" or "ordinal"
+};
+WindowDiff window_diff(const StepAlignment& broad_alignment, const StepWindow& window);
+
 // A window that starts earlier: halfway from the window's start toward the trace's first step
 // (never past it), ending where it ended. Call only when window.first > trace_first_step.
 StepWindow earlier_window(const StepWindow& window, uint32_t trace_first_step);

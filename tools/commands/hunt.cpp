@@ -50,8 +50,10 @@ struct Pair {
   int code = kExitInvalid;
 };
 
+// `steps`: the runs' LOCKSTEP_STEPS; `window`: how their diff takes them (window_diff), none for
+// every step.
 Pair traced_pair(const HuntRequest& request, const std::string& level, const std::string& tag,
-                 const std::string& steps) {
+                 const std::string& steps, const std::optional<WindowDiff>& window = std::nullopt) {
   Pair pair;
   std::string* dirs[2] = {&pair.a, &pair.b};
   for (int i = 0; i < 2; ++i) {
@@ -80,7 +82,7 @@ Pair traced_pair(const HuntRequest& request, const std::string& level, const std
   DiffRequest diff;
   diff.a = pair.a;
   diff.b = pair.b;
-  diff.steps = steps;
+  if (window) diff.steps = window->steps, diff.align = window->align;
   diff.print = false;
   pair.code = run_diff(diff, &pair.result);
   return pair;
@@ -311,7 +313,8 @@ Examples:
         start = std::chrono::steady_clock::now();
         std::string tag = w == 1 ? "full" : fmt::format("full-window{}", w);
         if (attempt > 1) tag += fmt::format("-attempt{}", attempt);
-        full = traced_pair(*request, "full", tag, window.text());
+        full = traced_pair(*request, "full", tag, window.text(),
+                           window_diff(broad.result.alignment, window));
         std::fprintf(say, "stage 2 (full, steps %s, 2 runs + diff, attempt %d of %d): %.2f s: ",
                      window.text().c_str(), attempt, request->attempts, since(start));
         if (full.code == kExitIncomplete) {
@@ -376,10 +379,10 @@ Examples:
     switch (verdict.outcome) {
       case WindowOutcome::Origin:
       case WindowOutcome::Structural:
-        std::fprintf(say, "%s rank %d, step %u: %s (%s)\n",
+        std::fprintf(say, "%s rank %d, step %s: %s (%s)\n",
                      style.red(classification_name(result.culprit->classification)).c_str(),
-                     result.culprit->rank, result.culprit->step, op_label(*result.culprit).c_str(),
-                     steps.c_str());
+                     result.culprit->rank, step_label(*result.culprit).c_str(),
+                     op_label(*result.culprit).c_str(), steps.c_str());
         break;
       case WindowOutcome::MadeBefore:
         std::fprintf(say,

@@ -433,6 +433,26 @@ TEST_F(Cli, HuntMovesItsWindowEarlierUntilItHoldsTheWriterOfTheWeights) {
   EXPECT_TRUE(fs::exists(path("hunt") / "stacks" / "rank-00001.lstrace"));
 }
 
+TEST_F(Cli, HuntMovesItsWindowEarlierWhenTheJobNumbersItsSteps) {
+  // The same job numbering its steps from 0 after a set-up step (as a PyTorch job calling
+  // lockstep.step(n) does): the diffs pair the window's steps by number and list only those, yet
+  // the steps before them are in the runs, so the window still moves.
+  Result r = lockstep("hunt --no-stack -o " + path("hunt").string() + " -- " FAKE_JOB,
+                      hidden_weights_env(path("toggle").string(), "FAKE_JOB_NUMBERED=1"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  // Trace step 5 is the job's step 4: the window of trace steps is compared as the job's 4-4,
+  // then 1-4 (it once compared the job's 5-5, the step after the one fingerprinted).
+  EXPECT_NE(r.out.find("window 5-5: first divergence is a receiver of a difference made before "
+                       "trace step 5 (rank 1, step 4 (trace step 5): kernel layer0_forward"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("origin rank 1, step 1 (trace step 2): kernel layer0_forward #1 stream 1 "
+                       "(fingerprinted steps 2-5; windows tried: 5-5, 2-5)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("no op with matching inputs"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, HuntWithoutStackSkipsTheThirdStage) {
   Result r = lockstep("hunt --no-stack -o " + path("hunt").string() + " -- " FAKE_JOB,
                       hidden_weights_env(path("toggle").string()));

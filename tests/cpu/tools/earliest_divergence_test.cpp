@@ -236,6 +236,22 @@ TEST(HuntPlan, TheFirstWindowIsTheDivergingStepWithItsMarginNeverBeforeTheTrace)
   EXPECT_EQ(first_window(finding, 10), (StepWindow{2, 6}));
 }
 
+TEST(HuntPlan, AWindowOfTraceStepsIsDiffedAsTheJobsNumbersOrByTraceStep) {
+  // A job numbering its steps from 0 after a set-up step (trace step 0): trace step t is the
+  // job's t - 1.
+  StepAlignment numbered;
+  numbered.mode = AlignMode::Number;
+  numbered.pairs.push_back({0, 0, std::nullopt, std::nullopt});
+  for (uint32_t t = 1; t <= 5; ++t) numbered.pairs.push_back({t, t, t - 1, t - 1});
+  EXPECT_EQ(window_diff(numbered, {4, 5}).steps, "3-4");
+  EXPECT_EQ(window_diff(numbered, {4, 5}).align, "number");
+  // From the set-up step on, there is no number to start at: by trace step.
+  EXPECT_EQ(window_diff(numbered, {0, 5}).steps, "0-5");
+  EXPECT_EQ(window_diff(numbered, {0, 5}).align, "ordinal");
+  EXPECT_EQ(window_diff(StepAlignment{}, {2, 4}).steps, "2-4");
+  EXPECT_EQ(window_diff(StepAlignment{}, {2, 4}).align, "ordinal");
+}
+
 TEST(HuntPlan, AnEarlierWindowStartsHalfwayToTheTracesFirstStep) {
   EXPECT_EQ(earlier_window({4, 4}, 0), (StepWindow{2, 4}));
   EXPECT_EQ(earlier_window({2, 4}, 0), (StepWindow{1, 4}));
