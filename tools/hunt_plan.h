@@ -44,6 +44,10 @@ std::optional<BroadFinding> broad_finding(const DiffResult& broad);
 // Stage 2's first window: [S - margin, S], not before the trace's first step.
 StepWindow first_window(const BroadFinding& finding, uint32_t margin);
 
+// An op's step as hunt prints it: the job's number where the diff paired by number, with the
+// trace step (which LOCKSTEP_STEPS and hunt's windows count) after it; else the trace step.
+std::string step_label(const Divergence& d);
+
 // How a window's pair of full runs is diffed: `--steps` and `--align` for the diff. The window
 // counts trace steps (LOCKSTEP_STEPS counts the shim's steps), but under number alignment the
 // diff's --steps are the job's numbers: a job that numbers its steps from 0 after a set-up step
@@ -51,10 +55,6 @@ StepWindow first_window(const BroadFinding& finding, uint32_t margin);
 // compared the step after the one fingerprinted. So the window's ends go through the broad
 // runs' pairing; a window that starts in the set-up phase, before any number, is compared by
 // trace step (ordinal: the runs are two of one command).
-// An op's step as hunt prints it: the job's number where the diff paired by number, with the
-// trace step (which LOCKSTEP_STEPS and hunt's windows count) after it; else the trace step.
-std::string step_label(const Divergence& d);
-
 struct WindowDiff {
   std::string steps;  // "4-5"
   std::string align;  // "number" or "ordinal"

@@ -42,11 +42,6 @@ std::vector<StepInfo> AlignedRankInput::steps() {
   return out;
 }
 
-bool AlignedRankInput::holds_unlisted_steps_before(uint32_t key) {
-  // The pairs left out all come before the first compared key.
-  return pairs_before_range_ && (step_of_.empty() || key <= step_of_.begin()->first);
-}
-
 void AlignedRankInput::load(uint32_t first, uint32_t last, StringPool& pool, OpTable& out) {
   auto from = step_of_.lower_bound(first), to = step_of_.upper_bound(last);
   if (from == to) return;

@@ -26,9 +26,9 @@ class AlignedRankInput : public RankInput {
   std::vector<std::string> incomplete() override { return inner_->incomplete(); }
   // The first key whose trace step is in this run's fingerprint window.
   std::optional<uint32_t> fingerprint_first_step() override;
-  // Whether the alignment left out pairs of steps before the key (restrict_alignment: both
+  // Whether the alignment left out pairs of steps before its range (restrict_alignment: both
   // runs hold them; steps() lists only the compared ones).
-  bool holds_unlisted_steps_before(uint32_t key) override;
+  bool left_out_steps_before() override { return pairs_before_range_; }
   // The set-up phase's key: every set-up step of this run is loaded under it.
   std::optional<uint32_t> setup_key() override { return setup_key_; }
 

@@ -769,10 +769,10 @@ class WindowComparer {
     for (size_t i = 0; positional && i < g.a.size(); ++i)
       positional = same_identity_head(a_, a_[g.a[i]], b_, b_[g.b[i]]);
     if (positional) {
-      std::vector<size_t> b_of(g.a.size());
-      for (size_t i = 0; i < b_of.size(); ++i) b_of[i] = i;
-      pair_thread_races(g, 0, b_of);
-      for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, b_of[i]);
+      b_of_.resize(g.a.size());
+      for (size_t i = 0; i < b_of_.size(); ++i) b_of_[i] = i;
+      pair_thread_races(g, 0, b_of_);
+      for (size_t i = 0; i < g.a.size(); ++i) compare_matched(g, i, b_of_[i]);
       return;
     }
     // Slow path: the longest common subsequence of identities (Myers' diff, a bounded number
@@ -841,9 +841,9 @@ class WindowComparer {
   // transfer threads put a step's input copies on one stream in whichever order they get
   // there): their order is the threads' race, not the program's. Where run B holds the same
   // ops as run A in such a run, contents and all, in another order, they pair by content;
-  // otherwise by position, as everywhere (a real difference is never paired away).
-  // A stretch paired op for op: A's positions a0.. with B's b_of[k] (consecutive on entry),
-  // rewritten where a run of raced ops pairs by content.
+  // otherwise by position, as everywhere (a real difference is never paired away). The stretch
+  // is paired op for op, A's positions a0.. with B's b_of[k]; b_of is rewritten where a run of
+  // raced ops pairs by content.
   void pair_thread_races(const Group& g, size_t a0, std::vector<size_t>& b_of) const {
     const size_t n = b_of.size();
     auto at = [](const OpTable& t, Ids ids, size_t i) -> const Op& { return t[ids[i]]; };
@@ -916,6 +916,7 @@ class WindowComparer {
   const CompareOptions& options_;
   RankResult& result_;
   const std::unordered_map<uint32_t, std::vector<uint64_t>>* collective_seqs_ = nullptr;
+  std::vector<size_t> b_of_;  // the positional path's pairing, reused from group to group
 };
 
 }  // namespace

@@ -63,8 +63,7 @@ std::optional<uint32_t> window_start(RankInput& a, RankInput& b, const std::vect
   if (first > trace_first) return first;
   // The compared steps start after steps the runs hold that the step alignment left out (job
   // steps paired by number: a hunt's window, `--steps`): as an ordinal diff's --steps does.
-  if (a.holds_unlisted_steps_before(trace_first) || b.holds_unlisted_steps_before(trace_first))
-    return trace_first;
+  if (a.left_out_steps_before() || b.left_out_steps_before()) return trace_first;
   return std::nullopt;
 }
 

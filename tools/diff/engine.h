@@ -47,10 +47,10 @@ class RankInput {
   // nullopt: every step, or not recorded (an older trace). Outside the window ops are recorded
   // by identity only, so a difference made there is not seen where it was made.
   virtual std::optional<uint32_t> fingerprint_first_step() { return std::nullopt; }
-  // Whether the run holds steps before `step` (as steps() numbers them) that steps() does not
-  // list: an aligned run's steps outside the paired range (a --steps window of a hunt). A
-  // difference made there reaches the compared steps as a receiver's input. After steps().
-  virtual bool holds_unlisted_steps_before(uint32_t /*step*/) { return false; }
+  // Whether the run holds steps before the first one steps() lists that steps() leaves out: an
+  // aligned run's steps before the paired range (a --steps window of a hunt). A difference made
+  // there reaches the compared steps as a receiver's input.
+  virtual bool left_out_steps_before() { return false; }
   // The step (key) that holds the run's set-up phase (setup_phase.h): compared on its own and
   // reported apart. nullopt: none (ordinal alignment, or a run without set-up steps).
   virtual std::optional<uint32_t> setup_key() { return std::nullopt; }
