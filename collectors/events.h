@@ -298,8 +298,8 @@ void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_defau
 // stream-ordered steps its next record is in the event's step or a later one.
 void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event);
 // A stream capture begins (any thread, traced or not; called before the real call). Until the
-// first, no stream can be capturing: kernel records below level full skip the driver's capture
-// query, which is most of what a launch costs at broad besides the record itself.
+// first, no stream can be capturing: the shim makes no driver capture query before it
+// (Tracer::capturing), which at broad was most of what a launch cost besides its record.
 void capture_begins();
 inline bool capture_begun() { return hot_flags.capture_begun.load(std::memory_order_acquire); }
 

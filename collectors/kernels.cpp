@@ -260,9 +260,10 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
 }
 
 // Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
-// Below full the state only labels the record: no driver query before any capture began.
+// No driver query before any capture began (Tracer::capturing's rule, checked here first: the
+// broad launch's path makes no call for it).
 LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLaunch& launch) {
-  if (tracer->level() != Level::Full && !capture_begun()) return false;
+  if (!capture_begun()) return false;
   uint64_t capture_id = 0;
   CUgraph graph = nullptr;
   const bool capturing =

@@ -206,6 +206,7 @@ bool Tracer::kernel_stacks(std::string_view name) const {
 bool Tracer::capturing(CUstream stream, bool per_thread_default, uint64_t* capture_id,
                        CUgraph* graph) {
   *capture_id = 0;
+  if (!capture_begun()) return false;
   const Driver& d = driver();
   if (d.streamGetCaptureInfo == nullptr) return false;
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;

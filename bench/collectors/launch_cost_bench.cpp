@@ -14,6 +14,10 @@
 // "state": one lockstep_fingerprint_many call of 77 tensors at broad with the fake GPU (the
 // PyTorch hook's parameter fingerprints after each optimizer step), per call, not per launch;
 // paced: 3 ms apart, as once per step.
+// "step": a launch-bound PyTorch step at broad with the fake GPU: 800 launches, the state call
+// of 77 tensors, the job's wait for its loss (100 us), the next step's marker; result[0]: the
+// median state call (ns), result[2]: the median marker (ns), over 300 steps. What the marker
+// costs depends on the collector's thread, which the state call's held record keeps busy.
 // "gemm": one cublasLtMatmul's begin + end at broad, with PyTorch's descriptors made by the real
 // cuBLASLt (dlopen'd; skipped without it): the objects copied into the record (lt_copies.h);
 // "gemm-read": the same with the copies off, every attribute read on the calling thread. A job
@@ -163,6 +167,66 @@ void measure_state(long calls, double* result) {
   result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// "step" (above): result[0] the median state call, result[1] hash launches per step, result[2]
+// the median marker, in ns.
+void measure_step(long steps, double* result) {
+  const CUdeviceptr base = 0x7f0000000000;
+  std::vector<const void*> ptrs;
+  std::vector<unsigned long long> bytes;
+  std::vector<std::string> names;
+  for (int i = 0; i < kStateTensors; ++i) {
+    const CUdeviceptr at = base + static_cast<CUdeviceptr>(i) * (4 << 20);
+    on_alloc(at, 4 << 20);
+    ptrs.push_back(reinterpret_cast<const void*>(at));
+    bytes.push_back(i % 3 == 0 ? 2048 : (1 << 20));
+    names.push_back("blocks." + std::to_string(i / 12) + ".param" + std::to_string(i % 12));
+  }
+  std::vector<const char*> name_ptrs;
+  for (const auto& n : names) name_ptrs.push_back(n.c_str());
+  Params p{};
+  p.n = 1 << 20;
+  for (int i = 0; i < 3; ++i) p.tensors.pointers[i] = base + (i + 1) * (1 << 20);
+  void* params[] = {&p.n, &p.tensors};
+  KernelLaunch l;
+  l.api = LaunchApi::DriverLaunch;
+  l.handle_kind = FunctionHandle::DriverFunction;
+  l.handle = reinterpret_cast<const void*>(0x1234);
+  l.grid[0] = 1024;
+  l.block[0] = 256;
+  l.kernel_params = params;
+  std::vector<uint64_t> job_memory((64u << 10) / sizeof(uint64_t), 1);
+  uint64_t sink = 0;
+  std::vector<double> state_ns, marker_ns;
+  lockstep::testing::FakeGpu::instance().reset_count();
+  for (long step = 0; step < steps + 20; ++step) {
+    for (int k = 0; k < 800; ++k) {
+      for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+      kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    lockstep_fingerprint_many(kStateTensors, ptrs.data(), bytes.data(), name_ptrs.data(), nullptr,
+                              0);
+    const double state = std::chrono::duration<double, std::nano>(
+                             std::chrono::steady_clock::now() - t0).count();
+    const auto wait_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+    while (std::chrono::steady_clock::now() < wait_until) {
+    }
+    t0 = std::chrono::steady_clock::now();
+    lockstep_step_number(static_cast<unsigned long long>(step + 1));
+    const double marker = std::chrono::duration<double, std::nano>(
+                              std::chrono::steady_clock::now() - t0).count();
+    if (step >= 20) state_ns.push_back(state), marker_ns.push_back(marker);
+  }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  result[0] = median(state_ns);
+  result[1] = static_cast<double>(lockstep::testing::FakeGpu::instance().launch_count()) /
+              static_cast<double>(steps + 20);
+  result[2] = median(marker_ns) + static_cast<double>(sink & 1) * 1e-9;
+}
+
 // "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
 // epilogue, new layouts per call). result[0]: ns per GEMM (begin + end, the layouts' creation
 // excluded; a step marked every 75); result[2]: the median GEMM at a job's pace.
@@ -241,12 +305,12 @@ int main(int argc, char** argv) {
   std::printf("%-12s %10s %14s %13s\n", "level", "ns/launch", "hash launches", "paced ns");
   const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
   // "state" (last): per call of 77 tensors, not per launch.
-  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state", "gemm",
-                           "gemm-read"}) {
+  for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state", "step",
+                           "gemm", "gemm-read"}) {
     const std::string name = mode;
     if (!only.empty() && only != name) continue;
-    const char* level =
-        name == "full+engine" ? "full" : name == "state" || name.starts_with("gemm") ? "broad" : mode;
+    const bool at_broad = name == "state" || name == "step" || name.starts_with("gemm");
+    const char* level = name == "full+engine" ? "full" : at_broad ? "broad" : mode;
     if (name.starts_with("gemm")) {
       g_cublaslt = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
       if (g_cublaslt == nullptr) g_cublaslt = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
@@ -265,10 +329,12 @@ int main(int argc, char** argv) {
       setenv("LOCKSTEP_DIR", dir.c_str(), 1);
       setenv("LOCKSTEP_LEVEL", level, 1);
       setenv("LOCKSTEP_RUN_ID", "bench", 1);
-      g_fake_gpu = name == "full+engine" || name == "state";
+      g_fake_gpu = name == "full+engine" || name == "state" || name == "step";
       set_symbol_resolver(&fake_resolver);
       double result[3] = {0, 0, 0};
-      if (name == "state")
+      if (name == "step")
+        measure_step(std::max<long>(1, launches / 3000), result);
+      else if (name == "state")
         measure_state(std::max<long>(1, launches / 1000), result);
       else if (name.starts_with("gemm"))
         set_lt_copies(name == "gemm"), measure_gemm(std::max<long>(1, launches / 10), result);
@@ -283,7 +349,11 @@ int main(int argc, char** argv) {
     close(pipe_fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (name == "state")
+    if (name == "step")
+      std::printf("%-12s %10.0f %14.2f %13.0f   (state call ns, hash launches a step, marker ns;"
+                  " %ld steps)\n", mode, result[0], result[1], result[2],
+                  std::max<long>(1, launches / 3000));
+    else if (name == "state")
       std::printf("%-12s %10.0f %14.2f %13.0f   (per call of %d tensors, %ld calls)\n", mode,
                   result[0], result[1], result[2], kStateTensors, std::max<long>(1, launches / 1000));
     else if (name.starts_with("gemm"))

@@ -42,7 +42,10 @@ class HostInputs : public RuntimeTest {
         environment,
         [&] {
           on_alloc(kMergeBase, 1 << 20);
-          for (const MemoryOp& op : ops) memory_op_end(memory_op_begin(op), 0);
+          for (const MemoryOp& op : ops) {
+            if (op.stream == kCapturingStream) capture_begins();  // the capture-begin hook's
+            memory_op_end(memory_op_begin(op), 0);
+          }
           stream_order_point();
         },
         &fake_resolver_with_gpu);

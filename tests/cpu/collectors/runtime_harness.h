@@ -209,7 +209,8 @@ inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* off
                                     : sizes)[index];
   return CUDA_SUCCESS;
 }
-// Stream kCapturingStream is capturing (capture 42); every other stream is not.
+// Stream kCapturingStream is capturing (capture 42); every other stream is not. The shim asks
+// only once a capture began (Tracer::capturing): a test that captures calls capture_begins().
 const CUstream kCapturingStream = reinterpret_cast<CUstream>(0xcafe);
 inline CUresult fake_capture_info(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
                                   CUgraph*, const CUgraphNode**, const CUgraphEdgeData**, size_t*) {

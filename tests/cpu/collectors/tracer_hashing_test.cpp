@@ -118,6 +118,7 @@ TEST_F(MergeTest, GemmsAndAsyncCopiesMergeLikeKernels) {
 // capture ended would hash whatever is there then), and nothing is launched for it.
 TEST_F(MergeTest, OutputsOfACapturedCallAreNotDeferred) {
   const std::string log = run([](std::string* text) {
+    capture_begins();  // the capture-begin hook's, as in a job
     memory_op_end(memory_op_begin(async_copy(kCapturingStream)), 0);
     launch_on(kStreamS, kMergeBase + 256);  // would flush the copy's dst first, had it waited
     stream_order_point();
