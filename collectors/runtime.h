@@ -320,6 +320,9 @@ class Tracer {
   // appended outside the lock, then retired). True while work is pending.
   bool poll_once(std::vector<PendingRecord*>* complete);
   void finish_steps_locked();
+  // The step ends markers handed over (step_advanced) into steps_to_end_, then ended as far as
+  // their records are out; pending_mutex_ held.
+  void take_handed_steps_locked();
   struct HashGroup {
     PendingRecord* pending;
     const PlannedRegion* regions;
@@ -477,6 +480,13 @@ class Tracer {
   std::thread collector_;
   bool collector_running_ = false;
   bool closing_ = false;
+  // Once the collector's thread runs, a marker hands the step it ended to it instead of ending
+  // the step itself: the job's thread takes no lock the collector holds and makes no futex call
+  // (the writer's wake) at a step's end; the collector's next look (kIdlePoll at most) ends it.
+  // collector_started_ is collector_running_, readable without pending_mutex_.
+  std::atomic<bool> collector_started_{false};
+  std::mutex handed_mutex_;
+  std::vector<uint32_t> handed_steps_;  // under handed_mutex_, in marker order
 
   static constexpr size_t kMaxPendingRecords = 1u << 16;
   // Records held that wake an idle collector (enqueue_groups); fewer wait for its next look,

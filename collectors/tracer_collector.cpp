@@ -44,6 +44,7 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
   if (!collector_running_) {
     collector_running_ = true;
     collector_ = std::thread([this] { collector_loop(); });
+    collector_started_.store(true, std::memory_order_release);
   }
   return pending;
 }
@@ -158,6 +159,7 @@ void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t
   if (!collector_running_) {
     collector_running_ = true;
     collector_ = std::thread([this] { collector_loop(); });
+    collector_started_.store(true, std::memory_order_release);
   }
   collector_wake_.notify_one();
 }
@@ -226,6 +228,7 @@ void Tracer::collector_loop() {
       finish_steps_locked();
       continue;
     }
+    take_handed_steps_locked();
     collector_idle_ = !busy;
     collector_wake_.wait_for(lock, busy ? std::chrono::milliseconds(1) : kIdlePoll);
     collector_idle_ = false;
@@ -242,6 +245,20 @@ void Tracer::finish_steps_locked() {
   }
 }
 
+void Tracer::take_handed_steps_locked() {
+  thread_local auto* taken_buffer = new std::vector<uint32_t>;  // never freed (exit)
+  std::vector<uint32_t>& taken = *taken_buffer;
+  {
+    std::lock_guard handed(handed_mutex_);
+    if (handed_steps_.empty()) return;
+    taken.swap(handed_steps_);
+  }
+  steps_to_end_.insert(steps_to_end_.end(), taken.begin(), taken.end());
+  stats.steps_handed.fetch_add(taken.size(), std::memory_order_relaxed);
+  taken.clear();
+  finish_steps_locked();
+}
+
 void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t source,
                            std::optional<uint64_t> job_step) {
   trace::Record record;
@@ -255,16 +272,24 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
     record.fields[trace::fields::StepMarker::numbered] = 1;
   }
   append(record);
-  std::lock_guard lock(pending_mutex_);
-  if (stream_steps().enabled()) {
-    // Another thread's stream may still add records to `finished` (it moves at its next order
-    // point, stream_steps.h), but none to the step before it.
-    StreamSteps::thread_started(finished + 1);
-    if (finished > 0) steps_to_end_.push_back(finished - 1);
-  } else {
-    steps_to_end_.push_back(finished);
+  // The step whose records are all made: under stream-ordered steps another thread's stream may
+  // still add records to `finished` (it moves at its next order point, stream_steps.h), but none
+  // to the step before it.
+  const bool by_streams = stream_steps().enabled();
+  if (by_streams) StreamSteps::thread_started(finished + 1);
+  if (!by_streams || finished > 0) {
+    const uint32_t ended = by_streams ? finished - 1 : finished;
+    if (collector_started_.load(std::memory_order_acquire)) {
+      std::lock_guard handed(handed_mutex_);
+      handed_steps_.push_back(ended);
+    } else {
+      // No collector yet (metrics, or nothing held so far): the marker ends the step, as the
+      // collector would, under the lock (records held from now on wait for their step's end).
+      std::lock_guard lock(pending_mutex_);
+      steps_to_end_.push_back(ended);
+      finish_steps_locked();
+    }
   }
-  finish_steps_locked();
   if (config_.debug) {
     self_time::Untimed quiet;  // LOCKSTEP_DEBUG's own line: not what the marker costs a job
     debug(fmt::format("step {} -> {} ({})", finished, finished + 1, marker));
@@ -320,6 +345,7 @@ void Tracer::drain_at_close() {
       state.waiters.clear();
     }
     pending_per_step_.clear();
+    take_handed_steps_locked();
     finish_steps_locked();
   }
 }

@@ -67,6 +67,7 @@ struct TracerStats {
   std::atomic<uint64_t> fingerprints_dropped{0};  // buffers flagged kFingerprintDropped
   std::atomic<uint64_t> regions_shared{0};  // hashed once for two records (see enqueue_groups)
   std::atomic<uint64_t> collector_wakes{0};  // an idle collector woken by a launching thread
+  std::atomic<uint64_t> steps_handed{0};     // step ends markers left to the collector's thread
 
   // ---- reused input digests (region_digests.h), level full ----------------------------------
   std::atomic<uint64_t> digests_reused{0};     // inputs filled from an arrived digest

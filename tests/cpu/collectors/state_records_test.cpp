@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "collectors/lockstep.h"
@@ -74,6 +75,33 @@ TEST_F(MergeTest, AStateCallOnceAStepLeavesTheIdleCollectorAsleep) {
     ASSERT_EQ(r.buffers.size(), 1u);
     expect_digest_of_its_bytes(r.buffers[0], std::string(reader->string(r.name)));
   }
+}
+
+// Once the collector's thread runs (the first state call starts it), a marker leaves the step it
+// ended to that thread: the job's thread takes no lock the collector holds and makes no futex
+// call (the writer's wake) at a step's end (issue #34). Every step still gets its summary, which
+// counts the step's records, the state records the collector appended after the marker too.
+TEST_F(MergeTest, MarkersLeaveTheirStepEndsToTheCollectorOnceItRuns) {
+  const std::string log = run([](std::string* text) {
+    for (int step = 0; step < 3; ++step) {
+      send_three_parameters();
+      lockstep_step();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its look: kIdlePoll, 20 ms
+    *text = std::to_string(Tracer::get()->stats.steps_handed.load());
+  });
+  EXPECT_EQ(log, "3");
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
+  std::map<uint32_t, uint64_t> per_step;
+  reader->for_each_record([&](const trace::Record& r) {
+    ++per_step[r.step];
+    return true;
+  });
+  std::map<uint32_t, uint64_t> summarized;
+  for (const trace::StepSummary& s : reader->step_summaries()) summarized[s.step] = s.record_count;
+  EXPECT_EQ(summarized, per_step);
+  for (uint32_t step = 0; step < 3; ++step) EXPECT_GE(per_step[step], 3u) << step;
 }
 
 // Past a few regions a launch finds its repeated ones through an index (region_index.h): a
