@@ -109,7 +109,8 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   constexpr size_t kCompareDirectly = 16;
   thread_local auto* index_buffer = new RegionIndex;  // never freed (exit)
   RegionIndex& index = *index_buffer;
-  const bool indexed = total > kCompareDirectly;
+  // One group whose regions are distinct looks nothing up: no index to clear.
+  const bool indexed = total > kCompareDirectly && (count > 1 || groups[0].repeats);
   if (indexed) index.reset(total);
   size_t inserted = 0;
   size_t earlier = 0;  // the regions a region is looked up among: all[0, earlier)

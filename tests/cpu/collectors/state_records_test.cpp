@@ -120,24 +120,68 @@ TEST_F(MergeTest, StateOfFortyTensorsHashesARepeatedOneOnce) {
     ptrs[31] = ptrs[4];  // the same region again
     ptrs[35] = ptrs[7], bytes[35] = 512;  // the same start, another extent: its own region
     lockstep_fingerprint_many(kTensors, ptrs, bytes, names, kStreamS, 0);
+    // Again, as the next optimizer step: the call the last one made, taken as it was.
+    lockstep_fingerprint_many(kTensors, ptrs, bytes, names, kStreamS, 0);
     *text = hash_launches();
   });
-  EXPECT_EQ(log, "S39");
+  EXPECT_EQ(log, "S39 S39");
   auto reader = the_trace();
   ASSERT_TRUE(reader);
   const auto records = state_records(*reader);
-  ASSERT_EQ(records.size(), static_cast<size_t>(kTensors));
-  for (const trace::Record& r : records) {
-    // One identity for the call's records, and consecutive seqs.
-    EXPECT_EQ(r.seq, records[0].seq + static_cast<uint64_t>(&r - records.data()));
-    EXPECT_EQ(r.stream, records[0].stream);
-    EXPECT_EQ(r.thread, records[0].thread);
-    ASSERT_EQ(r.buffers.size(), 1u);
-    const trace::BufferFingerprint& b = r.buffers[0];
-    expect_digest_of_its_bytes(b, std::to_string(r.seq));
+  ASSERT_EQ(records.size(), static_cast<size_t>(2 * kTensors));
+  for (int call = 0; call < 2; ++call) {
+    const trace::Record* first = &records[static_cast<size_t>(call * kTensors)];
+    for (int i = 0; i < kTensors; ++i) {
+      const trace::Record& r = first[i];
+      // One identity for the call's records, and consecutive seqs.
+      EXPECT_EQ(r.seq, first->seq + static_cast<uint64_t>(i));
+      EXPECT_EQ(r.stream, first->stream);
+      EXPECT_EQ(r.thread, first->thread);
+      ASSERT_EQ(r.buffers.size(), 1u);
+      expect_digest_of_its_bytes(r.buffers[0], std::to_string(r.seq));
+    }
+    EXPECT_EQ(first[31].buffers[0].alloc_offset, first[4].buffers[0].alloc_offset);
+    EXPECT_EQ(first[35].buffers[0].bytes, 512u);
   }
-  EXPECT_EQ(records[31].buffers[0].alloc_offset, records[4].buffers[0].alloc_offset);
-  EXPECT_EQ(records[35].buffers[0].bytes, 512u);
+  EXPECT_GT(records[kTensors].seq, records[kTensors - 1].seq);
+}
+
+// A call that repeats the last one (the PyTorch hook's, every step) takes the entries the last
+// one built; one that differs in a size, a pointer or a name builds them again: no record may
+// carry the last call's extent, offset or name.
+TEST_F(MergeTest, AStateCallThatDiffersFromTheLastOneIsDescribedAnew) {
+  run([](std::string*) {
+    const void* ptrs[] = {reinterpret_cast<void*>(kMergeBase), reinterpret_cast<void*>(kMergeBase + 4096)};
+    unsigned long long bytes[] = {4096, 1024};
+    const char* names[] = {"a", "b"};
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 0);
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 0);  // the same
+    bytes[1] = 512;
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 0);  // another size
+    ptrs[1] = reinterpret_cast<void*>(kMergeBase + 8192);
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 0);  // another pointer
+    names[0] = "c";
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 0);  // another name
+  });
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 10u);
+  const uint64_t sizes[] = {1024, 1024, 512, 512, 512};
+  const uint64_t offsets[] = {4096, 4096, 4096, 8192, 8192};
+  const char* first_names[] = {"a", "a", "a", "a", "c"};
+  for (size_t call = 0; call < 5; ++call) {
+    const trace::Record& a = records[2 * call];
+    const trace::Record& b = records[2 * call + 1];
+    EXPECT_EQ(reader->string(a.name), first_names[call]) << call;
+    EXPECT_EQ(reader->string(b.name), "b") << call;
+    EXPECT_EQ(b.fields[trace::fields::State::bytes], sizes[call]) << call;
+    ASSERT_EQ(b.buffers.size(), 1u) << call;
+    EXPECT_EQ(b.buffers[0].bytes, sizes[call]) << call;
+    EXPECT_EQ(b.buffers[0].alloc_offset, offsets[call]) << call;
+    expect_digest_of_its_bytes(b.buffers[0], std::to_string(call));
+    if (call > 0) EXPECT_GT(a.seq, records[2 * call - 1].seq) << call;
+  }
 }
 
 // A call's records come from one held record (its entries, one per tensor that has bytes),
