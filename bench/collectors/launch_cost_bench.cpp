@@ -77,24 +77,35 @@ struct Params {
   } tensors;
 };
 
+// The kernel launch the modes make: its parameters point into the allocation at `base`. Built in
+// place (its parameter array points at its own members).
+struct BenchLaunch {
+  Params p{};
+  void* params[2] = {&p.n, &p.tensors};
+  KernelLaunch l;
+  explicit BenchLaunch(CUdeviceptr base) {
+    p.n = 1 << 20;
+    for (int i = 0; i < 3; ++i) p.tensors.pointers[i] = base + (i + 1) * (1 << 20);
+    for (int i = 0; i < 4; ++i) p.tensors.sizes[i] = 4096 >> i;
+    l.api = LaunchApi::DriverLaunch;
+    l.handle_kind = FunctionHandle::DriverFunction;
+    l.handle = reinterpret_cast<const void*>(0x1234);
+    l.grid[0] = 1024;
+    l.block[0] = 256;
+    l.kernel_params = params;
+  }
+  BenchLaunch(const BenchLaunch&) = delete;
+  BenchLaunch& operator=(const BenchLaunch&) = delete;
+};
+
 // result[0]: ns per launch back to back; result[1]: hash launches per kernel; result[2]: the
 // median ns of one launch at a training job's pace, 512 KiB of reads before each (PyTorch's
 // dispatcher and the driver evict the shim's code and data between two launches).
 void measure(long launches, double* result) {
   const CUdeviceptr base = 0x7f0000000000;
   on_alloc(base, 64 << 20);
-  Params p{};
-  p.n = 1 << 20;
-  for (int i = 0; i < 3; ++i) p.tensors.pointers[i] = base + (i + 1) * (1 << 20);
-  for (int i = 0; i < 4; ++i) p.tensors.sizes[i] = 4096 >> i;
-  void* params[] = {&p.n, &p.tensors};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = reinterpret_cast<const void*>(0x1234);
-  l.grid[0] = 1024;
-  l.block[0] = 256;
-  l.kernel_params = params;
+  const BenchLaunch launch(base);
+  const KernelLaunch& l = launch.l;
   for (int i = 0; i < 1000; ++i) kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);  // warm
   lockstep::testing::FakeGpu::instance().reset_count();
   const auto start = std::chrono::steady_clock::now();
@@ -121,24 +132,31 @@ void measure(long launches, double* result) {
 // the fake GPU behind the hash engine. result[0]: ns per call; result[1]: hash launches per call;
 // result[2]: the median call at a job's pace (as above).
 constexpr int kStateTensors = 77;
-void measure_state(long calls, double* result) {
-  const CUdeviceptr base = 0x7f0000000000;
+// The state call's tensors, each in an allocation of its own from `base`.
+struct StateTensors {
   std::vector<const void*> ptrs;
   std::vector<unsigned long long> bytes;
   std::vector<std::string> names;
-  for (int i = 0; i < kStateTensors; ++i) {
-    const CUdeviceptr at = base + static_cast<CUdeviceptr>(i) * (4 << 20);
-    on_alloc(at, 4 << 20);
-    ptrs.push_back(reinterpret_cast<const void*>(at));
-    bytes.push_back(i % 3 == 0 ? 2048 : (1 << 20));
-    names.push_back("blocks." + std::to_string(i / 12) + ".param" + std::to_string(i % 12));
-  }
   std::vector<const char*> name_ptrs;
-  for (const auto& n : names) name_ptrs.push_back(n.c_str());
-  auto call = [&] {
+  explicit StateTensors(CUdeviceptr base) {
+    for (int i = 0; i < kStateTensors; ++i) {
+      const CUdeviceptr at = base + static_cast<CUdeviceptr>(i) * (4 << 20);
+      on_alloc(at, 4 << 20);
+      ptrs.push_back(reinterpret_cast<const void*>(at));
+      bytes.push_back(i % 3 == 0 ? 2048 : (1 << 20));
+      names.push_back("blocks." + std::to_string(i / 12) + ".param" + std::to_string(i % 12));
+    }
+    for (const auto& n : names) name_ptrs.push_back(n.c_str());
+  }
+  void call() const {
     lockstep_fingerprint_many(kStateTensors, ptrs.data(), bytes.data(), name_ptrs.data(), nullptr,
                               0);
-  };
+  }
+};
+
+void measure_state(long calls, double* result) {
+  const StateTensors tensors(0x7f0000000000);
+  auto call = [&] { tensors.call(); };
   for (int i = 0; i < 20; ++i) call();  // warm
   lockstep::testing::FakeGpu::instance().reset_count();
   const auto start = std::chrono::steady_clock::now();
@@ -171,29 +189,9 @@ void measure_state(long calls, double* result) {
 // the median marker, in ns.
 void measure_step(long steps, double* result) {
   const CUdeviceptr base = 0x7f0000000000;
-  std::vector<const void*> ptrs;
-  std::vector<unsigned long long> bytes;
-  std::vector<std::string> names;
-  for (int i = 0; i < kStateTensors; ++i) {
-    const CUdeviceptr at = base + static_cast<CUdeviceptr>(i) * (4 << 20);
-    on_alloc(at, 4 << 20);
-    ptrs.push_back(reinterpret_cast<const void*>(at));
-    bytes.push_back(i % 3 == 0 ? 2048 : (1 << 20));
-    names.push_back("blocks." + std::to_string(i / 12) + ".param" + std::to_string(i % 12));
-  }
-  std::vector<const char*> name_ptrs;
-  for (const auto& n : names) name_ptrs.push_back(n.c_str());
-  Params p{};
-  p.n = 1 << 20;
-  for (int i = 0; i < 3; ++i) p.tensors.pointers[i] = base + (i + 1) * (1 << 20);
-  void* params[] = {&p.n, &p.tensors};
-  KernelLaunch l;
-  l.api = LaunchApi::DriverLaunch;
-  l.handle_kind = FunctionHandle::DriverFunction;
-  l.handle = reinterpret_cast<const void*>(0x1234);
-  l.grid[0] = 1024;
-  l.block[0] = 256;
-  l.kernel_params = params;
+  const StateTensors tensors(base);
+  const BenchLaunch launch(base);  // into the first tensor's allocation
+  const KernelLaunch& l = launch.l;
   std::vector<uint64_t> job_memory((64u << 10) / sizeof(uint64_t), 1);
   uint64_t sink = 0;
   std::vector<double> state_ns, marker_ns;
@@ -204,8 +202,7 @@ void measure_step(long steps, double* result) {
       kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
     }
     auto t0 = std::chrono::steady_clock::now();
-    lockstep_fingerprint_many(kStateTensors, ptrs.data(), bytes.data(), name_ptrs.data(), nullptr,
-                              0);
+    tensors.call();
     const double state = std::chrono::duration<double, std::nano>(
                              std::chrono::steady_clock::now() - t0).count();
     const auto wait_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
