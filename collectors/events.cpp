@@ -291,3 +291,7 @@ void stream_event_waited(CUstream stream, bool per_thread_default, CUevent event
 }
 
 }  // namespace lockstep::collectors
+
+extern "C" int lockstep_capture_begun(void) {
+  return lockstep::collectors::capture_begun() ? 1 : 0;
+}

@@ -44,6 +44,11 @@ __attribute__((visibility("default"))) void lockstep_fingerprint_many(
     unsigned long long n, const void* const* ptrs, const unsigned long long* bytes,
     const char* const* names, void* stream, int kind);
 
+/* Nonzero once a stream capture (a CUDA graph being recorded) has begun anywhere in the process;
+ * before that no stream can be capturing. Lets a per-step hook skip asking the runtime whether
+ * its stream captures (the PyTorch state hook's steady step, python/src/state_hook.cpp). */
+__attribute__((visibility("default"))) int lockstep_capture_begun(void);
+
 /* A named range opens on the calling thread: every record the thread makes until the matching
  * lockstep_scope_pop carries it (inside the ranges already open), and `lockstep show`, `diff` and
  * `export` name it. The same as an NVTX range push/pop, for jobs without NVTX; `name` is copied.

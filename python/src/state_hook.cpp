@@ -5,7 +5,8 @@
 // host 65-75 us a step, run cold after the job's work (issue #34): three frames, their bytecode
 // and ctypes' call (libffi's converters, code the job never runs otherwise). Here it is one C call
 // from torch's hook loop: the checks, torch's own data_ptr per parameter, the stream, and the
-// shim's function called directly.
+// shim's function called directly; torch's capture check only once the shim saw a capture begin
+// (lockstep_capture_begun).
 //
 // Anything that is not that steady step (another optimizer, a parameter added, moved or gone, an
 // error raised by any call) goes to the Python hook, unchanged (`slow`), which prepares the call
@@ -29,6 +30,10 @@ using FingerprintMany = void (*)(unsigned long long n, const void* const* ptrs,
                                  void* stream, int kind);
 // collectors/lockstep.h's, found in the process's global scope (the shim is preloaded), or null.
 FingerprintMany g_fingerprint_many = nullptr;
+// lockstep_capture_begun: before the process's first capture no stream captures, and torch's
+// check (a runtime call, cold once a step) is not asked. Null with an older shim: always asked.
+using CaptureBegun = int (*)();
+CaptureBegun g_capture_begun = nullptr;
 PyObject* g_params_key = nullptr;  // "params", a param group's key
 
 // One prepared lockstep_fingerprint_many call: its arrays belong to a lockstep._shim.Batch that
@@ -136,12 +141,14 @@ bool unchanged(SteadyStep* self, PyObject* optimizer, uint64_t* mark) {
 // 1: the step is done (sent, or a capture: nothing to send); 0: the Python hook's.
 int steady_step(SteadyStep* self, PyObject* optimizer, uint64_t start) {
   uint64_t mark = start;
-  PyObject* capture = PyObject_CallObject(self->capturing, nullptr);
-  if (capture == nullptr) return 0;
-  const int capturing = PyObject_IsTrue(capture);
-  Py_DECREF(capture);
-  if (capturing < 0) return 0;
-  if (capturing) return 1;  // nothing runs now, and a graph's replays run no hook
+  if (g_capture_begun == nullptr || g_capture_begun() != 0) {
+    PyObject* capture = PyObject_CallObject(self->capturing, nullptr);
+    if (capture == nullptr) return 0;
+    const int capturing = PyObject_IsTrue(capture);
+    Py_DECREF(capture);
+    if (capturing < 0) return 0;
+    if (capturing) return 1;  // nothing runs now, and a graph's replays run no hook
+  }
   lap(self, kCapture, &mark);
   if (!unchanged(self, optimizer, &mark)) return 0;
   // Every stream before the first call: a failure after it would send a call twice.
@@ -296,6 +303,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_state_hook",
 extern "C" __attribute__((visibility("default"))) PyObject* PyInit__state_hook() {
   g_fingerprint_many =
       reinterpret_cast<FingerprintMany>(dlsym(RTLD_DEFAULT, "lockstep_fingerprint_many"));
+  g_capture_begun = reinterpret_cast<CaptureBegun>(dlsym(RTLD_DEFAULT, "lockstep_capture_begun"));
   if (g_params_key == nullptr) g_params_key = PyUnicode_InternFromString("params");
   if (g_params_key == nullptr) return nullptr;
   PyObject* module = PyModule_Create(&module_def);

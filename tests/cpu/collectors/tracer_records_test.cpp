@@ -576,6 +576,18 @@ TEST_F(RuntimeTest, CaptureStateIsQueriedOnlyOnceACaptureBegan) {
   }
 }
 
+// The C API's answer (the PyTorch state hook asks it before asking torch): 0 until a capture
+// begins anywhere in the process, then 1.
+TEST_F(RuntimeTest, TheCApiSaysWhetherACaptureHasBegun) {
+  ChildResult child = run_child(env("broad"), [] {
+    const int before = lockstep_capture_begun();
+    capture_begins();
+    std::_Exit(before * 10 + lockstep_capture_begun());
+  });
+  ASSERT_TRUE(WIFEXITED(child.status)) << child.stderr_text;
+  EXPECT_EQ(WEXITSTATUS(child.status), 1);
+}
+
 TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   auto vars = env("full");
   vars["LOCKSTEP_MAX_REGION"] = "4K";

@@ -31,6 +31,8 @@ void lockstep_marker(const char* text) {
   line(buf);
 }
 void lockstep_step_order_streams(void) { line("stream order\n"); }
+/* As the shim's: set LOCKSTEP_TEST_CAPTURE_BEGUN for a process in which a capture began. */
+int lockstep_capture_begun(void) { return getenv("LOCKSTEP_TEST_CAPTURE_BEGUN") != NULL; }
 void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
                                const unsigned long long* bytes, const char* const* names,
                                void* stream, int kind) {

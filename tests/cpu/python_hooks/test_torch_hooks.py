@@ -77,6 +77,18 @@ class TorchHooks(unittest.TestCase):
         assert calls == one_step * 2
 
 
+    def test_the_steady_step_asks_whether_its_stream_captures_only_once_a_capture_began(self):
+        # Before the process's first capture (the shim's lockstep_capture_begun) no stream can
+        # be capturing: the C steady step does not ask torch (a runtime call, run cold once a
+        # step). The first step is the Python hook's, which asks; so does every step without C.
+        body = MODEL + "opt.step(); opt.step(); opt.step(); print(1000 - len(torch._C._capture_answers))"
+        for begun, asked_in_c in ((False, 1), (True, 3)):
+            extra = {"LOCKSTEP_TEST_CAPTURE_BEGUN": "1"} if begun else {}
+            done, calls = run(body, self.tmp, extra_env=extra)
+            assert done.returncode == 0, done.stderr
+            assert len(calls.split("state ")[1:]) == 3, calls
+            assert int(done.stdout) == (asked_in_c if STEADY_IN_C else 3), (begun, done.stdout)
+
     def test_under_lockstep_debug_the_hook_reports_its_own_time_its_first_call_apart(self):
         # The first step walks the names and prepares the call (slow); the next two only send.
         done, calls = run(MODEL + "opt.step(); opt.step(); opt.step()", self.tmp,

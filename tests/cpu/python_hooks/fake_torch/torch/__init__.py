@@ -31,7 +31,10 @@ def is_tensor(value):
 
 class _C:
     """torch._C's functions the hooks may call, as C functions (builtins: no Python frame)."""
-    _cuda_isCurrentStreamCapturing = bool  # bool() is False: not capturing
+    # Not capturing: each call takes one False off the list (a builtin), so a test counts the
+    # calls by what is left.
+    _capture_answers = [False] * 1000
+    _cuda_isCurrentStreamCapturing = _capture_answers.pop
 
 
 from torch import autograd, compiler, cuda, nn, optim  # noqa: E402,F401  (after Tensor)
