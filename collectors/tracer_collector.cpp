@@ -278,6 +278,7 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
   const bool by_streams = stream_steps().enabled();
   if (by_streams) StreamSteps::thread_started(finished + 1);
   if (!by_streams || finished > 0) {
+    self_time::Scope ending(self_time::Phase::StepEnd);
     const uint32_t ended = by_streams ? finished - 1 : finished;
     if (collector_started_.load(std::memory_order_acquire)) {
       std::lock_guard handed(handed_mutex_);

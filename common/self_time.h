@@ -56,6 +56,8 @@ enum class Phase : uint8_t {
   Plan,          // buffer entries and regions planned
   Hold,          // the record held for its digests
   Append,        // a finished record handed to the trace writer (hash, encode)
+  StepEnd,       // a marker ending its step: handed to the collector, or ended here (the lock,
+                 // the writer's wake)
   // Not the shim's: the job's own call, forwarded to the real library (outermost layer only;
   // a kernel launch below broad too, which is no event there, so that levels compare).
   RealCall,
@@ -69,7 +71,7 @@ inline constexpr const char* kPhaseNames[] = {
     "call begin",    "call end",     "alloc",      "free",       "order point",
     "marker",        "state",        "kernel begin", "kernel end", "gemm begin", "hash enqueue",
     "engine launch", "lock wait",    "describe",   "stamp",      "capture query",
-    "decode",        "plan",         "hold",       "append",     "real call"};
+    "decode",        "plan",         "hold",       "append",     "step end",   "real call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 
