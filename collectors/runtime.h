@@ -323,6 +323,8 @@ class Tracer {
   // The step ends markers handed over (step_advanced) into steps_to_end_, then ended as far as
   // their records are out; pending_mutex_ held.
   void take_handed_steps_locked();
+  // Starts the collector's thread unless it runs; pending_mutex_ held.
+  void start_collector_locked();
   struct HashGroup {
     PendingRecord* pending;
     const PlannedRegion* regions;
@@ -478,13 +480,12 @@ class Tracer {
   std::condition_variable collector_wake_;
   bool collector_idle_ = false;  // in its long wait: new digests must wake it (else it polls)
   std::thread collector_;
-  bool collector_running_ = false;
+  // Set once, under pending_mutex_, by start_collector_locked; read without it by markers: once
+  // the collector's thread runs, a marker hands the step it ended to it instead of ending the
+  // step itself (the job's thread takes no lock the collector holds and makes no futex call, the
+  // writer's wake, at a step's end; the collector's next look, kIdlePoll at most, ends it).
+  std::atomic<bool> collector_running_{false};
   bool closing_ = false;
-  // Once the collector's thread runs, a marker hands the step it ended to it instead of ending
-  // the step itself: the job's thread takes no lock the collector holds and makes no futex call
-  // (the writer's wake) at a step's end; the collector's next look (kIdlePoll at most) ends it.
-  // collector_started_ is collector_running_, readable without pending_mutex_.
-  std::atomic<bool> collector_started_{false};
   std::mutex handed_mutex_;
   std::vector<uint32_t> handed_steps_;  // under handed_mutex_, in marker order
 

@@ -74,12 +74,14 @@ bool distinct_regions(const std::vector<PlannedRegion>& plan) {
   return std::adjacent_find(keys.begin(), keys.end()) == keys.end();
 }
 
-// The call's buffer entries, parts and regions, built tensor by tensor (looked up where the last
-// call's lookups do not hold), and kept in `known` for a call that repeats this one.
+// The call's buffer entries (into `batch`), parts and regions (into known.parts and known.plan),
+// built tensor by tensor (looked up where the last call's lookups do not hold), and kept in
+// `known` for a call that repeats this one.
 void describe_tensors(Tracer* tracer, Lookups& known, uint64_t generation, bool hash, size_t n,
                       const void* const* ptrs, const unsigned long long* bytes,
-                      const char* const* names, trace::Record* batch,
-                      std::vector<StatePart>* parts, std::vector<PlannedRegion>* plan) {
+                      const char* const* names, trace::Record* batch) {
+  std::vector<StatePart>* parts = &known.parts;
+  std::vector<PlannedRegion>* plan = &known.plan;
   const trace::StringId label = tracer->intern("value");
   const bool same_tracer = known.tracer == tracer;
   const bool hits_hold = same_tracer && known.generation == generation;
@@ -112,8 +114,6 @@ void describe_tensors(Tracer* tracer, Lookups& known, uint64_t generation, bool 
   known.hashed = hash;
   known.bytes.assign(bytes, bytes + n);
   known.buffers.assign(batch->buffers.begin(), batch->buffers.end());
-  known.parts.assign(parts->begin(), parts->end());
-  known.plan.assign(plan->begin(), plan->end());
   known.distinct = distinct_regions(*plan);
 }
 
@@ -141,22 +141,18 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   // thread was most of a PyTorch step's state call (issue #34).
   thread_local auto* batch_buffer = new trace::Record;
   thread_local auto* parts_buffer = new std::vector<StatePart>;
-  thread_local auto* plan_buffer = new std::vector<PlannedRegion>;
   trace::Record& batch = *batch_buffer;
-  std::vector<StatePart>& parts = *parts_buffer;
-  std::vector<PlannedRegion>& plan = *plan_buffer;
+  std::vector<StatePart>& parts = *parts_buffer;  // the held record's, swapped into it
   batch.clear();
   const uint64_t first_seq = tracer->next_seqs(n);
   tracer->stamp_with_seq(&batch, trace::RecordKind::State, "", stream, false, first_seq);
   batch.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
-  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names)) {
+  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names))
     batch.buffers.assign(known.buffers.begin(), known.buffers.end());
-    parts.assign(known.parts.begin(), known.parts.end());
-    plan.assign(known.plan.begin(), known.plan.end());
-  } else {
-    describe_tensors(tracer, known, generation, hash, n, ptrs, bytes, names, &batch, &parts,
-                     &plan);
-  }
+  else
+    describe_tensors(tracer, known, generation, hash, n, ptrs, bytes, names, &batch);
+  parts.assign(known.parts.begin(), known.parts.end());
+  const std::vector<PlannedRegion>& plan = known.plan;
   if (plan.empty()) {  // outside the step window, or nothing to read: identities only
     tracer->append_state_parts(batch, parts);
     return;

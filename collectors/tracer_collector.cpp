@@ -41,12 +41,14 @@ PendingRecord* Tracer::hold(trace::Record&& record) {
   PendingRecord* pending = new_pending_locked(record);
   ++pending_records_;
   ++pending_per_step_[pending->record.step];
-  if (!collector_running_) {
-    collector_running_ = true;
-    collector_ = std::thread([this] { collector_loop(); });
-    collector_started_.store(true, std::memory_order_release);
-  }
+  start_collector_locked();
   return pending;
+}
+
+void Tracer::start_collector_locked() {
+  if (collector_running_.load(std::memory_order_relaxed)) return;
+  collector_ = std::thread([this] { collector_loop(); });
+  collector_running_.store(true, std::memory_order_release);
 }
 
 bool Tracer::deliver(PendingRecord* pending, uint32_t buffer_index, uint64_t digest, bool valid) {
@@ -156,11 +158,7 @@ void Tracer::when_stream_done(CUstream stream, bool per_thread_default, uint32_t
   std::lock_guard lock(pending_mutex_);
   stream_done_.push_back({event, step, std::move(done)});
   ++pending_per_step_[step];
-  if (!collector_running_) {
-    collector_running_ = true;
-    collector_ = std::thread([this] { collector_loop(); });
-    collector_started_.store(true, std::memory_order_release);
-  }
+  start_collector_locked();
   collector_wake_.notify_one();
 }
 
@@ -280,7 +278,7 @@ void Tracer::step_advanced(uint32_t finished, std::string_view marker, uint64_t 
   if (!by_streams || finished > 0) {
     self_time::Scope ending(self_time::Phase::StepEnd);
     const uint32_t ended = by_streams ? finished - 1 : finished;
-    if (collector_started_.load(std::memory_order_acquire)) {
+    if (collector_running_.load(std::memory_order_acquire)) {
       std::lock_guard handed(handed_mutex_);
       handed_steps_.push_back(ended);
     } else {
