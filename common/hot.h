@@ -17,4 +17,16 @@
 // function, and a function that straddles lines where it could fit fewer costs a miss for
 // nothing (54 against 52 code lines a cold launch, bench/collectors/launch_lines.py; the padding
 // is never fetched).
-#define LOCKSTEP_LAUNCH_PATH __attribute__((hot, aligned(64), section(".text.sorted.lockstep_launch")))
+//
+// Within the run, by the sections' names: the collectors' and the writer's functions first
+// (LOCKSTEP_LAUNCH_PATH), then the interceptors the jobs launch through (LOCKSTEP_LAUNCH_ENTRY:
+// __cudaLaunchKernel for PyTorch's own kernels, cuLaunchKernel for JAX and Triton), then their
+// twins (LOCKSTEP_LAUNCH_TWIN: the _ptsz variants). An interceptor inlines its whole traced call,
+// the paths a launch rarely takes (LOCKSTEP_DEBUG's timing, validation, a replay) at its end:
+// ~4 KiB each, of which a launch runs the first few lines. A function in a section of its own
+// choosing is never split into hot and cold parts, so the twins go after the path, not inside it.
+#define LOCKSTEP_LAUNCH_SECTION(order) \
+  __attribute__((hot, aligned(64), section(".text.sorted.lockstep_launch_" order)))
+#define LOCKSTEP_LAUNCH_PATH LOCKSTEP_LAUNCH_SECTION("1_path")
+#define LOCKSTEP_LAUNCH_ENTRY LOCKSTEP_LAUNCH_SECTION("2_entry")
+#define LOCKSTEP_LAUNCH_TWIN LOCKSTEP_LAUNCH_SECTION("3_twin")

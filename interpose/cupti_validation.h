@@ -34,8 +34,11 @@ class Bracket {
 };
 
 // forward() inside a Bracket when validation is on; plain forward() otherwise.
+// Always inlined: taking forward's address in a call would keep an interceptor's closure in
+// memory on its every call, validating or not (interpose/launch_hooks.cpp).
 template <typename Forward>
-auto bracketed(coverage::PushScope scope, bool traced, Forward&& forward) {
+[[gnu::always_inline]] inline auto bracketed(coverage::PushScope scope, bool traced,
+                                             Forward&& forward) {
   if (!enabled() || scope == coverage::PushScope::None) return forward();
   Bracket bracket(scope, traced);
   return forward();

@@ -49,8 +49,11 @@ inline coverage::PushScope validation_scope(Scope scope) {
 // forward() inside a `scope` nesting level; when validating (cupti_validation.h), inside an
 // external correlation id too; when this is the outermost call of that scope and
 // operations are traced, brackets it with begin() -> token and end(token, result).
+// Always inlined: each interceptor's instantiation is its own (its lambdas' types), and one shared
+// by two interceptors (a _ptsz twin) would otherwise be a call, its frame and its code lines.
 template <typename Forward, typename Begin, typename End>
-LOCKSTEP_HOT auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End&& end) {
+[[gnu::always_inline]] inline auto traced_call(Scope scope, Forward&& forward, Begin&& begin,
+                                               End&& end) {
   Nesting nesting(scope);
   if (!nesting.outermost()) return forward();
   if (!trace_operations()) {
@@ -60,19 +63,37 @@ LOCKSTEP_HOT auto traced_call(Scope scope, Forward&& forward, Begin&& begin, End
   }
   namespace self_time = collectors::self_time;
   uint64_t token = 0;
+  // LOCKSTEP_DEBUG's timing and LOCKSTEP_VALIDATE's brackets on a branch of their own (one test,
+  // both switches in the line every traced call reads): the plain path passes none of the three
+  // scopes, each of which, off, still costs a load, a branch and a store to the stack (18
+  // instructions and 3 code lines of a broad launch, bench/collectors/launch_lines.py). Inline,
+  // not a call: an out-of-line function would need the three closures built in memory.
+  if (self_time::enabled.load(std::memory_order_relaxed) || validation::enabled()) [[unlikely]] {
+    try {
+      self_time::Scope timed(self_time::Phase::CallBegin);
+      token = begin();
+    } catch (...) {
+      token = 0;
+    }
+    auto result = [&] {
+      self_time::Scope timed(self_time::Phase::RealCall);  // once: nested layers return above
+      return validation::enabled()
+                 ? validation::bracketed(validation_scope(scope), true, forward)
+                 : forward();
+    }();
+    try {
+      self_time::Scope timed(self_time::Phase::CallEnd);
+      end(token, result);
+    } catch (...) {}
+    return result;
+  }
   try {
-    self_time::Scope timed(self_time::Phase::CallBegin);
     token = begin();
   } catch (...) {
     token = 0;
   }
-  auto result = [&] {
-    self_time::Scope timed(self_time::Phase::RealCall);  // once: nested layers return above
-    return validation::enabled() ? validation::bracketed(validation_scope(scope), true, forward)
-                                 : forward();
-  }();
+  auto result = forward();
   try {
-    self_time::Scope timed(self_time::Phase::CallEnd);
     end(token, result);
   } catch (...) {}
   return result;

@@ -57,8 +57,10 @@
 // An interceptor on the path of a training step's every few microseconds (launches, GEMMs, async
 // copies): laid out with the collectors' hot path (common/hot.h).
 #define LOCKSTEP_HOT_INTERCEPTOR LOCKSTEP_INTERCEPTOR LOCKSTEP_HOT
-// A kernel launch's interceptor: with the rest of the launch's own path (common/hot.h).
-#define LOCKSTEP_LAUNCH_INTERCEPTOR LOCKSTEP_INTERCEPTOR LOCKSTEP_LAUNCH_PATH
+// A kernel launch's interceptor: with the rest of the launch's own path (common/hot.h); its
+// _ptsz twin right after them.
+#define LOCKSTEP_LAUNCH_INTERCEPTOR LOCKSTEP_INTERCEPTOR LOCKSTEP_LAUNCH_ENTRY
+#define LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR LOCKSTEP_INTERCEPTOR LOCKSTEP_LAUNCH_TWIN
 
 namespace lockstep::interpose {
 

@@ -29,18 +29,22 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
 // launch itself slower (its lines evicted by the shim's work, the hash launches between) is
 // then measured, not guessed. Out of line: the untimed path stays a load and a branch.
 template <typename Forward>
-[[gnu::noinline, gnu::cold]] auto timed_untraced_launch(Forward& forward) {
+[[gnu::noinline, gnu::cold]] auto timed_untraced_launch(Forward forward) {
   Nesting nesting(Scope::Launch);
   if (!nesting.outermost() || !trace_operations()) return forward();
   collectors::self_time::Scope timed(collectors::self_time::Phase::RealCall);
   return forward();
 }
 
-// Runs forward() as a traced launch described by describe().
-// LOCKSTEP_HOT (common/hot.h) on every function of a launch's path, templates too: an
-// instantiation is laid out with its hot callers only when it says so itself.
+// Runs forward() as a traced launch described by describe(). Inlined into each interceptor, so
+// that a launch's path is the interceptor (LOCKSTEP_LAUNCH_PATH, common/hot.h) and the
+// collectors' own functions. The interceptors' forward lambdas capture the arguments by value:
+// the paths that keep a forward past the call (a replay's relaunch, the timed untraced launch)
+// take a copy of it, so the hot path's closure stays in registers; captured by reference, the
+// arguments and a closure of pointers to them were stored to the stack on every launch (its
+// cold lines: bench/collectors/launch_lines.py).
 template <typename Forward, typename Describe>
-LOCKSTEP_HOT auto traced_launch(Forward&& forward, Describe&& describe) {
+[[gnu::always_inline]] inline auto traced_launch(Forward&& forward, Describe&& describe) {
   // Below broad a launch is no event (CUPTI validation still brackets it).
   if (!collectors::launches_traced() && !validation::enabled()) {
     if (collectors::self_time::enabled.load(std::memory_order_relaxed)) [[unlikely]]
@@ -49,11 +53,12 @@ LOCKSTEP_HOT auto traced_launch(Forward&& forward, Describe&& describe) {
   }
   // The launch LOCKSTEP_REPLAY names (collectors/replay.h) is relaunched right after it, with
   // this same forward: the caller's arguments stay valid until the call returns.
-  auto forward_then_replay = [&]() LOCKSTEP_HOT {
+  auto forward_then_replay = [&]() __attribute__((always_inline)) {
     auto result = forward();
     if (collectors::replay_armed()) [[unlikely]]
-      collectors::replay_after(static_cast<int>(result),
-                               [&] { return static_cast<int>(forward()); });
+      collectors::replay_after(static_cast<int>(result), [relaunch = forward]() mutable {
+        return static_cast<int>(relaunch());
+      });
     return result;
   };
   return traced_call(
@@ -65,11 +70,20 @@ LOCKSTEP_HOT auto traced_launch(Forward&& forward, Describe&& describe) {
 }
 
 // ---- runtime ----
-LOCKSTEP_HOT cudaError_t runtime_stub(bool ptsz, cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
-                         size_t smem, cudaStream_t stream) {
-  auto forward = [&] {
-    return ptsz ? LOCKSTEP_FORWARD(__cudaLaunchKernel_ptsz, kernel, grid, block, args, smem, stream)
-                : LOCKSTEP_FORWARD(__cudaLaunchKernel, kernel, grid, block, args, smem, stream);
+// Inlined into each of its two interceptors, with traced_launch and traced_call: PyTorch's every
+// kernel comes this way (FIELD-NOTES.md), and as one function called from both it was a chain of
+// four calls, each a frame and code lines of its own (bench/collectors/launch_lines.py --api
+// runtime-stub). The variant is a template argument: one forward each, not a choice of two
+// whose lambdas stayed calls.
+template <bool ptsz>
+[[gnu::always_inline]] inline cudaError_t runtime_stub(cudaKernel_t kernel, dim3 grid, dim3 block,
+                                                     void** args, size_t smem,
+                                                     cudaStream_t stream) {
+  auto forward = [=]() __attribute__((always_inline)) {
+    if constexpr (ptsz)
+      return LOCKSTEP_FORWARD(__cudaLaunchKernel_ptsz, kernel, grid, block, args, smem, stream);
+    else
+      return LOCKSTEP_FORWARD(__cudaLaunchKernel, kernel, grid, block, args, smem, stream);
   };
   return traced_launch(forward, [&] {
     KernelLaunch e;
@@ -186,13 +200,13 @@ void remember_kernel(bool ok, const void* handle) {
 LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                            dim3 blockDim, void** args,
                                                            size_t sharedMem, cudaStream_t stream) {
-  return runtime_stub(false, kernel, gridDim, blockDim, args, sharedMem, stream);
+  return runtime_stub<false>(kernel, gridDim, blockDim, args, sharedMem, stream);
 }
-LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
+LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
                                                                 dim3 blockDim, void** args,
                                                                 size_t sharedMem,
                                                                 cudaStream_t stream) {
-  return runtime_stub(true, kernel, gridDim, blockDim, args, sharedMem, stream);
+  return runtime_stub<true>(kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 
 // ---- runtime: kernel handles ----
@@ -225,7 +239,7 @@ LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary li
   LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,            \
                                         void** args, size_t sharedMem, cudaStream_t stream) {     \
     return runtime_launch(                                                                        \
-        [&] { return LOCKSTEP_FORWARD(name, func, gridDim, blockDim, args, sharedMem, stream); }, \
+        [=] { return LOCKSTEP_FORWARD(name, func, gridDim, blockDim, args, sharedMem, stream); }, \
         api, ptsz, func, gridDim, blockDim, args, sharedMem, stream);                             \
   }
 LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, LaunchApi::RuntimeLaunch, false)
@@ -237,24 +251,24 @@ LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, LaunchApi::RuntimeCoop
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
                                                      const void* func, void** args) {
   return runtime_launch_ex(
-      [&] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args); }, false, config,
+      [=] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args); }, false, config,
       func, args);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
                                                           const void* func, void** args) {
   return runtime_launch_ex(
-      [&] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC_ptsz, config, func, args); }, true, config,
+      [=] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC_ptsz, config, func, args); }, true, config,
       func, args);
 }
 
 // ---- driver ----
-#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz)                                                 \
-  LOCKSTEP_LAUNCH_INTERCEPTOR CUresult name(                                                    \
+#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz, placement)                                      \
+  placement CUresult name(                                                                      \
       CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
       unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {       \
     return traced_launch(                                                                       \
-        [&] {                                                                                   \
+        [=] {                                                                                   \
           return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,  \
                                   blockDimZ, sharedMemBytes, hStream, kernelParams, extra);     \
         },                                                                                      \
@@ -263,8 +277,9 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig
                               blockDimZ, sharedMemBytes, hStream, kernelParams, extra);         \
         });                                                                                     \
   }
-LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel, LaunchApi::DriverLaunch, false)
-LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true)
+LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel, LaunchApi::DriverLaunch, false, LOCKSTEP_LAUNCH_INTERCEPTOR)
+LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true,
+                       LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR)
 #undef LOCKSTEP_DRIVER_LAUNCH
 
 #define LOCKSTEP_DRIVER_COOPERATIVE(name, ptsz)                                                    \
@@ -273,7 +288,7 @@ LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true)
       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                      \
       unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {                        \
     return traced_launch(                                                                          \
-        [&] {                                                                                      \
+        [=] {                                                                                      \
           return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,     \
                                   blockDimZ, sharedMemBytes, hStream, kernelParams);               \
         },                                                                                         \
@@ -290,13 +305,13 @@ LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
 LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
                                                       void** kernelParams, void** extra) {
   return driver_launch_ex(
-      [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
+      [=] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
       config, f, kernelParams, extra);
 }
-LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
+LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
                                                            CUfunction f, void** kernelParams,
                                                            void** extra) {
   return driver_launch_ex(
-      [&] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,
+      [=] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,
       config, f, kernelParams, extra);
 }

@@ -14,7 +14,8 @@ which this counts; it says nothing of the latency of each.
 
   bench/collectors/launch_lines.py --build build --shim base=/tmp/base/liblockstep.so \\
       --json results/overhead/<date>-<commit>-launch-lines-cpu.json
-  bench/collectors/launch_lines.py --build build --max Ir=615,I1mr=59,D1mr=18,D1mw=18
+  bench/collectors/launch_lines.py --build build --max Ir=520,I1mr=51,D1mr=18,D1mw=17
+  bench/collectors/launch_lines.py --build build --api runtime-stub   # PyTorch's entry point
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
@@ -51,7 +52,7 @@ def counts(args, shim, work):
     cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", "broad",
            "--", "valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
-           f"--callgrind-out-file={out_file}", bench, str(args.launches)]
+           f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if run.returncode != 0 or not os.path.exists(out_file):
         sys.exit(f"launch_lines: the bench failed under callgrind (exit {run.returncode}): "
@@ -80,6 +81,9 @@ def main(argv=None):
     p.add_argument("--build", default="build", help="build folder (default build)")
     p.add_argument("--launches", type=int, default=4000,
                    help="the bench's unpaced launches; a twentieth of them are paced (default 4000)")
+    p.add_argument("--api", choices=("driver", "runtime-stub"), default="driver",
+                   help="the launch entry point: driver (cuLaunchKernel: JAX, Triton) or "
+                        "runtime-stub (__cudaLaunchKernel: PyTorch's own kernels); default driver")
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                    help="another liblockstep.so, counted too (repeatable)")
     p.add_argument("--json", help="write the counts here")
@@ -110,7 +114,8 @@ def main(argv=None):
             p.error(f"--shim {shim!r}: {path}: no such file")
         shims[name] = os.path.abspath(path)
     rows = {}
-    print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) + "   per cold broad launch")
+    print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) +
+          f"   per cold broad launch ({args.api})")
     with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
         for name, path in shims.items():
             rows[name] = counts(args, path, work)
@@ -119,7 +124,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"bench": "launch_lines", **run_facts.facts(),
                        "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "launches": args.launches,
+                       "launches": args.launches, "api": args.api,
                        "shims": {k: v for k, v in shims.items() if v},
                        "per_launch": rows, "max": bounds}, f, indent=1)
     over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()

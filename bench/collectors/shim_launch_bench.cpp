@@ -4,7 +4,12 @@
 // on a machine without a GPU. Run it through shim_launch_bench.py (untraced and at each level,
 // interleaved, one or two shims); alone:
 //
-//   build/bench/collectors/shim_launch_bench [launches]
+//   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub]
+//
+// driver (the default): cuLaunchKernel, as JAX's XLA and Triton launch; runtime-stub:
+// __cudaLaunchKernel with a cudaKernel_t, as every kernel of PyTorch's own is launched (nvcc 13's
+// `<<<...>>>`; a stand-in libcudart beside the stand-in driver). The two reach the collectors
+// through different interceptors, laid out apart.
 //
 // prints "unpaced <ns>" (back-to-back launches: everything stays in the caches) and "paced <ns>"
 // (the median launch with a job's work between two: 512 KiB of data read and 128 KiB of code
@@ -12,6 +17,7 @@
 // between a PyTorch job's launches). The untraced run's figures are the reference: the shim's
 // own time is the difference.
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 // Under callgrind (launch_lines.py), only the paced launches are counted: their instructions and
 // the cache lines they miss are what a launch costs when the job's work left the shim's lines
 // cold. Outside valgrind the toggles are a few no-op instructions, alike in every mode.
@@ -27,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -60,10 +67,15 @@ struct Params {
 
 }  // namespace
 
+// nvcc 13's launch stub (crt/host_runtime.h declares it for generated code only).
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+
 int main(int argc, char** argv) {
   const long launches = argc > 1 ? std::atol(argv[1]) : 200000;
-  if (launches <= 0) {
-    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0]\n");
+  const char* api = argc > 2 ? argv[2] : "driver";
+  const bool runtime_stub = std::strcmp(api, "runtime-stub") == 0;
+  if (launches <= 0 || (!runtime_stub && std::strcmp(api, "driver") != 0)) {
+    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0] [driver|runtime-stub]\n");
     return 2;
   }
   Params params{};
@@ -72,8 +84,13 @@ int main(int argc, char** argv) {
   void* args[] = {&params.n, &params.tensor};
   auto* function = reinterpret_cast<CUfunction>(0x1000);
   auto* stream = reinterpret_cast<CUstream>(0x2000);
+  auto* kernel = reinterpret_cast<cudaKernel_t>(0x1000);
   auto launch = [&] {
-    return cuLaunchKernel(function, 256, 1, 1, 128, 1, 1, 0, stream, args, nullptr);
+    if (runtime_stub)
+      return static_cast<int>(__cudaLaunchKernel(kernel, dim3(256), dim3(128), args, 0,
+                                                 reinterpret_cast<cudaStream_t>(stream)));
+    return static_cast<int>(
+        cuLaunchKernel(function, 256, 1, 1, 128, 1, 1, 0, stream, args, nullptr));
   };
   // An allocation first, as a job makes: the shim's tracer is made by it at every level (at
   // metrics, where a launch is no event, nothing else would make it), so that LOCKSTEP_DEBUG's
@@ -86,7 +103,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 1000; ++i) launch();  // warm: the kernel's name, the stream's ordinal
   const auto start = std::chrono::steady_clock::now();
   int failed = 0;
-  for (long i = 0; i < launches; ++i) failed += launch() != CUDA_SUCCESS;
+  for (long i = 0; i < launches; ++i) failed += launch() != 0;
   const double unpaced =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
       static_cast<double>(launches);
@@ -99,12 +116,12 @@ int main(int argc, char** argv) {
     for (auto* code : kJobCode) sink = code(sink);
     const auto t0 = std::chrono::steady_clock::now();
     CALLGRIND_TOGGLE_COLLECT;
-    failed += launch() != CUDA_SUCCESS;
+    failed += launch() != 0;
     CALLGRIND_TOGGLE_COLLECT;
     cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
-  std::printf("launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", launches,
+  std::printf("%s launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api, launches,
               unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
               paced.size(), failed ? " FAILED LAUNCHES" : "");
   return failed ? 1 : 0;

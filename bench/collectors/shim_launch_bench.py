@@ -45,14 +45,14 @@ def run_once(args, mode, shims, work):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if mode == "untraced":
-        cmd = [bench, str(args.launches)]
+        cmd = [bench, str(args.launches), args.api]
     else:
         trace = os.path.join(work, mode.replace("@", "-"))
         shutil.rmtree(trace, ignore_errors=True)
         if shim:
             env["LOCKSTEP_LIB"] = shims[shim]
         cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", level,
-               "--", bench, str(args.launches)]
+               "--", bench, str(args.launches), args.api]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     m = LINE.search(out.stdout)
     if out.returncode != 0 or not m:
@@ -75,6 +75,9 @@ def main(argv=None):
                                 epilog=__doc__.split("\n", 2)[2])
     p.add_argument("--build", default="build", help="build folder (default build)")
     p.add_argument("--launches", type=int, default=200000, help="unpaced launches per run")
+    p.add_argument("--api", choices=("driver", "runtime-stub"), default="driver",
+                   help="the launch entry point: driver (cuLaunchKernel) or runtime-stub "
+                        "(__cudaLaunchKernel, PyTorch's own kernels); default driver")
     p.add_argument("--rounds", type=int, default=5, help="rounds of every mode (default 5)")
     p.add_argument("--levels", default="off,metrics,broad", help="comma list (default "
                    "off,metrics,broad)")
@@ -130,7 +133,8 @@ def main(argv=None):
                        "gpu": None, "driver": None,
                        "date": datetime.datetime.now(datetime.timezone.utc).strftime(
                            "%Y-%m-%dT%H:%MZ"),
-                       "launches": args.launches, "rounds": args.rounds, "shims": shims,
+                       "launches": args.launches, "api": args.api, "rounds": args.rounds,
+                       "shims": shims,
                        "runs": {m: [{"unpaced_ns": u, "paced_ns": pc} for u, pc in v]
                                 for m, v in runs.items()},
                        "summary": summary}, f, indent=1)
