@@ -198,14 +198,21 @@ struct ThreadBuffer {
 // The calling thread's buffers, one per writer it appended to (a process has one writer; tests
 // have several). The destructor tells the writers that the thread is gone.
 struct ThreadSlots {
-  uint64_t last_uid = 0;
-  ThreadBuffer* last = nullptr;
   std::vector<std::pair<uint64_t, std::shared_ptr<ThreadBuffer>>> slots;
   ~ThreadSlots() {
     for (auto& [uid, buffer] : slots) buffer->owner_exited.store(true, std::memory_order_release);
   }
 };
 thread_local ThreadSlots tls_slots;
+// The buffer this thread used last and its writer's uid, apart from the slots: a thread_local
+// with a destructor is reached through its init guard on every access (a call and a line), and a
+// broad launch asks twice (stage, commit). Plain data, constant-initialized: one load each. It
+// outlives the slots' destructor at thread exit as before (the writer keeps the buffer).
+struct LastSlot {
+  uint64_t uid = 0;
+  ThreadBuffer* buffer = nullptr;
+};
+thread_local constinit LastSlot tls_last;
 
 std::atomic<uint64_t> next_writer_uid{1};
 
@@ -763,7 +770,7 @@ class Writer final : public TraceWriter {
   }
 
   LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer() {
-    if (tls_slots.last_uid == uid_) return tls_slots.last;
+    if (tls_last.uid == uid_) return tls_last.buffer;
     return thread_buffer_slow();
   }
 
@@ -774,7 +781,7 @@ class Writer final : public TraceWriter {
     });
     for (auto& [uid, buffer] : slots) {
       if (uid == uid_) {
-        tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
+        tls_last = {uid_, buffer.get()};
         return buffer.get();
       }
     }
@@ -790,7 +797,7 @@ class Writer final : public TraceWriter {
     retry_memory(*buffer,
                  /*wait=*/true);  // the first block now: a budget without room refuses at once
     slots.emplace_back(uid_, buffer);
-    tls_slots.last_uid = uid_, tls_slots.last = buffer.get();
+    tls_last = {uid_, buffer.get()};
     return buffer.get();
   }
 
