@@ -111,9 +111,11 @@ void report_state(bool outermost, Report&& report) {
 
 }  // namespace lockstep::interpose
 
-// Forward to the real `name`, or return the "missing" status when there is none.
+// Forward to the real `name`, or return the "missing" status when there is none. Always inlined:
+// a launch's forward is written out in its paths (plain, timed, replayed), and as a call of its
+// own it sat outside the launch's section (a code line and a page more per launch).
 #define LOCKSTEP_FORWARD(name, ...)                                                  \
-  ([&]() {                                                                           \
+  ([&]() __attribute__((always_inline)) {                                            \
     auto real_fn = REAL(name);                                                       \
     using ResultType = decltype(real_fn(__VA_ARGS__));                               \
     return real_fn != nullptr ? real_fn(__VA_ARGS__)                                 \
