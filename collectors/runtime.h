@@ -32,6 +32,7 @@
 #include "collectors/hot_thread.h"
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
+#include "collectors/scopes.h"
 #include "collectors/slot_waiters.h"
 #include "collectors/step_counter.h"
 #include "collectors/stream_steps.h"
@@ -497,5 +498,45 @@ class Tracer {
 };
 
 // The per-thread state shared by the event handlers (OpenApi, open_api()): collectors/hot_thread.h.
+
+// A record's identity, inline: every traced call stamps one, and as calls into tracer.cpp (the
+// stamp, the stream's and the thread's ordinals, the scope) a broad launch ran four prologues and
+// epilogues for ~30 instructions of work (bench/collectors/launch_lines.py). Their slow paths
+// (another stream than the thread's last, a thread with open ranges, a name to intern) stay out
+// of line.
+inline uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
+  const uintptr_t key = stream_key(stream, per_thread_default);
+  // The last stream this thread used, asked first: launches come in runs on one stream.
+  const HotThread::LastStream& last = t_hot.last_stream;
+  if (last.tracer == this && last.key == key) [[likely]]
+    return last.ordinal;
+  return other_stream_ordinal(key);
+}
+
+inline uint32_t Tracer::thread_ordinal() {
+  uint32_t& ordinal = t_hot.thread_ordinal;
+  if (ordinal == 0) [[unlikely]]
+    ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
+  return ordinal;
+}
+
+inline void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
+                                   std::string_view name, CUstream stream, bool per_thread_default,
+                                   uint64_t seq) {
+  record->kind = kind;
+  record->seq = seq;
+  record->stream = stream_ordinal(stream, per_thread_default);
+  // The process's counter and rule switch as steps() and stream_steps() keep them, read from the
+  // line of hot flags without the function statics and heap objects around them (the counter
+  // counts from 0 before steps() makes it, as it would).
+  record->step = hot_flags.step.load(std::memory_order_relaxed);
+  // Step markers and warnings are no work on a stream: they neither take nor move its step.
+  if (hot_flags.stream_steps.load(std::memory_order_acquire) &&
+      kind != trace::RecordKind::StepMarker && kind != trace::RecordKind::Warning) [[unlikely]]
+    record->step = stream_steps().step_of(stream_key(stream, per_thread_default), record->step);
+  record->thread = thread_ordinal();
+  record->scope = current_scope(*this);
+  record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call
+}
 
 }  // namespace lockstep::collectors

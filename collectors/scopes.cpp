@@ -100,10 +100,9 @@ void scope_pop(const void* domain) {
   --s->depth;
 }
 
-LOCKSTEP_LAUNCH_PATH trace::ScopeId current_scope(Tracer& tracer) {
+LOCKSTEP_LAUNCH_PATH trace::ScopeId open_scope(Tracer& tracer) {
   ThreadScopes* s = t_hot.scopes;
-  if (s == nullptr) [[likely]]
-    return 0;  // the thread never opened a range
+  if (s == nullptr) return 0;  // the thread never opened a range (current_scope's test)
   if (s->current_for == &tracer) [[likely]]
     return s->current;
   return resolve(tracer, *s);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "collectors/hot_thread.h"
 #include "trace/record.h"
 
 namespace lockstep::collectors {
@@ -23,8 +24,15 @@ void scope_push(std::string_view name, const void* domain, bool transparent);
 // Closes the innermost range of `domain` open on the calling thread; nothing if none is.
 void scope_pop(const void* domain);
 
-// The scope open on the calling thread as an id of `tracer`'s trace (0: none).
-trace::ScopeId current_scope(Tracer& tracer);
+// The scope open on the calling thread as an id of `tracer`'s trace (0: none). Inline for the
+// thread that never opened a range (every record's stamp reads it: at broad, without the PyTorch
+// hooks' scopes, every thread); open_scope for one that did.
+trace::ScopeId open_scope(Tracer& tracer);
+inline trace::ScopeId current_scope(Tracer& tracer) {
+  if (t_hot.scopes == nullptr) [[likely]]
+    return 0;
+  return open_scope(tracer);
+}
 
 // Ranges kept per thread: a job that pushes without ever popping stops growing the stack here;
 // pushes past it are counted and popped first.

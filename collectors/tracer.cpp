@@ -50,15 +50,6 @@ void Tracer::debug(const std::string& line) const {
     std::fprintf(stderr, "lockstep[%d]: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-LOCKSTEP_LAUNCH_PATH uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default) {
-  const uintptr_t key = stream_key(stream, per_thread_default);
-  // The last stream this thread used, asked first: launches come in runs on one stream.
-  const HotThread::LastStream& last = t_hot.last_stream;
-  if (last.tracer == this && last.key == key) [[likely]]
-    return last.ordinal;
-  return other_stream_ordinal(key);
-}
-
 uint32_t Tracer::other_stream_ordinal(uintptr_t key) {
   HotThread::LastStream& last = t_hot.last_stream;
   // Heap, never freed: records are still made during exit, after thread_local destructors.
@@ -115,31 +106,6 @@ trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name
   const trace::ScopeId id = hot_.writer->intern_scope(parent, text);
   if (cache->size() < 4096) cache->emplace(key, id);
   return id;
-}
-
-LOCKSTEP_LAUNCH_PATH uint32_t Tracer::thread_ordinal() {
-  uint32_t& ordinal = t_hot.thread_ordinal;
-  if (ordinal == 0) ordinal = next_thread_.fetch_add(1, std::memory_order_relaxed) + 1;
-  return ordinal;
-}
-
-LOCKSTEP_LAUNCH_PATH void Tracer::stamp_with_seq(trace::Record* record, trace::RecordKind kind,
-                                                 std::string_view name, CUstream stream,
-                                                 bool per_thread_default, uint64_t seq) {
-  record->kind = kind;
-  record->seq = seq;
-  record->stream = stream_ordinal(stream, per_thread_default);
-  // The process's counter and rule switch as steps() and stream_steps() keep them, read from the
-  // line of hot flags without the function statics and heap objects around them (the counter
-  // counts from 0 before steps() makes it, as it would).
-  record->step = hot_flags.step.load(std::memory_order_relaxed);
-  // Step markers and warnings are no work on a stream: they neither take nor move its step.
-  if (hot_flags.stream_steps.load(std::memory_order_acquire) &&
-      kind != trace::RecordKind::StepMarker && kind != trace::RecordKind::Warning) [[unlikely]]
-    record->step = stream_steps().step_of(stream_key(stream, per_thread_default), record->step);
-  record->thread = thread_ordinal();
-  record->scope = current_scope(*this);
-  record->name = name.empty() ? 0 : intern(name);  // "" (a kernel's, named later): no call
 }
 
 void Tracer::add_buffer(trace::Record* record, std::vector<PlannedRegion>* plan,

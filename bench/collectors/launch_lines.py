@@ -14,7 +14,7 @@ which this counts; it says nothing of the latency of each.
 
   bench/collectors/launch_lines.py --build build --shim base=/tmp/base/liblockstep.so \\
       --json results/overhead/<date>-<commit>-launch-lines-cpu.json
-  bench/collectors/launch_lines.py --build build --max Ir=510,I1mr=46,D1mr=18,D1mw=17
+  bench/collectors/launch_lines.py --build build --max Ir=480,I1mr=45,D1mr=18,D1mw=16
   bench/collectors/launch_lines.py --build build --api runtime-stub   # PyTorch's entry point
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
