@@ -136,7 +136,9 @@ void on_unmap(CUdeviceptr ptr, size_t bytes);       // cuMemUnmap
 
 // ---- copies and sets -----------------------------------------------------------------------
 struct MemoryOp {
-  const char* api = "";  // "cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", ...
+  // "cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", ...: a string literal, as every api below (the
+  // record's name, whose id the collectors cache by address: Tracer::intern_literal).
+  const char* api = "";
   bool is_set = false;   // memset
   bool is_async = false;
   int direction = 0;  // cudaMemcpyKind value; 4 (default) when the API does not say
@@ -153,7 +155,7 @@ void memory_op_end(uint64_t token, int result);
 
 // ---- cuBLAS / cuBLASLt ---------------------------------------------------------------------
 struct CublasGemm {
-  const char* api = "";  // "cublasGemmEx", "cublasSgemm_v2", ...
+  const char* api = "";  // "cublasGemmEx", "cublasSgemm_v2", ...: a string literal
   cublasHandle_t handle = nullptr;
   cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
   int64_t m = 0, n = 0, k = 0;
@@ -234,7 +236,7 @@ enum class NcclOp : uint8_t {
 };
 struct NcclCall {
   NcclOp op = NcclOp::AllReduce;
-  const char* api = "";
+  const char* api = "";  // "ncclAllReduce", ...: a string literal
   const void* send = nullptr;
   void* recv = nullptr;  // for Bcast: the in-place buffer; for Send: null
   size_t count = 0;      // as passed to the API

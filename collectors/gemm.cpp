@@ -37,7 +37,8 @@ LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream
   if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
   call.tracer = tracer;
   call.stream = stream;
-  tracer->stamp(&call.record, trace::RecordKind::Gemm, api_name, stream, false);
+  tracer->stamp(&call.record, trace::RecordKind::Gemm, "", stream, false);
+  call.record.name = tracer->intern_literal(api_name);
   return call;
 }
 

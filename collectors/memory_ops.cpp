@@ -78,10 +78,16 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   if (api.depth > 0 || api.launch_depth > 0) return 0;  // a library's own copy
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr) return 0;
-  AllocationMap& allocations = tracer->allocations();
-  const bool dst_device = allocations.find(reinterpret_cast<uintptr_t>(op.dst)).has_value();
-  const bool src_device =
-      !op.is_set && allocations.find(reinterpret_cast<uintptr_t>(op.src)).has_value();
+  // Each pointer looked up once, under one shared lock, and its hit kept for its buffer entry
+  // (a DDP step's ~190 bucket copies each took three lookups and two locks).
+  std::optional<AllocationHit> dst_hit, src_hit;
+  {
+    AllocationMap::Reader reader(tracer->allocations());
+    dst_hit = reader.find(reinterpret_cast<uintptr_t>(op.dst));
+    if (!op.is_set) src_hit = reader.find(reinterpret_cast<uintptr_t>(op.src));
+  }
+  const bool dst_device = dst_hit.has_value();
+  const bool src_device = src_hit.has_value();
   int direction = op.direction;
   if (direction == kDefault || direction < 0 || direction > kDefault)
     direction = dst_device ? (src_device ? kDeviceToDevice : kHostToDevice)
@@ -102,7 +108,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   call.is_async = op.is_async;
   trace::Record& r = call.record;
   if (metric) {
-    tracer->stamp(&r, trace::RecordKind::Metric, op.api, op.stream, op.per_thread_stream);
+    tracer->stamp(&r, trace::RecordKind::Metric, "", op.stream, op.per_thread_stream);
+    r.name = tracer->intern_literal(op.api);
     r.fields[trace::fields::Metric::bytes] = op.bytes;
     r.fields[trace::fields::Metric::dtype_hint] = 0;  // the API does not say
     return token;
@@ -110,26 +117,30 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   const bool hash =
       tracer->level() == Level::Full && tracer->fingerprint_step(Tracer::steps().current());
   std::vector<PlannedRegion> inputs;
+  const uint64_t no_cap = UINT64_MAX;
   if (op.is_set) {
-    tracer->stamp(&r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
+    tracer->stamp(&r, trace::RecordKind::Memset, "", op.stream, op.per_thread_stream);
+    r.name = tracer->intern_literal(op.api);
     r.fields[trace::fields::Memset::value] = op.set_value;
     r.fields[trace::fields::Memset::bytes] = op.bytes;
     r.fields[trace::fields::Memset::is_async] = op.is_async;
-    tracer->add_buffer(&r, &call.outputs, "dst", trace::Role::Out, trace::DType::Bytes, op.dst,
-                       op.bytes, dst_device, hash && dst_device);
+    tracer->add_buffer(&r, &call.outputs, tracer->intern_literal("dst"), trace::Role::Out,
+                       trace::DType::Bytes, op.dst, op.bytes, dst_device, hash && dst_device,
+                       no_cap, dst_hit);
   } else {
-    tracer->stamp(&r, trace::RecordKind::Memcpy, op.api, op.stream, op.per_thread_stream);
+    tracer->stamp(&r, trace::RecordKind::Memcpy, "", op.stream, op.per_thread_stream);
+    r.name = tracer->intern_literal(op.api);
     r.fields[trace::fields::Memcpy::direction] = static_cast<uint64_t>(direction);
     r.fields[trace::fields::Memcpy::bytes] = op.bytes;
     r.fields[trace::fields::Memcpy::is_async] = op.is_async;
     if (dst_device) {
-      tracer->add_buffer(&r, &call.outputs, "dst", trace::Role::Out, trace::DType::Bytes, op.dst,
-                         op.bytes, true, hash);
+      tracer->add_buffer(&r, &call.outputs, tracer->intern_literal("dst"), trace::Role::Out,
+                         trace::DType::Bytes, op.dst, op.bytes, true, hash, no_cap, dst_hit);
       if (hash && !src_device) add_host_source(tracer, &r, op);
     } else if (src_device) {
       // Host destination: the GPU cannot hash it; the device source is the content.
-      tracer->add_buffer(&r, &inputs, "src", trace::Role::In, trace::DType::Bytes, op.src, op.bytes,
-                         true, hash);
+      tracer->add_buffer(&r, &inputs, tracer->intern_literal("src"), trace::Role::In,
+                         trace::DType::Bytes, op.src, op.bytes, true, hash, no_cap, src_hit);
     }
   }
   // The destination is all it writes: planned when hashed, or host memory.

@@ -101,7 +101,8 @@ uint64_t nccl_begin(const NcclCall& c) {
   const NcclExtents e = nccl_extents(c.op, c.count, nccl_type_bytes(c.datatype), comm.nranks,
                                      comm.rank, c.root_or_peer, send, c.recv);
   trace::Record& r = call.record;
-  tracer->stamp(&r, trace::RecordKind::Collective, c.api, c.stream, false);
+  tracer->stamp(&r, trace::RecordKind::Collective, "", c.stream, false);
+  r.name = tracer->intern_literal(c.api);
   r.fields[F::comm_id] = comm.id;
   r.fields[F::comm_seq] = comm.operations;
   r.fields[F::count] = c.count;
@@ -120,9 +121,10 @@ uint64_t nccl_begin(const NcclCall& c) {
   const bool hash = tracer->fingerprint_step(r.step);
   const trace::DType dtype = nccl_dtype(c.datatype);
   std::vector<PlannedRegion> inputs;
-  tracer->add_buffer(&r, &inputs, "send", trace::Role::In, dtype, send, e.send_bytes, true, hash);
-  tracer->add_buffer(&r, &call.outputs, "recv", trace::Role::Out, dtype, c.recv, e.recv_bytes, true,
-                     hash);
+  tracer->add_buffer(&r, &inputs, tracer->intern_literal("send"), trace::Role::In, dtype, send,
+                     e.send_bytes, true, hash);
+  tracer->add_buffer(&r, &call.outputs, tracer->intern_literal("recv"), trace::Role::Out, dtype,
+                     c.recv, e.recv_bytes, true, hash);
   call.writes_known = hash;  // recv is all it writes
   // Inside a group nothing is on the stream yet, so the inputs' hashes still precede it.
   start_fingerprints(call, inputs);

@@ -125,6 +125,10 @@ class Tracer {
   // Kernel names and buffer labels are interned on every record; the writer's table takes a
   // process-wide mutex, so each thread keeps its own cache in front of it.
   trace::StringId intern(std::string_view text);
+  // intern() of a text that lives and never changes for the whole process (a string literal: an
+  // API's name, a buffer label), through a per-thread cache keyed by its address in front of
+  // intern's, which hashes the text (a DDP step's ~220 copies and sets paid two each).
+  trace::StringId intern_literal(const char* text);
   // The scope (parent, name) as an id of this trace (trace/record.h, ScopeId), through a cache of
   // the thread's own in front of the writer's table (scopes.cpp calls it once per new range).
   trace::ScopeId intern_scope(trace::ScopeId parent, std::string_view name);

@@ -92,6 +92,32 @@ LOCKSTEP_HOT trace::StringId Tracer::intern(std::string_view text) {
   return id;
 }
 
+namespace {
+// intern_literal's cache: direct-mapped by the text's address, plain data (constant-initialized
+// initial-exec TLS: no guard), emptied when the thread's writer is another one (ids are per file).
+struct LiteralIds {
+  static constexpr size_t kSlots = 32;
+  const trace::TraceWriter* writer = nullptr;
+  const char* text[kSlots] = {};
+  trace::StringId id[kSlots] = {};
+};
+thread_local constinit LiteralIds t_literal_ids;
+}  // namespace
+
+LOCKSTEP_HOT trace::StringId Tracer::intern_literal(const char* text) {
+  LiteralIds& cache = t_literal_ids;
+  const trace::TraceWriter* writer = hot_.writer.get();
+  if (cache.writer != writer) [[unlikely]]
+    cache = LiteralIds{writer};
+  const size_t slot = (reinterpret_cast<uintptr_t>(text) >> 3) % LiteralIds::kSlots;
+  if (cache.text[slot] == text) [[likely]]
+    return cache.id[slot];
+  const trace::StringId id = intern(text);
+  cache.text[slot] = text;
+  cache.id[slot] = id;
+  return id;
+}
+
 trace::ScopeId Tracer::intern_scope(trace::ScopeId parent, std::string_view name) {
   const trace::StringId text = intern(name);
   // Heap, never freed, as intern's cache; keyed by (parent, name id).

@@ -18,6 +18,8 @@
 // of 77 tensors, the job's wait for its loss (100 us), the next step's marker; result[0]: the
 // median state call (ns), result[2]: the median marker (ns), over 300 steps. What the marker
 // costs depends on the collector's thread, which the state call's held record keeps busy.
+// "copy": one device-to-device cudaMemcpyAsync's begin + end at broad (a DDP job makes ~190 a
+// step, its gradient buckets' copies), per call; "memset" the same for a cudaMemsetAsync.
 // "gemm": one cublasLtMatmul's begin + end at broad, with PyTorch's descriptors made by the real
 // cuBLASLt (dlopen'd; skipped without it): the objects copied into the record (lt_copies.h);
 // "gemm-read": the same with the copies off, every attribute read on the calling thread. A job
@@ -224,6 +226,43 @@ void measure_step(long steps, double* result) {
   result[2] = median(marker_ns) + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// "copy" / "memset": result[0] ns per call back to back, result[2] the median call at a job's
+// pace (as above); a step marked every 200 calls.
+void measure_memory_op(long calls, bool set, double* result) {
+  const CUdeviceptr base = 0x7f0000000000;
+  on_alloc(base, 64 << 20);
+  MemoryOp op;
+  op.api = set ? "cudaMemsetAsync" : "cudaMemcpyAsync";
+  op.is_set = set;
+  op.is_async = true;
+  op.direction = set ? 0 : 3;  // cudaMemcpyDeviceToDevice
+  op.dst = reinterpret_cast<void*>(base + (8 << 20));
+  op.src = set ? nullptr : reinterpret_cast<const void*>(base);
+  op.bytes = 4 << 20;
+  op.stream = reinterpret_cast<CUstream>(0x2000);
+  long made = 0;
+  auto one = [&] {
+    memory_op_end(memory_op_begin(op), CUDA_SUCCESS);
+    if (++made % 200 == 0) lockstep_step();
+  };
+  for (int i = 0; i < 1000; ++i) one();  // warm
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) one();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result[0] = s * 1e9 / static_cast<double>(calls);
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(std::min<long>(calls, 20000));
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    const auto t0 = std::chrono::steady_clock::now();
+    one();
+    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+}
+
 // "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
 // epilogue, new layouts per call). result[0]: ns per GEMM (begin + end, the layouts' creation
 // excluded; a step marked every 75); result[2]: the median GEMM at a job's pace.
@@ -303,10 +342,11 @@ int main(int argc, char** argv) {
   const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
   // "state" (last): per call of 77 tensors, not per launch.
   for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state", "step",
-                           "gemm", "gemm-read"}) {
+                           "copy", "memset", "gemm", "gemm-read"}) {
     const std::string name = mode;
     if (!only.empty() && only != name) continue;
-    const bool at_broad = name == "state" || name == "step" || name.starts_with("gemm");
+    const bool at_broad = name == "state" || name == "step" || name == "copy" ||
+                          name == "memset" || name.starts_with("gemm");
     const char* level = name == "full+engine" ? "full" : at_broad ? "broad" : mode;
     if (name.starts_with("gemm")) {
       g_cublaslt = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
@@ -335,6 +375,8 @@ int main(int argc, char** argv) {
         measure_state(std::max<long>(1, launches / 1000), result);
       else if (name.starts_with("gemm"))
         set_lt_copies(name == "gemm"), measure_gemm(std::max<long>(1, launches / 10), result);
+      else if (name == "copy" || name == "memset")
+        measure_memory_op(std::max<long>(1, launches / 10), name == "memset", result);
       else
         measure(launches, result);
       (void)!write(pipe_fds[1], result, sizeof(result));
@@ -353,6 +395,10 @@ int main(int argc, char** argv) {
     else if (name == "state")
       std::printf("%-12s %10.0f %14.2f %13.0f   (per call of %d tensors, %ld calls)\n", mode,
                   result[0], result[1], result[2], kStateTensors, std::max<long>(1, launches / 1000));
+    else if (name == "copy" || name == "memset")
+      std::printf("%-12s %10.0f %14.2f %13.0f   (per cudaMem%sAsync at broad, %ld calls)\n", mode,
+                  result[0], result[1], result[2], name == "copy" ? "cpy" : "set",
+                  std::max<long>(1, launches / 10));
     else if (name.starts_with("gemm"))
       std::printf("%-12s %10.0f %14.2f %13.0f   (per cublasLtMatmul at broad, %ld calls)\n", mode,
                   result[0], result[1], result[2], std::max<long>(1, launches / 10));

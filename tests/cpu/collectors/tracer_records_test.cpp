@@ -19,6 +19,27 @@ TEST_F(RuntimeTest, LaunchesAreTracedFromBroadUp) {
   }
 }
 
+// Tracer::intern_literal caches ids by the text's address in 32 slots: every one of 40 literals
+// (slots shared) gets the id intern() gives its text, and the same again on a second round.
+TEST_F(RuntimeTest, InternedLiteralsGetTheIdOfTheirText) {
+  ChildResult child = run_child(env("broad"), [] {
+    Tracer* tracer = Tracer::get();
+    if (tracer == nullptr) std::_Exit(20);
+    static const char* const kTexts[] = {
+        "l00", "l01", "l02", "l03", "l04", "l05", "l06", "l07", "l08", "l09", "l10", "l11", "l12",
+        "l13", "l14", "l15", "l16", "l17", "l18", "l19", "l20", "l21", "l22", "l23", "l24", "l25",
+        "l26", "l27", "l28", "l29", "l30", "l31", "l32", "l33", "l34", "l35", "l36", "l37", "l38",
+        "l39"};
+    for (int round = 0; round < 2; ++round)
+      for (const char* text : kTexts)
+        if (tracer->intern_literal(text) != tracer->intern(text) || tracer->intern(text) == 0)
+          std::_Exit(21);
+    std::_Exit(10);
+  });
+  ASSERT_TRUE(WIFEXITED(child.status));
+  EXPECT_EQ(WEXITSTATUS(child.status), 10) << child.stderr_text;
+}
+
 TEST_F(RuntimeTest, CollectivesMetricsStepsAndGemmsReachTheTrace) {
   static float loss_on_host = 1.5f;  // what the D2H copy "wrote"
   ChildResult child = run_child(env("full"), [] {
