@@ -100,15 +100,9 @@ int compute_type_bytes(int32_t compute_type) {
 }  // namespace
 
 // ---- classic cuBLAS -----------------------------------------------------------------------------
-LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
-  if (!active()) return 0;
-  if (open_api().gemm_depth > 0) return nested_gemm();
-  Tracer* tracer = Tracer::get();
-  if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
-  self_time::Scope timed(self_time::Phase::GemmBegin);
-  uint64_t token = 0;
-  CallState& call = open_gemm(tracer, g.api, cublas_stream(g.handle), &token);
-  trace::Record& r = call.record;
+namespace {
+
+void set_cublas_fields(trace::Record& r, const CublasGemm& g) {
   r.fields[F::m] = g.m, r.fields[F::n] = g.n, r.fields[F::k] = g.k;
   r.fields[F::batch] = g.batch;
   r.fields[F::trans_a] = g.trans_a, r.fields[F::trans_b] = g.trans_b;
@@ -116,9 +110,75 @@ LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
   r.fields[F::type_c] = g.type_c, r.fields[F::type_d] = g.type_c;
   r.fields[F::compute_type] = static_cast<uint64_t>(g.compute_type);
   r.fields[F::algo] = static_cast<uint64_t>(static_cast<int64_t>(g.algo));
+}
+
+// Below full a classic GEMM's record is its identity alone: built in the writer's staging slot
+// and committed before the real call, taken back if the call fails, as a broad launch's
+// (kernels.cpp) and a copied cuBLASLt GEMM's (lt_copies.cpp); not a call-stack entry copied into
+// the writer at its end (on the H200's host a GEMM's begin and append cost ~1 us at broad, a
+// kernel launch's ~0.25: docs/performance.md). The open one per thread, plain data.
+constexpr uint64_t kStagedGemmToken = 0xb40ad00000000003ull;  // lt_copies.cpp's is ...0002
+struct StagedGemm {
+  Tracer* tracer = nullptr;
+  trace::TraceWriter::Staged ticket;
+  bool open = false;
+};
+thread_local constinit StagedGemm t_staged_gemm;
+
+// A token for staged_gemm_end, or 0 where the writer refuses to stage (then the general path).
+LOCKSTEP_HOT uint64_t staged_gemm_begin(Tracer* tracer, const CublasGemm& g) {
+  StagedGemm& slot = t_staged_gemm;
+  if (slot.open) return 0;  // never: a GEMM inside a GEMM is nested_gemm's
+  const CUstream stream = cublas_stream(g.handle);  // a library call: before the slot is taken
+  trace::Record* staged = tracer->stage();
+  if (staged == nullptr) return 0;
+  tracer->stamp_with_seq(staged, trace::RecordKind::Gemm, "", stream, false, tracer->next_seq());
+  staged->name = tracer->intern_literal(g.api);
+  staged->clear_fields_below(F::kCount);
+  set_cublas_fields(*staged, g);
+  slot.ticket = tracer->commit_staged();
+  slot.tracer = tracer;
+  slot.open = true;
+  OpenApi& api = open_api();  // what it calls (cuBLASLt, its kernels) is its own
+  ++api.depth, ++api.gemm_depth;
+  if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
+  return kStagedGemmToken;
+}
+
+// False for any token but staged_gemm_begin's (the call is then closed).
+LOCKSTEP_HOT bool staged_gemm_end(uint64_t token, int status) {
+  if (token != kStagedGemmToken) return false;
+  StagedGemm& slot = t_staged_gemm;
+  if (!slot.open) return true;
+  slot.open = false;
+  OpenApi& api = open_api();
+  --api.depth, --api.gemm_depth;
+  if (api.depth == 0) api.outer_api = 0;
+  // A GEMM that failed ran nothing: its record is taken back (one already encoded stays,
+  // counted as a failed launch is).
+  if (status != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]
+    slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
+LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
+  if (!active()) return 0;
+  if (open_api().gemm_depth > 0) return nested_gemm();
+  Tracer* tracer = Tracer::get();
+  if (tracer == nullptr || tracer->level() < Level::Broad) return nested_gemm();
+  self_time::Scope timed(self_time::Phase::GemmBegin);
+  if (tracer->level() != Level::Full) {  // identity only (its fields), as lt_matmul_begin
+    if (const uint64_t token = staged_gemm_begin(tracer, g); token != 0) return token;
+  }
+  uint64_t token = 0;
+  CallState& call = open_gemm(tracer, g.api, cublas_stream(g.handle), &token);
+  trace::Record& r = call.record;
+  set_cublas_fields(r, g);
 
   std::vector<PlannedRegion> inputs;
-  if (tracer->level() != Level::Full) {  // identity only (the fields above), as lt_matmul_begin
+  if (tracer->level() != Level::Full) {  // the writer would not stage: appended at the end
     start_fingerprints(call, inputs);
     return token;
   }
@@ -153,7 +213,9 @@ LOCKSTEP_HOT uint64_t cublas_gemm_begin(const CublasGemm& g) {
   return token;
 }
 
-LOCKSTEP_HOT void cublas_gemm_end(uint64_t token, int status) { end_gemm(token, status); }
+LOCKSTEP_HOT void cublas_gemm_end(uint64_t token, int status) {
+  if (!staged_gemm_end(token, status)) end_gemm(token, status);
+}
 
 // ---- cuBLASLt -----------------------------------------------------------------------------------
 LOCKSTEP_HOT uint64_t lt_matmul_begin(const LtMatmul& mm) {

@@ -18,6 +18,8 @@
 // of 77 tensors, the job's wait for its loss (100 us), the next step's marker; result[0]: the
 // median state call (ns), result[2]: the median marker (ns), over 300 steps. What the marker
 // costs depends on the collector's thread, which the state call's held record keeps busy.
+// "gemm-ex": one classic cublasGemmEx's begin + end at broad (no library needed: its identity is
+// its arguments), per call.
 // "copy": one device-to-device cudaMemcpyAsync's begin + end at broad (a DDP job makes ~190 a
 // step, its gradient buckets' copies), per call; "memset" the same for a cudaMemsetAsync.
 // "gemm": one cublasLtMatmul's begin + end at broad, with PyTorch's descriptors made by the real
@@ -263,6 +265,39 @@ void measure_memory_op(long calls, bool set, double* result) {
   result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// "gemm-ex": result[0] ns per call back to back, result[2] the median call at a job's pace; a
+// step marked every 75 GEMMs.
+void measure_gemm_ex(long calls, double* result) {
+  const CUdeviceptr base = 0x7f0000000000;
+  on_alloc(base, 64 << 20);
+  CublasGemm g;
+  g.api = "cublasGemmEx";
+  g.m = 768, g.n = 4096, g.k = 2304, g.lda = 768, g.ldb = 2304, g.ldc = 768;
+  g.A = reinterpret_cast<void*>(base), g.B = reinterpret_cast<void*>(base + (8 << 20));
+  g.C = reinterpret_cast<void*>(base + (16 << 20));
+  long made = 0;
+  auto one = [&] {
+    cublas_gemm_end(cublas_gemm_begin(g), 0);
+    if (++made % 75 == 0) lockstep_step();
+  };
+  for (int i = 0; i < 1000; ++i) one();  // warm
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) one();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result[0] = s * 1e9 / static_cast<double>(calls);
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(std::min<long>(calls, 20000));
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    const auto t0 = std::chrono::steady_clock::now();
+    one();
+    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+}
+
 // "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
 // epilogue, new layouts per call). result[0]: ns per GEMM (begin + end, the layouts' creation
 // excluded; a step marked every 75); result[2]: the median GEMM at a job's pace.
@@ -342,13 +377,13 @@ int main(int argc, char** argv) {
   const std::string only = argc > 2 ? argv[2] : "";  // e.g. "broad": one level (for perf)
   // "state" (last): per call of 77 tensors, not per launch.
   for (const char* mode : {"off", "metrics", "broad", "full", "full+engine", "state", "step",
-                           "copy", "memset", "gemm", "gemm-read"}) {
+                           "copy", "memset", "gemm-ex", "gemm", "gemm-read"}) {
     const std::string name = mode;
     if (!only.empty() && only != name) continue;
     const bool at_broad = name == "state" || name == "step" || name == "copy" ||
                           name == "memset" || name.starts_with("gemm");
     const char* level = name == "full+engine" ? "full" : at_broad ? "broad" : mode;
-    if (name.starts_with("gemm")) {
+    if (name == "gemm" || name == "gemm-read") {
       g_cublaslt = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
       if (g_cublaslt == nullptr) g_cublaslt = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
       if (g_cublaslt == nullptr) {
@@ -373,6 +408,8 @@ int main(int argc, char** argv) {
         measure_step(std::max<long>(1, launches / 3000), result);
       else if (name == "state")
         measure_state(std::max<long>(1, launches / 1000), result);
+      else if (name == "gemm-ex")
+        measure_gemm_ex(std::max<long>(1, launches / 10), result);
       else if (name.starts_with("gemm"))
         set_lt_copies(name == "gemm"), measure_gemm(std::max<long>(1, launches / 10), result);
       else if (name == "copy" || name == "memset")
@@ -399,6 +436,9 @@ int main(int argc, char** argv) {
       std::printf("%-12s %10.0f %14.2f %13.0f   (per cudaMem%sAsync at broad, %ld calls)\n", mode,
                   result[0], result[1], result[2], name == "copy" ? "cpy" : "set",
                   std::max<long>(1, launches / 10));
+    else if (name == "gemm-ex")
+      std::printf("%-12s %10.0f %14.2f %13.0f   (per cublasGemmEx at broad, %ld calls)\n", mode,
+                  result[0], result[1], result[2], std::max<long>(1, launches / 10));
     else if (name.starts_with("gemm"))
       std::printf("%-12s %10.0f %14.2f %13.0f   (per cublasLtMatmul at broad, %ld calls)\n", mode,
                   result[0], result[1], result[2], std::max<long>(1, launches / 10));

@@ -676,6 +676,41 @@ TEST_F(RuntimeTest, KernelLaunchesNamesArgumentsAndAttribution) {
   EXPECT_EQ(kernels[1].buffers[0].alloc_offset, 128u);
 }
 
+// A classic cuBLAS GEMM at broad is staged in the writer's slot (gemm.cpp): one Gemm record with
+// its identity, ordered before what follows it, the kernels and cuBLASLt call it makes its own;
+// one that failed leaves no record.
+TEST_F(RuntimeTest, AClassicGemmAtBroadIsOneRecordAndAFailedOneNone) {
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        auto gemm_launching_a_kernel = [](int status, int m) {
+          CublasGemm gemm = small_gemm_ex(0x7f0000000000);
+          gemm.m = m;
+          const uint64_t token = cublas_gemm_begin(gemm);
+          launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 7);
+          cublas_gemm_end(token, status);
+        };
+        gemm_launching_a_kernel(CUBLAS_STATUS_EXECUTION_FAILED, 32);
+        gemm_launching_a_kernel(0, 16);
+        launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 9);
+      },
+      &fake_resolver_with_driver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader) << child.stderr_text;
+  const auto gemms = records_of_kind(*reader, trace::RecordKind::Gemm);
+  ASSERT_EQ(gemms.size(), 1u);
+  using G = trace::fields::Gemm;
+  EXPECT_EQ(reader->string(gemms[0].name), "cublasGemmEx");
+  EXPECT_EQ(gemms[0].fields[G::m], 16u);
+  EXPECT_EQ(gemms[0].fields[G::n], 8u);
+  EXPECT_EQ(gemms[0].fields[G::k], 4u);
+  EXPECT_TRUE(gemms[0].buffers.empty());
+  const auto kernels = records_of_kind(*reader, trace::RecordKind::Kernel);
+  ASSERT_EQ(kernels.size(), 1u);  // the job's own, after the GEMMs
+  EXPECT_EQ(kernels[0].fields[trace::fields::Kernel::grid_x], 9u);
+  EXPECT_GT(kernels[0].seq, gemms[0].seq);
+}
+
 TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
   auto vars = env("full");
   vars["LOCKSTEP_KERNELS"] = "^gemm";
