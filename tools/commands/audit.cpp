@@ -12,6 +12,7 @@
 
 #include "tools/audit.h"
 #include "tools/commands/commands.h"
+#include "tools/diff/file_input.h"
 #include "tools/run_set.h"
 
 namespace lockstep::tools {
@@ -194,9 +195,15 @@ int run_audit(const std::string& dir, bool as_json, bool salvage) {
   run.require_complete();
   std::map<int, GpuIdentity> gpus;
   Scan scan;
+  // What the audit could not read: a file cut off, without its end record, salvaged, or whose
+  // writer dropped records (the diff's rule, FileRankInput::incomplete). Findings stand on what
+  // was read; no finding says the run is clean only if every file was read whole.
+  std::vector<std::string> unread;
   for (const RankFile& file : run.files) {
     gpus[file.rank] = gpu_of(file.header);
     scan_rank(file, scan);
+    FileRankInput input(file.open(), file.integrity, file.salvaged);
+    for (std::string& reason : input.incomplete()) unread.push_back(std::move(reason));
   }
   uint64_t collectives_checked = 0, replicas_checked = 0;
   std::vector<AuditFinding> findings = audit_collectives(scan.collectives, &collectives_checked);
@@ -216,32 +223,42 @@ int run_audit(const std::string& dir, bool as_json, bool salvage) {
   std::stable_sort(findings.begin(), findings.end(),
                    [](const AuditFinding& x, const AuditFinding& y) { return x.step < y.step; });
   const bool suspect = !findings.empty();
+  const bool incomplete = !suspect && !unread.empty();
+  const char* verdict = suspect ? "suspect" : incomplete ? "incomplete" : "clean";
   if (as_json) {
     json j = {{"schema", "lockstep-audit"},
               {"version", 1},
-              {"verdict", suspect ? "suspect" : "clean"},
+              {"verdict", verdict},
               {"path", dir},
               {"world_size", run.world_size},
               {"checked", {{"collectives", collectives_checked}, {"replica_ops", replicas_checked}}},
+              {"not_read", unread},
               {"findings", json::array()}};
     for (const AuditFinding& f : findings) j["findings"].push_back(finding_json(f, gpus));
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    std::fputs((j.dump(2, ' ', false, json::error_handler_t::replace) + "\n").c_str(), stdout);
   } else {
     std::string out = fmt::format("lockstep audit: {}\n  {} ({} rank{})\n",
-                                  suspect ? "SUSPECT" : "CLEAN", dir, run.files.size(),
-                                  run.files.size() == 1 ? "" : "s");
+                                  suspect ? "SUSPECT" : incomplete ? "INCOMPLETE" : "CLEAN", dir,
+                                  run.files.size(), run.files.size() == 1 ? "" : "s");
     out += fmt::format(
         "  checked {} collective operation{} across ranks, {} op{} across replicas{}\n",
         collectives_checked, collectives_checked == 1 ? "" : "s", replicas_checked,
         replicas_checked == 1 ? "" : "s",
         scan.other_fingerprints ? "" : " (none at this level: level full fingerprints them)");
+    if (!unread.empty()) {
+      out += fmt::format("  not read whole ({}): {}\n",
+                         incomplete ? "no verdict on the rest" : "the findings stand on the rest",
+                         unread.front());
+      for (size_t i = 1; i < unread.size() && i < 8; ++i) out += "    " + unread[i] + "\n";
+      if (unread.size() > 8) out += fmt::format("    ({} more)\n", unread.size() - 8);
+    }
     for (size_t i = 0; i < findings.size() && i < 32; ++i)
       out += "\n" + finding_text(findings[i], gpus);
     if (findings.size() > 32) out += fmt::format("\n({} more)\n", findings.size() - 32);
     std::fputs(out.c_str(), stdout);
   }
   std::fflush(stdout);
-  return suspect ? 1 : 0;
+  return suspect ? 1 : incomplete ? 2 : 0;
 }
 
 CommandRunner add_audit_command(CLI::App& app) {
@@ -257,7 +274,9 @@ all-gather or broadcast; at level full, ops at the same place on several ranks w
 were all equal there (data-parallel replicas after their gradient all-reduce: the optimizer's
 update) compute equal outputs. A rank that differs while its inputs agree is named with its GPU
 (UUID, PCI bus id, host) as a suspected hardware fault or silent data corruption.
-Exit status: 0 clean, 1 suspect, 2 bad input.
+A file that was not read whole (cut off, no end record, records dropped by the writer) makes a
+run without findings INCOMPLETE, never CLEAN.
+Exit status: 0 clean, 1 suspect, 2 incomplete or bad input.
 
 Examples:
   lockstep audit runs/a

@@ -72,7 +72,7 @@ CommandRunner add_run_command(CLI::App& app) {
   sub->add_option("command", request->command, "The command to run, after --")->required();
   sub->footer(R"(Every process of the job (torchrun, mpirun, srun...) writes its own file into the
 directory. The exit status is the command's (128+N if signal N ended it); 2 if lockstep itself
-could not start it; with --audit and a command that exited 0, the audit's (0 clean, 1 suspect). liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
+could not start it; with --audit and a command that exited 0, the audit's (0 clean, 1 suspect, 2 incomplete). liblockstep.so is found through $LOCKSTEP_LIB or next to this binary.
 At --level full a kernel's pointer arguments are fingerprinted from the pointer to the end of
 their allocation; PyTorch's caching allocator packs many tensors into one allocation, so by
 default (--torch-alloc auto) a full-level run of a PyTorch job uses its cudaMallocAsync backend,

@@ -60,6 +60,34 @@ TEST_F(Cli, AReplicaThatComputesOtherBytesFromTheSameInputsIsSuspectAtFull) {
   EXPECT_EQ(f["suspects"][0]["gpu"]["pci_bus_id"], "0000:19:00.0");
 }
 
+// A rank cut off (or without its end record) was not read whole: no finding in the rest is no
+// verdict on the run, so INCOMPLETE with exit 2, naming the file, never CLEAN.
+TEST_F(Cli, AuditOfARunWithACutOffRankIsIncompleteNotClean) {
+  std::string dir = write("cut", four_ranks("broad"));
+  fs::path victim = fs::path(dir) / "rank-00002.lstrace";
+  fs::resize_file(victim, inside_last_records_block(victim));
+  Result r = lockstep("audit " + dir);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("lockstep audit: INCOMPLETE"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CLEAN"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(victim.string() + ": cut off at offset"), std::string::npos) << r.out;
+  Result j = lockstep("audit --json " + dir);
+  EXPECT_EQ(j.code, 2);
+  EXPECT_EQ(j.parsed()["verdict"], "incomplete");
+  ASSERT_EQ(j.parsed()["not_read"].size(), 1u) << j.out;
+
+  // A fault found in what was read stands: SUSPECT, the cut named beside it.
+  synth::Spec faulty = four_ranks("broad");
+  faulty.plants.push_back({synth::Plant::Received, 2, 3, 0});
+  std::string bad = write("cut-faulty", faulty);
+  fs::path cut = fs::path(bad) / "rank-00001.lstrace";
+  fs::resize_file(cut, inside_last_records_block(cut));
+  Result s = lockstep("audit " + bad);
+  EXPECT_EQ(s.code, 1) << s.out << s.err;
+  EXPECT_NE(s.out.find("lockstep audit: SUSPECT"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find(cut.string() + ": cut off"), std::string::npos) << s.out;
+}
+
 TEST_F(Cli, AuditOfSomethingThatIsNotARunIsOneLineAndExitTwo) {
   fs::create_directories(path("empty"));
   Result r = lockstep("audit " + path("empty").string());

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/synth/synthetic_trace.h"
+#include "trace/format.h"
+#include "trace/reader.h"
 
 namespace fs = std::filesystem;
 namespace synth = lockstep::tools::synth;
@@ -84,6 +86,14 @@ synth::Spec small(int world = 2) {
 
 int line_count(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// A length that cuts the file inside its last records block (that of the last step).
+uint64_t inside_last_records_block(const fs::path& file) {
+  uint64_t offset = 0;
+  for (const auto& block : lockstep::trace::TraceReader::open(file)->blocks())
+    if (block.type == lockstep::trace::BlockType::Records) offset = block.offset;
+  return offset + sizeof(lockstep::trace::BlockHeader) + 5;
 }
 
 }  // namespace

@@ -147,14 +147,6 @@ TEST_F(Cli, MissingRankFileIsInvalidInput) {
   EXPECT_EQ(lockstep("verify " + b).code, 2);
 }
 
-// A length that cuts the file inside its last records block (that of the last step).
-uint64_t inside_last_records_block(const fs::path& file) {
-  uint64_t offset = 0;
-  for (const auto& block : lockstep::trace::TraceReader::open(file)->blocks())
-    if (block.type == lockstep::trace::BlockType::Records) offset = block.offset;
-  return offset + sizeof(lockstep::trace::BlockHeader) + 5;
-}
-
 TEST_F(Cli, CutOffFileIsIncompleteAndItsValidPrefixIsCompared) {
   synth::Spec planted = small();
   planted.plants.push_back({synth::Plant::Output, 0, 5, 0});  // in the part that gets cut off
