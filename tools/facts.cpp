@@ -30,9 +30,20 @@ struct RecordTally {
   std::vector<uint64_t> kernel_ids;
   std::unordered_map<trace::StringId, uint64_t> sparse_kernel_ids;
   uint64_t writer_dropped = 0, shim_dropped = 0;
+  // Records per step, every kind (what a step's summary counts): the current run of one step,
+  // added to the table when the step changes.
+  std::unordered_map<uint32_t, uint64_t> step_records;
+  uint32_t run_step = 0;
+  uint64_t run_records = 0;
 
   void add(const trace::Record& r, trace::TraceReader& reader) {
     ++counts.records;
+    if (r.step != run_step) {
+      if (run_records) step_records[run_step] += run_records;
+      run_step = r.step;
+      run_records = 0;
+    }
+    ++run_records;
     ++kinds[static_cast<uint8_t>(r.kind)];
     if (r.kind != trace::RecordKind::Warning && r.kind != trace::RecordKind::StepSummary &&
         (steps.empty() || steps.back() != r.step)) {
@@ -77,6 +88,18 @@ struct RecordTally {
 
   void into(RankFacts& facts, trace::TraceReader& reader) {
     facts.records = counts.records;
+    if (run_records) step_records[run_step] += run_records;
+    run_records = 0;
+    // Each summarized step's records against its summary (the reader merges a step's summaries).
+    for (const trace::StepSummary& s : reader.step_summaries()) {
+      auto it = step_records.find(s.step);
+      const uint64_t present = it == step_records.end() ? 0 : it->second;
+      if (present == s.record_count) continue;
+      if (facts.steps_miscounted++ == 0)
+        facts.first_miscount = "step " + std::to_string(s.step) + ": " +
+                               std::to_string(present) + " records, its summary says " +
+                               std::to_string(s.record_count);
+    }
     for (size_t kind = 0; kind < kinds.size(); ++kind)
       if (kinds[kind])
         facts.by_kind[std::string(trace::record_kind_name(static_cast<trace::RecordKind>(kind)))] +=

@@ -36,6 +36,10 @@ struct RankFacts {
   std::vector<Warning> warnings;  // every Warning record, in file order
   std::vector<uint32_t> record_steps;        // steps that have records, ascending
   std::vector<uint32_t> summary_steps;       // steps that have a summary, ascending
+  // Decoding: steps whose records (every kind, as the writer counts them) are not as many as
+  // their summaries say (blocks lost, added or rewritten with valid checksums), and the first.
+  uint64_t steps_miscounted = 0;
+  std::string first_miscount;  // "step S: N records, its summary says M"
 };
 
 struct ScanOptions {

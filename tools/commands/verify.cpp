@@ -53,6 +53,17 @@ int run_verify(const std::string& dir, bool print) {
                 : fmt::format("{}: no end record (the writer did not finish): {}", f.path, prefix));
       }
     }
+    // Counts that must agree in a file written whole: what its end record and its step summaries
+    // say against the records present (a block lost, added or rewritten, its checksum valid).
+    if (end && end->records != f.records)
+      mine.push_back(fmt::format("{}: {} present, its end record says {}", f.path,
+                                 count_of(f.records, "record", "records"), end->records));
+    if (f.steps_miscounted)
+      mine.push_back(fmt::format("{}: {} step{} whose records are not as many as {} (first: {})",
+                                 f.path, f.steps_miscounted, f.steps_miscounted == 1 ? "" : "s",
+                                 f.steps_miscounted == 1 ? "its summary says"
+                                                         : "their summaries say",
+                                 f.first_miscount));
     uint64_t dropped = std::max(f.dropped_records, end ? end->dropped : 0);
     if (dropped)
       mine.push_back(fmt::format("{}: {} record{} dropped by the writer", f.path, dropped,
@@ -108,7 +119,8 @@ CommandRunner add_verify_command(CLI::App& app) {
   sub->add_option("DIR", *dir, "Trace directory (or one .lstrace file)")->required();
   sub->footer(R"(Certified complete means: every rank of the world size has a file, every file ends
 with its writer's end record, every block's checksum holds, no file is cut off, no record was
-dropped, every step with records has its summary, and all ranks reached the same last step. A
+dropped, every step with records has its summary, the records present are as many as the end
+record and each step's summary say, and all ranks reached the same last step. A
 file without its end record (a killed job) is at best "readable prefix up to step N".
 Exit status: 0 certified, 2 otherwise (each problem on its own line).
 
