@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "trace/block_frame.h"
+#include "trace/bounded_json.h"
 #include "trace/encoding.h"
 #include "trace/reader.h"
 #include "trace/step_index.h"
@@ -53,11 +54,6 @@ const char* irregular_kind(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISDIR(mode)) return "a directory";
   return "neither a file nor a directory";
-}
-
-std::string first_line(std::string text) {
-  if (size_t end = text.find('\n'); end != std::string::npos) text.resize(end);
-  return text;
 }
 
 class FileReader final : public TraceReader {
@@ -107,11 +103,10 @@ class FileReader final : public TraceReader {
     forget_near();
     if (XXH64(json.data(), json.size(), 0) != file.json_checksum)
       fail("JSON header checksum mismatch at offset 24 (corrupt)");
-    try {
-      header_ = nlohmann::json::parse(json);
-    } catch (const std::exception& error) {
-      fail("bad JSON header at offset 24: " + first_line(error.what()));
-    }
+    std::string problem;
+    std::optional<nlohmann::json> parsed = parse_bounded_json(json, &problem);
+    if (!parsed) fail("bad JSON header at offset 24: " + problem);
+    header_ = std::move(*parsed);
     if (!header_.is_object()) fail("JSON header at offset 24 is not an object");
     check_rank_keys();
     data_start_ = sizeof(file) + file.json_bytes;

@@ -13,6 +13,7 @@
 #include "tools/audit.h"
 #include "tools/commands/commands.h"
 #include "tools/diff/file_input.h"
+#include "tools/json_text.h"
 #include "tools/run_set.h"
 
 namespace lockstep::tools {
@@ -235,7 +236,7 @@ int run_audit(const std::string& dir, bool as_json, bool salvage) {
               {"not_read", unread},
               {"findings", json::array()}};
     for (const AuditFinding& f : findings) j["findings"].push_back(finding_json(f, gpus));
-    std::fputs((j.dump(2, ' ', false, json::error_handler_t::replace) + "\n").c_str(), stdout);
+    std::fputs((json_text(j, 2) + "\n").c_str(), stdout);
   } else {
     std::string out = fmt::format("lockstep audit: {}\n  {} ({} rank{})\n",
                                   suspect ? "SUSPECT" : incomplete ? "INCOMPLETE" : "CLEAN", dir,

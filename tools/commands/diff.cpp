@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tools/commands/commands.h"
+#include "tools/json_text.h"
 #include "tools/why/names.h"
 #include "tools/diff/engine.h"
 #include "tools/diff/file_input.h"
@@ -128,7 +129,7 @@ int run_diff(const DiffRequest& request, DiffResult* result_out, DiffContext* co
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
   if (request.print) {
     if (request.json)
-      std::fputs((diff_json(result, context).dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_text(diff_json(result, context), 2) + "\n").c_str(), stdout);
     else
       std::fputs(diff_text(result, context, Style(stdout)).c_str(), stdout);
     std::fflush(stdout);

@@ -14,6 +14,7 @@
 
 #include "tools/commands/commands.h"
 #include "tools/integrity.h"
+#include "tools/json_text.h"
 #include "tools/run_set.h"
 #include "trace/format.h"
 #include "trace/reader.h"
@@ -195,7 +196,7 @@ int run_gather(const GatherRequest& request) {
       bring(*from, out_manifest, false);
     } else {
       std::FILE* f = std::fopen(out_manifest.c_str(), "w");
-      const std::string text = nlohmann::json{{"run_id", run.id()}}.dump(2) + "\n";
+      const std::string text = json_text(nlohmann::json{{"run_id", run.id()}}, 2) + "\n";
       if (!f || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0)
         throw InputError(out_manifest.string() + ": cannot be written");
     }

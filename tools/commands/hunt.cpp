@@ -8,6 +8,7 @@
 #include "common/env.h"
 
 #include "tools/commands/commands.h"
+#include "tools/json_text.h"
 #include "tools/why/names.h"
 #include "tools/hunt_plan.h"
 #include "tools/launch.h"
@@ -195,7 +196,7 @@ class HuntLog {
                       : json(nullptr);
     json doc = diff_json(reported.result, context_of(reported));
     doc["hunt"] = log_;
-    std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+    std::fputs((json_text(doc, 2) + "\n").c_str(), stdout);
     std::fflush(stdout);
   }
 

@@ -1,20 +1,26 @@
 // `lockstep replay`: the replay verdict (issue #30) for an op already found, without a hunt.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/commands/commands.h"
+#include "tools/json_text.h"
 #include "tools/launch.h"
 #include "tools/replay_run.h"
 #include "tools/report.h"
 #include "tools/run_set.h"
 #include "tools/why/names.h"
+#include "trace/bounded_json.h"
 
 namespace lockstep::tools {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct ReplayCliRequest {
   std::string dir;
@@ -32,11 +38,27 @@ struct ReplayCliRequest {
 // The culprit of a diff's JSON document as an op, and its rank. Throws InputError naming the
 // file and the problem.
 settings::OpSpec culprit_of(const std::string& path, int* rank) {
-  std::ifstream in(path);
+  // A regular file of a report's size (a FIFO blocked here, /dev/zero read on: found by fuzzing).
+  constexpr uint64_t kMaxReportBytes = 256u << 20;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw InputError(fmt::format("{}: not a regular file (expected `lockstep diff --json` output)",
+                                 path));
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec || size > kMaxReportBytes)
+    throw InputError(fmt::format("{}: {} (expected `lockstep diff --json` output)", path,
+                                 ec ? "cannot be read" : "larger than a diff's report"));
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot be read", path));
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object())
-    throw InputError(fmt::format("{}: is not JSON (expected `lockstep diff --json` output)", path));
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  text.resize(static_cast<size_t>(in.gcount()));
+  std::string problem;
+  std::optional<nlohmann::json> parsed = trace::parse_bounded_json(text, &problem);
+  if (!parsed || !parsed->is_object())
+    throw InputError(fmt::format("{}: {} (expected `lockstep diff --json` output)", path,
+                                 parsed ? "not a JSON object" : problem));
+  const nlohmann::json& doc = *parsed;
   const nlohmann::json* c = doc.contains("culprit") ? &doc["culprit"] : nullptr;
   if (c == nullptr || c->is_null())
     throw InputError(fmt::format("{}: names no culprit (the runs did not diverge at an op)", path));
@@ -142,7 +164,7 @@ Examples:
       nlohmann::json doc = replay_verdict_json(verdict);
       doc["op"] = {{"step", op.step}, {"stream", op.stream},         {"kind", op.kind},
                    {"name", op.name}, {"occurrence", op.occurrence}, {"rank", rank}};
-      std::fputs((doc.dump(2) + "\n").c_str(), stdout);
+      std::fputs((json_text(doc, 2) + "\n").c_str(), stdout);
     } else {
       std::printf("replay (rank %d, step %u, stream %u, %s #%u): %s\n", rank, op.step, op.stream,
                   short_kernel_name(op.name).c_str(), op.occurrence,

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "tools/regex_text.h"
 #include "tools/commands/commands.h"
 #include "tools/why/names.h"
 #include "tools/record_text.h"
@@ -35,7 +36,9 @@ CommandRunner add_show_command(CLI::App& app) {
       "--verbose", [] { set_full_names(true); },
       "Full kernel names in the text (template arguments, lambdas), not the shortened ones");
   sub->add_option("--step", request->step, "Only this step");
-  sub->add_option("--grep", request->grep, "Only records whose name matches this regex");
+  sub->add_option("--grep", request->grep,
+                  "Only records whose name matches this regex (ECMAScript, searched in the name's "
+                  "first 8 KiB)");
   sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");
   sub->add_flag("--salvage", request->salvage,
                 "Show the valid prefix of a file with a corrupt block (else exit 2)");
@@ -63,6 +66,9 @@ Examples:
   return [request] {
     std::optional<std::regex> pattern;
     if (!request->grep.empty()) {
+      if (request->grep.size() > kMaxRegexPattern)
+        throw InputError(fmt::format("--grep: a pattern of {} characters; at most {}",
+                                     request->grep.size(), kMaxRegexPattern));
       try {
         pattern.emplace(request->grep, std::regex::ECMAScript | std::regex::optimize);
       } catch (const std::regex_error& e) {
@@ -85,7 +91,7 @@ Examples:
       std::string out;
       auto print = [&](const trace::Record& r) {
         if (r.step < first || r.step > last) return true;
-        if (pattern && !std::regex_search(std::string(reader->string(r.name)), *pattern))
+        if (pattern && !regex_search_bounded(reader->string(r.name), *pattern))
           return true;
         out = record_line(file.rank, r, *reader);
         out += '\n';

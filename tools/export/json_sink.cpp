@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tools/export/sink.h"
+#include "tools/json_text.h"
 
 namespace lockstep::tools::exporting {
 namespace {
@@ -70,7 +71,7 @@ class JsonSink : public Sink {
  private:
   void emit(const nlohmann::json& event) {
     write(separator_);
-    write(event.dump());
+    write(json_text(event));
     separator_ = ",\n";
   }
   void write(std::string_view text) {

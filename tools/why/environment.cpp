@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "tools/json_text.h"
 #include "trace/header.h"
 
 namespace lockstep::tools {
@@ -67,13 +68,13 @@ std::optional<std::string> value_text(const json& value, Decode decode) {
   if (decode == Decode::Args && value.is_array()) {
     std::string line;
     for (const json& arg : value) {
-      const std::string text = arg.is_string() ? arg.get<std::string>() : arg.dump();
+      const std::string text = arg.is_string() ? arg.get<std::string>() : json_text(arg);
       const bool quote = text.empty() || text.find_first_of(" \t'\"") != std::string::npos;
       line += (line.empty() ? "" : " ") + (quote ? "'" + text + "'" : text);
     }
     return line;
   }
-  return value.dump();
+  return json_text(value);
 }
 
 // The fact in a header: nullptr when the header does not record it (an older writer).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tools/diff/result.h"
+#include "tools/regex_text.h"
 #include "tools/why/gemm_config.h"
 #include "trace/record.h"
 
@@ -68,7 +69,7 @@ std::optional<Mechanism> match_mechanism(std::string_view kind, std::string_view
   if (!subject) return std::nullopt;
   const std::string text = mechanism_subject(kind, name, fields);
   for (size_t i = 0; i < std::size(kRows); ++i)
-    if (kRows[i].subject == *subject && std::regex_search(text, compiled()[i]))
+    if (kRows[i].subject == *subject && regex_search_bounded(text, compiled()[i]))
       return Mechanism{kRows[i].id, kRows[i].what, kRows[i].fix};
   return std::nullopt;
 }

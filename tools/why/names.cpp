@@ -171,7 +171,9 @@ std::string buffer_words(std::string_view kind, std::string_view label) {
   static const std::regex kArg(R"(^(?:n(\d+)\.)?arg(\d+)(?:\+(\d+))?$)");
   const std::string text(label);
   std::smatch m;
-  if ((kind == "kernel" || kind == "graph") && std::regex_match(text, m, kArg)) {
+  // The collectors' labels ("n3.arg12+64") are short: a longer one is no parameter's, and is not
+  // handed to std::regex (tools/regex_text.h).
+  if ((kind == "kernel" || kind == "graph") && text.size() <= 64 && std::regex_match(text, m, kArg)) {
     std::string out = m[1].matched ? fmt::format("node {} parameter {}", m[1].str(), m[2].str())
                                    : fmt::format("parameter {}", m[2].str());
     if (m[3].matched) out += fmt::format(" at +{} B", m[3].str());

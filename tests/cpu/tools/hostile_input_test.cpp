@@ -1,0 +1,107 @@
+// Inputs written to break the CLI, each found by fuzzing it (a driver that mutated and resealed
+// trace files, session 36): every one now gets one line and exit 2, or its verdict, never a
+// crash or a hang. Traces are written with the real writer (trace/writer.h), a record at a time.
+#include <sys/stat.h>
+
+#include <string>
+
+#include "cli_harness.h"
+#include "trace/writer.h"
+
+namespace {
+
+namespace trace = lockstep::trace;
+
+// One rank's trace at `file` holding `kernels` Kernel records of step 0 named `name`, under
+// `header` (rank 0 of 1 added).
+void write_trace(const fs::path& file, nlohmann::json header, const std::string& name,
+                 int kernels = 3) {
+  fs::create_directories(file.parent_path());
+  header["rank"] = 0;
+  header["world_size"] = 1;
+  trace::WriterOptions options;
+  options.path = file.string();
+  std::string error;
+  auto writer = trace::TraceWriter::open(options, header, &error);
+  ASSERT_TRUE(writer) << error;
+  for (int i = 0; i < kernels; ++i) {
+    trace::Record r;
+    r.kind = trace::RecordKind::Kernel;
+    r.seq = static_cast<uint64_t>(i + 1);
+    r.stream = 1;
+    r.name = writer->intern(name);
+    r.fields[trace::fields::Kernel::grid_x] = static_cast<uint64_t>(i + 1);
+    ASSERT_TRUE(writer->append(r));
+  }
+  writer->end_step(0);
+  writer->close();
+}
+
+// A header value nested 100 deep (the fuzzer's was 100,000: nlohmann's dump recursed through it
+// in every reading command) is refused when the header is read, in one line.
+TEST_F(Cli, AHeaderNestedDeeperThan64LevelsIsOneLineAndExitTwo) {
+  nlohmann::json deep = nlohmann::json::array();
+  for (int i = 0; i < 100; ++i) deep = nlohmann::json::array({deep});
+  write_trace(path("deep") / "rank-00000.lstrace", {{"command_line", deep}}, "kernel");
+  for (const std::string command : {"show", "verify", "stats"}) {
+    Result r = lockstep(command + " " + path("deep").string());
+    EXPECT_EQ(r.code, 2) << command << ": " << r.out << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("rank-00000.lstrace: bad JSON header at offset 24: nested deeper than 64 "
+                         "levels"),
+              std::string::npos)
+        << command << ": " << r.err;
+  }
+}
+
+// A kernel's name is the job's bytes: one that is not UTF-8 is printed as JSON with U+FFFD in
+// its place (it made `export` and `diff --json` fail with nlohmann's type_error 316).
+TEST_F(Cli, ANameThatIsNotUtf8IsStillPrintedAsJson) {
+  write_trace(path("a") / "rank-00000.lstrace", nlohmann::json::object(), "bad\xff name");
+  Result r = lockstep("export " + path("a").string() + " -o " + path("a.json").string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const nlohmann::json events = nlohmann::json::parse(slurp(path("a.json")));
+  EXPECT_NE(events.dump().find("bad\xef\xbf\xbd name"), std::string::npos);
+}
+
+// A name of 40 KB: std::regex's recursion ran as deep as a repetition's match (`k+$` crashed
+// show --grep); a name is matched on its first 8 KiB (tools/regex_text.h).
+TEST_F(Cli, ALongNameIsSearchedWithoutCrashing) {
+  write_trace(path("long") / "rank-00000.lstrace", nlohmann::json::object(),
+              std::string(40000, 'k'));
+  Result r = lockstep("show " + path("long").string() + " --grep 'k+$'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(line_count(r.out), 3) << r.out.substr(0, 200);
+  Result pattern = lockstep("show " + path("long").string() + " --grep '" +
+                            std::string(2000, 'k') + "'");
+  EXPECT_EQ(pattern.code, 2);
+  EXPECT_EQ(line_count(pattern.err), 1) << pattern.err;
+  EXPECT_NE(pattern.err.find("--grep: a pattern of 2000 characters; at most 1024"),
+            std::string::npos)
+      << pattern.err;
+}
+
+// A manifest that is a FIFO blocked gather's read for ever (and one linked to /dev/zero read
+// until memory ran out); `replay --from` a FIFO blocked too.
+TEST_F(Cli, FifosInPlaceOfAManifestOrAReportAreRefusedWithoutBlocking) {
+  std::string dir = write("run", small(1));
+  const fs::path manifest = fs::path(dir) / trace::kManifestName;
+  fs::remove(manifest);
+  ASSERT_EQ(mkfifo(manifest.c_str(), 0600), 0);
+  Result gather = lockstep("gather " + path("out").string() + " " + dir, "timeout 20");
+  EXPECT_EQ(gather.code, 2) << gather.out << gather.err;
+  EXPECT_EQ(line_count(gather.err), 1) << gather.err;
+  EXPECT_NE(gather.err.find("manifest.json: not a readable manifest"), std::string::npos)
+      << gather.err;
+
+  const fs::path fifo = path("report.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Result replay = lockstep("replay --from " + fifo.string() + " -o " + path("rp").string() +
+                               " -- /bin/true",
+                           "timeout 20");
+  EXPECT_EQ(replay.code, 2) << replay.out << replay.err;
+  EXPECT_EQ(line_count(replay.err), 1) << replay.err;
+  EXPECT_NE(replay.err.find("report.json: not a regular file"), std::string::npos) << replay.err;
+}
+
+}  // namespace
