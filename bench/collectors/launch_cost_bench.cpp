@@ -228,6 +228,28 @@ void measure_step(long steps, double* result) {
   result[2] = median(marker_ns) + static_cast<double>(sink & 1) * 1e-9;
 }
 
+// one() `calls` times back to back after 1,000 to warm up (result[0]: ns per call), then up to
+// 20,000 times at a job's pace, 512 KiB of other reads before each (result[2]: the median ns).
+template <typename Call>
+void time_calls(long calls, Call& one, double* result) {
+  for (int i = 0; i < 1000; ++i) one();  // warm
+  const auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) one();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result[0] = s * 1e9 / static_cast<double>(calls);
+  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
+  std::vector<double> paced(std::min<long>(calls, 20000));
+  uint64_t sink = 0;
+  for (double& cost : paced) {
+    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
+    const auto t0 = std::chrono::steady_clock::now();
+    one();
+    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
+  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+}
+
 // "copy" / "memset": result[0] ns per call back to back, result[2] the median call at a job's
 // pace (as above); a step marked every 200 calls.
 void measure_memory_op(long calls, bool set, double* result) {
@@ -247,22 +269,7 @@ void measure_memory_op(long calls, bool set, double* result) {
     memory_op_end(memory_op_begin(op), CUDA_SUCCESS);
     if (++made % 200 == 0) lockstep_step();
   };
-  for (int i = 0; i < 1000; ++i) one();  // warm
-  const auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < calls; ++i) one();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result[0] = s * 1e9 / static_cast<double>(calls);
-  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
-  std::vector<double> paced(std::min<long>(calls, 20000));
-  uint64_t sink = 0;
-  for (double& cost : paced) {
-    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
-    const auto t0 = std::chrono::steady_clock::now();
-    one();
-    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
-  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+  time_calls(calls, one, result);
 }
 
 // "gemm-ex": result[0] ns per call back to back, result[2] the median call at a job's pace; a
@@ -280,22 +287,7 @@ void measure_gemm_ex(long calls, double* result) {
     cublas_gemm_end(cublas_gemm_begin(g), 0);
     if (++made % 75 == 0) lockstep_step();
   };
-  for (int i = 0; i < 1000; ++i) one();  // warm
-  const auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < calls; ++i) one();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result[0] = s * 1e9 / static_cast<double>(calls);
-  std::vector<uint64_t> job_memory((512u << 10) / sizeof(uint64_t), 1);
-  std::vector<double> paced(std::min<long>(calls, 20000));
-  uint64_t sink = 0;
-  for (double& cost : paced) {
-    for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
-    const auto t0 = std::chrono::steady_clock::now();
-    one();
-    cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
-  result[2] = paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9;
+  time_calls(calls, one, result);
 }
 
 // "gemm": a bf16 GEMM as PyTorch's addmm makes it (cuBLASLt descriptors with TRANSA, a bias
