@@ -19,8 +19,20 @@
 
 namespace {
 
+// One line whatever the message holds: a control character (a file named with a newline in it)
+// is printed as \xNN, so that the error stays the one line a script reads.
 int fail(const std::string& message) {
-  std::fprintf(stderr, "lockstep: %s\n", message.c_str());
+  std::string line;
+  for (const char c : message) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      line += escaped;
+    } else {
+      line += c;
+    }
+  }
+  std::fprintf(stderr, "lockstep: %s\n", line.c_str());
   return lockstep::tools::kExitInvalid;
 }
 

@@ -104,4 +104,17 @@ TEST_F(Cli, FifosInPlaceOfAManifestOrAReportAreRefusedWithoutBlocking) {
   EXPECT_NE(replay.err.find("report.json: not a regular file"), std::string::npos) << replay.err;
 }
 
+// A file named with a newline in it: the error that names it is still one line (the control
+// character printed as \x0a).
+TEST_F(Cli, AFileNamedWithANewlineIsNamedOnOneLine) {
+  fs::create_directories(path("odd"));
+  std::ofstream(path("odd") / "a b\nc.lstrace") << "not a trace";
+  for (const std::string command : {"show", "verify"}) {
+    Result r = lockstep(command + " " + path("odd").string());
+    EXPECT_EQ(r.code, 2) << command << ": " << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("a b\\x0ac.lstrace"), std::string::npos) << command << ": " << r.err;
+  }
+}
+
 }  // namespace
