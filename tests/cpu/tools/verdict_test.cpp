@@ -135,7 +135,7 @@ TEST_F(Cli, VerifyCertifiesOnlyATraceWithItsEndRecordAndAllItsBlocks) {
 
 // A file whose every checksum holds but whose records are not what its end record and its step
 // summaries count (a records block lost or written twice: a writer's bug, found by fuzzing the
-// CLI) is not certified, and verify says which counts disagree.
+// CLI) is not certified, verify says which counts disagree, and a diff is INCOMPLETE.
 TEST_F(Cli, VerifyCountsTheRecordsAgainstTheEndRecordAndTheSummaries) {
   std::string b = write("b", spanning());
   const fs::path file = fs::path(b) / "rank-00000.lstrace";
@@ -183,6 +183,14 @@ TEST_F(Cli, VerifyCountsTheRecordsAgainstTheEndRecordAndTheSummaries) {
                        std::to_string(fixed.records)),
             std::string::npos)
       << v.err;
+  // The diff compares summaries first, which the edit left alone: never IDENTICAL either.
+  Result d = lockstep("diff " + pair(b, path("edited").string()));
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find(std::to_string(fixed.records - 1) + " records in its blocks, its end record "
+                                                           "says " +
+                       std::to_string(fixed.records)),
+            std::string::npos)
+      << d.out;
 }
 
 // Case 3: "world_size": 2147483647 grew verify to 24 GB; 1000000 printed 999,999 lines.
