@@ -32,13 +32,11 @@ LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream
                                   uint64_t* token) {
   CallState& call = push_call(CallKind::Gemm, token);
   OpenApi& api = open_api();
-  ++api.depth, ++api.gemm_depth;
+  api.gemm_opened();
   call.raised_depth = call.raised_gemm = true;
-  if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
   call.tracer = tracer;
   call.stream = stream;
-  tracer->stamp(&call.record, trace::RecordKind::Gemm, "", stream, false);
-  call.record.name = tracer->intern_literal(api_name);
+  tracer->stamp_literal(&call.record, trace::RecordKind::Gemm, api_name, stream, false);
   return call;
 }
 
@@ -132,16 +130,13 @@ LOCKSTEP_HOT uint64_t staged_gemm_begin(Tracer* tracer, const CublasGemm& g) {
   const CUstream stream = cublas_stream(g.handle);  // a library call: before the slot is taken
   trace::Record* staged = tracer->stage();
   if (staged == nullptr) return 0;
-  tracer->stamp_with_seq(staged, trace::RecordKind::Gemm, "", stream, false, tracer->next_seq());
-  staged->name = tracer->intern_literal(g.api);
+  tracer->stamp_literal(staged, trace::RecordKind::Gemm, g.api, stream, false);
   staged->clear_fields_below(F::kCount);
   set_cublas_fields(*staged, g);
   slot.ticket = tracer->commit_staged();
   slot.tracer = tracer;
   slot.open = true;
-  OpenApi& api = open_api();  // what it calls (cuBLASLt, its kernels) is its own
-  ++api.depth, ++api.gemm_depth;
-  if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
+  open_api().gemm_opened();  // what it calls (cuBLASLt, its kernels) is its own
   return kStagedGemmToken;
 }
 
@@ -151,9 +146,7 @@ LOCKSTEP_HOT bool staged_gemm_end(uint64_t token, int status) {
   StagedGemm& slot = t_staged_gemm;
   if (!slot.open) return true;
   slot.open = false;
-  OpenApi& api = open_api();
-  --api.depth, --api.gemm_depth;
-  if (api.depth == 0) api.outer_api = 0;
+  open_api().gemm_closed();
   // A GEMM that failed ran nothing: its record is taken back (one already encoded stays,
   // counted as a failed launch is).
   if (status != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]

@@ -43,6 +43,18 @@ struct alignas(64) OpenApi {
   // Not an open call's, but read after every launch too, in this line's last free word:
   // LOCKSTEP_REPLAY armed this thread for the launch that just returned (collectors/replay.h).
   ReplayArmed* replay_armed = nullptr;
+
+  // A GEMM opens (what it calls, cuBLASLt and its kernels, is its own) and closes. One with a
+  // call-stack entry (open_gemm) is closed by finish_call (events.cpp, its raised flags); a
+  // staged or copied one (gemm.cpp, lt_copies.cpp) closes itself.
+  void gemm_opened() {
+    ++depth, ++gemm_depth;
+    if (outer_api == 0) outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
+  }
+  void gemm_closed() {
+    --depth, --gemm_depth;
+    if (depth == 0) outer_api = 0;
+  }
 };
 static_assert(sizeof(OpenApi) == 64);
 

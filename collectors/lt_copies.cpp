@@ -136,9 +136,7 @@ LOCKSTEP_HOT uint64_t lt_copied_begin(Tracer* tracer, const LtMatmul& mm) {
   slot.tracer = tracer;
   slot.entry = &entry;
   slot.open = true;
-  OpenApi& api = open_api();  // kernels it launches are its own (kernel_launch_begin)
-  ++api.depth, ++api.gemm_depth;
-  if (api.outer_api == 0) api.outer_api = static_cast<uint64_t>(trace::RecordKind::Gemm);
+  open_api().gemm_opened();  // kernels it launches are its own (kernel_launch_begin)
   return kCopiedGemmToken;
 }
 
@@ -147,9 +145,7 @@ LOCKSTEP_HOT bool lt_copied_end(uint64_t token, int status) {
   CopySlot& slot = copy_slot();
   if (!slot.open) return true;
   slot.open = false;
-  OpenApi& api = open_api();
-  --api.depth, --api.gemm_depth;
-  if (api.depth == 0) api.outer_api = 0;
+  open_api().gemm_closed();
   // A GEMM that failed ran nothing: its record is taken back (one already encoded stays,
   // counted as a failed launch is).
   if (status != 0) [[unlikely]] {

@@ -108,8 +108,7 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   call.is_async = op.is_async;
   trace::Record& r = call.record;
   if (metric) {
-    tracer->stamp(&r, trace::RecordKind::Metric, "", op.stream, op.per_thread_stream);
-    r.name = tracer->intern_literal(op.api);
+    tracer->stamp_literal(&r, trace::RecordKind::Metric, op.api, op.stream, op.per_thread_stream);
     r.fields[trace::fields::Metric::bytes] = op.bytes;
     r.fields[trace::fields::Metric::dtype_hint] = 0;  // the API does not say
     return token;
@@ -119,8 +118,7 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   std::vector<PlannedRegion> inputs;
   const uint64_t no_cap = UINT64_MAX;
   if (op.is_set) {
-    tracer->stamp(&r, trace::RecordKind::Memset, "", op.stream, op.per_thread_stream);
-    r.name = tracer->intern_literal(op.api);
+    tracer->stamp_literal(&r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
     r.fields[trace::fields::Memset::value] = op.set_value;
     r.fields[trace::fields::Memset::bytes] = op.bytes;
     r.fields[trace::fields::Memset::is_async] = op.is_async;
@@ -128,8 +126,7 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
                        trace::DType::Bytes, op.dst, op.bytes, dst_device, hash && dst_device,
                        no_cap, dst_hit);
   } else {
-    tracer->stamp(&r, trace::RecordKind::Memcpy, "", op.stream, op.per_thread_stream);
-    r.name = tracer->intern_literal(op.api);
+    tracer->stamp_literal(&r, trace::RecordKind::Memcpy, op.api, op.stream, op.per_thread_stream);
     r.fields[trace::fields::Memcpy::direction] = static_cast<uint64_t>(direction);
     r.fields[trace::fields::Memcpy::bytes] = op.bytes;
     r.fields[trace::fields::Memcpy::is_async] = op.is_async;

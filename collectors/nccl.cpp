@@ -101,8 +101,7 @@ uint64_t nccl_begin(const NcclCall& c) {
   const NcclExtents e = nccl_extents(c.op, c.count, nccl_type_bytes(c.datatype), comm.nranks,
                                      comm.rank, c.root_or_peer, send, c.recv);
   trace::Record& r = call.record;
-  tracer->stamp(&r, trace::RecordKind::Collective, "", c.stream, false);
-  r.name = tracer->intern_literal(c.api);
+  tracer->stamp_literal(&r, trace::RecordKind::Collective, c.api, c.stream, false);
   r.fields[F::comm_id] = comm.id;
   r.fields[F::comm_seq] = comm.operations;
   r.fields[F::count] = c.count;

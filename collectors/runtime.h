@@ -137,6 +137,12 @@ class Tracer {
              bool per_thread_default) {
     stamp_with_seq(record, kind, name, stream, per_thread_default, next_seq());
   }
+  // stamp() named by a string literal (an API's name: `api` in events.h), through intern_literal.
+  void stamp_literal(trace::Record* record, trace::RecordKind kind, const char* name,
+                     CUstream stream, bool per_thread_default) {
+    stamp(record, kind, "", stream, per_thread_default);
+    record->name = intern_literal(name);
+  }
   // The same with a seq taken before (a launch at broad takes it before its first store to the
   // record: the locked add then waits for no store of ours that misses the cache).
   void stamp_with_seq(trace::Record* record, trace::RecordKind kind, std::string_view name,

@@ -56,11 +56,8 @@ template <typename Forward, typename Begin, typename End>
                                                End&& end) {
   Nesting nesting(scope);
   if (!nesting.outermost()) return forward();
-  if (!trace_operations()) {
-    if (validation::enabled())
-      return validation::bracketed(validation_scope(scope), false, forward);
-    return forward();
-  }
+  // bracketed() is forward() itself unless validating.
+  if (!trace_operations()) return validation::bracketed(validation_scope(scope), false, forward);
   namespace self_time = collectors::self_time;
   uint64_t token = 0;
   // LOCKSTEP_DEBUG's timing and LOCKSTEP_VALIDATE's brackets on a branch of their own (one test,
@@ -77,9 +74,7 @@ template <typename Forward, typename Begin, typename End>
     }
     auto result = [&] {
       self_time::Scope timed(self_time::Phase::RealCall);  // once: nested layers return above
-      return validation::enabled()
-                 ? validation::bracketed(validation_scope(scope), true, forward)
-                 : forward();
+      return validation::bracketed(validation_scope(scope), true, forward);
     }();
     try {
       self_time::Scope timed(self_time::Phase::CallEnd);

@@ -1,5 +1,7 @@
 #include "trace/bounded_json.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace lockstep::trace {
@@ -28,6 +30,25 @@ std::optional<nlohmann::json> parse_bounded_json(std::string_view text, std::str
     if (problem) *problem = "not JSON: " + what;
   }
   return std::nullopt;
+}
+
+std::optional<nlohmann::json> read_bounded_json(const std::string& path, uint64_t max_bytes,
+                                                std::string* problem) {
+  auto fail = [&](std::string text) {
+    if (problem) *problem = std::move(text);
+    return std::nullopt;
+  };
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return fail("not a regular file");
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return fail("cannot be read");
+  if (size > max_bytes) return fail("larger than " + std::to_string(max_bytes) + " bytes");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return fail("cannot be read");
+  std::string text(size, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(size));
+  text.resize(static_cast<size_t>(file.gcount()));
+  return parse_bounded_json(text, problem);
 }
 
 }  // namespace lockstep::trace

@@ -110,20 +110,10 @@ std::string run_id_from_env() {
 }
 
 std::optional<nlohmann::json> read_manifest(const std::string& dir) {
-  // A regular file of a manifest's size only: a FIFO in its place blocked the reader (the shim at
-  // start-up, gather) and a link to /dev/zero read until memory ran out (found by fuzzing).
+  // A regular file of a manifest's size only (the shim reads it at start-up, gather too).
   constexpr uint64_t kMaxManifestBytes = 1u << 20;
-  const fs::path path = fs::path(dir) / kManifestName;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return std::nullopt;
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec || size > kMaxManifestBytes) return std::nullopt;
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
-  std::string text(size, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(size));
-  text.resize(static_cast<size_t>(file.gcount()));
-  std::optional<nlohmann::json> manifest = parse_bounded_json(text, nullptr);
+  std::optional<nlohmann::json> manifest =
+      read_bounded_json((fs::path(dir) / kManifestName).string(), kMaxManifestBytes, nullptr);
   if (!manifest || !manifest->is_object()) return std::nullopt;
   return manifest;
 }

@@ -79,16 +79,15 @@ struct Scan {
   bool other_fingerprints = false;  // an op besides collectives carries one: replicas apply
 };
 
-void scan_rank(const RankFile& file, Scan& scan) {
-  std::unique_ptr<trace::TraceReader> reader = file.open();
-  reader->for_each_record([&](const trace::Record& r) {
+void scan_rank(const RankFile& file, trace::TraceReader& reader, Scan& scan) {
+  reader.for_each_record([&](const trace::Record& r) {
     scan.steps.insert(r.step);
     if (r.kind == trace::RecordKind::Collective) {
       AuditCollective c;
       c.rank = file.rank;
       c.step = r.step;
       c.seq = r.seq;
-      c.name = std::string(reader->string(r.name));
+      c.name = std::string(reader.string(r.name));
       namespace F = trace::fields;
       c.comm_id = r.fields[F::Collective::comm_id];
       c.comm_seq = r.fields[F::Collective::comm_seq];
@@ -202,8 +201,8 @@ int run_audit(const std::string& dir, bool as_json, bool salvage) {
   std::vector<std::string> unread;
   for (const RankFile& file : run.files) {
     gpus[file.rank] = gpu_of(file.header);
-    scan_rank(file, scan);
-    FileRankInput input(file.open(), file.integrity, file.salvaged);
+    FileRankInput input(file.open(), file.integrity, file.salvaged);  // one reader for both
+    scan_rank(file, input.reader(), scan);
     for (std::string& reason : input.incomplete()) unread.push_back(std::move(reason));
   }
   uint64_t collectives_checked = 0, replicas_checked = 0;

@@ -1,7 +1,5 @@
 // `lockstep replay`: the replay verdict (issue #30) for an op already found, without a hunt.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -19,8 +17,6 @@
 namespace lockstep::tools {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ReplayCliRequest {
   std::string dir;
@@ -40,21 +36,8 @@ struct ReplayCliRequest {
 settings::OpSpec culprit_of(const std::string& path, int* rank) {
   // A regular file of a report's size (a FIFO blocked here, /dev/zero read on: found by fuzzing).
   constexpr uint64_t kMaxReportBytes = 256u << 20;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw InputError(fmt::format("{}: not a regular file (expected `lockstep diff --json` output)",
-                                 path));
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec || size > kMaxReportBytes)
-    throw InputError(fmt::format("{}: {} (expected `lockstep diff --json` output)", path,
-                                 ec ? "cannot be read" : "larger than a diff's report"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot be read", path));
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  text.resize(static_cast<size_t>(in.gcount()));
   std::string problem;
-  std::optional<nlohmann::json> parsed = trace::parse_bounded_json(text, &problem);
+  std::optional<nlohmann::json> parsed = trace::read_bounded_json(path, kMaxReportBytes, &problem);
   if (!parsed || !parsed->is_object())
     throw InputError(fmt::format("{}: {} (expected `lockstep diff --json` output)", path,
                                  parsed ? "not a JSON object" : problem));
