@@ -43,7 +43,8 @@ CommandRunner add_check_command(CLI::App& app) {
                 "every pair's verdict in it (the job's output goes to each run's job.log)");
   sub->add_option("--resume-at", request->resume_at,
                   "Run the job straight, then resumed from its own checkpoint of step K, and "
-                  "diff them by the job's step numbers (the job's side: see below)");
+                  "diff them by the job's step numbers (the job's side: see below)")
+      ->check(whole_number());
   sub->add_option("command", request->trace.command, "The command to run, after --")->required();
   sub->footer(
       R"(Run 1 is diffed against every other run. Each run's directory (run-1, run-2, ...) keeps

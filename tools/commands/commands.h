@@ -2,6 +2,8 @@
 // examples) and returns what to run once parsing succeeded; the int is the exit code.
 #pragma once
 
+#include <charconv>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -65,6 +67,21 @@ std::string stats_report(const std::string& dir, int top, bool salvage);
 // table's help: the one home of the trace flags of run and check (run.cpp).
 struct TraceRequest;
 void add_setting_flags(CLI::App* sub, TraceRequest& request, bool own_output);
+
+// The check of an option read into a uint64_t: decimal digits, within 64 bits. CLI11 2.1's own
+// conversion wraps "-1" and saturates 2^64 without a word (`show --limit -1` was no limit).
+inline CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, error] = std::from_chars(text.data(), end, value);
+        if (text.empty() || error != std::errc() || at != end)
+          return "'" + text + "' is not a whole number from 0 to 18446744073709551615";
+        return {};
+      },
+      "");
+}
 
 // "lockstep: warning: ..." on stderr.
 void warn(const std::string& message);

@@ -39,7 +39,8 @@ CommandRunner add_show_command(CLI::App& app) {
   sub->add_option("--grep", request->grep,
                   "Only records whose name matches this regex (ECMAScript, searched in the name's "
                   "first 8 KiB)");
-  sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)");
+  sub->add_option("--limit", request->limit, "Stop after this many lines per rank (0: no limit)")
+      ->check(whole_number());
   sub->add_flag("--salvage", request->salvage,
                 "Show the valid prefix of a file with a corrupt block (else exit 2)");
   sub->add_flag("--file-order", request->file_order,

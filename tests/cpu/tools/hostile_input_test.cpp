@@ -118,3 +118,23 @@ TEST_F(Cli, AFileNamedWithANewlineIsNamedOnOneLine) {
 }
 
 }  // namespace
+
+// A count read into 64 bits is digits within 64 bits: CLI11's conversion took `--limit -1` and
+// `--limit 18446744073709551616` without a word (both: no limit).
+TEST_F(Cli, ACountOutside64BitsIsRefusedNotWrapped) {
+  write_trace(path("a") / "rank-00000.lstrace", nlohmann::json::object(), "kernel");
+  for (const std::string value : {"-1", "18446744073709551616", "1e3", "0x10"}) {
+    Result r = lockstep("show --limit " + value + " " + path("a").string());
+    EXPECT_EQ(r.code, 2) << value << ": " << r.out << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << value << ": " << r.err;
+    EXPECT_NE(r.err.find("--limit: '" + value + "' is not a whole number"), std::string::npos)
+        << r.err;
+    r = lockstep("check --resume-at " + value + " -- true");
+    EXPECT_EQ(r.code, 2) << value << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("--resume-at: '" + value + "' is not a whole number"), std::string::npos)
+        << r.err;
+  }
+  Result r = lockstep("show --limit 2 " + path("a").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(line_count(r.out), 2) << r.out;
+}
