@@ -259,11 +259,9 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
   static_assert(F::kCount == 14, "a new Kernel field: set it here");
 }
 
-// Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
-// No driver query before any capture began (Tracer::capturing's rule, checked here first: the
-// broad launch's path makes no call for it).
-LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLaunch& launch) {
-  if (!capture_begun()) return false;
+// label_capture's query, once some capture has begun: out of the broad launch's lines.
+[[gnu::noinline]] LOCKSTEP_HOT bool label_captured(Tracer* tracer, trace::Record& r,
+                                                   const KernelLaunch& launch) {
   uint64_t capture_id = 0;
   CUgraph graph = nullptr;
   const bool capturing =
@@ -271,6 +269,16 @@ LOCKSTEP_HOT bool label_capture(Tracer* tracer, trace::Record& r, const KernelLa
   r.fields[trace::fields::Kernel::capture_id] = capture_id;
   if (capture_id != 0) note_captured_kernel(capture_id, graph);
   return capturing;
+}
+// Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
+// No driver query before any capture began (Tracer::capturing's rule, checked here first: the
+// broad launch's path makes no call for it). The test inline (one flag in the line of hot
+// flags), the query out of line.
+[[gnu::always_inline]] inline bool label_capture(Tracer* tracer, trace::Record& r,
+                                                 const KernelLaunch& launch) {
+  if (!capture_begun()) [[likely]]
+    return false;
+  return label_captured(tracer, r, launch);
 }
 
 // A launch at broad that is the job's own (not a library's, not inside an NCCL group): its
@@ -308,8 +316,11 @@ inline trace::Record& unstaged_record() {
 
 // The launch's identity into `r` with its `seq`: stamp, launch shape, capture label; fields from
 // `clear_below` on are left as they are.
-LOCKSTEP_HOT void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch,
-                               uint64_t seq, int clear_below = trace::kMaxFields) {
+// Inlined into each caller: the staged path's (clear_below a constant there) is straight code in
+// the broad launch's own lines.
+[[gnu::always_inline]] inline void stamp_launch(Tracer* tracer, trace::Record& r,
+                                                const KernelLaunch& launch, uint64_t seq,
+                                                int clear_below = trace::kMaxFields) {
   tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
                          launch.per_thread_stream, seq);
   set_launch_fields(r, launch);  // fields [0, Kernel::kCount)
@@ -599,6 +610,16 @@ namespace {
   return token;
 }
 
+// general_launch_begin in its self-time scope: out of line with it, so that the broad launch's
+// begin is the checks and broad_launch_begin, straight through (the scope's code between them was
+// three code lines that a broad launch jumped over).
+[[gnu::noinline]] LOCKSTEP_HOT uint64_t timed_general_launch_begin(Tracer* tracer, OpenApi& api,
+                                                                   const KernelLaunch& launch,
+                                                                   bool in_library) {
+  self_time::Scope timed(self_time::Phase::KernelBegin);
+  return general_launch_begin(tracer, api, launch, in_library);
+}
+
 }  // namespace
 
 LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
@@ -611,22 +632,18 @@ LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // slot is asked for now and read after the call is set up: its miss (the slot of a kernel not
   // launched lately) overlaps that work instead of coming first.
   const bool in_library = api.depth > 0;
-  if (api.nccl_group == 0 && tracer->level() == Level::Broad) {
-    BroadLaunch& slot = api.broad;
-    if (!slot.open) {
-      if (in_library) return broad_nested_begin(tracer, api, slot);
-      return broad_launch_begin(tracer, api, slot, launch);
-    }
+  BroadLaunch& slot = api.broad;
+  if (api.nccl_group == 0 && tracer->level() == Level::Broad && !slot.open) [[likely]] {
+    if (in_library) return broad_nested_begin(tracer, api, slot);
+    return broad_launch_begin(tracer, api, slot, launch);
   }
-  self_time::Scope timed(self_time::Phase::KernelBegin);
-  return general_launch_begin(tracer, api, launch, in_library);
+  return timed_general_launch_begin(tracer, api, launch, in_library);
 }
 
-LOCKSTEP_LAUNCH_PATH void kernel_launch_end(uint64_t token, int result) {
-  if (token == kBroadLaunchToken) {
-    broad_launch_end(result);
-    return;
-  }
+namespace {
+// kernel_launch_end of a launch the general path began: out of line, so that the broad launch's
+// end (the token test, then broad_launch_end) saves no registers and spans no lines of this.
+[[gnu::noinline]] LOCKSTEP_HOT void general_launch_end(uint64_t token, int result) {
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   self_time::Scope timed(self_time::Phase::KernelEnd);
@@ -644,6 +661,14 @@ LOCKSTEP_LAUNCH_PATH void kernel_launch_end(uint64_t token, int result) {
     }
   }
   finish_call(call);
+}
+}  // namespace
+
+LOCKSTEP_LAUNCH_PATH void kernel_launch_end(uint64_t token, int result) {
+  if (token == kBroadLaunchToken) [[likely]]
+    broad_launch_end(result);
+  else
+    general_launch_end(token, result);
 }
 
 }  // namespace lockstep::collectors

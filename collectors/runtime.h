@@ -174,7 +174,10 @@ class Tracer {
   // append() without the copy (trace::TraceWriter::stage): the record is built in the writer's
   // staging slot, committed, and taken back if the call it describes failed. stage() is nullptr
   // once closed or where the writer refuses (then append() as usual).
-  trace::Record* stage();
+  trace::Record* stage() {
+    if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
+    return hot_.writer->stage();
+  }
   trace::TraceWriter::Staged commit_staged() { return hot_.writer->commit_staged(); }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { hot_.writer->flush(); }
@@ -518,9 +521,9 @@ inline uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default)
   const uintptr_t key = stream_key(stream, per_thread_default);
   // The last stream this thread used, asked first: launches come in runs on one stream.
   const HotThread::LastStream& last = t_hot.last_stream;
-  if (last.tracer == this && last.key == key) [[likely]]
-    return last.ordinal;
-  return other_stream_ordinal(key);
+  if (last.tracer != this || last.key != key) [[unlikely]]
+    return other_stream_ordinal(key);
+  return last.ordinal;
 }
 
 inline uint32_t Tracer::thread_ordinal() {

@@ -172,11 +172,6 @@ LOCKSTEP_HOT void Tracer::append(const trace::Record& record) {
   hot_.writer->append(record);
 }
 
-LOCKSTEP_LAUNCH_PATH trace::Record* Tracer::stage() {
-  if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
-  return hot_.writer->stage();
-}
-
 void Tracer::warn(WarningCode code, uint64_t count, std::string_view message) {
   trace::Record record;
   stamp(&record, trace::RecordKind::Warning, message, nullptr, false);

@@ -55,9 +55,11 @@ template <typename Forward, typename Begin, typename End>
 [[gnu::always_inline]] inline auto traced_call(Scope scope, Forward&& forward, Begin&& begin,
                                                End&& end) {
   Nesting nesting(scope);
-  if (!nesting.outermost()) return forward();
+  if (!nesting.outermost()) [[unlikely]]
+    return forward();
   // bracketed() is forward() itself unless validating.
-  if (!trace_operations()) return validation::bracketed(validation_scope(scope), false, forward);
+  if (!trace_operations()) [[unlikely]]
+    return validation::bracketed(validation_scope(scope), false, forward);
   namespace self_time = collectors::self_time;
   uint64_t token = 0;
   // LOCKSTEP_DEBUG's timing and LOCKSTEP_VALIDATE's brackets on a branch of their own (one test,

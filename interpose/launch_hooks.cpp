@@ -46,7 +46,7 @@ template <typename Forward>
 template <typename Forward, typename Describe>
 [[gnu::always_inline]] inline auto traced_launch(Forward&& forward, Describe&& describe) {
   // Below broad a launch is no event (CUPTI validation still brackets it).
-  if (!collectors::launches_traced() && !validation::enabled()) {
+  if (!collectors::launches_traced() && !validation::enabled()) [[unlikely]] {
     if (collectors::self_time::enabled.load(std::memory_order_relaxed)) [[unlikely]]
       return timed_untraced_launch(forward);
     return forward();

@@ -769,9 +769,12 @@ class Writer final : public TraceWriter {
     return true;
   }
 
+  // The miss on its own branch, the hit straight through (written the other way round, GCC laid
+  // the hit out after the function's end: a jump out and back, a code line more per call).
   LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer() {
-    if (tls_last.uid == uid_) return tls_last.buffer;
-    return thread_buffer_slow();
+    if (tls_last.uid != uid_) [[unlikely]]
+      return thread_buffer_slow();
+    return tls_last.buffer;
   }
 
   [[gnu::noinline]] ThreadBuffer* thread_buffer_slow() {
