@@ -14,6 +14,91 @@ using collectors::FunctionHandle;
 using collectors::KernelLaunch;
 using collectors::LaunchApi;
 
+// ---- how a launch interceptor is written --------------------------------------------------
+// Each entry point (or _ptsz pair) is a Hook: a struct of two static, always-inlined functions of
+// the entry point's own arguments (taken by const reference),
+//   static R forward(const Args&...)                     // LOCKSTEP_FORWARD to the real function
+//   static KernelLaunch describe(bool ptsz, const Args&...)   // the event (collectors/events.h)
+// and its interceptor is one line: return traced_launch<Hook, ptsz>(args...). traced_launch
+// writes out the plain path (launches traced, no timing, no validation: every launch of a job at
+// broad or full) straight through, first in the interceptor. Every other path is other_launch,
+// out of line, given the arguments themselves: a closure kept past an inlined call (a replay's
+// relaunch, the timed untraced launch) was built in memory on entry on every path, with two more
+// copies of the arguments (18 stores a launch; bench/collectors/launch_lines.py).
+// To add an entry point: its row in hooked_symbols.def, a Hook below, and its interceptor at the
+// end of this file (LOCKSTEP_LAUNCH_INTERCEPTOR for an entry point jobs launch most kernels
+// through, so that it lies in the launch's section, common/hot.h; else LOCKSTEP_INTERCEPTOR).
+
+// A launch below broad with LOCKSTEP_DEBUG on: forwarded inside the "real call" phase (once, at
+// the outermost layer), so that the job's own launches are timed at every level that has a
+// tracer and a level's real calls compare with another's: whether tracing makes the driver's
+// launch itself slower (its lines evicted by the shim's work, the hash launches between) is
+// then measured, not guessed.
+template <typename Forward>
+auto timed_untraced_launch(const Forward& forward) {
+  Nesting nesting(Scope::Launch);
+  if (!nesting.outermost() || !trace_operations()) return forward();
+  collectors::self_time::Scope timed(collectors::self_time::Phase::RealCall);
+  return forward();
+}
+
+// The launch LOCKSTEP_REPLAY armed this thread for (collectors/replay.h), relaunched with the same
+// arguments: the caller's argument memory stays valid until the call returns.
+template <typename Hook, typename... Args>
+[[gnu::noinline, gnu::cold]] void replay_launch(int result, const Args&... args) {
+  collectors::replay_after(result, [=] { return static_cast<int>(Hook::forward(args...)); });
+}
+
+template <typename Hook, bool ptsz, typename... Args>
+[[gnu::noinline, gnu::cold]] auto other_launch(const Args&... args) {
+  auto forward = [&]() __attribute__((always_inline)) { return Hook::forward(args...); };
+  // Below broad a launch is no event (CUPTI validation still brackets it).
+  if (!collectors::launches_traced() && !validation::enabled()) {
+    if (collectors::self_time::enabled.load(std::memory_order_relaxed))
+      return timed_untraced_launch(forward);
+    return forward();
+  }
+  auto forward_then_replay = [&]() __attribute__((always_inline)) {
+    auto result = forward();
+    if (collectors::replay_armed()) [[unlikely]]
+      replay_launch<Hook>(static_cast<int>(result), args...);
+    return result;
+  };
+  return traced_call(
+      Scope::Launch, forward_then_replay,
+      [&] { return collectors::kernel_launch_begin(Hook::describe(ptsz, args...)); },
+      [](uint64_t token, auto result) {
+        collectors::kernel_launch_end(token, static_cast<int>(result));
+      });
+}
+
+template <typename Hook, bool ptsz, typename... Args>
+[[gnu::always_inline]] inline auto traced_launch(const Args&... args) {
+  if (collectors::plain_traced_launches()) [[likely]] {
+    Nesting nesting(Scope::Launch);
+    // Not: a runtime launch reaching a driver entry point of ours, or the shim's own launch.
+    if (nesting.outermost() && trace_operations()) [[likely]] {
+      uint64_t token = 0;
+      try {
+        token = collectors::kernel_launch_begin(Hook::describe(ptsz, args...));
+      } catch (...) {
+      }
+      auto result = Hook::forward(args...);
+      if (collectors::replay_armed()) [[unlikely]]
+        replay_launch<Hook>(static_cast<int>(result), args...);
+      try {
+        collectors::kernel_launch_end(token, static_cast<int>(result));
+      } catch (...) {
+      }
+      return result;
+    }
+    return Hook::forward(args...);
+  }
+  return other_launch<Hook, ptsz>(args...);
+}
+
+#define LOCKSTEP_HOOK_FN static __attribute__((always_inline)) inline
+
 void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
   e.grid[0] = grid.x;
   e.grid[1] = grid.y;
@@ -23,72 +108,24 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
   e.block[2] = block.z;
 }
 
-// A launch below broad with LOCKSTEP_DEBUG on: forwarded inside the "real call" phase (once, at
-// the outermost layer), so that the job's own launches are timed at every level that has a
-// tracer and a level's real calls compare with another's: whether tracing makes the driver's
-// launch itself slower (its lines evicted by the shim's work, the hash launches between) is
-// then measured, not guessed. Out of line: the untimed path stays a load and a branch.
-template <typename Forward>
-[[gnu::noinline, gnu::cold]] auto timed_untraced_launch(Forward forward) {
-  Nesting nesting(Scope::Launch);
-  if (!nesting.outermost() || !trace_operations()) return forward();
-  collectors::self_time::Scope timed(collectors::self_time::Phase::RealCall);
-  return forward();
-}
-
-// Runs forward() as a traced launch described by describe(). Inlined into each interceptor, so
-// that a launch's path is the interceptor (LOCKSTEP_LAUNCH_PATH, common/hot.h) and the
-// collectors' own functions. The interceptors' forward lambdas capture the arguments by value:
-// the paths that keep a forward past the call (a replay's relaunch, the timed untraced launch)
-// take a copy of it, so the hot path's closure stays in registers; captured by reference, the
-// arguments and a closure of pointers to them were stored to the stack on every launch (its
-// cold lines: bench/collectors/launch_lines.py).
-template <typename Forward, typename Describe>
-[[gnu::always_inline]] inline auto traced_launch(Forward&& forward, Describe&& describe) {
-  // Below broad a launch is no event (CUPTI validation still brackets it).
-  if (!collectors::launches_traced() && !validation::enabled()) [[unlikely]] {
-    if (collectors::self_time::enabled.load(std::memory_order_relaxed)) [[unlikely]]
-      return timed_untraced_launch(forward);
-    return forward();
-  }
-  // The launch LOCKSTEP_REPLAY names (collectors/replay.h) is relaunched right after it, with
-  // this same forward: the caller's arguments stay valid until the call returns.
-  auto forward_then_replay = [&]() __attribute__((always_inline)) {
-    auto result = forward();
-    if (collectors::replay_armed()) [[unlikely]]
-      collectors::replay_after(static_cast<int>(result), [relaunch = forward]() mutable {
-        return static_cast<int>(relaunch());
-      });
-    return result;
-  };
-  return traced_call(
-      Scope::Launch, forward_then_replay,
-      [&] { return collectors::kernel_launch_begin(describe()); },
-      [](uint64_t token, auto result) {
-        collectors::kernel_launch_end(token, static_cast<int>(result));
-      });
-}
-
 // ---- runtime ----
-// Inlined into each of its two interceptors, with traced_launch and traced_call: PyTorch's every
-// kernel comes this way (FIELD-NOTES.md), and as one function called from both it was a chain of
-// four calls, each a frame and code lines of its own (bench/collectors/launch_lines.py --api
-// runtime-stub). The variant is a template argument: one forward each, not a choice of two
-// whose lambdas stayed calls.
+// nvcc 13's stubs: PyTorch's every kernel comes this way (FIELD-NOTES.md).
 template <bool ptsz>
-[[gnu::always_inline]] inline cudaError_t runtime_stub(cudaKernel_t kernel, dim3 grid, dim3 block,
-                                                     void** args, size_t smem,
-                                                     cudaStream_t stream) {
-  auto forward = [=]() __attribute__((always_inline)) {
+struct RuntimeStub {
+  LOCKSTEP_HOOK_FN cudaError_t forward(cudaKernel_t const& kernel, const dim3& grid,
+                                       const dim3& block, void** const& args, const size_t& smem,
+                                       cudaStream_t const& stream) {
     if constexpr (ptsz)
       return LOCKSTEP_FORWARD(__cudaLaunchKernel_ptsz, kernel, grid, block, args, smem, stream);
     else
       return LOCKSTEP_FORWARD(__cudaLaunchKernel, kernel, grid, block, args, smem, stream);
-  };
-  return traced_launch(forward, [&] {
+  }
+  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, cudaKernel_t const& kernel,
+                                         const dim3& grid, const dim3& block, void** const& args,
+                                         const size_t& smem, cudaStream_t const& stream) {
     KernelLaunch e;
     e.api = LaunchApi::RuntimeStub;
-    e.per_thread_stream = ptsz;
+    e.per_thread_stream = per_thread;
     e.handle_kind = FunctionHandle::RuntimeKernel;
     e.handle = kernel;
     set_dims(e, grid, block);
@@ -96,51 +133,77 @@ template <bool ptsz>
     e.stream = stream;
     e.kernel_params = args;
     return e;
-  });
-}
+  }
+};
 
-template <typename Forward>
-LOCKSTEP_HOT cudaError_t runtime_launch(Forward&& forward, LaunchApi api, bool ptsz, const void* func, dim3 grid,
-                           dim3 block, void** args, size_t smem, cudaStream_t stream) {
-  return traced_launch(forward, [&] {
-    KernelLaunch e;
-    e.api = api;
-    e.per_thread_stream = ptsz;
-    e.handle_kind = FunctionHandle::HostStub;
-    e.handle = func;
-    set_dims(e, grid, block);
-    e.smem_bytes = smem;
-    e.stream = stream;
-    e.kernel_params = args;
-    return e;
-  });
-}
+// By host stub: cudaLaunchKernel, cudaLaunchCooperativeKernel and their _ptsz twins.
+#define LOCKSTEP_RUNTIME_HOOK(Hook, name, kind)                                                    \
+  struct Hook {                                                                                     \
+    LOCKSTEP_HOOK_FN cudaError_t forward(const void* const& func, const dim3& grid,                \
+                                         const dim3& block, void** const& args,                    \
+                                         const size_t& smem, cudaStream_t const& stream) {         \
+      return LOCKSTEP_FORWARD(name, func, grid, block, args, smem, stream);                        \
+    }                                                                                               \
+    LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const void* const& func,               \
+                                           const dim3& grid, const dim3& block,                    \
+                                           void** const& args, const size_t& smem,                 \
+                                           cudaStream_t const& stream) {                           \
+      KernelLaunch e;                                                                               \
+      e.api = kind;                                                                                 \
+      e.per_thread_stream = per_thread;                                                             \
+      e.handle_kind = FunctionHandle::HostStub;                                                     \
+      e.handle = func;                                                                              \
+      set_dims(e, grid, block);                                                                     \
+      e.smem_bytes = smem;                                                                          \
+      e.stream = stream;                                                                            \
+      e.kernel_params = args;                                                                       \
+      return e;                                                                                     \
+    }                                                                                               \
+  };
+LOCKSTEP_RUNTIME_HOOK(RuntimeLaunch, cudaLaunchKernel, LaunchApi::RuntimeLaunch)
+LOCKSTEP_RUNTIME_HOOK(RuntimeLaunchPtsz, cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch)
+LOCKSTEP_RUNTIME_HOOK(RuntimeCooperative, cudaLaunchCooperativeKernel,
+                      LaunchApi::RuntimeCooperative)
+LOCKSTEP_RUNTIME_HOOK(RuntimeCooperativePtsz, cudaLaunchCooperativeKernel_ptsz,
+                      LaunchApi::RuntimeCooperative)
+#undef LOCKSTEP_RUNTIME_HOOK
 
-template <typename Forward>
-LOCKSTEP_HOT cudaError_t runtime_launch_ex(Forward&& forward, bool ptsz, const cudaLaunchConfig_t* config,
-                              const void* func, void** args) {
-  return traced_launch(forward, [&] {
-    KernelLaunch e;
-    e.api = LaunchApi::RuntimeLaunchEx;
-    e.per_thread_stream = ptsz;
-    e.handle_kind = FunctionHandle::HostStub;
-    e.handle = func;
-    e.kernel_params = args;
-    if (config != nullptr) {
-      set_dims(e, config->gridDim, config->blockDim);
-      e.smem_bytes = config->dynamicSmemBytes;
-      e.stream = config->stream;
-      for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
-        if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
-          e.cluster[0] = config->attrs[i].val.clusterDim.x;
-          e.cluster[1] = config->attrs[i].val.clusterDim.y;
-          e.cluster[2] = config->attrs[i].val.clusterDim.z;
-        }
+KernelLaunch runtime_ex_event(bool ptsz, const cudaLaunchConfig_t* config, const void* func,
+                              void** args) {
+  KernelLaunch e;
+  e.api = LaunchApi::RuntimeLaunchEx;
+  e.per_thread_stream = ptsz;
+  e.handle_kind = FunctionHandle::HostStub;
+  e.handle = func;
+  e.kernel_params = args;
+  if (config != nullptr) {
+    set_dims(e, config->gridDim, config->blockDim);
+    e.smem_bytes = config->dynamicSmemBytes;
+    e.stream = config->stream;
+    for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
+      if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+        e.cluster[0] = config->attrs[i].val.clusterDim.x;
+        e.cluster[1] = config->attrs[i].val.clusterDim.y;
+        e.cluster[2] = config->attrs[i].val.clusterDim.z;
       }
     }
-    return e;
-  });
+  }
+  return e;
 }
+template <bool ptsz>
+struct RuntimeLaunchEx {
+  LOCKSTEP_HOOK_FN cudaError_t forward(const cudaLaunchConfig_t* const& config,
+                                       const void* const& func, void** const& args) {
+    if constexpr (ptsz)
+      return LOCKSTEP_FORWARD(cudaLaunchKernelExC_ptsz, config, func, args);
+    else
+      return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args);
+  }
+  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const cudaLaunchConfig_t* const& config,
+                                         const void* const& func, void** const& args) {
+    return runtime_ex_event(per_thread, config, func, args);
+  }
+};
 
 // ---- driver ----
 LOCKSTEP_HOT KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, unsigned gx, unsigned gy,
@@ -164,28 +227,89 @@ LOCKSTEP_HOT KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, u
   return e;
 }
 
-template <typename Forward>
-LOCKSTEP_HOT CUresult driver_launch_ex(Forward&& forward, bool ptsz, const CUlaunchConfig* config, CUfunction f,
-                          void** params, void** extra) {
-  return traced_launch(forward, [&] {
-    if (config == nullptr) {
-      return driver_event(LaunchApi::DriverLaunchEx, ptsz, f, 0, 0, 0, 0, 0, 0, 0, nullptr, params,
-                          extra);
+// cuLaunchKernel and its _ptsz twin (JAX's and Triton's kernels).
+template <bool ptsz>
+struct DriverLaunch {
+  LOCKSTEP_HOOK_FN CUresult forward(CUfunction const& f, const unsigned& gx, const unsigned& gy,
+                                    const unsigned& gz, const unsigned& bx, const unsigned& by,
+                                    const unsigned& bz, const unsigned& smem,
+                                    CUstream const& stream, void** const& params,
+                                    void** const& extra) {
+    if constexpr (ptsz)
+      return LOCKSTEP_FORWARD(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, smem, stream, params,
+                              extra);
+    else
+      return LOCKSTEP_FORWARD(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, smem, stream, params,
+                              extra);
+  }
+  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, CUfunction const& f, const unsigned& gx,
+                                         const unsigned& gy, const unsigned& gz,
+                                         const unsigned& bx, const unsigned& by,
+                                         const unsigned& bz, const unsigned& smem,
+                                         CUstream const& stream, void** const& params,
+                                         void** const& extra) {
+    return driver_event(LaunchApi::DriverLaunch, per_thread, f, gx, gy, gz, bx, by, bz, smem,
+                        stream, params, extra);
+  }
+};
+
+template <bool ptsz>
+struct DriverCooperative {
+  LOCKSTEP_HOOK_FN CUresult forward(CUfunction const& f, const unsigned& gx, const unsigned& gy,
+                                    const unsigned& gz, const unsigned& bx, const unsigned& by,
+                                    const unsigned& bz, const unsigned& smem,
+                                    CUstream const& stream, void** const& params) {
+    if constexpr (ptsz)
+      return LOCKSTEP_FORWARD(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz, smem,
+                              stream, params);
+    else
+      return LOCKSTEP_FORWARD(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, smem, stream,
+                              params);
+  }
+  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, CUfunction const& f, const unsigned& gx,
+                                         const unsigned& gy, const unsigned& gz,
+                                         const unsigned& bx, const unsigned& by,
+                                         const unsigned& bz, const unsigned& smem,
+                                         CUstream const& stream, void** const& params) {
+    return driver_event(LaunchApi::DriverCooperative, per_thread, f, gx, gy, gz, bx, by, bz, smem,
+                        stream, params, nullptr);
+  }
+};
+
+KernelLaunch driver_ex_event(bool ptsz, const CUlaunchConfig* config, CUfunction f,
+                             void** params, void** extra) {
+  if (config == nullptr)
+    return driver_event(LaunchApi::DriverLaunchEx, ptsz, f, 0, 0, 0, 0, 0, 0, 0, nullptr, params,
+                        extra);
+  KernelLaunch e =
+      driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX, config->gridDimY,
+                   config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
+                   config->sharedMemBytes, config->hStream, params, extra);
+  for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      e.cluster[0] = config->attrs[i].value.clusterDim.x;
+      e.cluster[1] = config->attrs[i].value.clusterDim.y;
+      e.cluster[2] = config->attrs[i].value.clusterDim.z;
     }
-    KernelLaunch e =
-        driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX, config->gridDimY,
-                     config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
-                     config->sharedMemBytes, config->hStream, params, extra);
-    for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
-      if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-        e.cluster[0] = config->attrs[i].value.clusterDim.x;
-        e.cluster[1] = config->attrs[i].value.clusterDim.y;
-        e.cluster[2] = config->attrs[i].value.clusterDim.z;
-      }
-    }
-    return e;
-  });
+  }
+  return e;
 }
+template <bool ptsz>
+struct DriverLaunchEx {
+  LOCKSTEP_HOOK_FN CUresult forward(const CUlaunchConfig* const& config, CUfunction const& f,
+                                    void** const& params, void** const& extra) {
+    if constexpr (ptsz)
+      return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, params, extra);
+    else
+      return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, params, extra);
+  }
+  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const CUlaunchConfig* const& config,
+                                         CUfunction const& f, void** const& params,
+                                         void** const& extra) {
+    return driver_ex_event(per_thread, config, f, params, extra);
+  }
+};
+#undef LOCKSTEP_HOOK_FN
 
 void remember_kernel(bool ok, const void* handle) {
   if (!ok || handle == nullptr || !track_state()) return;
@@ -200,13 +324,15 @@ void remember_kernel(bool ok, const void* handle) {
 LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                            dim3 blockDim, void** args,
                                                            size_t sharedMem, cudaStream_t stream) {
-  return runtime_stub<false>(kernel, gridDim, blockDim, args, sharedMem, stream);
+  return traced_launch<RuntimeStub<false>, false>(kernel, gridDim, blockDim, args, sharedMem,
+                                                  stream);
 }
-LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim,
-                                                                dim3 blockDim, void** args,
-                                                                size_t sharedMem,
-                                                                cudaStream_t stream) {
-  return runtime_stub<true>(kernel, gridDim, blockDim, args, sharedMem, stream);
+LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel,
+                                                                     dim3 gridDim, dim3 blockDim,
+                                                                     void** args, size_t sharedMem,
+                                                                     cudaStream_t stream) {
+  return traced_launch<RuntimeStub<true>, true>(kernel, gridDim, blockDim, args, sharedMem,
+                                                stream);
 }
 
 // ---- runtime: kernel handles ----
@@ -235,83 +361,55 @@ LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary li
 }
 
 // ---- runtime: launches by host stub ----
-#define LOCKSTEP_RUNTIME_LAUNCH(name, api, ptsz)                                                  \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,            \
-                                        void** args, size_t sharedMem, cudaStream_t stream) {     \
-    return runtime_launch(                                                                        \
-        [=] { return LOCKSTEP_FORWARD(name, func, gridDim, blockDim, args, sharedMem, stream); }, \
-        api, ptsz, func, gridDim, blockDim, args, sharedMem, stream);                             \
+#define LOCKSTEP_RUNTIME_LAUNCH(name, Hook, ptsz)                                                \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,           \
+                                        void** args, size_t sharedMem, cudaStream_t stream) {    \
+    return traced_launch<Hook, ptsz>(func, gridDim, blockDim, args, sharedMem, stream);          \
   }
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, LaunchApi::RuntimeLaunch, false)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch, true)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel, LaunchApi::RuntimeCooperative, false)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, LaunchApi::RuntimeCooperative, true)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, RuntimeLaunch, false)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, RuntimeLaunchPtsz, true)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel, RuntimeCooperative, false)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, RuntimeCooperativePtsz, true)
 #undef LOCKSTEP_RUNTIME_LAUNCH
 
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
                                                      const void* func, void** args) {
-  return runtime_launch_ex(
-      [=] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args); }, false, config,
-      func, args);
+  return traced_launch<RuntimeLaunchEx<false>, false>(config, func, args);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
                                                           const void* func, void** args) {
-  return runtime_launch_ex(
-      [=] { return LOCKSTEP_FORWARD(cudaLaunchKernelExC_ptsz, config, func, args); }, true, config,
-      func, args);
+  return traced_launch<RuntimeLaunchEx<true>, true>(config, func, args);
 }
 
 // ---- driver ----
-#define LOCKSTEP_DRIVER_LAUNCH(name, api, ptsz, placement)                                      \
-  placement CUresult name(                                                                      \
-      CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,        \
-      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                   \
-      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra) {       \
-    return traced_launch(                                                                       \
-        [=] {                                                                                   \
-          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,  \
-                                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);     \
-        },                                                                                      \
-        [&] {                                                                                   \
-          return driver_event(api, ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
-                              blockDimZ, sharedMemBytes, hStream, kernelParams, extra);         \
-        });                                                                                     \
-  }
-LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel, LaunchApi::DriverLaunch, false, LOCKSTEP_LAUNCH_INTERCEPTOR)
-LOCKSTEP_DRIVER_LAUNCH(cuLaunchKernel_ptsz, LaunchApi::DriverLaunch, true,
-                       LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR)
-#undef LOCKSTEP_DRIVER_LAUNCH
-
-#define LOCKSTEP_DRIVER_COOPERATIVE(name, ptsz)                                                    \
-  LOCKSTEP_INTERCEPTOR CUresult name(                                                              \
-      CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,           \
-      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                      \
-      unsigned int sharedMemBytes, CUstream hStream, void** kernelParams) {                        \
-    return traced_launch(                                                                          \
-        [=] {                                                                                      \
-          return LOCKSTEP_FORWARD(name, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,     \
-                                  blockDimZ, sharedMemBytes, hStream, kernelParams);               \
-        },                                                                                         \
-        [&] {                                                                                      \
-          return driver_event(LaunchApi::DriverCooperative, ptsz, f, gridDimX, gridDimY, gridDimZ, \
-                              blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,            \
-                              kernelParams, nullptr);                                              \
-        });                                                                                        \
-  }
-LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel, false)
-LOCKSTEP_DRIVER_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
-#undef LOCKSTEP_DRIVER_COOPERATIVE
+#define LOCKSTEP_DRIVER_ARGS                                                                  \
+  CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,          \
+      unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                 \
+      unsigned int sharedMemBytes, CUstream hStream, void **kernelParams
+#define LOCKSTEP_DRIVER_NAMES                                                                 \
+  f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, \
+      kernelParams
+LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernel(LOCKSTEP_DRIVER_ARGS, void** extra) {
+  return traced_launch<DriverLaunch<false>, false>(LOCKSTEP_DRIVER_NAMES, extra);
+}
+LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR CUresult cuLaunchKernel_ptsz(LOCKSTEP_DRIVER_ARGS, void** extra) {
+  return traced_launch<DriverLaunch<true>, true>(LOCKSTEP_DRIVER_NAMES, extra);
+}
+LOCKSTEP_INTERCEPTOR CUresult cuLaunchCooperativeKernel(LOCKSTEP_DRIVER_ARGS) {
+  return traced_launch<DriverCooperative<false>, false>(LOCKSTEP_DRIVER_NAMES);
+}
+LOCKSTEP_INTERCEPTOR CUresult cuLaunchCooperativeKernel_ptsz(LOCKSTEP_DRIVER_ARGS) {
+  return traced_launch<DriverCooperative<true>, true>(LOCKSTEP_DRIVER_NAMES);
+}
+#undef LOCKSTEP_DRIVER_NAMES
+#undef LOCKSTEP_DRIVER_ARGS
 
 LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
                                                       void** kernelParams, void** extra) {
-  return driver_launch_ex(
-      [=] { return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, kernelParams, extra); }, false,
-      config, f, kernelParams, extra);
+  return traced_launch<DriverLaunchEx<false>, false>(config, f, kernelParams, extra);
 }
 LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
-                                                           CUfunction f, void** kernelParams,
-                                                           void** extra) {
-  return driver_launch_ex(
-      [=] { return LOCKSTEP_FORWARD(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); }, true,
-      config, f, kernelParams, extra);
+                                                                CUfunction f, void** kernelParams,
+                                                                void** extra) {
+  return traced_launch<DriverLaunchEx<true>, true>(config, f, kernelParams, extra);
 }
