@@ -108,6 +108,19 @@ void set_dims(KernelLaunch& e, dim3 grid, dim3 block) {
   e.block[2] = block.z;
 }
 
+// The cluster shape among an extended launch's attributes: the runtime's and the driver's have
+// the same layout under other names (`dim` reads one's shape).
+template <typename Attribute, typename Id, typename Dim>
+void set_cluster(KernelLaunch& e, const Attribute* attrs, unsigned count, Id cluster_id, Dim dim) {
+  for (unsigned i = 0; attrs != nullptr && i < count; ++i) {
+    if (attrs[i].id != cluster_id) continue;
+    const auto shape = dim(attrs[i]);
+    e.cluster[0] = shape.x;
+    e.cluster[1] = shape.y;
+    e.cluster[2] = shape.z;
+  }
+}
+
 // ---- runtime ----
 // nvcc 13's stubs: PyTorch's every kernel comes this way (FIELD-NOTES.md).
 template <bool ptsz>
@@ -180,13 +193,8 @@ KernelLaunch runtime_ex_event(bool ptsz, const cudaLaunchConfig_t* config, const
     set_dims(e, config->gridDim, config->blockDim);
     e.smem_bytes = config->dynamicSmemBytes;
     e.stream = config->stream;
-    for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
-      if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
-        e.cluster[0] = config->attrs[i].val.clusterDim.x;
-        e.cluster[1] = config->attrs[i].val.clusterDim.y;
-        e.cluster[2] = config->attrs[i].val.clusterDim.z;
-      }
-    }
+    set_cluster(e, config->attrs, config->numAttrs, cudaLaunchAttributeClusterDimension,
+                [](const cudaLaunchAttribute& a) { return a.val.clusterDim; });
   }
   return e;
 }
@@ -285,13 +293,8 @@ KernelLaunch driver_ex_event(bool ptsz, const CUlaunchConfig* config, CUfunction
       driver_event(LaunchApi::DriverLaunchEx, ptsz, f, config->gridDimX, config->gridDimY,
                    config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
                    config->sharedMemBytes, config->hStream, params, extra);
-  for (unsigned i = 0; config->attrs != nullptr && i < config->numAttrs; ++i) {
-    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-      e.cluster[0] = config->attrs[i].value.clusterDim.x;
-      e.cluster[1] = config->attrs[i].value.clusterDim.y;
-      e.cluster[2] = config->attrs[i].value.clusterDim.z;
-    }
-  }
+  set_cluster(e, config->attrs, config->numAttrs, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+              [](const CUlaunchAttribute& a) { return a.value.clusterDim; });
   return e;
 }
 template <bool ptsz>
