@@ -38,6 +38,7 @@ void add(const char* format, ...) {
 }
 
 std::atomic<lockstep::collectors::SymbolResolver> resolver{nullptr};
+std::atomic<bool> arm_replay{false};
 
 }  // namespace
 
@@ -48,6 +49,10 @@ extern "C" __attribute__((visibility("default"))) char* lockstep_fake_log() {
 extern "C" __attribute__((visibility("default"))) void lockstep_fake_clear() {
   std::lock_guard<std::mutex> lock(log_mutex());
   log_text().clear();
+}
+// The next launch_begin arms this thread's replay (kernel_launch_begin, replay_after below).
+extern "C" __attribute__((visibility("default"))) void lockstep_fake_arm_replay() {
+  arm_replay.store(true);
 }
 // The resolver interpose registered, so tests can exercise it.
 extern "C" __attribute__((visibility("default"))) void* lockstep_fake_resolve(const char* name) {
@@ -79,6 +84,9 @@ void set_symbol_resolver(SymbolResolver r) {
 
 uint64_t kernel_launch_begin(const KernelLaunch& l) {
   const uint64_t token = next_token++;
+  // lockstep_fake_arm_replay(): this launch is the one LOCKSTEP_REPLAY names (a marker pointer,
+  // never read: replay_armed() only tests it).
+  if (arm_replay.exchange(false)) open_api().replay_armed = reinterpret_cast<ReplayArmed*>(&arm_replay);
   add("launch_begin token=%llu api=%d ptsz=%d kind=%d handle=%p grid=%u,%u,%u block=%u,%u,%u "
       "cluster=%u,%u,%u smem=%zu stream=%p params=%p extra=%p",
       (unsigned long long)token, int(l.api), int(l.per_thread_stream), int(l.handle_kind), l.handle,
@@ -91,8 +99,13 @@ void kernel_launch_end(uint64_t token, int result) {
   add("launch_end token=%llu result=%d", (unsigned long long)token, result);
 }
 void remember_kernel_handle(const void* handle) { add("kernel_handle %p", handle); }
-// Nothing arms a replay here (replay_armed() stays false): never called.
-void replay_after(int, const std::function<int()>&) {}
+// After an armed launch (lockstep_fake_arm_replay): relaunches it through the hook's forward,
+// once, as the real collector's replays do.
+void replay_after(int result, const std::function<int()>& relaunch) {
+  open_api().replay_armed = nullptr;
+  add("replay_after result=%d", result);
+  add("relaunch result=%d", relaunch());
+}
 
 void graph_instantiated(const void* graph, const void* exec) {
   add("graph_instantiated graph=%p exec=%p", graph, exec);

@@ -54,6 +54,40 @@ TEST_F(Stubs, RuntimeLaunchForwardedToDriverWrapperIsOneEvent) {
   EXPECT_TRUE(contains(begins[0], "api=5")) << begins[0];
 }
 
+// The launch LOCKSTEP_REPLAY names is relaunched right after it returns, through the hook's own
+// forward (launch_hooks.cpp, replay_launch): the real function again with the same arguments, no
+// second event. Through the runtime stub (PyTorch's path) and the driver (JAX's, Triton's).
+TEST_F(Stubs, AnArmedReplayRelaunchesTheSameLaunchOnceWithoutASecondEvent) {
+  auto arm = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "lockstep_fake_arm_replay"));
+  ASSERT_NE(arm, nullptr);
+  arm();
+  ASSERT_EQ(symbol<int (*)(bool)>(app_, "app_launch_stub")(false), 0);
+  EXPECT_EQ(runtime_calls_("__cudaLaunchKernel"), 2);
+  std::string log = fake_log();
+  EXPECT_EQ(lines_starting(log, "launch_begin").size(), 1u) << log;
+  EXPECT_EQ(lines_starting(log, "replay_after result=0").size(), 1u) << log;
+  EXPECT_EQ(lines_starting(log, "relaunch result=0").size(), 1u) << log;
+
+  clear_fake_log();
+  auto driver_launch =
+      reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**)>(
+          dlsym(driver_, "cuLaunchKernel"));
+  const int before = driver_calls_("cuLaunchKernel");
+  arm();
+  ASSERT_EQ(driver_launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_("cuLaunchKernel") - before, 2);
+  log = fake_log();
+  EXPECT_EQ(lines_starting(log, "launch_begin").size(), 1u) << log;
+  EXPECT_EQ(lines_starting(log, "relaunch result=0").size(), 1u) << log;
+
+  // Not armed: one call, no replay.
+  clear_fake_log();
+  ASSERT_EQ(symbol<int (*)(bool)>(app_, "app_launch_stub")(false), 0);
+  EXPECT_EQ(runtime_calls_("__cudaLaunchKernel"), 3);
+  EXPECT_TRUE(lines_starting(fake_log(), "replay_after").empty());
+}
+
 TEST_F(Stubs, PerThreadStubReachesPerThreadDriverFunction) {
   ASSERT_EQ(symbol<int (*)(bool)>(app_, "app_launch_stub")(true), 0);
   EXPECT_EQ(runtime_calls_("__cudaLaunchKernel_ptsz"), 1);
