@@ -106,7 +106,8 @@ void check_needed(const std::string& library) {
 TEST(ShimExports, TestShimExportsHooksAndTestApiOnly) {
   check_exports(TESTSHIM_PATH, [](const std::string& name) {
     return name == "lockstep_fake_log" || name == "lockstep_fake_clear" ||
-           name == "lockstep_fake_resolve" || name == kNcclProfiler;
+           name == "lockstep_fake_resolve" || name == "lockstep_fake_arm_replay" ||
+           name == kNcclProfiler;
   });
   check_needed(TESTSHIM_PATH);
 }
