@@ -56,14 +56,6 @@ inline bool active() { return !inside_shim_call() && tracing_possible(); }
 // (at metrics that was ~180 ns per launch of the job's thread for nothing).
 inline bool launches_traced() { return configured_hot_flags() & HotFlags::kLaunchesTraced; }
 
-// The launch hooks' plain path (interpose/launch_hooks.cpp, traced_launch): launches traced, and
-// neither LOCKSTEP_DEBUG's timing nor LOCKSTEP_VALIDATE's brackets on: all three in the line of
-// hot flags.
-inline bool plain_traced_launches() {
-  return launches_traced() && !hot_flags.self_time.load(std::memory_order_relaxed) &&
-         !hot_flags.validation.load(std::memory_order_relaxed);
-}
-
 // RAII: marks the calling thread as "inside the shim" so that our own launches, copies and
 // allocations (hash kernels, slot copies) are not traced. Nestable.
 class ShimCallGuard {

@@ -46,6 +46,12 @@ inline coverage::PushScope validation_scope(Scope scope) {
   }
 }
 
+// LOCKSTEP_DEBUG's timing or LOCKSTEP_VALIDATE's brackets on: a traced call's other branch (both
+// switches in the line of hot flags every traced call reads).
+inline bool timed_or_validated() {
+  return collectors::self_time::enabled.load(std::memory_order_relaxed) || validation::enabled();
+}
+
 // forward() inside a `scope` nesting level; when validating (cupti_validation.h), inside an
 // external correlation id too; when this is the outermost call of that scope and
 // operations are traced, brackets it with begin() -> token and end(token, result).
@@ -67,7 +73,7 @@ template <typename Forward, typename Begin, typename End>
   // scopes, each of which, off, still costs a load, a branch and a store to the stack (18
   // instructions and 3 code lines of a broad launch, bench/collectors/launch_lines.py). Inline,
   // not a call: an out-of-line function would need the three closures built in memory.
-  if (self_time::enabled.load(std::memory_order_relaxed) || validation::enabled()) [[unlikely]] {
+  if (timed_or_validated()) [[unlikely]] {
     try {
       self_time::Scope timed(self_time::Phase::CallBegin);
       token = begin();

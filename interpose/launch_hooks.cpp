@@ -15,11 +15,12 @@ using collectors::KernelLaunch;
 using collectors::LaunchApi;
 
 // ---- how a launch interceptor is written --------------------------------------------------
-// Each entry point (or _ptsz pair) is a Hook: a struct of two static, always-inlined functions of
-// the entry point's own arguments (taken by const reference),
-//   static R forward(const Args&...)                     // LOCKSTEP_FORWARD to the real function
-//   static KernelLaunch describe(bool ptsz, const Args&...)   // the event (collectors/events.h)
-// and its interceptor is one line: return traced_launch<Hook, ptsz>(args...). traced_launch
+// Each entry point is a Hook: a struct of its per-thread-stream flag and two static,
+// always-inlined functions of the entry point's own arguments (taken by const reference),
+//   static constexpr bool ptsz                  // a _ptsz variant (the per-thread default stream)
+//   static R forward(const Args&...)            // LOCKSTEP_FORWARD to the real function
+//   static KernelLaunch describe(const Args&...)     // the event (collectors/events.h)
+// and its interceptor is one line: return traced_launch<Hook>(args...). traced_launch
 // writes out the plain path (launches traced, no timing, no validation: every launch of a job at
 // broad or full) straight through, first in the interceptor. Every other path is other_launch,
 // out of line, given the arguments themselves: a closure kept past an inlined call (a replay's
@@ -49,7 +50,7 @@ template <typename Hook, typename... Args>
   collectors::replay_after(result, [=] { return static_cast<int>(Hook::forward(args...)); });
 }
 
-template <typename Hook, bool ptsz, typename... Args>
+template <typename Hook, typename... Args>
 [[gnu::noinline, gnu::cold]] auto other_launch(const Args&... args) {
   auto forward = [&]() __attribute__((always_inline)) { return Hook::forward(args...); };
   // Below broad a launch is no event (CUPTI validation still brackets it).
@@ -66,21 +67,22 @@ template <typename Hook, bool ptsz, typename... Args>
   };
   return traced_call(
       Scope::Launch, forward_then_replay,
-      [&] { return collectors::kernel_launch_begin(Hook::describe(ptsz, args...)); },
+      [&] { return collectors::kernel_launch_begin(Hook::describe(args...)); },
       [](uint64_t token, auto result) {
         collectors::kernel_launch_end(token, static_cast<int>(result));
       });
 }
 
-template <typename Hook, bool ptsz, typename... Args>
+template <typename Hook, typename... Args>
 [[gnu::always_inline]] inline auto traced_launch(const Args&... args) {
-  if (collectors::plain_traced_launches()) [[likely]] {
+  // The plain path: launches traced, neither timed nor validated.
+  if (collectors::launches_traced() && !timed_or_validated()) [[likely]] {
     Nesting nesting(Scope::Launch);
     // Not: a runtime launch reaching a driver entry point of ours, or the shim's own launch.
     if (nesting.outermost() && trace_operations()) [[likely]] {
       uint64_t token = 0;
       try {
-        token = collectors::kernel_launch_begin(Hook::describe(ptsz, args...));
+        token = collectors::kernel_launch_begin(Hook::describe(args...));
       } catch (...) {
       }
       auto result = Hook::forward(args...);
@@ -94,7 +96,7 @@ template <typename Hook, bool ptsz, typename... Args>
     }
     return Hook::forward(args...);
   }
-  return other_launch<Hook, ptsz>(args...);
+  return other_launch<Hook>(args...);
 }
 
 #define LOCKSTEP_HOOK_FN static __attribute__((always_inline)) inline
@@ -122,9 +124,27 @@ void set_cluster(KernelLaunch& e, const Attribute* attrs, unsigned count, Id clu
 }
 
 // ---- runtime ----
+// A launch by runtime handle: a kernel handle (the stubs) or a host stub (the rest).
+[[gnu::always_inline]] inline KernelLaunch runtime_event(LaunchApi api, bool ptsz,
+                                                         FunctionHandle kind, const void* handle,
+                                                         dim3 grid, dim3 block, void** args,
+                                                         size_t smem, cudaStream_t stream) {
+  KernelLaunch e;
+  e.api = api;
+  e.per_thread_stream = ptsz;
+  e.handle_kind = kind;
+  e.handle = handle;
+  set_dims(e, grid, block);
+  e.smem_bytes = smem;
+  e.stream = stream;
+  e.kernel_params = args;
+  return e;
+}
+
 // nvcc 13's stubs: PyTorch's every kernel comes this way (FIELD-NOTES.md).
-template <bool ptsz>
+template <bool per_thread>
 struct RuntimeStub {
+  static constexpr bool ptsz = per_thread;
   LOCKSTEP_HOOK_FN cudaError_t forward(cudaKernel_t const& kernel, const dim3& grid,
                                        const dim3& block, void** const& args, const size_t& smem,
                                        cudaStream_t const& stream) {
@@ -133,52 +153,36 @@ struct RuntimeStub {
     else
       return LOCKSTEP_FORWARD(__cudaLaunchKernel, kernel, grid, block, args, smem, stream);
   }
-  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, cudaKernel_t const& kernel,
-                                         const dim3& grid, const dim3& block, void** const& args,
+  LOCKSTEP_HOOK_FN KernelLaunch describe(cudaKernel_t const& kernel, const dim3& grid,
+                                         const dim3& block, void** const& args,
                                          const size_t& smem, cudaStream_t const& stream) {
-    KernelLaunch e;
-    e.api = LaunchApi::RuntimeStub;
-    e.per_thread_stream = per_thread;
-    e.handle_kind = FunctionHandle::RuntimeKernel;
-    e.handle = kernel;
-    set_dims(e, grid, block);
-    e.smem_bytes = smem;
-    e.stream = stream;
-    e.kernel_params = args;
-    return e;
+    return runtime_event(LaunchApi::RuntimeStub, ptsz, FunctionHandle::RuntimeKernel, kernel,
+                         grid, block, args, smem, stream);
   }
 };
 
 // By host stub: cudaLaunchKernel, cudaLaunchCooperativeKernel and their _ptsz twins.
-#define LOCKSTEP_RUNTIME_HOOK(Hook, name, kind)                                                    \
-  struct Hook {                                                                                     \
-    LOCKSTEP_HOOK_FN cudaError_t forward(const void* const& func, const dim3& grid,                \
-                                         const dim3& block, void** const& args,                    \
-                                         const size_t& smem, cudaStream_t const& stream) {         \
-      return LOCKSTEP_FORWARD(name, func, grid, block, args, smem, stream);                        \
-    }                                                                                               \
-    LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const void* const& func,               \
-                                           const dim3& grid, const dim3& block,                    \
-                                           void** const& args, const size_t& smem,                 \
-                                           cudaStream_t const& stream) {                           \
-      KernelLaunch e;                                                                               \
-      e.api = kind;                                                                                 \
-      e.per_thread_stream = per_thread;                                                             \
-      e.handle_kind = FunctionHandle::HostStub;                                                     \
-      e.handle = func;                                                                              \
-      set_dims(e, grid, block);                                                                     \
-      e.smem_bytes = smem;                                                                          \
-      e.stream = stream;                                                                            \
-      e.kernel_params = args;                                                                       \
-      return e;                                                                                     \
-    }                                                                                               \
+#define LOCKSTEP_RUNTIME_HOOK(Hook, name, kind, per_thread)                                    \
+  struct Hook {                                                                                 \
+    static constexpr bool ptsz = per_thread;                                                    \
+    LOCKSTEP_HOOK_FN cudaError_t forward(const void* const& func, const dim3& grid,            \
+                                         const dim3& block, void** const& args,                \
+                                         const size_t& smem, cudaStream_t const& stream) {     \
+      return LOCKSTEP_FORWARD(name, func, grid, block, args, smem, stream);                    \
+    }                                                                                           \
+    LOCKSTEP_HOOK_FN KernelLaunch describe(const void* const& func, const dim3& grid,          \
+                                           const dim3& block, void** const& args,              \
+                                           const size_t& smem, cudaStream_t const& stream) {   \
+      return runtime_event(kind, ptsz, FunctionHandle::HostStub, func, grid, block, args, smem, \
+                           stream);                                                             \
+    }                                                                                           \
   };
-LOCKSTEP_RUNTIME_HOOK(RuntimeLaunch, cudaLaunchKernel, LaunchApi::RuntimeLaunch)
-LOCKSTEP_RUNTIME_HOOK(RuntimeLaunchPtsz, cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch)
+LOCKSTEP_RUNTIME_HOOK(RuntimeLaunch, cudaLaunchKernel, LaunchApi::RuntimeLaunch, false)
+LOCKSTEP_RUNTIME_HOOK(RuntimeLaunchPtsz, cudaLaunchKernel_ptsz, LaunchApi::RuntimeLaunch, true)
 LOCKSTEP_RUNTIME_HOOK(RuntimeCooperative, cudaLaunchCooperativeKernel,
-                      LaunchApi::RuntimeCooperative)
+                      LaunchApi::RuntimeCooperative, false)
 LOCKSTEP_RUNTIME_HOOK(RuntimeCooperativePtsz, cudaLaunchCooperativeKernel_ptsz,
-                      LaunchApi::RuntimeCooperative)
+                      LaunchApi::RuntimeCooperative, true)
 #undef LOCKSTEP_RUNTIME_HOOK
 
 KernelLaunch runtime_ex_event(bool ptsz, const cudaLaunchConfig_t* config, const void* func,
@@ -198,8 +202,9 @@ KernelLaunch runtime_ex_event(bool ptsz, const cudaLaunchConfig_t* config, const
   }
   return e;
 }
-template <bool ptsz>
+template <bool per_thread>
 struct RuntimeLaunchEx {
+  static constexpr bool ptsz = per_thread;
   LOCKSTEP_HOOK_FN cudaError_t forward(const cudaLaunchConfig_t* const& config,
                                        const void* const& func, void** const& args) {
     if constexpr (ptsz)
@@ -207,9 +212,9 @@ struct RuntimeLaunchEx {
     else
       return LOCKSTEP_FORWARD(cudaLaunchKernelExC, config, func, args);
   }
-  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const cudaLaunchConfig_t* const& config,
+  LOCKSTEP_HOOK_FN KernelLaunch describe(const cudaLaunchConfig_t* const& config,
                                          const void* const& func, void** const& args) {
-    return runtime_ex_event(per_thread, config, func, args);
+    return runtime_ex_event(ptsz, config, func, args);
   }
 };
 
@@ -236,8 +241,9 @@ LOCKSTEP_HOT KernelLaunch driver_event(LaunchApi api, bool ptsz, CUfunction f, u
 }
 
 // cuLaunchKernel and its _ptsz twin (JAX's and Triton's kernels).
-template <bool ptsz>
+template <bool per_thread>
 struct DriverLaunch {
+  static constexpr bool ptsz = per_thread;
   LOCKSTEP_HOOK_FN CUresult forward(CUfunction const& f, const unsigned& gx, const unsigned& gy,
                                     const unsigned& gz, const unsigned& bx, const unsigned& by,
                                     const unsigned& bz, const unsigned& smem,
@@ -250,19 +256,20 @@ struct DriverLaunch {
       return LOCKSTEP_FORWARD(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, smem, stream, params,
                               extra);
   }
-  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, CUfunction const& f, const unsigned& gx,
+  LOCKSTEP_HOOK_FN KernelLaunch describe(CUfunction const& f, const unsigned& gx,
                                          const unsigned& gy, const unsigned& gz,
                                          const unsigned& bx, const unsigned& by,
                                          const unsigned& bz, const unsigned& smem,
                                          CUstream const& stream, void** const& params,
                                          void** const& extra) {
-    return driver_event(LaunchApi::DriverLaunch, per_thread, f, gx, gy, gz, bx, by, bz, smem,
+    return driver_event(LaunchApi::DriverLaunch, ptsz, f, gx, gy, gz, bx, by, bz, smem,
                         stream, params, extra);
   }
 };
 
-template <bool ptsz>
+template <bool per_thread>
 struct DriverCooperative {
+  static constexpr bool ptsz = per_thread;
   LOCKSTEP_HOOK_FN CUresult forward(CUfunction const& f, const unsigned& gx, const unsigned& gy,
                                     const unsigned& gz, const unsigned& bx, const unsigned& by,
                                     const unsigned& bz, const unsigned& smem,
@@ -274,12 +281,12 @@ struct DriverCooperative {
       return LOCKSTEP_FORWARD(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, smem, stream,
                               params);
   }
-  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, CUfunction const& f, const unsigned& gx,
+  LOCKSTEP_HOOK_FN KernelLaunch describe(CUfunction const& f, const unsigned& gx,
                                          const unsigned& gy, const unsigned& gz,
                                          const unsigned& bx, const unsigned& by,
                                          const unsigned& bz, const unsigned& smem,
                                          CUstream const& stream, void** const& params) {
-    return driver_event(LaunchApi::DriverCooperative, per_thread, f, gx, gy, gz, bx, by, bz, smem,
+    return driver_event(LaunchApi::DriverCooperative, ptsz, f, gx, gy, gz, bx, by, bz, smem,
                         stream, params, nullptr);
   }
 };
@@ -297,8 +304,9 @@ KernelLaunch driver_ex_event(bool ptsz, const CUlaunchConfig* config, CUfunction
               [](const CUlaunchAttribute& a) { return a.value.clusterDim; });
   return e;
 }
-template <bool ptsz>
+template <bool per_thread>
 struct DriverLaunchEx {
+  static constexpr bool ptsz = per_thread;
   LOCKSTEP_HOOK_FN CUresult forward(const CUlaunchConfig* const& config, CUfunction const& f,
                                     void** const& params, void** const& extra) {
     if constexpr (ptsz)
@@ -306,10 +314,10 @@ struct DriverLaunchEx {
     else
       return LOCKSTEP_FORWARD(cuLaunchKernelEx, config, f, params, extra);
   }
-  LOCKSTEP_HOOK_FN KernelLaunch describe(bool per_thread, const CUlaunchConfig* const& config,
+  LOCKSTEP_HOOK_FN KernelLaunch describe(const CUlaunchConfig* const& config,
                                          CUfunction const& f, void** const& params,
                                          void** const& extra) {
-    return driver_ex_event(per_thread, config, f, params, extra);
+    return driver_ex_event(ptsz, config, f, params, extra);
   }
 };
 #undef LOCKSTEP_HOOK_FN
@@ -327,15 +335,13 @@ void remember_kernel(bool ok, const void* handle) {
 LOCKSTEP_LAUNCH_INTERCEPTOR cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim,
                                                            dim3 blockDim, void** args,
                                                            size_t sharedMem, cudaStream_t stream) {
-  return traced_launch<RuntimeStub<false>, false>(kernel, gridDim, blockDim, args, sharedMem,
-                                                  stream);
+  return traced_launch<RuntimeStub<false>>(kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel,
                                                                      dim3 gridDim, dim3 blockDim,
                                                                      void** args, size_t sharedMem,
                                                                      cudaStream_t stream) {
-  return traced_launch<RuntimeStub<true>, true>(kernel, gridDim, blockDim, args, sharedMem,
-                                                stream);
+  return traced_launch<RuntimeStub<true>>(kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 
 // ---- runtime: kernel handles ----
@@ -364,24 +370,24 @@ LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary li
 }
 
 // ---- runtime: launches by host stub ----
-#define LOCKSTEP_RUNTIME_LAUNCH(name, Hook, ptsz)                                                \
-  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,           \
-                                        void** args, size_t sharedMem, cudaStream_t stream) {    \
-    return traced_launch<Hook, ptsz>(func, gridDim, blockDim, args, sharedMem, stream);          \
+#define LOCKSTEP_RUNTIME_LAUNCH(name, Hook)                                                    \
+  LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,         \
+                                        void** args, size_t sharedMem, cudaStream_t stream) {  \
+    return traced_launch<Hook>(func, gridDim, blockDim, args, sharedMem, stream);              \
   }
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, RuntimeLaunch, false)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, RuntimeLaunchPtsz, true)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel, RuntimeCooperative, false)
-LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, RuntimeCooperativePtsz, true)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel, RuntimeLaunch)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchKernel_ptsz, RuntimeLaunchPtsz)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel, RuntimeCooperative)
+LOCKSTEP_RUNTIME_LAUNCH(cudaLaunchCooperativeKernel_ptsz, RuntimeCooperativePtsz)
 #undef LOCKSTEP_RUNTIME_LAUNCH
 
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config,
                                                      const void* func, void** args) {
-  return traced_launch<RuntimeLaunchEx<false>, false>(config, func, args);
+  return traced_launch<RuntimeLaunchEx<false>>(config, func, args);
 }
 LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
                                                           const void* func, void** args) {
-  return traced_launch<RuntimeLaunchEx<true>, true>(config, func, args);
+  return traced_launch<RuntimeLaunchEx<true>>(config, func, args);
 }
 
 // ---- driver ----
@@ -393,26 +399,26 @@ LOCKSTEP_INTERCEPTOR cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig
   f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, \
       kernelParams
 LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernel(LOCKSTEP_DRIVER_ARGS, void** extra) {
-  return traced_launch<DriverLaunch<false>, false>(LOCKSTEP_DRIVER_NAMES, extra);
+  return traced_launch<DriverLaunch<false>>(LOCKSTEP_DRIVER_NAMES, extra);
 }
 LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR CUresult cuLaunchKernel_ptsz(LOCKSTEP_DRIVER_ARGS, void** extra) {
-  return traced_launch<DriverLaunch<true>, true>(LOCKSTEP_DRIVER_NAMES, extra);
+  return traced_launch<DriverLaunch<true>>(LOCKSTEP_DRIVER_NAMES, extra);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuLaunchCooperativeKernel(LOCKSTEP_DRIVER_ARGS) {
-  return traced_launch<DriverCooperative<false>, false>(LOCKSTEP_DRIVER_NAMES);
+  return traced_launch<DriverCooperative<false>>(LOCKSTEP_DRIVER_NAMES);
 }
 LOCKSTEP_INTERCEPTOR CUresult cuLaunchCooperativeKernel_ptsz(LOCKSTEP_DRIVER_ARGS) {
-  return traced_launch<DriverCooperative<true>, true>(LOCKSTEP_DRIVER_NAMES);
+  return traced_launch<DriverCooperative<true>>(LOCKSTEP_DRIVER_NAMES);
 }
 #undef LOCKSTEP_DRIVER_NAMES
 #undef LOCKSTEP_DRIVER_ARGS
 
 LOCKSTEP_LAUNCH_INTERCEPTOR CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f,
                                                       void** kernelParams, void** extra) {
-  return traced_launch<DriverLaunchEx<false>, false>(config, f, kernelParams, extra);
+  return traced_launch<DriverLaunchEx<false>>(config, f, kernelParams, extra);
 }
 LOCKSTEP_LAUNCH_TWIN_INTERCEPTOR CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
                                                                 CUfunction f, void** kernelParams,
                                                                 void** extra) {
-  return traced_launch<DriverLaunchEx<true>, true>(config, f, kernelParams, extra);
+  return traced_launch<DriverLaunchEx<true>>(config, f, kernelParams, extra);
 }

@@ -86,7 +86,8 @@ uint64_t kernel_launch_begin(const KernelLaunch& l) {
   const uint64_t token = next_token++;
   // lockstep_fake_arm_replay(): this launch is the one LOCKSTEP_REPLAY names (a marker pointer,
   // never read: replay_armed() only tests it).
-  if (arm_replay.exchange(false)) open_api().replay_armed = reinterpret_cast<ReplayArmed*>(&arm_replay);
+  if (arm_replay.exchange(false))
+    open_api().replay_armed = reinterpret_cast<ReplayArmed*>(&arm_replay);
   add("launch_begin token=%llu api=%d ptsz=%d kind=%d handle=%p grid=%u,%u,%u block=%u,%u,%u "
       "cluster=%u,%u,%u smem=%zu stream=%p params=%p extra=%p",
       (unsigned long long)token, int(l.api), int(l.per_thread_stream), int(l.handle_kind), l.handle,
