@@ -5,8 +5,8 @@
 // seven lines of the shim's TLS block (the built shim's readelf, session 29: the interpose scope
 // depths, the shim-call depth, the thread ordinal, the last stream's ordinal, the range stack,
 // the replay flag, the open call each on a line of its own neighbours); here they are two
-// adjacent lines, which the CPU's adjacent-line prefetcher fetches as a pair. The writer's own
-// thread slot (trace/writer.cpp) stays in trace/, a layer below.
+// adjacent lines, which the CPU's adjacent-line prefetcher fetches as a pair. The trace writer's
+// slot for this thread is here too, kept for trace/ (TraceWriter::ThreadSlot), which fills it.
 //
 // Add a field here only if every traced call reads it (else it costs every launch a line's
 // share for nothing); keep each line at 64 bytes (static_asserts below) and say whose it is.
@@ -34,11 +34,18 @@ struct alignas(64) OpenApi {
   uint64_t outer_api = 0;  // RecordKind of the outermost open call
   // The launch broad_launch_begin opened, between its begin and end (kernels.cpp).
   struct BroadLaunch {
+    // Closed between launches (a nested launch never gets here: launch_depth). One byte, stored
+    // once: as three flags, GCC merged two of their stores into one of a 16-bit constant loaded
+    // from .rodata, a data line read cold on every launch.
+    enum class State : uint8_t {
+      Closed,
+      Staged,    // the record is committed in the writer's staging slot (`ticket`)
+      Unstaged,  // the record is in the thread's fallback slot (kernels.cpp)
+      Nested,    // a library's own launch (inside cuBLAS): counted, no record
+    };
     Tracer* tracer = nullptr;
-    trace::TraceWriter::Staged ticket;  // staged: the committed record
-    bool staged = false;  // else the record is in the thread's fallback slot (kernels.cpp)
-    bool nested = false;  // a library's own launch (inside cuBLAS): counted, no record
-    bool open = false;    // between begin and end (a nested launch never gets here: launch_depth)
+    trace::TraceWriter::Staged ticket;  // Staged: the committed record
+    State state = State::Closed;
   } broad;
   // Not an open call's, but read after every launch too, in this line's last free word:
   // LOCKSTEP_REPLAY armed this thread for the launch that just returned (collectors/replay.h).
@@ -61,15 +68,17 @@ static_assert(sizeof(OpenApi) == 64);
 struct alignas(128) HotThread {
   OpenApi api;  // first line
   // Second line.
-  int scope_depth[6] = {};      // interpose/scope.h: nesting per API scope (Scope::kCount)
+  int16_t scope_depth[6] = {};  // interpose/scope.h: nesting per API scope (Scope::kCount)
   int shim_depth = 0;           // collectors/events.cpp: inside the shim's own calls
   uint32_t thread_ordinal = 0;  // collectors/tracer.cpp: this thread's in the trace (0: none yet)
-  struct LastStream {           // collectors/tracer.cpp: the stream a record was last stamped for
+  uint32_t last_stream_ordinal = 0;  // collectors/tracer.cpp: last_stream's ordinal
+  struct LastStream {  // collectors/tracer.cpp: the stream a record was last stamped for
     const Tracer* tracer = nullptr;
     uintptr_t key = 0;
-    uint32_t ordinal = 0;
   } last_stream;
   ThreadScopes* scopes = nullptr;  // collectors/scopes.cpp: the open ranges (null: never any)
+  // collectors/runtime.h (Tracer::stage, commit_staged): this thread's slot in the trace writer.
+  trace::TraceWriter::ThreadSlot writer_slot;
 };
 static_assert(sizeof(HotThread) == 128 && offsetof(HotThread, scope_depth) == 64);
 

@@ -48,10 +48,11 @@ struct KernelBrief {
 };
 KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle);
 
-// The name of a kernel record staged at broad with trace::kDeferredName (its handle in fields
-// the Kernel kind does not use), for the writer's name resolver: looked up on the thread that
-// encodes it, through the same cache as at the launch. 0 ("") if it cannot be described.
-trace::StringId deferred_kernel_name(Tracer* tracer, const trace::Record& record);
+// The name of a kernel record staged at broad with trace::kDeferredName, for the writer's name
+// resolver, which first unpacks the record's Kernel fields (staged packed, with the handle, in
+// its first line: kernels.cpp, namespace packed): looked up on the thread that encodes it,
+// through the same cache as at the launch. 0 ("") if it cannot be described.
+trace::StringId deferred_kernel_name(Tracer* tracer, trace::Record& record);
 
 // "arg3", or "arg3+8" for a pointer inside a by-value struct parameter.
 std::string arg_label(const PointerArg& arg, const std::vector<ParamInfo>& layout);

@@ -259,15 +259,20 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
   static_assert(F::kCount == 14, "a new Kernel field: set it here");
 }
 
-// label_capture's query, once some capture has begun: out of the broad launch's lines.
-[[gnu::noinline]] LOCKSTEP_HOT bool label_captured(Tracer* tracer, trace::Record& r,
-                                                   const KernelLaunch& launch) {
-  uint64_t capture_id = 0;
+// label_capture's query, once some capture has begun: out of the broad launch's lines. The
+// launch's capture id into *capture_id (0: none).
+[[gnu::noinline]] LOCKSTEP_HOT bool launch_captured(Tracer* tracer, const KernelLaunch& launch,
+                                                    uint64_t* capture_id) {
   CUgraph graph = nullptr;
   const bool capturing =
-      tracer->capturing(launch.stream, launch.per_thread_stream, &capture_id, &graph);
+      tracer->capturing(launch.stream, launch.per_thread_stream, capture_id, &graph);
+  if (*capture_id != 0) note_captured_kernel(*capture_id, graph);
+  return capturing;
+}
+bool label_captured(Tracer* tracer, trace::Record& r, const KernelLaunch& launch) {
+  uint64_t capture_id = 0;
+  const bool capturing = launch_captured(tracer, launch, &capture_id);
   r.fields[trace::fields::Kernel::capture_id] = capture_id;
-  if (capture_id != 0) note_captured_kernel(capture_id, graph);
   return capturing;
 }
 // Whether the launch's stream is capturing (or its state unknown), its capture id in the record.
@@ -294,12 +299,58 @@ LOCKSTEP_HOT void set_launch_fields(trace::Record& r, const KernelLaunch& launch
 // call. What the launch's end needs to know is in the thread's OpenApi line (OpenApi::BroadLaunch).
 using BroadLaunch = OpenApi::BroadLaunch;
 constexpr uint64_t kBroadLaunchToken = 0xb40ad00000000001ull;  // no call-stack token looks so
-// A staged record's handle, in the two fields after the Kernel kind's own (never hashed or
-// encoded: fast_field_count), for deferred_kernel_name; next to them, so that the record's
-// lines touched end there.
-constexpr int kHandleField = trace::fields::Kernel::kCount;
-constexpr int kHandleKindField = trace::fields::Kernel::kCount + 1;
-static_assert(kHandleKindField < trace::kMaxFields);
+
+// A staged launch's record is written in its first cache line only (trace::Record is
+// line-aligned: the identity, then fields 0-3): the launch's shape, handle and entry point packed
+// into those four fields, which the writer's thread unpacks into the Kernel kind's own before it
+// names, hashes or encodes the record (deferred_kernel_name). Its 14 fields and the handle
+// written as they are took three lines, each one the collector's core had last (the drain read
+// them) and the launching thread took back cold (bench/collectors/launch_lines.py). A launch
+// whose values do not fit these widths (grid y or z, a block dimension past 16 bits, a cluster
+// dimension past 8, dynamic shared memory past 32: all beyond CUDA's limits, a launch that fails)
+// is not staged. The capture id, once a capture has begun, goes in field 4 (flag kCaptured).
+namespace packed {
+constexpr int kHandle = 0;  // the function handle
+constexpr int kGrid = 1;    // grid x (32 bits), y (16), z (16)
+constexpr int kBlock = 2;   // block x, y, z (16 bits each), cluster x, y (8 each)
+constexpr int kRest = 3;    // smem bytes (32), cluster z (8), launch api (8), handle kind (8), flags
+constexpr int kCaptureId = 4;
+constexpr uint64_t kCaptured = uint64_t{1} << 56;  // in kRest: field 4 holds the capture id
+
+[[gnu::always_inline]] inline bool fits(const KernelLaunch& l) {
+  const uint64_t wide = (l.grid[1] | l.grid[2] | l.block[0] | l.block[1] | l.block[2]) >> 16 |
+                        (l.cluster[0] | l.cluster[1] | l.cluster[2]) >> 8 | l.smem_bytes >> 32;
+  return wide == 0;
+}
+[[gnu::always_inline]] inline void pack(trace::Record& r, const KernelLaunch& l) {
+  r.fields[kHandle] = reinterpret_cast<uintptr_t>(l.handle);
+  r.fields[kGrid] = uint64_t{l.grid[0]} | uint64_t{l.grid[1]} << 32 | uint64_t{l.grid[2]} << 48;
+  r.fields[kBlock] = uint64_t{l.block[0]} | uint64_t{l.block[1]} << 16 |
+                     uint64_t{l.block[2]} << 32 | uint64_t{l.cluster[0]} << 48 |
+                     uint64_t{l.cluster[1]} << 56;
+  r.fields[kRest] = l.smem_bytes | uint64_t{l.cluster[2]} << 32 |
+                    uint64_t{static_cast<uint8_t>(l.api)} << 40 |
+                    uint64_t{static_cast<uint8_t>(l.handle_kind)} << 48;
+}
+// The record's Kernel fields from its packed ones; returns the handle and its kind.
+std::pair<const void*, FunctionHandle> unpack(trace::Record& r) {
+  using F = trace::fields::Kernel;
+  const uint64_t handle = r.fields[kHandle], grid = r.fields[kGrid], block = r.fields[kBlock],
+                 rest = r.fields[kRest];
+  const uint64_t capture_id = rest & kCaptured ? r.fields[kCaptureId] : 0;
+  r.fields[F::grid_x] = grid & 0xffffffff, r.fields[F::grid_y] = grid >> 32 & 0xffff;
+  r.fields[F::grid_z] = grid >> 48;
+  r.fields[F::block_x] = block & 0xffff, r.fields[F::block_y] = block >> 16 & 0xffff;
+  r.fields[F::block_z] = block >> 32 & 0xffff;
+  r.fields[F::smem_bytes] = rest & 0xffffffff;
+  r.fields[F::cluster_x] = block >> 48 & 0xff, r.fields[F::cluster_y] = block >> 56;
+  r.fields[F::cluster_z] = rest >> 32 & 0xff;
+  r.fields[F::launch_api] = rest >> 40 & 0xff;
+  r.fields[F::args_digest] = 0, r.fields[F::capture_id] = capture_id, r.fields[F::outer_api] = 0;
+  static_assert(F::kCount == 14, "a new Kernel field: pack it (or leave it 0) here");
+  return {reinterpret_cast<const void*>(handle), static_cast<FunctionHandle>(rest >> 48 & 0xff)};
+}
+}  // namespace packed
 // The record of a launch that is not staged. Heap, never freed: hooks run during exit, after
 // thread_local destructors.
 thread_local trace::Record* t_unstaged_record = nullptr;
@@ -314,20 +365,24 @@ inline trace::Record& unstaged_record() {
   return *record;
 }
 
-// The launch's identity into `r` with its `seq`: stamp, launch shape, capture label; fields from
-// `clear_below` on are left as they are.
-// Inlined into each caller: the staged path's (clear_below a constant there) is straight code in
-// the broad launch's own lines.
-[[gnu::always_inline]] inline void stamp_launch(Tracer* tracer, trace::Record& r,
-                                                const KernelLaunch& launch, uint64_t seq,
-                                                int clear_below = trace::kMaxFields) {
+// The launch's identity into the unstaged record `r` with its `seq`: stamp, launch shape, capture
+// label; the rest of its fields cleared (a reused record's, from another kind); buffers and
+// payload stay empty on this path.
+void stamp_launch(Tracer* tracer, trace::Record& r, const KernelLaunch& launch, uint64_t seq) {
   tracer->stamp_with_seq(&r, trace::RecordKind::Kernel, "", launch.stream,
                          launch.per_thread_stream, seq);
   set_launch_fields(r, launch);  // fields [0, Kernel::kCount)
-  // The rest up to clear_below (a reused record's, from another kind); buffers and payload stay
-  // empty on this path.
-  for (int i = trace::fields::Kernel::kCount; i < clear_below; ++i) r.fields[i] = 0;
+  for (int i = trace::fields::Kernel::kCount; i < trace::kMaxFields; ++i) r.fields[i] = 0;
   label_capture(tracer, r, launch);
+}
+
+// A staged record's capture id, once some capture has begun (packed, above).
+[[gnu::noinline]] void pack_capture(Tracer* tracer, trace::Record& r, const KernelLaunch& launch) {
+  uint64_t capture_id = 0;
+  launch_captured(tracer, launch, &capture_id);
+  if (capture_id == 0) return;
+  r.fields[packed::kRest] |= packed::kCaptured;
+  r.fields[packed::kCaptureId] = capture_id;
 }
 
 LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot,
@@ -337,15 +392,18 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
   // evicted by the job's work since the last launch) would be among them.
   const uint64_t seq = tracer->next_seq();
   trace::Record* staged = nullptr;
-  if (!tracer->stacks_by_name() && launch.handle_kind != FunctionHandle::HostStub) [[likely]]
+  if (!tracer->stacks_by_name() && launch.handle_kind != FunctionHandle::HostStub &&
+      packed::fits(launch)) [[likely]]
     staged = tracer->stage();
   if (staged != nullptr) [[likely]] {
-    stamp_launch(tracer, *staged, launch, seq, trace::fields::Kernel::kCount);
+    tracer->stamp_with_seq(staged, trace::RecordKind::Kernel, "", launch.stream,
+                           launch.per_thread_stream, seq);
     staged->name = trace::kDeferredName;
-    staged->fields[kHandleField] = reinterpret_cast<uintptr_t>(launch.handle);
-    staged->fields[kHandleKindField] = static_cast<uint64_t>(launch.handle_kind);
+    packed::pack(*staged, launch);
+    if (capture_begun()) [[unlikely]]
+      pack_capture(tracer, *staged, launch);
     slot.ticket = tracer->commit_staged();
-    slot.staged = true;
+    slot.state = BroadLaunch::State::Staged;
   } else {
     trace::Record& r = unstaged_record();
     stamp_launch(tracer, r, launch, seq);
@@ -357,13 +415,11 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
     }
     if (brief.stacks) [[unlikely]]
       record_stack(tracer, r, launch.stream, launch.per_thread_stream);
-    slot.staged = false;
+    slot.state = BroadLaunch::State::Unstaged;
   }
   // No deferred output hashes to flush, unlike the general path: only held records defer them
   // (kernels, GEMMs and copies with fingerprints), and below full none is held.
   slot.tracer = tracer;
-  slot.nested = false;
-  slot.open = true;
   ++api.launch_depth;
   return kBroadLaunchToken;
 }
@@ -373,9 +429,7 @@ LOCKSTEP_HOT uint64_t broad_launch_begin(Tracer* tracer, OpenApi& api, BroadLaun
 LOCKSTEP_HOT uint64_t broad_nested_begin(Tracer* tracer, OpenApi& api, BroadLaunch& slot) {
   tracer->stats.nested_kernels.fetch_add(1, std::memory_order_relaxed);
   slot.tracer = tracer;
-  slot.staged = false;
-  slot.nested = true;
-  slot.open = true;
+  slot.state = BroadLaunch::State::Nested;
   ++api.launch_depth;
   return kBroadLaunchToken;
 }
@@ -383,28 +437,26 @@ LOCKSTEP_HOT uint64_t broad_nested_begin(Tracer* tracer, OpenApi& api, BroadLaun
 LOCKSTEP_HOT void broad_launch_end(int result) {
   OpenApi& api = open_api();
   BroadLaunch& slot = api.broad;
-  if (!slot.open) return;
-  slot.open = false;
-  if (slot.nested) {
-    // Counted at begin; the enclosing call's record stands for it.
-  } else if (slot.staged) [[likely]] {
+  const BroadLaunch::State state = slot.state;
+  if (state == BroadLaunch::State::Closed) return;
+  slot.state = BroadLaunch::State::Closed;
+  if (state == BroadLaunch::State::Staged) [[likely]] {
     // A launch that failed ran nothing: its record is taken back (one already encoded stays,
     // counted and warned about at exit).
     if (result != CUDA_SUCCESS && !slot.tracer->retract(slot.ticket)) [[unlikely]]
       slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
-  } else if (result == CUDA_SUCCESS) {
+  } else if (state == BroadLaunch::State::Unstaged && result == CUDA_SUCCESS) {
     slot.tracer->append(unstaged_record());
-  }
+  }  // Nested: counted at begin; the enclosing call's record stands for it.
   --api.launch_depth;
   if (api.depth == 0) api.outer_api = 0;
 }
 }  // namespace
 
-trace::StringId deferred_kernel_name(Tracer* tracer, const trace::Record& record) {
+trace::StringId deferred_kernel_name(Tracer* tracer, trace::Record& record) {
   if (record.kind != trace::RecordKind::Kernel) return 0;
+  const auto [handle, kind] = packed::unpack(record);
   try {
-    const auto kind = static_cast<FunctionHandle>(record.fields[kHandleKindField]);
-    const auto* handle = reinterpret_cast<const void*>(record.fields[kHandleField]);
     return brief_of(tracer, kind, handle).name_id;
   } catch (...) {
     return 0;
@@ -633,7 +685,8 @@ LOCKSTEP_LAUNCH_PATH uint64_t kernel_launch_begin(const KernelLaunch& launch) {
   // launched lately) overlaps that work instead of coming first.
   const bool in_library = api.depth > 0;
   BroadLaunch& slot = api.broad;
-  if (api.nccl_group == 0 && tracer->level() == Level::Broad && !slot.open) [[likely]] {
+  if (api.nccl_group == 0 && tracer->level() == Level::Broad &&
+      slot.state == BroadLaunch::State::Closed) [[likely]] {
     if (in_library) return broad_nested_begin(tracer, api, slot);
     return broad_launch_begin(tracer, api, slot, launch);
   }

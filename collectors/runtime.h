@@ -176,9 +176,14 @@ class Tracer {
   // once closed or where the writer refuses (then append() as usual).
   trace::Record* stage() {
     if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
-    return hot_.writer->stage();
+    trace::TraceWriter& writer = *hot_.writer;
+    if (t_hot.writer_slot.writer != writer.uid()) [[unlikely]]
+      t_hot.writer_slot = writer.thread_slot();
+    return writer.stage(t_hot.writer_slot);
   }
-  trace::TraceWriter::Staged commit_staged() { return hot_.writer->commit_staged(); }
+  trace::TraceWriter::Staged commit_staged() {
+    return hot_.writer->commit_staged(t_hot.writer_slot);
+  }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { hot_.writer->flush(); }
   bool retract(const trace::TraceWriter::Staged& ticket) { return hot_.writer->retract(ticket); }
@@ -523,7 +528,7 @@ inline uint32_t Tracer::stream_ordinal(CUstream stream, bool per_thread_default)
   const HotThread::LastStream& last = t_hot.last_stream;
   if (last.tracer != this || last.key != key) [[unlikely]]
     return other_stream_ordinal(key);
-  return last.ordinal;
+  return t_hot.last_stream_ordinal;
 }
 
 inline uint32_t Tracer::thread_ordinal() {

@@ -55,7 +55,8 @@ uint32_t Tracer::other_stream_ordinal(uintptr_t key) {
   // Heap, never freed: records are still made during exit, after thread_local destructors.
   thread_local auto* cache = new std::unordered_map<uintptr_t, uint32_t>;
   if (auto it = cache->find(key); it != cache->end()) {
-    last = {this, key, it->second};
+    last = {this, key};
+    t_hot.last_stream_ordinal = it->second;
     return it->second;
   }
   uint32_t ordinal;
@@ -65,7 +66,8 @@ uint32_t Tracer::other_stream_ordinal(uintptr_t key) {
     ordinal = it->second;
   }
   if (cache->size() < 4096) cache->emplace(key, ordinal);
-  last = {this, key, ordinal};
+  last = {this, key};
+  t_hot.last_stream_ordinal = ordinal;
   return ordinal;
 }
 

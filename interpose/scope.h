@@ -17,20 +17,23 @@ enum class Scope : int { Launch, Memory, Allocation, Graph, Blas, Nccl, kCount }
 
 // In the thread's hot lines with the rest of what every traced call reads (hot_thread.h).
 static_assert(std::size(collectors::HotThread{}.scope_depth) == static_cast<size_t>(Scope::kCount));
-inline int& scope_depth(Scope scope) {
+inline int16_t& scope_depth(Scope scope) {
   return collectors::t_hot.scope_depth[static_cast<int>(scope)];
 }
 
+// Keeps the scope, not a reference to its depth: the depth is reached %fs-relative at each use,
+// where a reference needed the thread's linear address, a read of the thread control block's
+// line on every launch (bench/collectors/launch_lines.py).
 class Nesting {
  public:
-  explicit Nesting(Scope scope) : depth_(scope_depth(scope)), outermost_(depth_++ == 0) {}
-  ~Nesting() { --depth_; }
+  explicit Nesting(Scope scope) : scope_(scope), outermost_(scope_depth(scope)++ == 0) {}
+  ~Nesting() { --scope_depth(scope_); }
   Nesting(const Nesting&) = delete;
   Nesting& operator=(const Nesting&) = delete;
   bool outermost() const { return outermost_; }
 
  private:
-  int& depth_;
+  Scope scope_;
   bool outermost_;
 };
 

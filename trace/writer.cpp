@@ -117,15 +117,12 @@ inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains its
 // CPU (results/overhead/2026-12-04T00*-fe1af8f-*).
 inline constexpr size_t kSpareBatches = 4;
 
-// The lines of the record slot the next append fills, asked for now: a reused batch was last read
-// by a drain on another core, and its lines would otherwise be fetched on the job's next traced
-// call rather than during the job's own work in between. (The write hint needs PRFCHW: on the
+// The record slot the next append fills, asked for now: a reused batch was last read by a drain
+// on another core, and its line would otherwise be fetched on the job's next traced call rather
+// than during the job's own work in between. Its first line only: a staged launch writes no
+// other (collectors/kernels.cpp, namespace packed). (The write hint needs PRFCHW: on the
 // generic x86-64 target this is a plain prefetcht0.)
-inline void prefetch_for_write(const Record* slot) {
-  const auto* bytes = reinterpret_cast<const char*>(slot);
-  for (size_t at = 0; at < sizeof(Record); at += 64) __builtin_prefetch(bytes + at, 1, 3);
-  __builtin_prefetch(bytes + sizeof(Record) - 1, 1, 3);
-}
+inline void prefetch_for_write(const Record* slot) { __builtin_prefetch(slot, 1, 3); }
 
 // Records copied as appended, in order; their Records keep their vectors' capacity when reused.
 struct StagedBatch {
@@ -208,13 +205,8 @@ thread_local ThreadSlots tls_slots;
 // with a destructor is reached through its init guard on every access (a call and a line), and a
 // broad launch asks twice (stage, commit). Plain data, constant-initialized: one load each. It
 // outlives the slots' destructor at thread exit as before (the writer keeps the buffer).
-struct LastSlot {
-  uint64_t uid = 0;
-  ThreadBuffer* buffer = nullptr;
-};
-thread_local constinit LastSlot tls_last;
+thread_local constinit TraceWriter::ThreadSlot tls_last;
 
-std::atomic<uint64_t> next_writer_uid{1};
 
 void add_step(std::vector<StepTotal>& steps, uint32_t step, uint64_t count, uint64_t digest,
               uint64_t job_step = kNoJobStep) {
@@ -287,7 +279,7 @@ class Writer final : public TraceWriter {
     State& s = *state_;
     const int count = fast_field_count(record.kind);
     if (count == 0 || writers_own_kind(record.kind) ||
-        !s.accepting.load(std::memory_order_relaxed)) {
+        !accepting_.load(std::memory_order_relaxed)) {
       s.rejected.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
@@ -304,7 +296,7 @@ class Writer final : public TraceWriter {
     bool wake = false;
     size_t backlog = 0;  // full batches waiting
     tb->stage_lock.lock();
-    if (!s.accepting.load(std::memory_order_relaxed)) {
+    if (!accepting_.load(std::memory_order_relaxed)) {
       tb->stage_lock.unlock();
       tb->dropped.fetch_add(1, std::memory_order_relaxed);
       s.dropped_all.fetch_add(1, std::memory_order_relaxed);
@@ -321,10 +313,16 @@ class Writer final : public TraceWriter {
     return true;
   }
 
-  LOCKSTEP_LAUNCH_PATH Record* stage() override {
-    State& s = *state_;
-    if (!s.accepting.load(std::memory_order_relaxed)) return nullptr;
+  Record* stage() override { return stage(tls_last); }
+  Staged commit_staged() override { return commit_staged(tls_last); }
+  ThreadSlot thread_slot() override {
     ThreadBuffer* tb = thread_buffer();
+    return tb != nullptr ? ThreadSlot{uid(), tb} : ThreadSlot{};
+  }
+
+  LOCKSTEP_LAUNCH_PATH Record* stage(ThreadSlot slot) override {
+    if (!accepting_.load(std::memory_order_relaxed)) return nullptr;
+    ThreadBuffer* tb = thread_buffer(slot);
     if (!tb) return nullptr;
     if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) return nullptr;
     // No lock: the slot is where the owner's view says (ThreadBuffer::next_batch), which a drain
@@ -337,9 +335,8 @@ class Writer final : public TraceWriter {
     return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
   }
 
-  LOCKSTEP_LAUNCH_PATH Staged commit_staged() override {
-    State& s = *state_;
-    ThreadBuffer* tb = thread_buffer();
+  LOCKSTEP_LAUNCH_PATH Staged commit_staged(ThreadSlot slot) override {
+    ThreadBuffer* tb = thread_buffer(slot);
     if (!tb || tb->staged_batch == nullptr) return {};
     StagedBatch* batch = tb->staged_batch;  // == tb->filling: only the owner changes that
     const uint32_t index = tb->staged_index;
@@ -352,7 +349,7 @@ class Writer final : public TraceWriter {
       // The store above, then this load: close() makes every thread pass a full barrier between
       // its store of `accepting` and its freeze, so a commit that still reads true is frozen in.
       std::atomic_signal_fence(std::memory_order_seq_cst);
-      if (!s.accepting.load(std::memory_order_relaxed)) [[unlikely]]
+      if (!accepting_.load(std::memory_order_relaxed)) [[unlikely]]
         return committed_while_closing(*tb, ticket);
       return ticket;
     }
@@ -379,7 +376,7 @@ class Writer final : public TraceWriter {
     bool wake = false;
     size_t backlog = 0;
     tb.stage_lock.lock();
-    if (!s.accepting.load(std::memory_order_relaxed)) {
+    if (!accepting_.load(std::memory_order_relaxed)) {
       tb.stage_lock.unlock();
       tb.dropped.fetch_add(1, std::memory_order_relaxed);
       s.dropped_all.fetch_add(1, std::memory_order_relaxed);
@@ -452,7 +449,7 @@ class Writer final : public TraceWriter {
   void close(std::string_view reason) override {
     if (abandoned_.load() || closed_.exchange(true)) return;
     State& s = *state_;
-    s.accepting.store(false);
+    accepting_.store(false);
     // Every in-flight append finishes (or sees accepting == false) before the last cycle; every
     // lock-free commit is in the frozen count or finds itself out of it (top of this file).
     // (Registered at open, the barrier does not fail; if it did, a pause stands in for it.)
@@ -543,7 +540,7 @@ class Writer final : public TraceWriter {
   void abandon_after_fork() override {
     if (abandoned_.exchange(true)) return;
     State& s = *state_;
-    s.accepting.store(false);
+    accepting_.store(false);
     // The thread object refers to a thread that does not exist in this process: never join it.
     new std::thread(std::move(s.thread));
     if (fd_ >= 0) ::close(fd_);  // our copy of the descriptor only; the parent's file is untouched
@@ -578,7 +575,6 @@ class Writer final : public TraceWriter {
   struct State {
     StringTable strings;
     ScopeTable scopes;
-    std::atomic<bool> accepting{true};
     std::atomic<uint64_t> rejected{0};  // bad kind, or no thread buffer
 
     mutable std::mutex registry_mutex;
@@ -669,7 +665,7 @@ class Writer final : public TraceWriter {
       encoding.lock();
     else if (!encoding.try_lock())
       return false;
-    if (!state_->accepting.load(std::memory_order_relaxed)) return false;
+    if (!accepting_.load(std::memory_order_relaxed)) return false;
     if (!tb.block) tb.block = acquire_block(options_.block_bytes);
     tb.out_of_memory.store(!tb.block, std::memory_order_relaxed);
     return tb.block != nullptr;
@@ -771,20 +767,27 @@ class Writer final : public TraceWriter {
 
   // The miss on its own branch, the hit straight through (written the other way round, GCC laid
   // the hit out after the function's end: a jump out and back, a code line more per call).
+  // A slot of another writer (the caller's not filled yet): this thread's through tls_last.
+  LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer(ThreadSlot slot) {
+    if (slot.writer != uid()) [[unlikely]]
+      return thread_buffer();
+    return static_cast<ThreadBuffer*>(slot.buffer);
+  }
   LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer() {
-    if (tls_last.uid != uid_) [[unlikely]]
+    if (tls_last.writer != uid()) [[unlikely]]
       return thread_buffer_slow();
-    return tls_last.buffer;
+    return static_cast<ThreadBuffer*>(tls_last.buffer);
   }
 
   [[gnu::noinline]] ThreadBuffer* thread_buffer_slow() {
+    ThreadSlot& slot = tls_last;
     auto& slots = tls_slots.slots;
     std::erase_if(slots, [](const auto& slot) {
       return slot.second->writer_closed.load(std::memory_order_acquire);
     });
-    for (auto& [uid, buffer] : slots) {
-      if (uid == uid_) {
-        tls_last = {uid_, buffer.get()};
+    for (auto& [writer, buffer] : slots) {
+      if (writer == uid()) {
+        slot = {uid(), buffer.get()};
         return buffer.get();
       }
     }
@@ -792,15 +795,15 @@ class Writer final : public TraceWriter {
     auto buffer = std::make_shared<ThreadBuffer>();
     {
       std::lock_guard registry(s.registry_mutex);
-      if (!s.accepting.load()) return nullptr;
+      if (!accepting_.load()) return nullptr;
       buffer->ordinal = s.next_thread_ordinal++;
       buffer->steps.reserve(8);
       s.threads.push_back(buffer);
     }
     retry_memory(*buffer,
                  /*wait=*/true);  // the first block now: a budget without room refuses at once
-    slots.emplace_back(uid_, buffer);
-    tls_last = {uid_, buffer.get()};
+    slots.emplace_back(uid(), buffer);
+    slot = {uid(), buffer.get()};
     return buffer.get();
   }
 
@@ -1319,6 +1322,14 @@ class Writer final : public TraceWriter {
 
   static constexpr size_t kPoolKeep = 16;
 
+  // What a staged record's stage() and commit_staged() read, with uid() after the object's
+  // vtable pointer in its first line: a broad launch finds them in the line its virtual call
+  // reads anyway (spread over the object and the State, they were three more lines read cold a
+  // launch; bench/collectors/launch_lines.py).
+  std::unique_ptr<State> state_ = std::make_unique<State>();
+  std::atomic<bool> accepting_{true};  // false from close() (or a fork's abandon) on
+  bool lock_free_commit_ = false;  // commit_staged without the stage lock (top of this file)
+
   WriterOptions options_;
   int fd_;
   uint64_t file_offset_ = 0;  // the file's owner only (file_state)
@@ -1332,15 +1343,17 @@ class Writer final : public TraceWriter {
   std::vector<IndexBlockEntry> index_blocks_;
   std::map<uint32_t, IndexSummaryEntry> index_summaries_;
   bool header_written_ = false;  // set by open, before the background thread starts
-  const uint64_t uid_ = next_writer_uid.fetch_add(1);
-  std::unique_ptr<State> state_ = std::make_unique<State>();
   NameResolver name_resolver_;  // set_name_resolver
-  bool lock_free_commit_ = false;  // commit_staged without the stage lock (top of this file)
   std::atomic<bool> closed_{false};
   std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace
+
+uint64_t TraceWriter::next_uid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::unique_ptr<TraceWriter> TraceWriter::open(const WriterOptions& options,
                                                const nlohmann::json& header, std::string* error) {

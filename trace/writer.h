@@ -66,6 +66,45 @@ class TraceWriter {
   static std::unique_ptr<TraceWriter> open(const WriterOptions& options,
                                            const nlohmann::json& header, std::string* error);
   virtual ~TraceWriter() = default;
+  TraceWriter() = default;
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // append() without the copy, for the hottest records (a kernel launch at level broad,
+  // collectors/kernels.cpp): the caller builds the record in this thread's next staging slot.
+  // stage() returns that slot or nullptr where append() would refuse (closed, no memory). The
+  // slot holds a stale record: set the kind, the header and the kind's fields (fields past the
+  // kind's count are neither hashed nor encoded: free for a name resolver's keys); its buffers
+  // and payload are already empty. commit_staged() appends it; between the two this thread
+  // appends nothing else. The ticket names the record for retract(), which takes it back if it
+  // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
+  // (refused at commit: closed meanwhile) retracts nothing and returns true.
+  //
+  // Given `slot`, the calling thread's slot in this writer, which the caller keeps in a
+  // thread-local line it reads on every call anyway (collectors/hot_thread.h), the two calls read
+  // no thread-local of the writer's: two lines fewer read cold a broad launch (the TLS offset in
+  // the GOT, the slot's own line). By value, two registers: a reference to a thread-local needs
+  // the thread's linear address, a read of its control block's line. thread_slot() fills one; a
+  // slot is this writer's while its `writer` is uid(), another writer's (a forked child's new
+  // one) is taken as none. The two are the first virtual functions declared: their vtable
+  // entries share a line, read cold by a broad launch.
+  struct Staged {  // two words: returned in registers
+    const void* batch = nullptr;
+    uint32_t index = 0;
+    uint32_t seq = 0;  // the record's seq, low half (the slot may hold another record later)
+  };
+  struct ThreadSlot {
+    uint64_t writer = 0;     // the writer's uid() (0: none)
+    void* buffer = nullptr;  // that writer's buffer for this thread
+  };
+  virtual Record* stage(ThreadSlot slot) = 0;
+  virtual Staged commit_staged(ThreadSlot slot) = 0;
+  virtual Record* stage() = 0;
+  virtual Staged commit_staged() = 0;
+  virtual ThreadSlot thread_slot() = 0;
+  virtual bool retract(const Staged& ticket) = 0;
+  // Unique in the process (never reused), in the object's first line beside its vtable pointer.
+  uint64_t uid() const { return uid_; }
 
   // Thread-safe. Returns the same id for the same bytes. The definition reaches the file before
   // any block that references the id.
@@ -81,24 +120,6 @@ class TraceWriter {
   // memory at all. An accepted record is encoded later; if no block memory is left by then it
   // is dropped and counted too (stats().appended counts the records encoded).
   virtual bool append(const Record& record) = 0;
-
-  // append() without the copy, for the hottest records (a kernel launch at level broad,
-  // collectors/kernels.cpp): the caller builds the record in this thread's next staging slot.
-  // stage() returns that slot or nullptr where append() would refuse (closed, no memory). The
-  // slot holds a stale record: set the kind, the header and the kind's fields (fields past the
-  // kind's count are neither hashed nor encoded: free for a name resolver's keys); its buffers
-  // and payload are already empty. commit_staged() appends it; between the two this thread
-  // appends nothing else. The ticket names the record for retract(), which takes it back if it
-  // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
-  // (refused at commit: closed meanwhile) retracts nothing and returns true.
-  struct Staged {  // two words: returned in registers
-    const void* batch = nullptr;
-    uint32_t index = 0;
-    uint32_t seq = 0;  // the record's seq, low half (the slot may hold another record later)
-  };
-  virtual Record* stage() = 0;
-  virtual Staged commit_staged() = 0;
-  virtual bool retract(const Staged& ticket) = 0;
 
   // Gives a record appended with name == kDeferredName its name, on whichever thread encodes it
   // (usually the background thread), before it is hashed: the launching thread need not look a
@@ -137,6 +158,10 @@ class TraceWriter {
   virtual void abandon_after_fork() = 0;
 
   virtual WriterStats stats() const = 0;
+
+ private:
+  static uint64_t next_uid();
+  const uint64_t uid_ = next_uid();
 };
 
 // Digest contribution of one record to its step summary. Independent of seq, thread, string ids

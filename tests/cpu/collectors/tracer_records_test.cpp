@@ -559,6 +559,71 @@ TEST_F(RuntimeTest, BroadLaunchesAreOneRecordEachWhateverTheirNesting) {
   EXPECT_EQ(nested, 1u);
 }
 
+// A broad launch's record is staged with its shape packed into narrower fields (kernels.cpp,
+// namespace packed) and unpacked on the writer's thread: every field reads back as launched, at
+// the largest values the packed widths hold, and past them (such a launch is recorded unpacked,
+// on the launching thread).
+TEST_F(RuntimeTest, ABroadLaunchReadsBackExactlyAtAndPastItsPackedWidths) {
+  struct Shape {
+    unsigned grid[3], block[3], cluster[3];
+    size_t smem;
+    LaunchApi api;
+  };
+  static const Shape kShapes[] = {
+      {{0xffffffffu, 0xffff, 0xffff}, {0xffff, 0xffff, 0xffff}, {0xff, 0xff, 0xff}, 0xffffffffu,
+       LaunchApi::DriverLaunchEx},
+      {{7, 0x10000, 1}, {32, 1, 1}, {0, 0, 0}, 0, LaunchApi::DriverLaunch},
+      {{7, 1, 1}, {32, 1, 0x10000}, {0, 0, 0}, 0, LaunchApi::DriverLaunch},
+      {{7, 1, 1}, {32, 1, 1}, {1, 1, 0x100}, 0, LaunchApi::DriverLaunch},
+      {{7, 1, 1}, {32, 1, 1}, {0, 0, 0}, size_t{1} << 32, LaunchApi::DriverLaunch},
+      {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, 10, LaunchApi::RuntimeLaunch},
+  };
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        for (const Shape& shape : kShapes) {
+          KernelLaunch l;
+          l.api = shape.api;
+          l.handle_kind = FunctionHandle::DriverFunction;
+          l.handle = reinterpret_cast<const void*>(0x1234);
+          for (int i = 0; i < 3; ++i)
+            l.grid[i] = shape.grid[i], l.block[i] = shape.block[i],
+            l.cluster[i] = shape.cluster[i];
+          l.smem_bytes = shape.smem;
+          kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+        }
+      },
+      &fake_resolver_with_driver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
+  std::vector<trace::Record> kernels;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
+    return true;
+  });
+  ASSERT_EQ(kernels.size(), std::size(kShapes));
+  using F = trace::fields::Kernel;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    SCOPED_TRACE(k);
+    const trace::Record& r = kernels[k];
+    const Shape& shape = kShapes[k];
+    EXPECT_EQ(reader->string(r.name), "kernel(float*, int, float)");
+    const uint64_t got[] = {r.fields[F::grid_x],    r.fields[F::grid_y],    r.fields[F::grid_z],
+                            r.fields[F::block_x],   r.fields[F::block_y],   r.fields[F::block_z],
+                            r.fields[F::cluster_x], r.fields[F::cluster_y], r.fields[F::cluster_z],
+                            r.fields[F::smem_bytes], r.fields[F::launch_api]};
+    const uint64_t want[] = {shape.grid[0],    shape.grid[1],    shape.grid[2],
+                             shape.block[0],   shape.block[1],   shape.block[2],
+                             shape.cluster[0], shape.cluster[1], shape.cluster[2],
+                             shape.smem,       uint64_t(shape.api)};
+    EXPECT_EQ(std::vector<uint64_t>(std::begin(got), std::end(got)),
+              std::vector<uint64_t>(std::begin(want), std::end(want)));
+    EXPECT_EQ(r.fields[F::capture_id], 0u);
+    EXPECT_EQ(r.fields[F::outer_api], 0u);
+    EXPECT_EQ(r.fields[F::args_digest], 0u);
+  }
+}
+
 // Below full a kernel record's capture state is a label only, and the driver's capture query is
 // skipped until some capture has begun (no stream can capture before): a launch on a capturing
 // stream reads as uncaptured then. At full, where a wrong answer would put hash launches into

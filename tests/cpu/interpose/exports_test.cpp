@@ -146,8 +146,14 @@ TEST(ShimExports, RealShimLaysOutALaunchsPathTogether) {
       {"lockstep::collectors::kernel_launch_begin(", true},
       {"lockstep::collectors::kernel_launch_end(", true},
       {"lockstep::collectors::open_scope(", true},
-      {"lockstep::trace::(anonymous namespace)::Writer::stage()", true},
-      {"lockstep::trace::(anonymous namespace)::Writer::commit_staged()", true},
+      // The launch's, given the thread's slot (trace/writer.h, ThreadSlot); the other callers'
+      // overloads, without it, need not be near.
+      {"lockstep::trace::(anonymous namespace)::Writer::stage(lockstep::trace::TraceWriter::"
+       "ThreadSlot)",
+       true},
+      {"lockstep::trace::(anonymous namespace)::Writer::commit_staged(lockstep::trace::"
+       "TraceWriter::ThreadSlot)",
+       true},
       {"auto lockstep::interpose::traced_call<(anonymous namespace)::traced_launch<", false},
   };
   std::map<std::string, std::vector<uint64_t>> found;  // prefix -> addresses
