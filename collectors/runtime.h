@@ -176,13 +176,12 @@ class Tracer {
   // once closed or where the writer refuses (then append() as usual).
   trace::Record* stage() {
     if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
-    trace::TraceWriter& writer = *hot_.writer;
-    if (t_hot.writer_slot.writer != writer.uid()) [[unlikely]]
-      t_hot.writer_slot = writer.thread_slot();
-    return writer.stage(t_hot.writer_slot);
+    if (t_hot.writer_slot.writer != hot_.writer_uid) [[unlikely]]
+      t_hot.writer_slot = hot_.writer->thread_slot();
+    return hot_.staging.stage(*hot_.writer, t_hot.writer_slot);
   }
   trace::TraceWriter::Staged commit_staged() {
-    return hot_.writer->commit_staged(t_hot.writer_slot);
+    return hot_.staging.commit(*hot_.writer, t_hot.writer_slot);
   }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { hot_.writer->flush(); }
@@ -427,7 +426,11 @@ class Tracer {
     Level level = Level::Off;
     bool stacks_by_name = false;
     std::atomic<bool> closed{false};
+    // The writer's, for stage() and commit_staged(): no read of its vtable's line.
+    uint64_t writer_uid = 0;
+    trace::TraceWriter::StagingCalls staging;
   } hot_;
+  static_assert(sizeof(Hot) == 64);
   Config config_;
   std::atomic<uint32_t> next_thread_{0};
   std::mutex streams_mutex_;

@@ -121,8 +121,11 @@ inline constexpr size_t kSpareBatches = 4;
 // on another core, and its line would otherwise be fetched on the job's next traced call rather
 // than during the job's own work in between. Its first line only: a staged launch writes no
 // other (collectors/kernels.cpp, namespace packed). (The write hint needs PRFCHW: on the
-// generic x86-64 target this is a plain prefetcht0.)
-inline void prefetch_for_write(const Record* slot) { __builtin_prefetch(slot, 1, 3); }
+// generic x86-64 target this is a plain prefetcht0.) Always inlined: a function of a prefetch
+// alone has no effect GCC keeps a call of it for, and it dropped the calls at -O2.
+[[gnu::always_inline]] inline void prefetch_for_write(const Record* slot) {
+  __builtin_prefetch(slot, 1, 3);
+}
 
 // Records copied as appended, in order; their Records keep their vectors' capacity when reused.
 struct StagedBatch {
@@ -313,14 +316,21 @@ class Writer final : public TraceWriter {
     return true;
   }
 
-  Record* stage() override { return stage(tls_last); }
-  Staged commit_staged() override { return commit_staged(tls_last); }
+  Record* stage() override { return stage_slot(tls_last); }
+  Staged commit_staged() override { return commit_slot(tls_last); }
   ThreadSlot thread_slot() override {
     ThreadBuffer* tb = thread_buffer();
     return tb != nullptr ? ThreadSlot{uid(), tb} : ThreadSlot{};
   }
+  StagingCalls staging_calls() const override { return {&stage_in, &commit_in}; }
+  LOCKSTEP_LAUNCH_PATH static Record* stage_in(TraceWriter& writer, ThreadSlot slot) {
+    return static_cast<Writer&>(writer).stage_slot(slot);
+  }
+  LOCKSTEP_LAUNCH_PATH static Staged commit_in(TraceWriter& writer, ThreadSlot slot) {
+    return static_cast<Writer&>(writer).commit_slot(slot);
+  }
 
-  LOCKSTEP_LAUNCH_PATH Record* stage(ThreadSlot slot) override {
+  [[gnu::always_inline]] Record* stage_slot(ThreadSlot slot) {
     if (!accepting_.load(std::memory_order_relaxed)) return nullptr;
     ThreadBuffer* tb = thread_buffer(slot);
     if (!tb) return nullptr;
@@ -335,7 +345,7 @@ class Writer final : public TraceWriter {
     return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
   }
 
-  LOCKSTEP_LAUNCH_PATH Staged commit_staged(ThreadSlot slot) override {
+  [[gnu::always_inline]] Staged commit_slot(ThreadSlot slot) {
     ThreadBuffer* tb = thread_buffer(slot);
     if (!tb || tb->staged_batch == nullptr) return {};
     StagedBatch* batch = tb->staged_batch;  // == tb->filling: only the owner changes that

@@ -80,14 +80,14 @@ class TraceWriter {
   // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
   // (refused at commit: closed meanwhile) retracts nothing and returns true.
   //
-  // Given `slot`, the calling thread's slot in this writer, which the caller keeps in a
-  // thread-local line it reads on every call anyway (collectors/hot_thread.h), the two calls read
-  // no thread-local of the writer's: two lines fewer read cold a broad launch (the TLS offset in
-  // the GOT, the slot's own line). By value, two registers: a reference to a thread-local needs
-  // the thread's linear address, a read of its control block's line. thread_slot() fills one; a
-  // slot is this writer's while its `writer` is uid(), another writer's (a forked child's new
-  // one) is taken as none. The two are the first virtual functions declared: their vtable
-  // entries share a line, read cold by a broad launch.
+  // The launch's own pair, staging_calls(): plain functions of the writer, given `slot`, the
+  // calling thread's slot in it. The caller keeps both where it reads on every call anyway
+  // (collectors/runtime.h, Tracer::Hot; collectors/hot_thread.h, the slot), and they read
+  // nothing else of the caller's: neither the writer's vtable nor a thread-local of the writer's
+  // (its TLS offset in the GOT, its line), three lines fewer read cold a broad launch. The slot
+  // by value, two registers: a reference to a thread-local needs the thread's linear address, a
+  // read of its control block's line. thread_slot() fills one; a slot is this writer's while
+  // its `writer` is uid(), another writer's (a forked child's new one) is taken as none.
   struct Staged {  // two words: returned in registers
     const void* batch = nullptr;
     uint32_t index = 0;
@@ -97,8 +97,11 @@ class TraceWriter {
     uint64_t writer = 0;     // the writer's uid() (0: none)
     void* buffer = nullptr;  // that writer's buffer for this thread
   };
-  virtual Record* stage(ThreadSlot slot) = 0;
-  virtual Staged commit_staged(ThreadSlot slot) = 0;
+  struct StagingCalls {
+    Record* (*stage)(TraceWriter& writer, ThreadSlot slot) = nullptr;
+    Staged (*commit)(TraceWriter& writer, ThreadSlot slot) = nullptr;
+  };
+  virtual StagingCalls staging_calls() const = 0;
   virtual Record* stage() = 0;
   virtual Staged commit_staged() = 0;
   virtual ThreadSlot thread_slot() = 0;
