@@ -178,10 +178,10 @@ class Tracer {
     if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
     if (t_hot.writer_slot.writer != hot_.writer_uid) [[unlikely]]
       t_hot.writer_slot = hot_.writer->thread_slot();
-    return hot_.staging.stage(*hot_.writer, t_hot.writer_slot);
+    return hot_.writer->stage(t_hot.writer_slot);
   }
   trace::TraceWriter::Staged commit_staged() {
-    return hot_.staging.commit(*hot_.writer, t_hot.writer_slot);
+    return hot_.writer->commit_staged(t_hot.writer_slot);
   }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { hot_.writer->flush(); }
@@ -426,9 +426,7 @@ class Tracer {
     Level level = Level::Off;
     bool stacks_by_name = false;
     std::atomic<bool> closed{false};
-    // The writer's, for stage() and commit_staged(): no read of its vtable's line.
-    uint64_t writer_uid = 0;
-    trace::TraceWriter::StagingCalls staging;
+    uint64_t writer_uid = 0;  // the writer's, for stage(): is this thread's slot its?
   } hot_;
   static_assert(sizeof(Hot) == 64);
   Config config_;

@@ -105,7 +105,6 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
-inline constexpr uint32_t kBatchRecords = 128;
 // Full batches that wake the background thread. A wake is a futex call on the job's thread (and
 // a sleeping core to rouse): one per 2048 records, not per 128. Step ends, the flush timer and
 // close drain whatever is staged anyway.
@@ -116,38 +115,6 @@ inline constexpr size_t kMaxFullBatches = 64;  // a backlog the owner drains its
 // seven batches all reused) measured no faster on the H200 and slower in a flood on this machine's
 // CPU (results/overhead/2026-12-04T00*-fe1af8f-*).
 inline constexpr size_t kSpareBatches = 4;
-
-// The record slot the next append fills, asked for now: a reused batch was last read by a drain
-// on another core, and its line would otherwise be fetched on the job's next traced call rather
-// than during the job's own work in between. Its first line only: a staged launch writes no
-// other (collectors/kernels.cpp, namespace packed). (The write hint needs PRFCHW: on the
-// generic x86-64 target this is a plain prefetcht0.) Always inlined: a function of a prefetch
-// alone has no effect GCC keeps a call of it for, and it dropped the calls at -O2.
-[[gnu::always_inline]] inline void prefetch_for_write(const Record* slot) {
-  __builtin_prefetch(slot, 1, 3);
-}
-
-// Records copied as appended, in order; their Records keep their vectors' capacity when reused.
-struct StagedBatch {
-  // Records [0, count) are committed: written by the owner only (release), read by drains
-  // (acquire). A batch goes back to zero only once drained whole and handed to the spares.
-  std::atomic<uint32_t> count{0};
-  // Records before it are taken by a drain (being or already encoded): retract() cannot take
-  // them back. Guarded by the thread's stage_lock.
-  uint32_t reserved = 0;
-  std::array<Record, kBatchRecords> records;
-  // Records taken back (retract) before a drain reached them: skipped, then cleared by the drain.
-  // Set under the stage lock for slots not reserved yet; a drain reads them for its reserved ones.
-  std::array<std::atomic<uint64_t>, (kBatchRecords + 63) / 64> retracted{};
-  bool is_retracted(uint32_t i) const {
-    return (retracted[i / 64].load(std::memory_order_relaxed) >> (i % 64)) & 1;
-  }
-  void reset() {  // drained whole, on its way to the spares
-    count.store(0, std::memory_order_relaxed);
-    reserved = 0;
-    for (auto& word : retracted) word.store(0, std::memory_order_relaxed);
-  }
-};
 
 // Whether this process can make every one of its threads pass a full memory barrier
 // (membarrier's private expedited command, Linux 4.14; registered once): close()'s half of the
@@ -161,17 +128,9 @@ bool process_barrier() {
   return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-struct ThreadBuffer {
-  // The owner's own view of its staging (only the owner reads or writes these): the batch that is
-  // `filling` and the index of its next slot (null: ask under the lock), and the slot between
-  // stage() and commit_staged(). Only the owner changes `filling` (drains read its committed
-  // prefix and leave it), so the view is never stale. On a line of their own with the flag every
-  // stage() reads: a drain on another core writes the lines further down.
-  alignas(64) StagedBatch* next_batch = nullptr;
-  uint32_t next_index = 0;
-  uint32_t staged_index = 0;
-  StagedBatch* staged_batch = nullptr;
-  std::atomic<bool> out_of_memory{false};  // no block to encode into: appends are refused
+// The owner's view first (StagingView, trace/staging.h: its first line; `filling` is the batch
+// the view's next_batch names, or none).
+struct ThreadBuffer : StagingView {
   // Staging, guarded by stage_lock (the owner, and a drainer taking full batches).
   alignas(64) SpinLock stage_lock;
   std::unique_ptr<StagedBatch> filling;
@@ -316,56 +275,30 @@ class Writer final : public TraceWriter {
     return true;
   }
 
-  Record* stage() override { return stage_slot(tls_last); }
-  Staged commit_staged() override { return commit_slot(tls_last); }
+  Record* stage() override { return TraceWriter::stage(tls_last); }
+  Staged commit_staged() override { return TraceWriter::commit_staged(tls_last); }
   ThreadSlot thread_slot() override {
     ThreadBuffer* tb = thread_buffer();
     return tb != nullptr ? ThreadSlot{uid(), tb} : ThreadSlot{};
   }
-  StagingCalls staging_calls() const override { return {&stage_in, &commit_in}; }
-  LOCKSTEP_LAUNCH_PATH static Record* stage_in(TraceWriter& writer, ThreadSlot slot) {
-    return static_cast<Writer&>(writer).stage_slot(slot);
+
+ protected:
+  StagingView* thread_view() override { return thread_buffer(); }
+  bool staging_memory(StagingView& view) override {
+    return retry_memory(static_cast<ThreadBuffer&>(view));
   }
-  LOCKSTEP_LAUNCH_PATH static Staged commit_in(TraceWriter& writer, ThreadSlot slot) {
-    return static_cast<Writer&>(writer).commit_slot(slot);
+  StagedBatch* next_staging_batch(StagingView& view) override {
+    return next_filling_batch(static_cast<ThreadBuffer&>(view));
+  }
+  Staged commit_locked(StagingView& view, StagedBatch* batch, uint32_t index,
+                       const Staged& ticket) override {
+    return commit_with_lock(static_cast<ThreadBuffer&>(view), batch, index, ticket);
+  }
+  Staged commit_closing(StagingView& view, const Staged& ticket) override {
+    return committed_while_closing(static_cast<ThreadBuffer&>(view), ticket);
   }
 
-  [[gnu::always_inline]] Record* stage_slot(ThreadSlot slot) {
-    if (!accepting_.load(std::memory_order_relaxed)) return nullptr;
-    ThreadBuffer* tb = thread_buffer(slot);
-    if (!tb) return nullptr;
-    if (tb->out_of_memory.load(std::memory_order_relaxed) && !retry_memory(*tb)) return nullptr;
-    // No lock: the slot is where the owner's view says (ThreadBuffer::next_batch), which a drain
-    // never reads past and never frees.
-    StagedBatch* batch = tb->next_batch;
-    if (batch == nullptr) [[unlikely]]
-      batch = next_filling_batch(*tb);
-    tb->staged_batch = batch;
-    tb->staged_index = tb->next_index;
-    return &batch->records[tb->next_index];  // its buffers and payload are empty (drain_locked)
-  }
-
-  [[gnu::always_inline]] Staged commit_slot(ThreadSlot slot) {
-    ThreadBuffer* tb = thread_buffer(slot);
-    if (!tb || tb->staged_batch == nullptr) return {};
-    StagedBatch* batch = tb->staged_batch;  // == tb->filling: only the owner changes that
-    const uint32_t index = tb->staged_index;
-    tb->staged_batch = nullptr;
-    const Staged ticket{batch, index, static_cast<uint32_t>(batch->records[index].seq)};
-    if (lock_free_commit_ && index + 1 < kBatchRecords) [[likely]] {
-      batch->count.store(index + 1, std::memory_order_release);
-      tb->next_index = index + 1;
-      prefetch_for_write(&batch->records[index + 1]);
-      // The store above, then this load: close() makes every thread pass a full barrier between
-      // its store of `accepting` and its freeze, so a commit that still reads true is frozen in.
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      if (!accepting_.load(std::memory_order_relaxed)) [[unlikely]]
-        return committed_while_closing(*tb, ticket);
-      return ticket;
-    }
-    return commit_locked(*tb, batch, index, ticket);
-  }
-
+ public:
   // stage()'s batch when the owner's view has none (the first stage, or the last one filled a
   // batch): out of stage()'s lines, which a launch reads cold.
   [[gnu::noinline]] StagedBatch* next_filling_batch(ThreadBuffer& tb) {
@@ -380,8 +313,8 @@ class Writer final : public TraceWriter {
 
   // commit_staged() of a batch's last slot (it joins the full ones), or with no process barrier:
   // under the lock, out of the lock-free commit's lines.
-  [[gnu::noinline]] Staged commit_locked(ThreadBuffer& tb, StagedBatch* batch, uint32_t index,
-                                         const Staged& ticket) {
+  [[gnu::noinline]] Staged commit_with_lock(ThreadBuffer& tb, StagedBatch* batch,
+                                            uint32_t index, const Staged& ticket) {
     State& s = *state_;
     bool wake = false;
     size_t backlog = 0;
@@ -777,16 +710,10 @@ class Writer final : public TraceWriter {
 
   // The miss on its own branch, the hit straight through (written the other way round, GCC laid
   // the hit out after the function's end: a jump out and back, a code line more per call).
-  // A slot of another writer (the caller's not filled yet): this thread's through tls_last.
-  LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer(ThreadSlot slot) {
-    if (slot.writer != uid()) [[unlikely]]
-      return thread_buffer();
-    return static_cast<ThreadBuffer*>(slot.buffer);
-  }
-  LOCKSTEP_LAUNCH_PATH ThreadBuffer* thread_buffer() {
+  ThreadBuffer* thread_buffer() {
     if (tls_last.writer != uid()) [[unlikely]]
       return thread_buffer_slow();
-    return static_cast<ThreadBuffer*>(tls_last.buffer);
+    return static_cast<ThreadBuffer*>(tls_last.view);
   }
 
   [[gnu::noinline]] ThreadBuffer* thread_buffer_slow() {
@@ -1332,13 +1259,7 @@ class Writer final : public TraceWriter {
 
   static constexpr size_t kPoolKeep = 16;
 
-  // What a staged record's stage() and commit_staged() read, with uid() after the object's
-  // vtable pointer in its first line: a broad launch finds them in the line its virtual call
-  // reads anyway (spread over the object and the State, they were three more lines read cold a
-  // launch; bench/collectors/launch_lines.py).
   std::unique_ptr<State> state_ = std::make_unique<State>();
-  std::atomic<bool> accepting_{true};  // false from close() (or a fork's abandon) on
-  bool lock_free_commit_ = false;  // commit_staged without the stage lock (top of this file)
 
   WriterOptions options_;
   int fd_;

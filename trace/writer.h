@@ -22,6 +22,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "trace/record.h"
+#include "trace/staging.h"
 
 namespace lockstep::trace {
 
@@ -80,31 +81,28 @@ class TraceWriter {
   // is not encoded yet (a launch that failed) and returns whether it did; a null ticket
   // (refused at commit: closed meanwhile) retracts nothing and returns true.
   //
-  // The launch's own pair, staging_calls(): plain functions of the writer, given `slot`, the
-  // calling thread's slot in it. The caller keeps both where it reads on every call anyway
-  // (collectors/runtime.h, Tracer::Hot; collectors/hot_thread.h, the slot), and they read
-  // nothing else of the caller's: neither the writer's vtable nor a thread-local of the writer's
-  // (its TLS offset in the GOT, its line), three lines fewer read cold a broad launch. The slot
-  // by value, two registers: a reference to a thread-local needs the thread's linear address, a
-  // read of its control block's line. thread_slot() fills one; a slot is this writer's while
-  // its `writer` is uid(), another writer's (a forked child's new one) is taken as none.
+  // Given `slot`, the calling thread's view of its staging in this writer, which the caller
+  // keeps in a thread-local line it reads on every call anyway (collectors/hot_thread.h), the
+  // common case of both is inline in the caller (below; trace/staging.h): no call, no read of the
+  // writer's vtable or of a thread-local of the writer's (its TLS offset in the GOT, its line).
+  // The slot by value, two registers: a reference to a thread-local needs the thread's linear
+  // address, a read of its control block's line. thread_slot() fills one; a slot is this
+  // writer's while its `writer` is uid(), another writer's (a forked child's new one) is
+  // looked up again on every call.
   struct Staged {  // two words: returned in registers
     const void* batch = nullptr;
     uint32_t index = 0;
     uint32_t seq = 0;  // the record's seq, low half (the slot may hold another record later)
   };
   struct ThreadSlot {
-    uint64_t writer = 0;     // the writer's uid() (0: none)
-    void* buffer = nullptr;  // that writer's buffer for this thread
+    uint64_t writer = 0;            // the writer's uid() (0: none)
+    StagingView* view = nullptr;  // this thread's staging in that writer
   };
-  struct StagingCalls {
-    Record* (*stage)(TraceWriter& writer, ThreadSlot slot) = nullptr;
-    Staged (*commit)(TraceWriter& writer, ThreadSlot slot) = nullptr;
-  };
-  virtual StagingCalls staging_calls() const = 0;
+  Record* stage(ThreadSlot slot);
+  Staged commit_staged(ThreadSlot slot);
+  virtual ThreadSlot thread_slot() = 0;
   virtual Record* stage() = 0;
   virtual Staged commit_staged() = 0;
-  virtual ThreadSlot thread_slot() = 0;
   virtual bool retract(const Staged& ticket) = 0;
   // Unique in the process (never reused), in the object's first line beside its vtable pointer.
   uint64_t uid() const { return uid_; }
@@ -162,10 +160,69 @@ class TraceWriter {
 
   virtual WriterStats stats() const = 0;
 
+ protected:
+  // The exits of stage(slot) and commit_staged(slot) (below), out of line in the writer: the
+  // calling thread's view where the slot is not this writer's (null: refused); block memory
+  // asked for again (false: none); the next batch where the view has none; the commit under the
+  // lock (the batch's last slot, or no process barrier); a lock-free commit that found the writer
+  // closing.
+  virtual StagingView* thread_view() = 0;
+  virtual bool staging_memory(StagingView& view) = 0;
+  virtual StagedBatch* next_staging_batch(StagingView& view) = 0;
+  virtual Staged commit_locked(StagingView& view, StagedBatch* batch, uint32_t index,
+                               const Staged& ticket) = 0;
+  virtual Staged commit_closing(StagingView& view, const Staged& ticket) = 0;
+
+  // What stage(slot) and commit_staged(slot) read of the writer, after the vtable pointer in the
+  // object's first line. accepting_: false from close() (or a fork's abandon) on;
+  // lock_free_commit_: commit without the stage lock (trace/writer.cpp, top of the file).
+  std::atomic<bool> accepting_{true};
+  bool lock_free_commit_ = false;
+
  private:
   static uint64_t next_uid();
   const uint64_t uid_ = next_uid();
 };
+
+inline Record* TraceWriter::stage(ThreadSlot slot) {
+  if (!accepting_.load(std::memory_order_relaxed)) [[unlikely]]
+    return nullptr;
+  StagingView* view = slot.writer == uid_ ? slot.view : thread_view();
+  if (view == nullptr) [[unlikely]]
+    return nullptr;
+  if (view->out_of_memory.load(std::memory_order_relaxed) && !staging_memory(*view)) [[unlikely]]
+    return nullptr;
+  // No lock: the slot is where the owner's view says, which a drain never reads past and never
+  // frees.
+  StagedBatch* batch = view->next_batch;
+  if (batch == nullptr) [[unlikely]]
+    batch = next_staging_batch(*view);
+  view->staged_batch = batch;
+  view->staged_index = view->next_index;
+  return &batch->records[view->next_index];  // its buffers and payload are empty (the drain's)
+}
+
+inline TraceWriter::Staged TraceWriter::commit_staged(ThreadSlot slot) {
+  StagingView* view = slot.writer == uid_ ? slot.view : thread_view();
+  if (view == nullptr || view->staged_batch == nullptr) [[unlikely]]
+    return {};
+  StagedBatch* batch = view->staged_batch;  // the filling batch: only the owner changes that
+  const uint32_t index = view->staged_index;
+  view->staged_batch = nullptr;
+  const Staged ticket{batch, index, static_cast<uint32_t>(batch->records[index].seq)};
+  if (lock_free_commit_ && index + 1 < kBatchRecords) [[likely]] {
+    batch->count.store(index + 1, std::memory_order_release);
+    view->next_index = index + 1;
+    prefetch_for_write(&batch->records[index + 1]);
+    // The store above, then this load: close() makes every thread pass a full barrier between
+    // its store of `accepting_` and its freeze, so a commit that still reads true is frozen in.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!accepting_.load(std::memory_order_relaxed)) [[unlikely]]
+      return commit_closing(*view, ticket);
+    return ticket;
+  }
+  return commit_locked(*view, batch, index, ticket);
+}
 
 // Digest contribution of one record to its step summary. Independent of seq, thread, string ids
 // and allocation ordinals, so two identical runs give identical step digests even when threads
