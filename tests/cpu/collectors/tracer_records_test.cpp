@@ -459,11 +459,7 @@ TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
       &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
-  std::vector<trace::Record> kernels;
-  reader->for_each_record([&](const trace::Record& r) {
-    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
-    return true;
-  });
+  const std::vector<trace::Record> kernels = records_of_kind(*reader, trace::RecordKind::Kernel);
   ASSERT_EQ(kernels.size(), 2u);
   for (const auto& k : kernels) {
     EXPECT_TRUE(k.buffers.empty());
@@ -596,11 +592,7 @@ TEST_F(RuntimeTest, ABroadLaunchReadsBackExactlyAtAndPastItsPackedWidths) {
       &fake_resolver_with_driver);
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
-  std::vector<trace::Record> kernels;
-  reader->for_each_record([&](const trace::Record& r) {
-    if (r.kind == trace::RecordKind::Kernel) kernels.push_back(r);
-    return true;
-  });
+  const std::vector<trace::Record> kernels = records_of_kind(*reader, trace::RecordKind::Kernel);
   ASSERT_EQ(kernels.size(), std::size(kShapes));
   using F = trace::fields::Kernel;
   for (size_t k = 0; k < kernels.size(); ++k) {
