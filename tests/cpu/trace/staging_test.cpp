@@ -216,6 +216,42 @@ TEST_P(Staging, EveryCommitRacingCloseIsWrittenOrCountedDropped) {
   for (size_t i = 0; i < records.size(); ++i) ASSERT_EQ(records[i].seq, i + 1);  // no hole
 }
 
+// The launch's way in: the caller keeps this thread's slot (ThreadSlot) and passes it by value.
+// A slot another writer filled (the parent's, in a forked child; a closed writer's) must never
+// stage into that writer's buffer: this writer finds the thread's own.
+TEST_P(Staging, ASlotOfAnotherWriterStagesIntoThisWritersOwnBuffer) {
+  WriterOptions other_options = options_;
+  other_options.path = dir_.file("other.lstrace");
+  std::string error;
+  auto other = TraceWriter::open(other_options, build_trace_header({}), &error);
+  ASSERT_TRUE(other) << error;
+  const TraceWriter::ThreadSlot others = other->thread_slot();
+  ASSERT_EQ(others.writer, other->uid());
+  ASSERT_NE(others.writer, writer_->uid());
+  const TraceWriter::ThreadSlot own = writer_->thread_slot();
+  const StringId k = writer_->intern("k");
+  for (uint64_t seq = 1; seq <= 300; ++seq) {  // past a batch: its full and next ones too
+    const TraceWriter::ThreadSlot slot = seq % 2 == 1 ? others : own;
+    Record* record = writer_->stage(slot);
+    ASSERT_NE(record, nullptr);
+    record->kind = RecordKind::Kernel;
+    record->seq = seq, record->stream = 1, record->step = 0, record->thread = 1;
+    record->scope = 0, record->name = k;
+    record->clear_fields();
+    record->fields[fields::Kernel::grid_x] = seq;
+    EXPECT_NE(writer_->commit_staged(slot).batch, nullptr);
+  }
+  other->close();
+  auto other_reader = TraceReader::open(other_options.path);
+  EXPECT_TRUE(testing::read_all_records(*other_reader).empty());
+  const auto records = read_back();
+  ASSERT_EQ(records.size(), 300u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].seq, i + 1);
+    EXPECT_EQ(records[i].fields[fields::Kernel::grid_x], i + 1);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Commit, Staging, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "LockFree" : "Locked"; });
 
