@@ -121,6 +121,8 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     }
     case Id::Lib:
       break;  // read by the CLI, not the shim
+    case Id::Commit:
+      break;  // read by the benchmarks and the GPU suite, not the shim
     case Id::Replay:
       config.replay = value;
       break;

@@ -182,7 +182,8 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
-                         env::kLib,          env::kHostHashBytes, env::kResumeAt,
+                         env::kLib,          env::kCommit,        env::kHostHashBytes,
+                         env::kResumeAt,
                          env::kCheckpoint,   env::kStacks,        env::kScopes,
                          env::kRecordEnv,    env::kReplay,        env::kReplays,
                          env::kNcclProfiler};
