@@ -176,9 +176,10 @@ class Tracer {
   // once closed or where the writer refuses (then append() as usual).
   trace::Record* stage() {
     if (hot_.closed.load(std::memory_order_relaxed)) return nullptr;
-    if (t_hot.writer_slot.writer != hot_.writer_uid) [[unlikely]]
-      t_hot.writer_slot = hot_.writer->thread_slot();
-    return hot_.writer->stage(t_hot.writer_slot);
+    trace::TraceWriter& writer = *hot_.writer;
+    if (t_hot.writer_slot.writer != writer.uid()) [[unlikely]]
+      t_hot.writer_slot = writer.thread_slot();
+    return writer.stage(t_hot.writer_slot);
   }
   trace::TraceWriter::Staged commit_staged() {
     return hot_.writer->commit_staged(t_hot.writer_slot);
@@ -426,7 +427,6 @@ class Tracer {
     Level level = Level::Off;
     bool stacks_by_name = false;
     std::atomic<bool> closed{false};
-    uint64_t writer_uid = 0;  // the writer's, for stage(): is this thread's slot its?
   } hot_;
   static_assert(sizeof(Hot) == 64);
   Config config_;

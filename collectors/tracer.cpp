@@ -41,7 +41,6 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);
   if (!config.stacks.empty()) stack_filter_.emplace(config.stacks, std::regex::ECMAScript);
   hot_.writer = std::move(writer);
-  hot_.writer_uid = hot_.writer->uid();
   hot_.level = config_.level;
   hot_.stacks_by_name = stack_filter_.has_value();
 }

@@ -164,9 +164,10 @@ struct ThreadSlots {
 };
 thread_local ThreadSlots tls_slots;
 // The buffer this thread used last and its writer's uid, apart from the slots: a thread_local
-// with a destructor is reached through its init guard on every access (a call and a line), and a
-// broad launch asks twice (stage, commit). Plain data, constant-initialized: one load each. It
-// outlives the slots' destructor at thread exit as before (the writer keeps the buffer).
+// with a destructor is reached through its init guard on every access (a call and a line).
+// Plain data, constant-initialized: one load. It outlives the slots' destructor at thread exit
+// as before (the writer keeps the buffer). A broad launch passes a slot of its own instead
+// (TraceWriter::ThreadSlot, kept in collectors/hot_thread.h).
 thread_local constinit TraceWriter::ThreadSlot tls_last;
 
 
@@ -287,21 +288,11 @@ class Writer final : public TraceWriter {
   bool staging_memory(StagingView& view) override {
     return retry_memory(static_cast<ThreadBuffer&>(view));
   }
-  StagedBatch* next_staging_batch(StagingView& view) override {
-    return next_filling_batch(static_cast<ThreadBuffer&>(view));
-  }
-  Staged commit_locked(StagingView& view, StagedBatch* batch, uint32_t index,
-                       const Staged& ticket) override {
-    return commit_with_lock(static_cast<ThreadBuffer&>(view), batch, index, ticket);
-  }
-  Staged commit_closing(StagingView& view, const Staged& ticket) override {
-    return committed_while_closing(static_cast<ThreadBuffer&>(view), ticket);
-  }
 
- public:
   // stage()'s batch when the owner's view has none (the first stage, or the last one filled a
   // batch): out of stage()'s lines, which a launch reads cold.
-  [[gnu::noinline]] StagedBatch* next_filling_batch(ThreadBuffer& tb) {
+  StagedBatch* next_staging_batch(StagingView& view) override {
+    ThreadBuffer& tb = static_cast<ThreadBuffer&>(view);
     tb.stage_lock.lock();
     StagedBatch* batch = tb.filling.get();
     if (batch == nullptr) batch = (tb.filling = take_spare(tb)).get();
@@ -313,8 +304,9 @@ class Writer final : public TraceWriter {
 
   // commit_staged() of a batch's last slot (it joins the full ones), or with no process barrier:
   // under the lock, out of the lock-free commit's lines.
-  [[gnu::noinline]] Staged commit_with_lock(ThreadBuffer& tb, StagedBatch* batch,
-                                            uint32_t index, const Staged& ticket) {
+  Staged commit_locked(StagingView& view, StagedBatch* batch, uint32_t index,
+                       const Staged& ticket) override {
+    ThreadBuffer& tb = static_cast<ThreadBuffer&>(view);
     State& s = *state_;
     bool wake = false;
     size_t backlog = 0;
@@ -334,7 +326,8 @@ class Writer final : public TraceWriter {
 
   // A lock-free commit that found the writer closing: kept if close() froze this thread's count
   // after it (or has not frozen it yet: it will count it), else dropped and counted.
-  [[gnu::noinline]] Staged committed_while_closing(ThreadBuffer& tb, const Staged& ticket) {
+  Staged commit_closing(StagingView& view, const Staged& ticket) override {
+    ThreadBuffer& tb = static_cast<ThreadBuffer&>(view);
     tb.stage_lock.lock();
     const bool lost =
         tb.frozen && (ticket.batch != tb.frozen_batch || ticket.index >= tb.frozen_count);
@@ -345,6 +338,7 @@ class Writer final : public TraceWriter {
     return {};
   }
 
+ public:
   bool retract(const Staged& ticket) override {
     if (ticket.batch == nullptr) return true;
     ThreadBuffer* tb = thread_buffer();
@@ -717,14 +711,13 @@ class Writer final : public TraceWriter {
   }
 
   [[gnu::noinline]] ThreadBuffer* thread_buffer_slow() {
-    ThreadSlot& slot = tls_last;
     auto& slots = tls_slots.slots;
     std::erase_if(slots, [](const auto& slot) {
       return slot.second->writer_closed.load(std::memory_order_acquire);
     });
     for (auto& [writer, buffer] : slots) {
       if (writer == uid()) {
-        slot = {uid(), buffer.get()};
+        tls_last = {uid(), buffer.get()};
         return buffer.get();
       }
     }
@@ -740,7 +733,7 @@ class Writer final : public TraceWriter {
     retry_memory(*buffer,
                  /*wait=*/true);  // the first block now: a budget without room refuses at once
     slots.emplace_back(uid(), buffer);
-    slot = {uid(), buffer.get()};
+    tls_last = {uid(), buffer.get()};
     return buffer.get();
   }
 

@@ -173,6 +173,9 @@ class TraceWriter {
                                const Staged& ticket) = 0;
   virtual Staged commit_closing(StagingView& view, const Staged& ticket) = 0;
 
+  // `slot`'s view where it is this writer's, else the calling thread's found the slow way.
+  StagingView* view_of(ThreadSlot slot) { return slot.writer == uid_ ? slot.view : thread_view(); }
+
   // What stage(slot) and commit_staged(slot) read of the writer, after the vtable pointer in the
   // object's first line. accepting_: false from close() (or a fork's abandon) on;
   // lock_free_commit_: commit without the stage lock (trace/writer.cpp, top of the file).
@@ -187,7 +190,7 @@ class TraceWriter {
 inline Record* TraceWriter::stage(ThreadSlot slot) {
   if (!accepting_.load(std::memory_order_relaxed)) [[unlikely]]
     return nullptr;
-  StagingView* view = slot.writer == uid_ ? slot.view : thread_view();
+  StagingView* view = view_of(slot);
   if (view == nullptr) [[unlikely]]
     return nullptr;
   if (view->out_of_memory.load(std::memory_order_relaxed) && !staging_memory(*view)) [[unlikely]]
@@ -203,7 +206,7 @@ inline Record* TraceWriter::stage(ThreadSlot slot) {
 }
 
 inline TraceWriter::Staged TraceWriter::commit_staged(ThreadSlot slot) {
-  StagingView* view = slot.writer == uid_ ? slot.view : thread_view();
+  StagingView* view = view_of(slot);
   if (view == nullptr || view->staged_batch == nullptr) [[unlikely]]
     return {};
   StagedBatch* batch = view->staged_batch;  // the filling batch: only the owner changes that
