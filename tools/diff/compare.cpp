@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "tools/why/gemm_config.h"
+#include "tools/why/names.h"
 #include "tools/why/nccl_choice.h"
 #include "trace/field_format.h"
 
@@ -288,8 +289,12 @@ uint32_t occurrence_in_group(const OpTable& table, Ids ids, size_t position) {
   return n;
 }
 
+// A context line: the op as the text prints it (a kernel's short name, its full name under
+// --verbose), not the full name each time: a structural divergence keeps 2 x (2 x --context + 1)
+// of these, and a pathological name of a MiB made a divergence's report tens of MiB.
 std::string short_text(const OpTable& table, const Op& op, const StringPool& pool) {
-  std::string text = fmt::format("{} {}", trace::record_kind_name(op.kind), pool.text(op.name));
+  const std::string_view kind = trace::record_kind_name(op.kind);
+  std::string text = fmt::format("{} {}", kind, display_name(kind, pool.text(op.name)));
   std::string extra = trace::short_text(op.kind, table.fields(op));
   if (!extra.empty()) text += " " + extra;
   return text;

@@ -136,12 +136,20 @@ std::vector<std::string_view> template_identifiers(std::string_view s, size_t op
   return ids;
 }
 
+// `text` cut to kShortNameBytes and an ellipsis, not inside a UTF-8 sequence.
+std::string bounded(std::string_view text) {
+  if (text.size() <= kShortNameBytes) return std::string(text);
+  size_t cut = kShortNameBytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "\u2026";
+}
+
 }  // namespace
 
 std::string short_kernel_name(std::string_view demangled) {
   const Head head = head_of(demangled);
-  if (head.name.empty()) return std::string(demangled);
-  if (head.template_open == std::string_view::npos) return std::string(head.name);
+  if (head.name.empty()) return bounded(demangled);
+  if (head.template_open == std::string_view::npos) return bounded(head.name);
   std::string_view chosen, fallback;
   for (std::string_view id : template_identifiers(demangled, head.template_open)) {
     if (generic(id) || id == head.name) continue;
@@ -151,8 +159,8 @@ std::string short_kernel_name(std::string_view demangled) {
       chosen = id;
   }
   if (chosen.empty()) chosen = fallback;
-  if (chosen.empty()) return std::string(head.name);  // only types and numbers: elided
-  return fmt::format("{}<{}>", head.name, chosen);
+  if (chosen.empty()) return bounded(head.name);  // only types and numbers: elided
+  return bounded(fmt::format("{}<{}>", head.name, chosen));
 }
 
 namespace {

@@ -15,7 +15,11 @@ namespace lockstep::tools {
 // preferring one that is not itself a kernel or an implementation helper; none (only types and
 // numbers: layer1_forward<__nv_bfloat16, 128>): the function alone. A name with no
 // template arguments is only stripped ("gelu_forward(float const*, float*, int)" ->
-// "gelu_forward"); a name that does not parse is returned as it is.
+// "gelu_forward"); a name that does not parse is returned as it is. At most kShortNameBytes
+// bytes and "…": the text, the JSON's name_short and every context line show it, so a
+// pathological name (the trace library keeps up to a MiB of one) is printed in full only where
+// the full name is asked for (JSON's "name", --verbose), not once per line that mentions it.
+inline constexpr size_t kShortNameBytes = 256;
 std::string short_kernel_name(std::string_view demangled);
 
 // What the text reports print as an op's name: kernels (and graph nodes) shortened, every other

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_harness.h"
+#include "tools/why/names.h"
 #include "trace/writer.h"
 
 namespace {
@@ -15,7 +16,7 @@ namespace trace = lockstep::trace;
 // One rank's trace at `file` holding `kernels` Kernel records of step 0 named `name`, under
 // `header` (rank 0 of 1 added).
 void write_trace(const fs::path& file, nlohmann::json header, const std::string& name,
-                 int kernels = 3) {
+                 int kernels = 3, uint64_t last_grid = 3) {
   fs::create_directories(file.parent_path());
   header["rank"] = 0;
   header["world_size"] = 1;
@@ -30,7 +31,8 @@ void write_trace(const fs::path& file, nlohmann::json header, const std::string&
     r.seq = static_cast<uint64_t>(i + 1);
     r.stream = 1;
     r.name = writer->intern(name);
-    r.fields[trace::fields::Kernel::grid_x] = static_cast<uint64_t>(i + 1);
+    r.fields[trace::fields::Kernel::grid_x] =
+        i + 1 == kernels ? last_grid : static_cast<uint64_t>(i + 1);
     ASSERT_TRUE(writer->append(r));
   }
   writer->end_step(0);
@@ -79,6 +81,33 @@ TEST_F(Cli, ALongNameIsSearchedWithoutCrashing) {
   EXPECT_NE(pattern.err.find("--grep: a pattern of 2000 characters; at most 1024"),
             std::string::npos)
       << pattern.err;
+}
+
+// Two runs whose kernels all carry a name of a MiB (as long as the writer keeps one) and differ
+// in the last one's grid: the report names it in full where the full name is asked for (JSON's
+// "name"), and by its bounded short name everywhere else (the text, each context line). Each
+// context line had the full name: 63 MB of JSON and 330 MB of memory for two 1 MB traces.
+TEST_F(Cli, ANameOfAMebibyteIsPrintedInFullOnlyWhereTheFullNameIsAskedFor) {
+  const std::string name(1u << 20, 'k');
+  write_trace(path("a") / "rank-00000.lstrace", nlohmann::json::object(), name, 3, 3);
+  write_trace(path("b") / "rank-00000.lstrace", nlohmann::json::object(), name, 3, 4);
+  Result text = lockstep("diff " + path("a").string() + " " + path("b").string());
+  EXPECT_EQ(text.code, 1) << text.err;
+  EXPECT_LT(text.out.size(), 16384u);
+  EXPECT_NE(text.out.find("grid_x 3 vs 4"), std::string::npos) << text.out.substr(0, 2000);
+  Result r = lockstep("diff --json " + path("a").string() + " " + path("b").string());
+  ASSERT_EQ(r.code, 1) << r.err;
+  const nlohmann::json j = r.parsed();
+  EXPECT_EQ(j["first_divergence"]["name"], name);
+  EXPECT_EQ(j["first_divergence"]["name_short"].get<std::string>().size(),
+            lockstep::tools::kShortNameBytes + 3);
+  const nlohmann::json& context = j["structural"][0]["context"];
+  ASSERT_FALSE(context["a"].empty());
+  for (const auto& side : {context["a"], context["b"]})
+    for (const auto& line : side) EXPECT_LT(line["op"].get<std::string>().size(), 512u);
+  // Four sections name the op in full (first divergence, culprit, its rank, the structural
+  // list): about 4 MiB, not once per line that mentions it.
+  EXPECT_LT(r.out.size(), 5u << 20);
 }
 
 // A manifest that is a FIFO blocked gather's read for ever (and one linked to /dev/zero read

@@ -106,6 +106,24 @@ TEST(Names, OnlyKernelsAreShortenedAndVerboseKeepsThemWhole) {
   set_full_names(false);
 }
 
+// A short name is at most kShortNameBytes and an ellipsis, whatever the name's form (a plain
+// identifier, one with an operator in its template arguments), and never cut inside a UTF-8
+// sequence; a name at the bound is kept whole.
+TEST(Names, AShortNameIsBoundedWithoutSplittingACharacter) {
+  const std::string plain(1u << 20, 'k');
+  EXPECT_EQ(short_kernel_name(plain), std::string(kShortNameBytes, 'k') + "\u2026");
+  EXPECT_EQ(short_kernel_name(plain + "(float*)"), std::string(kShortNameBytes, 'k') + "\u2026");
+  const std::string op(4000, 'f');
+  const std::string shortened = short_kernel_name("void run<" + op + ">(int)");
+  EXPECT_EQ(shortened, "run<" + op.substr(0, kShortNameBytes - 4) + "\u2026");
+  // A name that does not parse (it ends in no identifier) is bounded as it is; its "é" (2
+  // bytes) straddling the bound is cut before, not inside.
+  const std::string accented = std::string(kShortNameBytes - 1, 'k') + "\u00e9" + " ...";
+  EXPECT_EQ(short_kernel_name(accented), std::string(kShortNameBytes - 1, 'k') + "\u2026");
+  const std::string at_bound(kShortNameBytes, 'k');
+  EXPECT_EQ(short_kernel_name(at_bound), at_bound);
+}
+
 TEST(Names, BufferLabelsReadInWords) {
   EXPECT_EQ(buffer_words("kernel", "arg1+632"), "parameter 1 at +632 B");
   EXPECT_EQ(buffer_words("kernel", "arg0"), "parameter 0");
