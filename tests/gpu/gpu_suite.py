@@ -238,7 +238,8 @@ class Suite:
     def run(self, name, limit, cmd, env=None, libs=False):
         """Runs cmd: stdout to WORK/NAME.out, stderr to WORK/NAME.err, their tails into the log.
         Never far past the budget (the device machine stops commands at 10 minutes). Returns a
-        Run; its rc is 124 on timeout."""
+        Run; its rc is 124 on timeout, and its last_err() then says which limit stopped it."""
+        asked = limit
         limit = max(10, min(limit, self.remaining() + 30))
         full_env = dict(os.environ, **(env or {}))
         if libs and self.extra_libs:
@@ -255,6 +256,10 @@ class Suite:
                 proc = None
             rc = 127 if proc is None else _wait(proc, limit)
         run = Run(name, rc, out, err, self.path(name))
+        if proc is not None and rc == 124 and time.monotonic() - t0 >= limit:
+            run.killed = (f"killed at {limit:.0f} s by the suite's time budget (BUDGET_S="
+                          f"{self.config.budget_s:.0f}), not a result" if limit < asked else
+                          f"killed at its own limit of {limit:.0f} s")
         self.log.write(f"=== {name}: rc={rc} {time.monotonic() - t0:.0f}s: "
                        f"{' '.join(map(str, cmd))}\n")
         self.log.write(_tail(out, 60) + "--- stderr\n" + _tail(err, 40))
@@ -355,6 +360,7 @@ def results_file_name(when, commit, groups):
 class Run:
     def __init__(self, name, rc, out, err, trace):
         self.name, self.rc, self.out, self.err, self.trace = name, rc, out, err, trace
+        self.killed = ""  # why the suite stopped it (Suite.run), "" when it ended by itself
 
     def text(self):
         return _read(self.out)
@@ -363,6 +369,10 @@ class Run:
         return _read(self.err)
 
     def last_err(self, width=70):
+        """Stderr's last line, or why the suite stopped the run (a row's "rc 124: ..." would
+        otherwise read as the job's own failure)."""
+        if self.killed:
+            return self.killed
         lines = self.err_text().strip().splitlines()
         return lines[-1][:width] if lines else ""
 

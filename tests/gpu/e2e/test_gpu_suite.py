@@ -45,6 +45,38 @@ class SuiteOrderTest(unittest.TestCase):
         self.assertEqual(set(order), files)
 
 
+class KilledRunTest(unittest.TestCase):
+    """Suite.run stops a command at its limit, cut to what the suite's time budget leaves: a row
+    built from such a run says which stopped it, never only "rc 124", which reads as the job's
+    own failure."""
+
+    def suite(self, budget_s):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+        from gpu_suite import Config, Suite
+        out = tempfile.mkdtemp(prefix="lockstep-e2e-killed-")
+        self.addCleanup(shutil.rmtree, out, True)
+        suite = Suite(Config({"OUT": out, "BUDGET_S": str(budget_s)}))
+        self.addCleanup(shutil.rmtree, suite.work, True)
+        self.addCleanup(suite.log.close)
+        return suite
+
+    def test_a_run_the_time_budget_stopped_says_so(self):
+        # The budget is spent (-25 s): the limit asked for (300 s) is cut to the floor of 10 s.
+        run = self.suite(-25).run("sleeper", 300, ["sleep", "60"])
+        self.assertEqual(run.rc, 124)
+        self.assertRegex(run.last_err(), r"^killed at 10 s by the suite's time budget \(BUDGET_S=-25\)")
+
+    def test_a_run_its_own_limit_stopped_says_that_instead(self):
+        run = self.suite(600).run("sleeper", 10, ["sleep", "60"])
+        self.assertEqual(run.rc, 124)
+        self.assertEqual(run.last_err(), "killed at its own limit of 10 s")
+
+    def test_a_run_that_ended_by_itself_shows_its_last_error_line(self):
+        run = self.suite(600).run("failing", 300, ["sh", "-c", "echo why >&2; exit 124"])
+        self.assertEqual(run.rc, 124)
+        self.assertEqual(run.last_err(), "why")
+
+
 class RunShTest(unittest.TestCase):
     """tests/gpu/run.sh, the pytest suite it runs (tests/gpu/test_*.py), against the stand-ins in
     fake/."""
