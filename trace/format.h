@@ -38,9 +38,9 @@
 //
 // Bounds a reader enforces before it uses a number (a hostile or corrupt file can claim any):
 // payload_bytes <= kMaxBlockPayload and within the file, record_count <= what payload_bytes can
-// hold (one byte per record, two per string), min_step <= max_step, JSON header <= 16 MiB and
-// within the file; JSON keys rank / world_size / local_rank, when not null, integers with
-// 0 <= rank < world_size <= kMaxWorldSize and 0 <= local_rank < world_size.
+// hold (one byte per record, two per string), a string <= kMaxStringBytes, min_step <= max_step,
+// JSON header <= 16 MiB and within the file; JSON keys rank / world_size / local_rank, when not
+// null, integers with 0 <= rank < world_size <= kMaxWorldSize and 0 <= local_rank < world_size.
 //
 // JSON header keys of note (header.h builds them): rank, world_size, local_rank (null when
 // unknown), run_id (the run directory's id, as in its manifest.json; absent in files written
@@ -126,6 +126,9 @@ inline constexpr uint32_t kIndexTrailerMagic = 0x5849534cu;  // "LSIX"
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;  // a reader refuses larger blocks
 inline constexpr uint32_t kMaxEndReason = 64;            // bytes of an End block's reason
 inline constexpr uint32_t kMaxEndPayload = 4096;         // a reader refuses larger End blocks
+// Bytes of one string (a kernel's name, a scope's, a call stack's): the writer cuts longer text
+// here (StringTable), and a reader refuses a longer definition as corruption.
+inline constexpr uint32_t kMaxStringBytes = 1u << 20;
 // Largest world size a header may claim (and the shim takes from the environment): far above
 // any job, far below what would make a tool's per-rank tables a memory bomb.
 inline constexpr int kMaxWorldSize = 1 << 20;

@@ -725,6 +725,10 @@ class FileReader final : public TraceReader {
       if (!get_varint(in, end, id) || !get_varint(in, end, length) || id == 0 || id > UINT32_MAX ||
           length > static_cast<uint64_t>(end - in))
         fail_at(block.offset + sizeof(BlockHeader) + (at - begin), "corrupt string definition");
+      if (length > kMaxStringBytes)  // no writer makes one: text a tool would print in full
+        fail_at(block.offset + sizeof(BlockHeader) + (at - begin),
+                "corrupt string definition (" + std::to_string(length) +
+                    " bytes, over the format's " + std::to_string(kMaxStringBytes) + ")");
       strings_.try_emplace(static_cast<StringId>(id), reinterpret_cast<const char*>(in), length);
       in += length;
     }

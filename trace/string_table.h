@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trace/digest.h"
+#include "trace/format.h"
 #include "trace/record.h"
 
 namespace lockstep::trace {
@@ -22,7 +23,7 @@ class StringTable {
   static constexpr uint32_t kChunkBits = 12;
   static constexpr uint32_t kChunks = 1u << 12;
   static constexpr uint32_t kMaxIds = kChunks << kChunkBits;  // 16 M strings
-  static constexpr size_t kMaxText = 1u << 20;  // longer text is cut (kernel names are ~KiB)
+  static constexpr size_t kMaxText = kMaxStringBytes;  // longer text is cut (names are ~KiB)
 
   StringTable();
   ~StringTable();

@@ -22,6 +22,7 @@
 #include "trace/block_frame.h"
 #include "trace/encoding.h"
 #include "trace/header.h"
+#include "trace/varint.h"
 
 namespace lockstep::trace {
 namespace {
@@ -190,6 +191,41 @@ TEST(InputBounds, SummaryCountsThatCouldWrapAreCorruption) {
   bytes.insert(bytes.end(), payload.begin(), payload.end());
   testing::write_bytes(path, bytes);
   expect_one_line_error(path, "summary record count out of range for step 7");
+}
+
+// A trace (header, no End) whose one Strings block defines string 1 with `length` bytes.
+std::string write_one_string(const testing::TempDir& dir, const std::string& name,
+                             uint64_t length) {
+  const std::string path = dir.file(name);
+  std::string error;
+  EXPECT_TRUE(testing::write_sample_trace(path, 4, &error)) << error;  // header and End only
+  auto bytes = testing::read_bytes(path);
+  bytes.resize(TraceReader::open(path)->blocks().back().offset);  // End off: blocks may follow
+  std::vector<uint8_t> payload(2 * 10 + length);
+  uint8_t* out = put_varint(put_varint(payload.data(), 1), length);
+  std::memset(out, 'k', length);
+  payload.resize(out + length - payload.data());
+  BlockHeader header{};
+  header.type = static_cast<uint8_t>(BlockType::Strings);
+  header.payload_bytes = static_cast<uint32_t>(payload.size());
+  header.record_count = 1;
+  seal_block_header(header, payload.data(), payload.size());
+  const auto* raw = reinterpret_cast<const uint8_t*>(&header);
+  bytes.insert(bytes.end(), raw, raw + sizeof(header));
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  testing::write_bytes(path, bytes);
+  return path;
+}
+
+// The writer cuts text at kMaxStringBytes (StringTable::kMaxText): a longer definition is no
+// writer's, and a tool would print it in full wherever a name is asked for in full.
+TEST(InputBounds, AStringLongerThanAnyWriterMakesIsCorruption) {
+  testing::TempDir dir;
+  const std::string longest = write_one_string(dir, "longest.lstrace", kMaxStringBytes);
+  EXPECT_EQ(open_error(longest), "");
+  EXPECT_EQ(TraceReader::open(longest)->string(1).size(), kMaxStringBytes);
+  expect_one_line_error(write_one_string(dir, "longer.lstrace", kMaxStringBytes + 1),
+                        "corrupt string definition (1048577 bytes, over the format's 1048576)");
 }
 
 // Clears every rank variable for the test, then sets the given ones.
