@@ -29,7 +29,8 @@
 #   OVERHEAD_CHUNKS, OVERHEAD_MODES  group f's turns of 5 steps per mode in each of 2 sets of
 #             processes (default 30) and modes (default off,metrics,broad,full);
 #             DDP_OVERHEAD_CHUNKS: the same for the ddp and tpdp overhead rows (groups o, x)
-#   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3)
+#   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3;
+#             9 or more for an interval narrower than the runs' whole range; ~50 s a run of all)
 #   KEEP=1    keep the scratch folder of traces
 #   SAVE      globs of trace folders to archive into OUT/traces.tar.gz (e.g. 'gpt-det-*')
 #   REQUIRE_GPU  1 (default here): no GPU is a FAIL row; plain pytest skips instead

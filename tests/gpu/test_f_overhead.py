@@ -117,7 +117,10 @@ def test_f_unseen_job_within_its_target(gs, row, tools):
 @pytest.mark.row("launch-bound self time")
 def test_f_launch_bound_shim_time_within_targets(gs, row, tools):
     row.need(120)
-    run, rows = overhead(gs, "overhead-launch", 420, "overhead-launch-bound.json", "--sets", 1,
+    # Its limit grows with SELF_TIME_RUNS: each round runs the four modes once under
+    # LOCKSTEP_DEBUG, 10-13 s a run (one H100, 2026-12-05: nine rounds did not fit in 420 s).
+    limit = 240 + 60 * SELF_TIME_RUNS
+    run, rows = overhead(gs, "overhead-launch", limit, "overhead-launch-bound.json", "--sets", 1,
                          "--chunks", 8, "--chunk-steps", 5, "--steps", 25, "--skip", 5,
                          "--levels", "off,metrics,broad,full", "--size", "launch-bound",
                          "--self-time", "--self-time-runs", SELF_TIME_RUNS)
