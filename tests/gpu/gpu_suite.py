@@ -444,7 +444,8 @@ def overhead_numbers(row):
             "within_target", "pooled_ratio",
             "trace_bytes_per_step_per_rank", "shim_self_us_per_step", "shim_self_share",
             "shim_self_share_interval", "shim_self_verdict", "shim_self_within_target",
-            "shim_self_phases", "set_ratios",
+            "shim_self_phases", "set_ratios", "shim_self_us_runs", "shim_self_step_ms_runs",
+            "shim_self_own_share", "shim_self_own_share_interval", "shim_self_own_verdict",
             "chunk_ratio_quartiles")
     return {k: row.get(k) for k in keys if row.get(k) is not None}
 

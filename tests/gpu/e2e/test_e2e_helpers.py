@@ -235,6 +235,29 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertRegex(proc.stdout, r"broad@around +120\.0 us +1\.20% of the untraced step "
                                       r"\[0\.90-1\.30%\] +target 1\.0% ~")
 
+    def test_the_in_run_share_takes_each_runs_own_step_as_its_reference(self):
+        # Three LOCKSTEP_DEBUG runs on a host whose speed drifts: the shim's time and the job's
+        # step move together (100 us of a 20 ms step, 200 of 40, 150 of 30). Against the
+        # untraced job's 10 ms step they read 1-2%; each against its own step less its shim
+        # time, 0.50% every run.
+        counter = os.path.join(self.tmp, "runs")
+        proc, rows = self.overhead(
+            "--levels", "broad", "--self-time-runs", "3",
+            env={"FAKE_SELF_US": "100 200 150", "FAKE_SELF_COUNTER": counter,
+                 "FAKE_STEP_S_CYCLE": "0.0201,0.0402,0.03015",
+                 "FAKE_RUN_COUNTER": os.path.join(self.tmp, "steps")})
+        row = rows["broad"]
+        self.assertEqual(row["shim_self_step_ms_runs"], [20.1, 40.2, 30.15])
+        self.assertAlmostEqual(100 * row["shim_self_own_share"], 0.5, places=6)
+        self.assertEqual([round(100 * x, 6) for x in row["shim_self_own_share_interval"]],
+                         [0.5, 0.5])
+        self.assertEqual(row["shim_self_own_verdict"], "PASS")
+        # The reading against the untraced step, as before: 1.50% [1.00-2.00], at the target.
+        self.assertEqual(row["shim_self_verdict"], "KNOWN")
+        self.assertEqual([round(100 * x, 6) for x in row["shim_self_share_interval"]], [1.0, 2.0])
+        self.assertIn("in-run: 0.50% [0.50-0.50%] of each run's own step less its shim time yes "
+                      "(steps 20.10 40.20 30.15 ms)", proc.stdout)
+
     def test_a_build_tree_runs_its_mode_through_its_own_cli(self):
         # A folder with tools/lockstep: that CLI runs the mode (with its shim and Python hooks),
         # not the --lockstep one, and LOCKSTEP_LIB is left alone.

@@ -266,8 +266,11 @@ class RunShTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
         self.assertEqual(rows.get("launch-bound self time"), "KNOWN", rows)
         with open(os.path.join(out, "table.txt")) as f:
-            self.assertRegex(f.read(), r"metrics 50\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\]\), "
-                                       r"broad 120\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\] ~ 1\.0%\)")
+            # Each with its in-run reading (its runs' own steps, 10 ms here), shown.
+            self.assertRegex(f.read(), r"metrics 50\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\]; "
+                                       r"in-run 0\.50-0\.50%\), "
+                                       r"broad 120\.0 us \([0-9.]+% \[[0-9.]+-[0-9.]+\] ~ 1\.0%; "
+                                       r"in-run 0\.91-1\.52%\)")
 
     def test_full_over_the_gpu_bound_jobs_target_fails(self):
         # x1.3 in every turn: within the x1.5 of the unseen job, over the gpu-bound job's x1.25.
