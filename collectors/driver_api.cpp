@@ -50,6 +50,8 @@ const Driver& driver() {
     load(d, "cuFuncGetName", v, &d.funcGetName);
     load(d, "cuKernelGetParamInfo", v, &d.kernelGetParamInfo);
     load(d, "cuFuncGetParamInfo", v, &d.funcGetParamInfo);
+    load(d, "cuFuncGetModule", v, &d.funcGetModule);
+    load(d, "cuKernelGetLibrary", 12050, &d.kernelGetLibrary);
     load(d, "cuStreamGetCaptureInfo", v, &d.streamGetCaptureInfo);
     load(d, "cuStreamIsCapturing", v, &d.streamIsCapturing);
     load(d, "cuEventCreate", v, &d.eventCreate);

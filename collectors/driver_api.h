@@ -23,6 +23,9 @@ struct Driver {
   decltype(&::cuFuncGetName) funcGetName = nullptr;
   decltype(&::cuKernelGetParamInfo) kernelGetParamInfo = nullptr;
   decltype(&::cuFuncGetParamInfo) funcGetParamInfo = nullptr;
+  // The code a described kernel belongs to, so that its unload drops what is cached (kernels.cpp).
+  decltype(&::cuFuncGetModule) funcGetModule = nullptr;
+  decltype(&::cuKernelGetLibrary) kernelGetLibrary = nullptr;  // 12.5 and later
   decltype(&::cuStreamGetCaptureInfo) streamGetCaptureInfo = nullptr;  // the 13.0 (v3) form
   decltype(&::cuStreamIsCapturing) streamIsCapturing = nullptr;
   decltype(&::cuEventCreate) eventCreate = nullptr;

@@ -111,6 +111,10 @@ void kernel_launch_end(uint64_t token, int result);
 
 // A handle the driver gave out that names a CUkernel (so later launches can tell).
 void remember_kernel_handle(const void* handle);
+// Before cuModuleUnload (module) or cuLibraryUnload (library; the other one null): records that
+// name a kernel of it get their names while the driver still answers for it, and what is cached
+// about its functions is dropped (the driver may hand their handles out again for other code).
+void code_unloading(const void* module, const void* library);
 
 // ---- CUDA graphs ---------------------------------------------------------------------------
 void graph_instantiated(const void* graph, const void* graph_exec);

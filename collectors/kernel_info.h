@@ -32,6 +32,9 @@ struct KernelInfo {
   std::optional<WholeWrite> whole_write;  // a known whole-region writer (kernel_writes.h)
   std::optional<ScratchWord> scratch;     // a known scratch word (kernel_writes.h)
   std::optional<TensorList> tensor_list;  // a multi-tensor-apply address table (kernel_writes.h)
+  // The code it belongs to (null: not known, dropped at every unload): code_unloading.
+  const void* module = nullptr;
+  const void* library = nullptr;
 };
 
 // Described once per handle (driver queries under a ShimCallGuard), then cached.

@@ -1,6 +1,7 @@
 // Kernel launches: identity, arguments, pointer regions (graphs.cpp: CUDA graphs).
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -27,6 +28,13 @@ namespace {
 std::shared_mutex g_kernels_mutex;
 std::unordered_map<const void*, std::unique_ptr<KernelInfo>> g_kernels;
 std::unordered_set<const void*> g_kernel_handles;  // handles known to be CUkernels
+// What code_unloading took out of g_kernels: kept, never freed (a record held for its digests or
+// a graph's node may still point at one), and only what was unloaded (or not known to belong to
+// any code), so bounded by the code the job loaded.
+std::vector<std::unique_ptr<KernelInfo>> g_unloaded_kernels;
+// Counts the unloads that dropped a description: a thread's cached brief (below) from before one
+// is looked up again.
+std::atomic<uint32_t> g_code_epoch{0};
 
 std::string demangle(const char* mangled) {
   if (mangled == nullptr) return "?";
@@ -69,20 +77,32 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   } else if (!as_kernel) {
     function = reinterpret_cast<CUfunction>(const_cast<void*>(handle));
   }
+  // The code it belongs to, so that its unload drops this description (code_unloading).
+  const auto library_of = [&](CUkernel kernel) {
+    CUlibrary library = nullptr;
+    if (d.kernelGetLibrary != nullptr && d.kernelGetLibrary(&library, kernel) == CUDA_SUCCESS)
+      info->library = library;
+  };
   if (as_kernel) {
     auto kernel = reinterpret_cast<CUkernel>(const_cast<void*>(handle));
     if (d.kernelGetName != nullptr) d.kernelGetName(&mangled, kernel);
     read_layout(kernel, d.kernelGetParamInfo, info.get());
+    library_of(kernel);
   } else if (function != nullptr) {
     if (d.funcGetName != nullptr && d.funcGetName(&mangled, function) != CUDA_SUCCESS)
       mangled = nullptr;
     if (mangled == nullptr && kind == FunctionHandle::DriverUnknown && d.kernelGetName != nullptr) {
       // Not a CUfunction after all: try it as a CUkernel.
       auto kernel = reinterpret_cast<CUkernel>(const_cast<void*>(handle));
-      if (d.kernelGetName(&mangled, kernel) == CUDA_SUCCESS)
+      if (d.kernelGetName(&mangled, kernel) == CUDA_SUCCESS) {
         read_layout(kernel, d.kernelGetParamInfo, info.get());
+        library_of(kernel);
+      }
     } else {
       read_layout(function, d.funcGetParamInfo, info.get());
+      CUmodule module = nullptr;
+      if (d.funcGetModule != nullptr && d.funcGetModule(&module, function) == CUDA_SUCCESS)
+        info->module = module;
     }
   }
   info->name = demangle(mangled);
@@ -120,6 +140,7 @@ namespace {
 // lookup is a division and two or three dependent misses.
 struct BriefSlot {
   const void* handle;
+  uint32_t epoch;  // g_code_epoch when filled
   KernelBrief brief;
 };
 constexpr size_t kBriefSlots = 1024;
@@ -131,9 +152,12 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 }
 [[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer, FunctionHandle kind,
                                               const void* handle) {
+  // The epoch before the lookup: an unload between them leaves the slot stale, looked up again.
+  const uint32_t epoch = g_code_epoch.load(std::memory_order_acquire);
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
-  slot = {handle, KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks,
-                              found->replay}};
+  slot = {handle, epoch,
+          KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks,
+                      found->replay}};
   return slot.brief;
 }
 
@@ -147,7 +171,8 @@ inline BriefSlot& brief_slot(const void* handle) {
 
 inline KernelBrief brief_of(Tracer* tracer, FunctionHandle kind, const void* handle) {
   BriefSlot& slot = brief_slot(handle);
-  if (slot.handle == handle && handle != nullptr) [[likely]]
+  if (slot.handle == handle && handle != nullptr &&
+      slot.epoch == g_code_epoch.load(std::memory_order_relaxed)) [[likely]]
     return slot.brief;
   return fill_brief_slot(slot, tracer, kind, handle);
 }
@@ -182,6 +207,28 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 void remember_kernel_handle(const void* handle) {
   std::unique_lock lock(g_kernels_mutex);
   g_kernel_handles.insert(handle);
+}
+
+void code_unloading(const void* module, const void* library) {
+  // First the records that wait for their names (a broad launch's, named by the writer's thread):
+  // while the driver still answers for this code. Not under g_kernels_mutex: naming takes it.
+  if (Tracer* tracer = Tracer::existing()) tracer->name_deferred_records();
+  std::unique_lock lock(g_kernels_mutex);
+  size_t dropped = 0;
+  for (auto it = g_kernels.begin(); it != g_kernels.end();) {
+    const KernelInfo& info = *it->second;
+    const bool unknown = info.module == nullptr && info.library == nullptr;
+    const bool of_library = library != nullptr && info.library == library;
+    if (!unknown && !of_library && !(module != nullptr && info.module == module)) {
+      ++it;
+      continue;
+    }
+    if (of_library) g_kernel_handles.erase(it->first);
+    g_unloaded_kernels.push_back(std::move(it->second));
+    it = g_kernels.erase(it);
+    ++dropped;
+  }
+  if (dropped > 0) g_code_epoch.fetch_add(1, std::memory_order_release);
 }
 
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a

@@ -186,6 +186,8 @@ class Tracer {
   }
   // Every record appended so far completed and written (blocks; lt_copies.cpp at exit).
   void flush_writer() { hot_.writer->flush(); }
+  // Every committed record named now (trace::TraceWriter::resolve_deferred): code_unloading.
+  void name_deferred_records() { hot_.writer->resolve_deferred(); }
   bool retract(const trace::TraceWriter::Staged& ticket) { return hot_.writer->retract(ticket); }
   // Whether a kernel's name decides something on the launching thread (a LOCKSTEP_STACKS
   // filter): else a launch at broad leaves the name to the writer (kernels.cpp).

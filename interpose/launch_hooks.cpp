@@ -369,6 +369,27 @@ LOCKSTEP_INTERCEPTOR CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary li
   return r;
 }
 
+// ---- driver: code unloaded ----
+// Before the real unload: the shim still holds launches of this code whose names it looks up
+// later (broad's staged records) and caches keyed by function handles the driver may give out
+// again. XLA's autotuner loads, runs and unloads candidate kernels while a job is traced.
+namespace {
+void report_unloading(const void* module, const void* library) {
+  if (!track_state()) return;
+  try {
+    collectors::code_unloading(module, library);
+  } catch (...) {}
+}
+}  // namespace
+LOCKSTEP_INTERCEPTOR CUresult cuModuleUnload(CUmodule hmod) {
+  report_unloading(hmod, nullptr);
+  return LOCKSTEP_FORWARD(cuModuleUnload, hmod);
+}
+LOCKSTEP_INTERCEPTOR CUresult cuLibraryUnload(CUlibrary library) {
+  report_unloading(nullptr, library);
+  return LOCKSTEP_FORWARD(cuLibraryUnload, library);
+}
+
 // ---- runtime: launches by host stub ----
 #define LOCKSTEP_RUNTIME_LAUNCH(name, Hook)                                                    \
   LOCKSTEP_INTERCEPTOR cudaError_t name(const void* func, dim3 gridDim, dim3 blockDim,         \

@@ -365,6 +365,17 @@ class Writer final : public TraceWriter {
   // Read by drains only for records carrying kDeferredName, which come after this call.
   void set_name_resolver(NameResolver resolver) override { name_resolver_ = std::move(resolver); }
 
+  void resolve_deferred() override {
+    if (abandoned_.load() || closed_.load()) return;
+    State& s = *state_;
+    std::lock_guard registry(s.registry_mutex);
+    for (auto& tb : s.threads) {
+      std::lock_guard encoding(tb->encode_mutex);
+      while (drain_locked(*tb)) {
+      }
+    }
+  }
+
   void end_step(uint32_t step) override {
     if (abandoned_.load() || closed_.load()) return;
     // The background thread drains, summarizes and writes; the job does not wait for it.

@@ -131,6 +131,13 @@ class TraceWriter {
   using NameResolver = std::function<StringId(Record& record)>;
   virtual void set_name_resolver(NameResolver resolver) = 0;
 
+  // Encodes, on the calling thread, every record any thread has committed so far (it waits for a
+  // drain in progress), so that each one with kDeferredName is named now: before the code it
+  // names is unloaded and the resolver's lookup could no longer answer (or would answer for other
+  // code at the same handle). Safe from any thread that holds no staged record open. Writes
+  // nothing to the file.
+  virtual void resolve_deferred() = 0;
+
   // The step `step` is finished: the background thread writes its StepSummary (count and
   // digest of its records) and flushes; the caller does not wait. Call once per step, in
   // increasing order.

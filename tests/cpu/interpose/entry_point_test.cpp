@@ -89,6 +89,28 @@ TEST_F(EntryPoints, UnwrappedNamesAndMissesPassThrough) {
   EXPECT_EQ(status, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 }
 
+// Unloads reach the collectors (which name the code's pending records and forget its handles
+// before the driver frees them) through dlsym (XLA's driver stubs) and through cuGetProcAddress
+// (cudart), then the driver's own function, once.
+TEST_F(EntryPoints, UnloadingAModuleOrALibraryIsReportedThenForwarded) {
+  using Unload = CUresult (*)(void*);
+  auto by_dlsym = symbol<Unload>(driver_, "cuModuleUnload");
+  EXPECT_EQ(reinterpret_cast<void*>(by_dlsym), ours("cuModuleUnload"));
+  EXPECT_EQ(by_dlsym(reinterpret_cast<void*>(0x51)), CUDA_SUCCESS);
+  auto module = reinterpret_cast<Unload>(lookup("cuModuleUnload", 12000, 0));
+  auto library = reinterpret_cast<Unload>(lookup("cuLibraryUnload", 12000, 0));
+  EXPECT_EQ(reinterpret_cast<void*>(module), ours("cuModuleUnload"));
+  EXPECT_EQ(reinterpret_cast<void*>(library), ours("cuLibraryUnload"));
+  EXPECT_EQ(module(reinterpret_cast<void*>(0x52)), CUDA_SUCCESS);
+  EXPECT_EQ(library(reinterpret_cast<void*>(0x53)), CUDA_SUCCESS);
+  EXPECT_EQ(calls_("cuModuleUnload"), 2);
+  EXPECT_EQ(calls_("cuLibraryUnload"), 1);
+  const std::string log = fake_log();
+  EXPECT_EQ(lines_starting(log, "code_unloading module=0x51 library=(nil)").size(), 1u) << log;
+  EXPECT_EQ(lines_starting(log, "code_unloading module=0x52 library=(nil)").size(), 1u) << log;
+  EXPECT_EQ(lines_starting(log, "code_unloading module=(nil) library=0x53").size(), 1u) << log;
+}
+
 class RuntimeEntryPoints : public EntryPoints {
  protected:
   void SetUp() override {

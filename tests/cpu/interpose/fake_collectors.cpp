@@ -100,6 +100,9 @@ void kernel_launch_end(uint64_t token, int result) {
   add("launch_end token=%llu result=%d", (unsigned long long)token, result);
 }
 void remember_kernel_handle(const void* handle) { add("kernel_handle %p", handle); }
+void code_unloading(const void* module, const void* library) {
+  add("code_unloading module=%p library=%p", module, library);
+}
 // After an armed launch (lockstep_fake_arm_replay): relaunches it through the hook's forward,
 // once, as the real collector's replays do.
 void replay_after(int result, const std::function<int()>& relaunch) {

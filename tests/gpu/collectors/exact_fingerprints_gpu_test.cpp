@@ -30,8 +30,7 @@
 #include "hashing/fingerprint.h"
 #include "trace/reader.h"
 #include "trace/run_dir.h"
-
-extern char** environ;
+#include "tests/gpu/collectors/shim_child.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -279,7 +278,9 @@ json graph_replays(cublasHandle_t handle) {
   return replays;
 }
 
-int child_main(const char* out_path) {
+}  // namespace
+
+int lockstep::gpu_tests::fingerprints_child(const char* out_path) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return 77;
   Expectations ex;
@@ -307,13 +308,9 @@ int child_main(const char* out_path) {
 }
 
 // ---- parent ----------------------------------------------------------------------------------
-// The shim of this build folder: next door to this binary when the folder was moved (carried to
-// the GPU machine), else where the build put it.
-std::string shim_path() {
-  const fs::path moved =
-      fs::read_symlink("/proc/self/exe").parent_path() / "../../../interpose/liblockstep.so";
-  return fs::exists(moved) ? fs::weakly_canonical(moved).string() : LOCKSTEP_SHIM_PATH;
-}
+namespace {
+using lockstep::gpu_tests::run_under_shim;
+using lockstep::gpu_tests::shim_path;
 
 TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr)
@@ -327,28 +324,8 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
   const std::string expected_path = (dir / "expected.json").string();
   const std::string trace_dir = (dir / "trace").string();
 
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string var = *e;
-    if (var.starts_with("LOCKSTEP_") || var.starts_with("LD_PRELOAD=") ||
-        var.starts_with("RANK=") || var.starts_with("NVTX_INJECTION64_PATH="))
-      continue;
-    env_strings.push_back(var);
-  }
-  for (std::string var : {"LD_PRELOAD=" + shim, "LOCKSTEP_DIR=" + trace_dir,
-                          std::string("LOCKSTEP_LEVEL=full"), std::string("LOCKSTEP_STEP_ON=api")})
-    env_strings.push_back(var);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string child_flag = "--child";
-  std::vector<char*> argv = {self.data(), child_flag.data(),
-                             const_cast<char*>(expected_path.c_str()), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = run_under_shim("--child", expected_path, trace_dir, "full",
+                                    {"LOCKSTEP_STEP_ON=api"});
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no CUDA device";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 
@@ -438,9 +415,3 @@ TEST(CollectorsGpu, EveryFingerprintMatchesTheHostReference) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--child") return child_main(argv[2]);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -44,6 +44,14 @@ STUB_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t, size_t, CUdev
   *ptr = 0x7f0000000000ULL;
   return CUDA_SUCCESS;
 }
+STUB_EXPORT CUresult cuModuleUnload(CUmodule) {
+  stub::count("cuModuleUnload");
+  return CUDA_SUCCESS;
+}
+STUB_EXPORT CUresult cuLibraryUnload(CUlibrary) {
+  stub::count("cuLibraryUnload");
+  return CUDA_SUCCESS;
+}
 STUB_EXPORT CUresult cuMemAddressFree(CUdeviceptr, size_t) {
   stub::count("cuMemAddressFree");
   return CUDA_SUCCESS;
@@ -244,6 +252,8 @@ const Entry kEntries[] = {
     {"cuGetProcAddress", 12000, false, reinterpret_cast<void*>(&cuGetProcAddress_v2)},
     {"cuCtxGetCurrent", 4000, false, reinterpret_cast<void*>(&cuCtxGetCurrent)},
     {"cuMemAlloc", 3020, false, reinterpret_cast<void*>(&cuMemAlloc_v2)},
+    {"cuModuleUnload", 2000, false, reinterpret_cast<void*>(&cuModuleUnload)},
+    {"cuLibraryUnload", 12000, false, reinterpret_cast<void*>(&cuLibraryUnload)},
 #define FAKE_ENTRY(base, version, per_thread, fn) \
   {#base, version, per_thread, reinterpret_cast<void*>(&fn)},
     // event waits and stream order points, as cudaTypedefs.h versions them
