@@ -52,6 +52,7 @@ const Driver& driver() {
     load(d, "cuFuncGetParamInfo", v, &d.funcGetParamInfo);
     load(d, "cuFuncGetModule", v, &d.funcGetModule);
     load(d, "cuKernelGetLibrary", 12050, &d.kernelGetLibrary);
+    load(d, "cuLibraryGetModule", v, &d.libraryGetModule);
     load(d, "cuStreamGetCaptureInfo", v, &d.streamGetCaptureInfo);
     load(d, "cuStreamIsCapturing", v, &d.streamIsCapturing);
     load(d, "cuEventCreate", v, &d.eventCreate);

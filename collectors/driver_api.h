@@ -26,6 +26,7 @@ struct Driver {
   // The code a described kernel belongs to, so that its unload drops what is cached (kernels.cpp).
   decltype(&::cuFuncGetModule) funcGetModule = nullptr;
   decltype(&::cuKernelGetLibrary) kernelGetLibrary = nullptr;  // 12.5 and later
+  decltype(&::cuLibraryGetModule) libraryGetModule = nullptr;  // a library's module here
   decltype(&::cuStreamGetCaptureInfo) streamGetCaptureInfo = nullptr;  // the 13.0 (v3) form
   decltype(&::cuStreamIsCapturing) streamIsCapturing = nullptr;
   decltype(&::cuEventCreate) eventCreate = nullptr;

@@ -213,6 +213,17 @@ void code_unloading(const void* module, const void* library) {
   // First the records that wait for their names (a broad launch's, named by the writer's thread):
   // while the driver still answers for this code. Not under g_kernels_mutex: naming takes it.
   if (Tracer* tracer = Tracer::existing()) tracer->name_deferred_records();
+  // A library's functions in this context (the runtime's lazily loaded kernels, cudaGetFuncBySymbol)
+  // belong to its module here.
+  if (library != nullptr && module == nullptr) {
+    const Driver& d = driver();
+    CUmodule of_library = nullptr;
+    ShimCallGuard guard;
+    if (d.libraryGetModule != nullptr &&
+        d.libraryGetModule(&of_library, static_cast<CUlibrary>(const_cast<void*>(library))) ==
+            CUDA_SUCCESS)
+      module = of_library;
+  }
   std::unique_lock lock(g_kernels_mutex);
   size_t dropped = 0;
   for (auto it = g_kernels.begin(); it != g_kernels.end();) {

@@ -15,6 +15,9 @@ const CUfunction kReused = reinterpret_cast<CUfunction>(0x2000);
 const CUfunction kOther = reinterpret_cast<CUfunction>(0x3000);
 const CUmodule kFirst = reinterpret_cast<CUmodule>(0xa1), kSecond = reinterpret_cast<CUmodule>(0xa2),
                kOtherModule = reinterpret_cast<CUmodule>(0xa3);
+// kFirst is this library's module in the current context (the runtime's lazy loading).
+const CUlibrary kLibrary = reinterpret_cast<CUlibrary>(0xb1);
+bool g_unload_library = false;  // the job unloads kLibrary, not kFirst itself
 int g_loaded = 1;              // 1: kFirst holds kReused; 0: unloaded; 2: kSecond holds it
 int g_stale_name_reads = 0;    // cuFuncGetName of kReused while unloaded
 int g_other_described = 0;     // cuFuncGetName of kOther
@@ -33,6 +36,11 @@ CUresult unload_get_module(CUmodule* module, CUfunction f) {
   *module = f == kOther ? kOtherModule : g_loaded == 2 ? kSecond : kFirst;
   return CUDA_SUCCESS;
 }
+CUresult unload_library_module(CUmodule* module, CUlibrary library) {
+  if (library != kLibrary) return CUDA_ERROR_INVALID_HANDLE;
+  *module = kFirst;
+  return CUDA_SUCCESS;
+}
 CUresult no_params(CUfunction, size_t, size_t*, size_t*) { return CUDA_ERROR_INVALID_VALUE; }
 
 CUresult unload_get_proc_address(const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -41,6 +49,7 @@ CUresult unload_get_proc_address(const char* symbol, void** pfn, int version, cu
   *pfn = s == "cuFuncGetName"        ? reinterpret_cast<void*>(&unload_get_name)
          : s == "cuFuncGetModule"    ? reinterpret_cast<void*>(&unload_get_module)
          : s == "cuFuncGetParamInfo" ? reinterpret_cast<void*>(&no_params)
+         : s == "cuLibraryGetModule" ? reinterpret_cast<void*>(&unload_library_module)
                                      : nullptr;
   if (*pfn != nullptr) {
     *status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -71,7 +80,10 @@ void launch_unload_launch() {
   launch_function(kOther, nullptr, nullptr, 1);
   launch_function(kReused, nullptr, nullptr, 1);
   launch_function(kReused, nullptr, nullptr, 2);
-  code_unloading(kFirst, nullptr);
+  if (g_unload_library)
+    code_unloading(nullptr, kLibrary);
+  else
+    code_unloading(kFirst, nullptr);
   g_loaded = 0;  // the driver's unload
   g_loaded = 2;  // a new load at the same handle
   launch_function(kReused, nullptr, nullptr, 3);
@@ -105,6 +117,19 @@ TEST_F(CodeUnload, ABroadLaunchIsNamedAfterTheCodeItRanNotTheCodeLoadedLaterAtIt
 TEST_F(CodeUnload, AtFullAnUnloadedHandleIsDescribedAgainAndOtherCodeIsNot) {
   // Full: named at the launch, through the caches the unload drops for kFirst's functions only.
   ChildResult child = run_child(env("full"), launch_unload_launch, &unload_resolver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
+  const std::map<unsigned, std::string> want = {
+      {1, "first()"}, {2, "first()"}, {3, "second()"}, {4, "other()"}};
+  EXPECT_EQ(names_by_grid(*reader), want);
+}
+
+TEST_F(CodeUnload, UnloadingALibraryDropsWhatIsKnownOfItsModulesFunctions) {
+  // A CUfunction of a library's module (what cudaGetFuncBySymbol gives under lazy loading):
+  // the library's unload drops it as the module's would.
+  g_unload_library = true;
+  ChildResult child = run_child(env("full"), launch_unload_launch, &unload_resolver);
+  g_unload_library = false;
   auto reader = only_trace(child);
   ASSERT_TRUE(reader);
   const std::map<unsigned, std::string> want = {
