@@ -99,42 +99,36 @@ std::map<unsigned, std::string> names_by_grid(trace::TraceReader& reader) {
   return names;
 }
 
-class CodeUnload : public RuntimeTest {};
+class CodeUnload : public RuntimeTest {
+ protected:
+  // launch_unload_launch at `level`: each launch named after the code it ran.
+  void expect_each_launch_named_after_its_code(const std::string& level) {
+    ChildResult child = run_child(env(level), launch_unload_launch, &unload_resolver);
+    auto reader = only_trace(child);
+    ASSERT_TRUE(reader);
+    const std::map<unsigned, std::string> want = {
+        {1, "first()"}, {2, "first()"}, {3, "second()"}, {4, "other()"}};
+    EXPECT_EQ(names_by_grid(*reader), want);
+  }
+};
 
 TEST_F(CodeUnload, ABroadLaunchIsNamedAfterTheCodeItRanNotTheCodeLoadedLaterAtItsHandle) {
   // Broad: the records are staged with their names left to the writer's thread, which names them
   // at exit here; the unload names the first two while kFirst is still loaded.
-  ChildResult child = run_child(env("broad"), launch_unload_launch, &unload_resolver);
-  auto reader = only_trace(child);
-  ASSERT_TRUE(reader);
-  const std::map<unsigned, std::string> want = {
-      {1, "first()"}, {2, "first()"}, {3, "second()"}, {4, "other()"}};
-  auto names = names_by_grid(*reader);
-  names.erase(0);  // none expected; a record of another kind would not be among these
-  EXPECT_EQ(names, want);
+  expect_each_launch_named_after_its_code("broad");
 }
 
 TEST_F(CodeUnload, AtFullAnUnloadedHandleIsDescribedAgainAndOtherCodeIsNot) {
   // Full: named at the launch, through the caches the unload drops for kFirst's functions only.
-  ChildResult child = run_child(env("full"), launch_unload_launch, &unload_resolver);
-  auto reader = only_trace(child);
-  ASSERT_TRUE(reader);
-  const std::map<unsigned, std::string> want = {
-      {1, "first()"}, {2, "first()"}, {3, "second()"}, {4, "other()"}};
-  EXPECT_EQ(names_by_grid(*reader), want);
+  expect_each_launch_named_after_its_code("full");
 }
 
 TEST_F(CodeUnload, UnloadingALibraryDropsWhatIsKnownOfItsModulesFunctions) {
   // A CUfunction of a library's module (what cudaGetFuncBySymbol gives under lazy loading):
   // the library's unload drops it as the module's would.
   g_unload_library = true;
-  ChildResult child = run_child(env("full"), launch_unload_launch, &unload_resolver);
+  expect_each_launch_named_after_its_code("full");
   g_unload_library = false;
-  auto reader = only_trace(child);
-  ASSERT_TRUE(reader);
-  const std::map<unsigned, std::string> want = {
-      {1, "first()"}, {2, "first()"}, {3, "second()"}, {4, "other()"}};
-  EXPECT_EQ(names_by_grid(*reader), want);
 }
 
 }  // namespace
