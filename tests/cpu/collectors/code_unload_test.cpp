@@ -2,6 +2,8 @@
 // unloads candidate kernels): a broad launch's record, named later by the writer's thread, gets
 // the name of the code it launched, not a crash and not the name of code loaded later at the
 // same handle; a later launch of that handle is described again; other code's descriptions stay.
+#include <thread>
+
 #include "tests/cpu/collectors/runtime_harness.h"
 
 namespace lockstep::collectors {
@@ -129,6 +131,36 @@ TEST_F(CodeUnload, UnloadingALibraryDropsWhatIsKnownOfItsModulesFunctions) {
   g_unload_library = true;
   expect_each_launch_named_after_its_code("full");
   g_unload_library = false;
+}
+
+// Another thread launches kOther while this one unloads other code again and again: each unload
+// names the launcher's committed records while the launcher keeps committing and the writer's
+// thread keeps draining. Neither hangs, no record is lost or misnamed, kOther is described once.
+// (With the unload's drain not holding the thread's encoding lock, 1 of 50 repeats failed here.)
+TEST_F(CodeUnload, UnloadsWhileAnotherThreadLaunchesNeitherHangNorLoseRecords) {
+  constexpr unsigned kLaunches = 100000;
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        std::atexit(check_driver_reads);
+        launch_function(kOther, nullptr, nullptr, 4);  // the tracer made, kOther described
+        std::atomic<bool> done{false};
+        std::thread launcher([&done] {
+          for (unsigned i = 1; i < kLaunches; ++i) launch_function(kOther, nullptr, nullptr, 4);
+          done.store(true);
+        });
+        const CUmodule unrelated = reinterpret_cast<CUmodule>(0xa9);
+        while (!done.load()) code_unloading(unrelated, nullptr);  // for as long as it launches
+        launcher.join();
+      },
+      &unload_resolver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader);
+  const std::vector<trace::Record> kernels = records_of_kind(*reader, trace::RecordKind::Kernel);
+  EXPECT_EQ(kernels.size(), kLaunches);
+  size_t misnamed = 0;
+  for (const trace::Record& r : kernels) misnamed += reader->string(r.name) != "other()";
+  EXPECT_EQ(misnamed, 0u);
 }
 
 }  // namespace
