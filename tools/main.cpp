@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "tools/commands/commands.h"
 #include "tools/run_set.h"
@@ -34,6 +36,39 @@ int fail(const std::string& message) {
   }
   std::fprintf(stderr, "lockstep: %s\n", line.c_str());
   return lockstep::tools::kExitInvalid;
+}
+
+// For a command that runs a job (run, check, hunt, replay: a "command" after `--`), what stands
+// before `--` that CLI11 reports only as the job's own words "not expected": the first word that
+// is neither an option nor an option's value (`lockstep run DIR -- job`), or an option the
+// command does not have (it took it, and what follows, for the job). "" if nothing is wrong there.
+std::string before_the_command(const CLI::App* sub, int argc, char** argv) {
+  if (sub->get_option_no_throw("command") == nullptr) return "";
+  int at = 1;
+  while (at < argc && !sub->check_name(argv[at])) ++at;
+  int dashes = at;
+  while (dashes < argc && std::string(argv[dashes]) != "--") ++dashes;
+  if (dashes == argc) return "";
+  const std::string name = sub->get_name();
+  for (int i = at + 1; i < dashes; ++i) {
+    const std::string word = argv[i];
+    if (!word.starts_with("-")) {
+      const bool has_output = sub->get_option_no_throw("-o") != nullptr;
+      return fmt::format("'{}' comes before '--', where only options go; the command goes after "
+                         "it{}",
+                         word,
+                         has_output ? fmt::format(" (for a folder to write into: -o {})", word)
+                                    : "");
+    }
+    // --name=value, -xVALUE (a short option with its value attached), or the option alone.
+    const bool short_option = !word.starts_with("--");
+    const std::string option_name =
+        short_option ? word.substr(0, 2) : word.substr(0, word.find('='));
+    const CLI::Option* option = sub->get_option_no_throw(option_name);
+    if (option == nullptr) return fmt::format("'{}' is not an option of {}", option_name, name);
+    if (option_name == word && option->get_expected_min() > 0) ++i;  // its value
+  }
+  return "";
 }
 
 }  // namespace
@@ -86,7 +121,11 @@ Run 'lockstep COMMAND --help' for a command's options.)");
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string where;
-    for (CLI::App* sub : app.get_subcommands()) where = sub->get_name() + ": ";
+    for (CLI::App* sub : app.get_subcommands()) {
+      where = sub->get_name() + ": ";
+      const std::string problem = before_the_command(sub, argc, argv);
+      if (!problem.empty()) return fail(where + problem + " (see --help)");
+    }
     return fail(where + e.what() + " (see --help)");
   }
   try {

@@ -308,6 +308,30 @@ std::string job_env(const std::string& extra = "") {
          " " + extra;
 }
 
+// `lockstep run DIR -- job` (the folder where an option goes): one line naming the word and
+// what to write instead, for every command that runs a job; CLI11 alone named the job's words.
+TEST_F(Cli, AWordBeforeTheDoubleDashIsNamedWithWhereItGoes) {
+  for (const std::string command : {"run", "check", "hunt", "replay"}) {
+    Result r = lockstep(command + " runs/a -- python3 train.py --steps 6");
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("lockstep: " + command + ": 'runs/a' comes before '--', where only "
+                         "options go; the command goes after it (for a folder to write into: "
+                         "-o runs/a)"),
+              std::string::npos)
+        << r.err;
+  }
+  // An option's value is not such a word; an option the command does not have is named (CLI11
+  // took it for the job's and said "true" was not expected).
+  Result value = lockstep("run -o" + path("v").string() + " --level=broad --level broad x -- true");
+  EXPECT_NE(value.err.find("run: 'x' comes before '--'"), std::string::npos) << value.err;
+  Result unknown = lockstep("hunt --level broad x -- true");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("lockstep: hunt: '--level' is not an option of hunt (see --help)"),
+            std::string::npos)
+      << unknown.err;
+}
+
 TEST_F(Cli, RunSetsTheEnvironmentAndForwardsTheExitCode) {
   std::string dir = path("run").string();
   Result r = lockstep("run -o " + dir + " --level full -- " FAKE_JOB, job_env());
