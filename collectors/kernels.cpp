@@ -230,7 +230,8 @@ void code_unloading(const void* module, const void* library) {
     const KernelInfo& info = *it->second;
     const bool unknown = info.module == nullptr && info.library == nullptr;
     const bool of_library = library != nullptr && info.library == library;
-    if (!unknown && !of_library && !(module != nullptr && info.module == module)) {
+    const bool of_module = module != nullptr && info.module == module;
+    if (!unknown && !of_library && !of_module) {
       ++it;
       continue;
     }

@@ -365,15 +365,11 @@ class Writer final : public TraceWriter {
   // Read by drains only for records carrying kDeferredName, which come after this call.
   void set_name_resolver(NameResolver resolver) override { name_resolver_ = std::move(resolver); }
 
+  // The background thread's sweep, here on the caller's: its first pass takes every record
+  // committed before the call; later arrivals are bounded by its sweep limit.
   void resolve_deferred() override {
     if (abandoned_.load() || closed_.load()) return;
-    State& s = *state_;
-    std::lock_guard registry(s.registry_mutex);
-    for (auto& tb : s.threads) {
-      std::lock_guard encoding(tb->encode_mutex);
-      while (drain_locked(*tb)) {
-      }
-    }
+    drain_all();
   }
 
   void end_step(uint32_t step) override {

@@ -399,6 +399,10 @@ def read_results(args, tag, out_json, trace_dir, steps):
     return times, trace, None
 
 
+# A verdict as the tables print it in their "ok" column.
+VERDICT_MARK = {"PASS": "yes", "FAIL": "NO", "KNOWN": "~", None: "-"}
+
+
 def own_step_shares(us_runs, step_runs):
     """Each LOCKSTEP_DEBUG run's self time (us) as a share of that run's own median step (s)
     less the self time: the untraced step with its reference in the same run. The host's speed
@@ -845,7 +849,7 @@ def main(argv=None):
           f"{'target':>7} {'ok':>3} {'trace B/step/rank':>18}  spread")
     for row in rows:
         # ~: the target lies inside the interval (within noise of it; KNOWN in the GPU suite).
-        ok = {"PASS": "yes", "FAIL": "NO", "KNOWN": "~", None: "-"}[row["verdict"]]
+        ok = VERDICT_MARK[row["verdict"]]
         spread = row["spread"]
         interval = "-"
         if row["ratio_interval"]:
@@ -866,7 +870,7 @@ def main(argv=None):
                 print(f"  {row['mode']:<14} {fmt(us, '10.1f')} us  not printed (no "
                       "LOCKSTEP_DEBUG line: at off the shim makes no tracer)")
                 continue
-            ok = {"PASS": "yes", "FAIL": "NO", "KNOWN": "~", None: "-"}[row["shim_self_verdict"]]
+            ok = VERDICT_MARK[row["shim_self_verdict"]]
             limit = f"target {100 * (target - 1):.1f}%" if target else "no target"
             lo, hi = row["shim_self_share_interval"] or (share, share)
             print(f"  {row['mode']:<14} {us:10.1f} us  {100 * share:.2f}% of the untraced step"
@@ -876,8 +880,7 @@ def main(argv=None):
                       " us (the median above)")
             if row.get("shim_self_own_share") is not None:
                 lo, hi = row["shim_self_own_share_interval"]
-                ok = {"PASS": "yes", "FAIL": "NO", "KNOWN": "~", None: "-"}[
-                    row["shim_self_own_verdict"]]
+                ok = VERDICT_MARK[row["shim_self_own_verdict"]]
                 steps = " ".join(fmt(t, ".2f") for t in row["shim_self_step_ms_runs"])
                 print(f"      in-run: {100 * row['shim_self_own_share']:.2f}% [{100 * lo:.2f}-"
                       f"{100 * hi:.2f}%] of each run's own step less its shim time {ok} "
