@@ -70,6 +70,91 @@ void add_host_source(Tracer* tracer, trace::Record* record, const MemoryOp& op) 
   record->buffers.push_back(entry);
 }
 
+// A copy's or set's identity into `r`: its kind, the API's name, seq, stream, step, thread and
+// scope, and its fields.
+void stamp_memory_op(Tracer* tracer, trace::Record* r, const MemoryOp& op, int direction) {
+  if (op.is_set) {
+    tracer->stamp_literal(r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
+    r->fields[trace::fields::Memset::value] = op.set_value;
+    r->fields[trace::fields::Memset::bytes] = op.bytes;
+    r->fields[trace::fields::Memset::is_async] = op.is_async;
+  } else {
+    tracer->stamp_literal(r, trace::RecordKind::Memcpy, op.api, op.stream, op.per_thread_stream);
+    r->fields[trace::fields::Memcpy::direction] = static_cast<uint64_t>(direction);
+    r->fields[trace::fields::Memcpy::bytes] = op.bytes;
+    r->fields[trace::fields::Memcpy::is_async] = op.is_async;
+  }
+}
+
+// Its buffer entry (allocation ordinal + offset): a set's or a copy's device destination, else a
+// copy's device source (a host destination: the GPU cannot hash it; the device source is the
+// content). With `hash` (level full, inside the step window) each is planned, into `outputs` or
+// `inputs`, and a host source is fingerprinted here; without, both may be null.
+void add_memory_buffers(Tracer* tracer, trace::Record* r, const MemoryOp& op,
+                        const std::optional<AllocationHit>& dst_hit,
+                        const std::optional<AllocationHit>& src_hit, bool hash,
+                        std::vector<PlannedRegion>* outputs, std::vector<PlannedRegion>* inputs) {
+  const uint64_t no_cap = UINT64_MAX;
+  const bool dst_device = dst_hit.has_value(), src_device = src_hit.has_value();
+  if (op.is_set) {
+    tracer->add_buffer(r, outputs, tracer->intern_literal("dst"), trace::Role::Out,
+                       trace::DType::Bytes, op.dst, op.bytes, dst_device, hash && dst_device,
+                       no_cap, dst_hit);
+  } else if (dst_device) {
+    tracer->add_buffer(r, outputs, tracer->intern_literal("dst"), trace::Role::Out,
+                       trace::DType::Bytes, op.dst, op.bytes, true, hash, no_cap, dst_hit);
+    if (hash && !src_device) add_host_source(tracer, r, op);
+  } else if (src_device) {
+    tracer->add_buffer(r, inputs, tracer->intern_literal("src"), trace::Role::In,
+                       trace::DType::Bytes, op.src, op.bytes, true, hash, no_cap, src_hit);
+  }
+}
+
+// Below full a copy's or set's record is its identity and its buffer's place, nothing to hash:
+// built in the writer's staging slot and committed before the real call, taken back if the call
+// fails, as a broad launch's (kernels.cpp) and a GEMM's (gemm.cpp); not a call-stack entry
+// copied into the writer at its end (a launch-bound PyTorch step's 34 sets cost ~0.55 us each
+// that way on an H100's host, a staged launch ~0.23: issue #34). The open one per thread.
+constexpr uint64_t kStagedMemoryToken = 0xb40ad00000000004ull;  // gemm.cpp's is ...0003
+struct StagedMemory {
+  Tracer* tracer = nullptr;
+  trace::TraceWriter::Staged ticket;
+  bool open = false;
+};
+thread_local constinit StagedMemory t_staged_memory;
+
+// A token for staged_memory_end, or 0 where the writer refuses to stage (then the general path).
+LOCKSTEP_HOT uint64_t staged_memory_begin(Tracer* tracer, const MemoryOp& op, int direction,
+                                          const std::optional<AllocationHit>& dst_hit,
+                                          const std::optional<AllocationHit>& src_hit) {
+  StagedMemory& slot = t_staged_memory;
+  if (slot.open) return 0;  // a copy inside a copy: the general path's, as before
+  trace::Record* staged = tracer->stage();
+  if (staged == nullptr) return 0;
+  // The slot holds a stale record: its kind's fields cleared, then set.
+  staged->clear_fields_below(op.is_set ? int{trace::fields::Memset::kCount}
+                                       : int{trace::fields::Memcpy::kCount});
+  stamp_memory_op(tracer, staged, op, direction);
+  add_memory_buffers(tracer, staged, op, dst_hit, src_hit, /*hash=*/false, nullptr, nullptr);
+  slot.ticket = tracer->commit_staged();
+  slot.tracer = tracer;
+  slot.open = true;
+  return kStagedMemoryToken;
+}
+
+// False for any token but staged_memory_begin's (the call is then closed).
+LOCKSTEP_HOT bool staged_memory_end(uint64_t token, int result) {
+  if (token != kStagedMemoryToken) return false;
+  StagedMemory& slot = t_staged_memory;
+  if (!slot.open) return true;
+  slot.open = false;
+  // A call that failed copied nothing: its record is taken back (one already encoded stays,
+  // counted as a failed launch is).
+  if (result != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]
+    slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace
 
 LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
@@ -96,6 +181,11 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   const bool metric = !op.is_set && direction == kDeviceToHost && config.metric_bytes > 0 &&
                       op.bytes > 0 && op.bytes <= config.metric_bytes;
   if (!metric && tracer->level() < Level::Broad) return 0;
+  if (!metric && tracer->level() != Level::Full) {  // identity only: staged, as launches are
+    if (const uint64_t token = staged_memory_begin(tracer, op, direction, dst_hit, src_hit);
+        token != 0)
+      return token;
+  }
 
   uint64_t token = 0;
   CallState& call = push_call(metric ? CallKind::Metric : CallKind::Memory, &token);
@@ -116,30 +206,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   const bool hash =
       tracer->level() == Level::Full && tracer->fingerprint_step(Tracer::steps().current());
   std::vector<PlannedRegion> inputs;
-  const uint64_t no_cap = UINT64_MAX;
-  if (op.is_set) {
-    tracer->stamp_literal(&r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
-    r.fields[trace::fields::Memset::value] = op.set_value;
-    r.fields[trace::fields::Memset::bytes] = op.bytes;
-    r.fields[trace::fields::Memset::is_async] = op.is_async;
-    tracer->add_buffer(&r, &call.outputs, tracer->intern_literal("dst"), trace::Role::Out,
-                       trace::DType::Bytes, op.dst, op.bytes, dst_device, hash && dst_device,
-                       no_cap, dst_hit);
-  } else {
-    tracer->stamp_literal(&r, trace::RecordKind::Memcpy, op.api, op.stream, op.per_thread_stream);
-    r.fields[trace::fields::Memcpy::direction] = static_cast<uint64_t>(direction);
-    r.fields[trace::fields::Memcpy::bytes] = op.bytes;
-    r.fields[trace::fields::Memcpy::is_async] = op.is_async;
-    if (dst_device) {
-      tracer->add_buffer(&r, &call.outputs, tracer->intern_literal("dst"), trace::Role::Out,
-                         trace::DType::Bytes, op.dst, op.bytes, true, hash, no_cap, dst_hit);
-      if (hash && !src_device) add_host_source(tracer, &r, op);
-    } else if (src_device) {
-      // Host destination: the GPU cannot hash it; the device source is the content.
-      tracer->add_buffer(&r, &inputs, tracer->intern_literal("src"), trace::Role::In,
-                         trace::DType::Bytes, op.src, op.bytes, true, hash, no_cap, src_hit);
-    }
-  }
+  stamp_memory_op(tracer, &r, op, direction);
+  add_memory_buffers(tracer, &r, op, dst_hit, src_hit, hash, &call.outputs, &inputs);
   // The destination is all it writes: planned when hashed, or host memory.
   call.writes_known = hash || !dst_device;
   start_fingerprints(call, inputs);
@@ -147,6 +215,7 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
 }
 
 LOCKSTEP_HOT void memory_op_end(uint64_t token, int result) {
+  if (staged_memory_end(token, result)) return;
   CallState* call = returned_call(token);
   if (call == nullptr) return;
   Tracer* tracer = call->tracer;

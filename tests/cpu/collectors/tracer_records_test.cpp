@@ -768,6 +768,89 @@ TEST_F(RuntimeTest, AClassicGemmAtBroadIsOneRecordAndAFailedOneNone) {
   EXPECT_GT(kernels[0].seq, gemms[0].seq);
 }
 
+// Copies and sets at broad are staged in the writer's slot (memory_ops.cpp) as launches are: each
+// is one record with its fields and its buffer's place (allocation ordinal + offset), in call
+// order with the launches around it, its kind's fields cleared of the slot's last record; one
+// that failed leaves none. A copy to the host of a few bytes is still a Metric with its payload.
+TEST_F(RuntimeTest, CopiesAndSetsAtBroadAreOneRecordEachInOrderAndAFailedOneNone) {
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        const CUdeviceptr base = 0x7f0000000000;
+        on_alloc(base, 1 << 20);
+        static float on_host[64] = {1.5f};
+        MemoryOp set;
+        set.api = "cudaMemsetAsync";
+        set.is_set = true, set.is_async = true;
+        set.dst = reinterpret_cast<void*>(base + 256);
+        set.bytes = 1024;
+        set.set_value = 7;
+        MemoryOp to_device;
+        to_device.api = "cudaMemcpyAsync";
+        to_device.is_async = true;
+        to_device.direction = 1;
+        to_device.dst = reinterpret_cast<void*>(base + 4096);
+        to_device.src = on_host;
+        to_device.bytes = sizeof on_host;
+        MemoryOp metric;
+        metric.api = "cudaMemcpy";
+        metric.direction = 2;
+        metric.src = reinterpret_cast<void*>(base);
+        metric.dst = on_host;
+        metric.bytes = 4;
+        launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 3);  // a launch's
+        memory_op_end(memory_op_begin(set), 0);                                      // fields
+        memory_op_end(memory_op_begin(to_device), 1);  // failed: no record
+        memory_op_end(memory_op_begin(to_device), 0);
+        launch_function(reinterpret_cast<CUfunction>(0x1234), nullptr, nullptr, 5);
+        memory_op_end(memory_op_begin(metric), 0);
+        set.bytes = 16, set.set_value = 0, set.is_async = false;  // zeros, not the last one's
+        memory_op_end(memory_op_begin(set), 0);
+      },
+      &fake_resolver_with_driver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader) << child.stderr_text;
+  std::vector<trace::Record> all;
+  reader->for_each_record([&](const trace::Record& r) {
+    if (r.kind != trace::RecordKind::StepMarker) all.push_back(r);
+    return true;
+  });
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+  using K = trace::RecordKind;
+  std::vector<K> kinds;
+  for (const auto& r : all) kinds.push_back(r.kind);
+  ASSERT_EQ(kinds, (std::vector<K>{K::Kernel, K::Memset, K::Memcpy, K::Kernel, K::Metric,
+                                   K::Memset}));
+  using S = trace::fields::Memset;
+  const trace::Record& set = all[1];
+  EXPECT_EQ(reader->string(set.name), "cudaMemsetAsync");
+  EXPECT_EQ(set.fields[S::value], 7u);
+  EXPECT_EQ(set.fields[S::bytes], 1024u);
+  EXPECT_EQ(set.fields[S::is_async], 1u);
+  ASSERT_EQ(set.buffers.size(), 1u);
+  EXPECT_EQ(reader->string(set.buffers[0].label), "dst");
+  EXPECT_EQ(set.buffers[0].role, trace::Role::Out);
+  EXPECT_EQ(set.buffers[0].alloc_ordinal, 1u);
+  EXPECT_EQ(set.buffers[0].alloc_offset, 256u);
+  EXPECT_EQ(set.buffers[0].bytes, 1024u);
+  EXPECT_FALSE(set.buffers[0].flags & trace::kFingerprintValid);
+  using C = trace::fields::Memcpy;
+  const trace::Record& copy = all[2];
+  EXPECT_EQ(reader->string(copy.name), "cudaMemcpyAsync");
+  EXPECT_EQ(copy.fields[C::direction], 1u);
+  EXPECT_EQ(copy.fields[C::bytes], sizeof(float) * 64);
+  ASSERT_EQ(copy.buffers.size(), 1u);
+  EXPECT_EQ(copy.buffers[0].alloc_offset, 4096u);
+  EXPECT_EQ(all[3].fields[trace::fields::Kernel::grid_x], 5u);
+  ASSERT_EQ(all[4].payload.size(), 4u);
+  float loss = 0;
+  std::memcpy(&loss, all[4].payload.data(), 4);
+  EXPECT_EQ(loss, 1.5f);
+  EXPECT_EQ(all[5].fields[S::bytes], 16u);
+  EXPECT_EQ(all[5].fields[S::value], 0u);
+  EXPECT_EQ(all[5].fields[S::is_async], 0u);
+}
+
 TEST_F(RuntimeTest, KernelFilterKeepsIdentityOnly) {
   auto vars = env("full");
   vars["LOCKSTEP_KERNELS"] = "^gemm";
