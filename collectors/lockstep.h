@@ -39,7 +39,13 @@ __attribute__((visibility("default"))) void lockstep_fingerprint(const void* ptr
                                                                  const char* name, void* stream,
                                                                  int kind);
 /* The same for n tensors in one hash launch (the parameters of a model after its optimizer
- * step): ptrs[i], bytes[i], names[i]. */
+ * step): ptrs[i], bytes[i], names[i]. `kind` | LOCKSTEP_SAME_NAMES promises that `names` is the
+ * very array of this thread's last lockstep_fingerprint_many call, its strings unchanged: they
+ * are then not read again (77 cold strings cost a PyTorch step's state call microseconds; the
+ * pointers and sizes are compared every call). A caller whose arrays live as long as its tensors
+ * stay put may pass it (the PyTorch state hook's steady step); where names are written between
+ * calls, a name would stay the last call's. */
+#define LOCKSTEP_SAME_NAMES 0x100
 __attribute__((visibility("default"))) void lockstep_fingerprint_many(
     unsigned long long n, const void* const* ptrs, const unsigned long long* bytes,
     const char* const* names, void* stream, int kind);

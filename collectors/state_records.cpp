@@ -35,6 +35,7 @@ struct Lookups {
   uint64_t generation = 0;
   std::vector<const void*> ptrs;
   std::vector<std::string> names;
+  const char* const* names_array = nullptr;  // the last call's `names` argument
   std::vector<trace::StringId> ids;
   std::vector<std::optional<AllocationHit>> hits;
   // The last call's outcome, for `made` tensors (0: none kept).
@@ -47,18 +48,21 @@ struct Lookups {
   bool distinct = false;  // no region twice in `plan` (tied weights): none looked up among them
 };
 
-// Whether the call's tensors are the last call's, as `known` holds them.
+// Whether the call's tensors are the last call's, as `known` holds them. `same_names`: the
+// caller promised (LOCKSTEP_SAME_NAMES) that an unchanged `names` array holds unchanged strings.
 bool repeats_last_call(const Lookups& known, const Tracer* tracer, uint64_t generation, bool hash,
                        size_t n, const void* const* ptrs, const unsigned long long* bytes,
-                       const char* const* names) {
+                       const char* const* names, bool same_names) {
   if (known.made != n || known.tracer != tracer || known.generation != generation ||
       known.hashed != hash)
     return false;
   if (std::memcmp(known.ptrs.data(), ptrs, n * sizeof(*ptrs)) != 0 ||
       std::memcmp(known.bytes.data(), bytes, n * sizeof(*bytes)) != 0)
     return false;
+  const bool read_names = !same_names || names == nullptr || names != known.names_array;
   for (size_t i = 0; i < n; ++i) {
     if (!known.hits[i]) return false;  // looked up again each call: an allocation may come
+    if (!read_names) continue;
     const char* name = names != nullptr && names[i] != nullptr ? names[i] : "state";
     if (known.names[i] != name) return false;
   }
@@ -111,6 +115,7 @@ void describe_tensors(Tracer* tracer, Lookups& known, uint64_t generation, bool 
     parts->push_back({known.ids[i], bytes[i], entry});
   }
   known.made = n;
+  known.names_array = names;
   known.hashed = hash;
   known.bytes.assign(bytes, bytes + n);
   known.buffers.assign(batch->buffers.begin(), batch->buffers.end());
@@ -119,6 +124,8 @@ void describe_tensors(Tracer* tracer, Lookups& known, uint64_t generation, bool 
 
 void record_state(size_t n, const void* const* ptrs, const unsigned long long* bytes,
                   const char* const* names, void* stream_handle, int kind) {
+  const bool same_names = kind >= 0 && (kind & LOCKSTEP_SAME_NAMES) != 0;
+  if (kind >= 0) kind &= ~LOCKSTEP_SAME_NAMES;
   if (n == 0 || ptrs == nullptr || bytes == nullptr || inside_shim_call() || !active()) return;
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return;
@@ -147,10 +154,12 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   const uint64_t first_seq = tracer->next_seqs(n);
   tracer->stamp_with_seq(&batch, trace::RecordKind::State, "", stream, false, first_seq);
   batch.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
-  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names))
+  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names, same_names)) {
     batch.buffers.assign(known.buffers.begin(), known.buffers.end());
-  else
+    known.names_array = names;  // read equal, or promised: the next promise is about this one
+  } else {
     describe_tensors(tracer, known, generation, hash, n, ptrs, bytes, names, &batch);
+  }
   parts.assign(known.parts.begin(), known.parts.end());
   const std::vector<PlannedRegion>& plan = known.plan;
   if (plan.empty()) {  // outside the step window, or nothing to read: identities only

@@ -215,7 +215,9 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     return;
   }
   hashing::HashEngine* engine = state->engine.get();
-  const uint64_t ring = state->slots.size();
+  // A power of two (HashEngine::create refuses others): a slot is its id's low bits, not a
+  // division per region (77 of them in a PyTorch step's state call).
+  const uint64_t ring_mask = state->slots.size() - 1;
   // One launch per kMaxRegionsPerEnqueue regions (a graph replay can reach thousands).
   for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
     const size_t chunk = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
@@ -230,7 +232,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       continue;
     }
     for (size_t i = 0; i < chunk; ++i) {
-      const uint64_t slot = (first + i) % ring;
+      const uint64_t slot = (first + i) & ring_mask;
       state->slots[slot] = owners[start + i];
       ++owners[start + i].pending->outstanding;
       state->also[slot] = also[start + i];

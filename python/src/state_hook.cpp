@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectors/lockstep.h"  // LOCKSTEP_SAME_NAMES
+
 namespace {
 
 using FingerprintMany = void (*)(unsigned long long n, const void* const* ptrs,
@@ -35,6 +37,8 @@ FingerprintMany g_fingerprint_many = nullptr;
 using CaptureBegun = int (*)();
 CaptureBegun g_capture_begun = nullptr;
 PyObject* g_params_key = nullptr;  // "params", a param group's key
+// "param_groups", interned once: PyObject_GetAttrString makes and hashes a new string per call.
+PyObject* g_param_groups_name = nullptr;
 
 // One prepared lockstep_fingerprint_many call: its arrays belong to a lockstep._shim.Batch that
 // `keep` holds alive.
@@ -100,7 +104,7 @@ bool unchanged(SteadyStep* self, PyObject* optimizer, uint64_t* mark) {
   const bool same_optimizer = live == optimizer;
   Py_DECREF(live);
   if (!same_optimizer) return false;
-  PyObject* groups = PyObject_GetAttrString(optimizer, "param_groups");
+  PyObject* groups = PyObject_GetAttr(optimizer, g_param_groups_name);
   if (groups == nullptr) return false;
   const Py_ssize_t n = PyTuple_Size(self->params);
   Py_ssize_t k = 0;
@@ -159,8 +163,12 @@ int steady_step(SteadyStep* self, PyObject* optimizer, uint64_t start) {
     Py_DECREF(stream);
     if (PyErr_Occurred()) return 0;
   }
+  // Each call's arrays are its Batch's, unchanged while prepared (`keep`), and a Batch anew
+  // comes through the Python hook's call first: the shim need not read the names again
+  // (lockstep.h, LOCKSTEP_SAME_NAMES; this module is built with the shim it runs under).
   for (const Call& call : *self->calls)
-    g_fingerprint_many(call.n, call.ptrs, call.sizes, call.names, call.stream, call.kind);
+    g_fingerprint_many(call.n, call.ptrs, call.sizes, call.names, call.stream,
+                       call.kind | LOCKSTEP_SAME_NAMES);
   lap(self, kSend, &mark);
   return 1;
 }
@@ -306,6 +314,9 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__state_hook()
   g_capture_begun = reinterpret_cast<CaptureBegun>(dlsym(RTLD_DEFAULT, "lockstep_capture_begun"));
   if (g_params_key == nullptr) g_params_key = PyUnicode_InternFromString("params");
   if (g_params_key == nullptr) return nullptr;
+  if (g_param_groups_name == nullptr)
+    g_param_groups_name = PyUnicode_InternFromString("param_groups");
+  if (g_param_groups_name == nullptr) return nullptr;
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
   PyObject* type = PyType_FromSpec(&steady_spec);

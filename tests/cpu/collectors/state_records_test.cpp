@@ -184,6 +184,39 @@ TEST_F(MergeTest, AStateCallThatDiffersFromTheLastOneIsDescribedAnew) {
   }
 }
 
+// LOCKSTEP_SAME_NAMES (lockstep.h): with the very array of the thread's last call the names are
+// not read again (here written in place between calls, against the promise, to show it), and
+// with any other array, or without the flag, they are; the flag is not part of the kind.
+TEST_F(MergeTest, SameNamesLeavesTheLastCallsArrayUnreadAndReadsAnyOther) {
+  run([](std::string*) {
+    const void* ptrs[] = {reinterpret_cast<void*>(kMergeBase),
+                          reinterpret_cast<void*>(kMergeBase + 4096)};
+    unsigned long long bytes[] = {4096, 1024};
+    static char first[] = "a";
+    const char* names[] = {first, "b"};
+    const char* others[] = {"c", "d"};
+    const int same = LOCKSTEP_SAME_NAMES;
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 1);         // a b
+    first[0] = 'z';
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 1 | same);  // a b: not read
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 1);         // z b: read
+    lockstep_fingerprint_many(2, ptrs, bytes, others, kStreamS, 1 | same);  // c d: another array
+    first[0] = 'y';
+    lockstep_fingerprint_many(2, ptrs, bytes, names, kStreamS, 1 | same);  // y b: not the last
+  });
+  auto reader = the_trace();
+  ASSERT_TRUE(reader);
+  const auto records = state_records(*reader);
+  ASSERT_EQ(records.size(), 10u);
+  const char* expected[] = {"a", "b", "a", "b", "z", "b", "c", "d", "y", "b"};
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(reader->string(records[i].name), expected[i]) << i;
+    EXPECT_EQ(records[i].fields[trace::fields::State::state_kind], 1u) << i;
+    ASSERT_EQ(records[i].buffers.size(), 1u) << i;
+    expect_digest_of_its_bytes(records[i].buffers[0], std::to_string(i));
+  }
+}
+
 // A call's records come from one held record (its entries, one per tensor that has bytes),
 // split on the collector's thread: an empty tensor among them keeps its place and its seq, with
 // no entry, and the others' entries stay theirs.

@@ -154,6 +154,17 @@ class TorchHooks(unittest.TestCase):
         assert [s.split("\n")[0] for s in steps] == ["n=3 kind=0 stream=0x61",
                                                      "n=3 kind=0 stream=0x62"], calls
 
+    def test_the_steady_step_in_c_promises_the_shim_its_names_are_the_last_calls(self):
+        # LOCKSTEP_SAME_NAMES (collectors/lockstep.h): the C steady step sends its prepared
+        # Batch's arrays, unchanged, after the Python hook's call that prepared them: the shim
+        # need not read 77 cold names again. The Python hook's own calls never promise it.
+        done, calls = run(MODEL + "opt.step(); opt.step(); opt.step()", self.tmp,
+                          extra_env={"LOCKSTEP_TEST_SHOW_SAME_NAMES": "1"})
+        assert done.returncode == 0, done.stderr
+        heads = [s.split("\n")[0] for s in calls.split("state ")[1:]]
+        plain, promised = "n=3 kind=0 stream=0x51", "n=3 kind=0 stream=0x51 same-names"
+        assert heads == ([plain, promised, promised] if STEADY_IN_C else [plain] * 3), calls
+
     def test_a_steady_step_runs_only_the_hooks_own_python_functions(self):
         # The hook runs cold once a step, after the job's own work: each Python frame costs there
         # what a C loop does not. Once the names are found and the call prepared, a step runs
