@@ -17,7 +17,6 @@ again and primes it. Without the extension StateHook runs every step.
 """
 
 import atexit
-import functools
 import gc
 import operator
 import os
@@ -52,22 +51,6 @@ def pointer_function(torch, tensors):
     if method is not None and all(getattr(type(t), "data_ptr", None) is method for t in tensors):
         return method
     return _data_ptr
-
-
-def pointers_check(torch, params, pointers):
-    """One call, no arguments, that answers whether every parameter is still at its pointer, for
-    the C steady step to make each step instead of one data_ptr call per parameter (77 of them
-    cost a launch-bound GPT step 12-14 us on an H100's host, run cold): torch's own C++ check,
-    torch._C._tensors_data_ptrs_at_indices_equal (made for CUDA graph trees' static inputs),
-    where this torch has it and every parameter is a plain Parameter or Tensor (it reads each
-    tensor's pointer in C++ and dispatches no subclass's __torch_function__, as data_ptr would).
-    None otherwise."""
-    check = getattr(getattr(torch, "_C", None), "_tensors_data_ptrs_at_indices_equal", None)
-    plain = {getattr(getattr(torch, "nn", None), "Parameter", None), getattr(torch, "Tensor", None)}
-    plain.discard(None)
-    if check is None or not params or not all(type(p) in plain for p in params):
-        return None
-    return functools.partial(check, list(params), list(pointers), list(range(len(params))))
 
 
 def _pointers(named):
@@ -233,9 +216,7 @@ class StateHook:
             return
         calls = [batch.prepared() + (current_stream,) for batch, current_stream in cached[1]
                  if batch.n]
-        params = last[1].params
-        self.steady.prime(last[0], params, cached[0], last[1].pointer, calls, cached,
-                          pointers_check(self.torch, params, cached[0]))
+        self.steady.prime(last[0], last[1].params, cached[0], last[1].pointer, calls, cached)
 
     def record(self, optimizer):
         """Sends this step's state calls; True when it had to walk names or prepare calls."""

@@ -60,9 +60,6 @@ struct SteadyStep {
   PyObject* optimizer;  // a weak reference to the optimizer the call was prepared for
   PyObject* params;     // the tuple of its parameters, in param_groups' order
   PyObject* pointer;    // reads one parameter's pointer (torch's TensorBase.data_ptr)
-  // Or null: no argument, true when every parameter is at its prepared pointer (torch's own
-  // C++ check in one call: _torch_hooks.py, pointers_check), instead of `pointer` per parameter.
-  PyObject* all_in_place;
   PyObject* keep;       // what the calls' arrays and functions belong to
   std::vector<unsigned long long>* pointers;  // every parameter's pointer when prepared
   std::vector<Call>* calls;
@@ -86,7 +83,6 @@ void clear_prepared(SteadyStep* self) {
   Py_CLEAR(self->optimizer);
   Py_CLEAR(self->params);
   Py_CLEAR(self->pointer);
-  Py_CLEAR(self->all_in_place);
   Py_CLEAR(self->keep);
   self->pointers->clear();
   self->calls->clear();
@@ -133,14 +129,6 @@ bool unchanged(SteadyStep* self, PyObject* optimizer, uint64_t* mark) {
   Py_DECREF(groups);
   lap(self, kParams, mark);
   if (!same || k != n) return false;
-  if (self->all_in_place != nullptr) {
-    PyObject* answer = PyObject_CallObject(self->all_in_place, nullptr);
-    if (answer == nullptr) return false;
-    const int in_place = PyObject_IsTrue(answer);
-    Py_DECREF(answer);
-    lap(self, kPointers, mark);
-    return in_place == 1;
-  }
   const std::vector<unsigned long long>& pointers = *self->pointers;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* value =
@@ -209,7 +197,7 @@ PyObject* steady_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (self == nullptr) return nullptr;
   Py_INCREF(slow), Py_INCREF(capturing);
   self->slow = slow, self->capturing = capturing;
-  self->optimizer = self->params = self->pointer = self->all_in_place = self->keep = nullptr;
+  self->optimizer = self->params = self->pointer = self->keep = nullptr;
   self->pointers = new std::vector<unsigned long long>;
   self->calls = new std::vector<Call>;
   self->timed = timed;
@@ -231,14 +219,13 @@ void steady_dealloc(PyObject* object) {
   Py_DECREF(type);
 }
 
-// prime(optimizer_ref, params, pointers, pointer, calls, keep[, all_in_place]): `calls` a list
-// of (n, ptrs address, sizes address, names address, kind, current_stream); `all_in_place` None
-// or the one call that checks every pointer.
+// prime(optimizer_ref, params, pointers, pointer, calls, keep): `calls` a list of (n, ptrs
+// address, sizes address, names address, kind, current_stream).
 PyObject* steady_prime(PyObject* object, PyObject* args) {
   auto* self = reinterpret_cast<SteadyStep*>(object);
-  PyObject *optimizer, *params, *pointers, *pointer, *calls, *keep, *all_in_place = Py_None;
-  if (!PyArg_ParseTuple(args, "OO!O!OO!O|O", &optimizer, &PyTuple_Type, &params, &PyTuple_Type,
-                        &pointers, &pointer, &PyList_Type, &calls, &keep, &all_in_place))
+  PyObject *optimizer, *params, *pointers, *pointer, *calls, *keep;
+  if (!PyArg_ParseTuple(args, "OO!O!OO!O", &optimizer, &PyTuple_Type, &params, &PyTuple_Type,
+                        &pointers, &pointer, &PyList_Type, &calls, &keep))
     return nullptr;
   clear_prepared(self);
   if (PyTuple_Size(pointers) != PyTuple_Size(params)) {
@@ -270,7 +257,6 @@ PyObject* steady_prime(PyObject* object, PyObject* args) {
   if (self->keep == nullptr) return self->pointers->clear(), self->calls->clear(), nullptr;
   Py_INCREF(optimizer), Py_INCREF(params), Py_INCREF(pointer);
   self->optimizer = optimizer, self->params = params, self->pointer = pointer;
-  if (all_in_place != Py_None) Py_INCREF(all_in_place), self->all_in_place = all_in_place;
   Py_RETURN_NONE;
 }
 
@@ -291,8 +277,7 @@ PyObject* steady_primed(PyObject* object, PyObject*) {
 
 PyMethodDef steady_methods[] = {
     {"prime", steady_prime, METH_VARARGS,
-     "prime(optimizer_ref, params, pointers, pointer, calls, keep[, all_in_place]): the step "
-     "to repeat"},
+     "prime(optimizer_ref, params, pointers, pointer, calls, keep): the step to repeat"},
     {"unprime", steady_unprime, METH_NOARGS, "every call goes to the Python hook"},
     {"times", steady_times, METH_NOARGS, "(steady calls, their ns, (capture, params, pointers, send ns)) under LOCKSTEP_DEBUG"},
     {"primed", steady_primed, METH_NOARGS, "whether a step is prepared"},

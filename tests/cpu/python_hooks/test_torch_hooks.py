@@ -130,40 +130,6 @@ class TorchHooks(unittest.TestCase):
         assert "tok.weight 0x4000 64" in steps[1] and "0x7000" not in steps[1], steps[1]
         assert steps[2].startswith("n=4 ") and "param3 0x8000 8" in steps[2], steps[2]
 
-    def test_the_steady_step_checks_every_pointer_in_one_call_where_torch_has_it(self):
-        # torch._C._tensors_data_ptrs_at_indices_equal (here a stand-in that counts its calls)
-        # answers for all parameters at once: the C steady step asks it instead of data_ptr per
-        # parameter, and a parameter that moved still goes to the Python hook, sent where it is
-        # now. Not for a parameter of another type (a subclass's data_ptr may answer otherwise).
-        body = MODEL + textwrap.dedent("""
-            checks = []
-            def check(tensors, ptrs, indices):
-                checks.append(len(indices))
-                return all(tensors[i].data_ptr() == ptrs[i] for i in indices)
-            torch._C._tensors_data_ptrs_at_indices_equal = check
-            opt.step(); opt.step()
-            model.parameters()[0]._ptr = 0x4000
-            opt.step(); opt.step()
-            print(checks)
-            class Sharded(torch.nn.Parameter):
-                pass
-            opt.param_groups[0]["params"].append(Sharded(0x5000, 4))
-            del checks[:]
-            opt.step(); opt.step()
-            print(checks)
-            """)
-        done, calls = run(body, self.tmp)
-        assert done.returncode == 0, done.stderr
-        first, after_subclass = done.stdout.split("\n")[:2]
-        # Steps 2 and 4 steady (3 parameters each), step 3's check finds the move.
-        assert first == ("[3, 3, 3]" if STEADY_IN_C else "[]"), done.stdout
-        assert after_subclass == "[]", done.stdout
-        steps = calls.split("state ")[1:]
-        assert len(steps) == 6, calls
-        assert all("tok.weight 0x1000 64" in s for s in steps[:2]), calls
-        assert all("tok.weight 0x4000 64" in s for s in steps[2:]), calls
-        assert all("param3 0x5000 4" in s for s in steps[4:]), calls
-
     def test_the_stream_is_read_each_step_by_device_index_where_torch_has_the_raw_getter(self):
         # torch._C._cuda_getCurrentRawStream answers the handle without making a Stream object;
         # it is asked for the parameters' device index every step (the job may change streams
