@@ -126,7 +126,9 @@ class NodeWalker {
 void note_captured_kernel(uint64_t capture_id, CUgraph graph) {
   if (graph == nullptr) return;
   std::lock_guard lock(g_graph_mutex);
-  g_graph_capture.try_emplace(graph, capture_id);
+  // The latest capture's: a graph destroyed and another captured at its address (the driver
+  // hands handles out again) is the new capture, whose id the next run gives it too.
+  g_graph_capture.insert_or_assign(graph, capture_id);
 }
 
 void graph_instantiated(const void* graph, const void* graph_exec) {

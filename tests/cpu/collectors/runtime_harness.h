@@ -209,14 +209,19 @@ inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* off
                                     : sizes)[index];
   return CUDA_SUCCESS;
 }
-// Stream kCapturingStream is capturing (capture 42); every other stream is not. The shim asks
-// only once a capture began (Tracer::capturing): a test that captures calls capture_begins().
+// Stream kCapturingStream is capturing (capture fake_capture_id, 42 unless a test sets another,
+// into graph fake_capture_graph); every other stream is not. The shim asks only once a capture
+// began (Tracer::capturing): a test that captures calls capture_begins().
 const CUstream kCapturingStream = reinterpret_cast<CUstream>(0xcafe);
+inline cuuint64_t fake_capture_id = 42;
+inline CUgraph fake_capture_graph = nullptr;
 inline CUresult fake_capture_info(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
-                                  CUgraph*, const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+                                  CUgraph* graph, const CUgraphNode**, const CUgraphEdgeData**,
+                                  size_t*) {
   const bool capturing = stream == kCapturingStream;
   *status = capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-  *id = capturing ? 42 : 0;
+  *id = capturing ? fake_capture_id : 0;
+  if (graph != nullptr) *graph = capturing ? fake_capture_graph : nullptr;
   return CUDA_SUCCESS;
 }
 

@@ -446,6 +446,36 @@ TEST_F(RuntimeTest, GraphReplaysRecordTheirNodesAndRegions) {
   }
 }
 
+// A graph's replays carry the id of the capture that made it. The driver hands a destroyed
+// graph's handle out again: a graph captured later at the same handle is that later capture's,
+// not the first one's (which another run, whose handles differ, would not give it).
+TEST_F(RuntimeTest, AGraphCapturedAtAReusedHandleCarriesItsOwnCapturesId) {
+  ChildResult child = run_child(
+      env("broad"),
+      [] {
+        capture_begins();
+        fake_capture_graph = reinterpret_cast<CUgraph>(0x7000);  // not kGraph: no nodes to walk
+        const CUstream stream = reinterpret_cast<CUstream>(0x10);
+        const void* execs[] = {reinterpret_cast<const void*>(0x8000),
+                               reinterpret_cast<const void*>(0x9000)};
+        const cuuint64_t captures[] = {42, 43};
+        for (int i = 0; i < 2; ++i) {
+          fake_capture_id = captures[i];
+          launch_function(reinterpret_cast<CUfunction>(0x1234), kCapturingStream, nullptr, 2);
+          graph_instantiated(fake_capture_graph, execs[i]);
+        }
+        for (const void* exec : execs)
+          graph_launch_end(graph_launch_begin(exec, stream, false), CUDA_SUCCESS);
+      },
+      &fake_resolver_with_driver);
+  auto reader = only_trace(child);
+  ASSERT_TRUE(reader) << child.stderr_text;
+  const auto graphs = records_of_kind(*reader, trace::RecordKind::GraphLaunch);
+  ASSERT_EQ(graphs.size(), 2u);
+  EXPECT_EQ(graphs[0].fields[trace::fields::GraphLaunch::graph_id], 42u);
+  EXPECT_EQ(graphs[1].fields[trace::fields::GraphLaunch::graph_id], 43u);
+}
+
 // At broad a launch is recorded by identity: no argument decoding, no regions.
 TEST_F(RuntimeTest, BroadKernelRecordsCarryNoArguments) {
   ChildResult child = run_child(
