@@ -9,6 +9,7 @@
 #include "collectors/extents.h"
 #include "collectors/lt_copies.h"
 #include "collectors/lt_identity.h"
+#include "collectors/staged_call.h"
 #include "common/self_time.h"
 #include "common/hot.h"
 
@@ -116,16 +117,11 @@ void set_cublas_fields(trace::Record& r, const CublasGemm& g) {
 // the writer at its end (on the H200's host a GEMM's begin and append cost ~1 us at broad, a
 // kernel launch's ~0.25: docs/performance.md). The open one per thread, plain data.
 constexpr uint64_t kStagedGemmToken = 0xb40ad00000000003ull;  // lt_copies.cpp's is ...0002
-struct StagedGemm {
-  Tracer* tracer = nullptr;
-  trace::TraceWriter::Staged ticket;
-  bool open = false;
-};
-thread_local constinit StagedGemm t_staged_gemm;
+thread_local constinit StagedCall t_staged_gemm;
 
 // A token for staged_gemm_end, or 0 where the writer refuses to stage (then the general path).
 LOCKSTEP_HOT uint64_t staged_gemm_begin(Tracer* tracer, const CublasGemm& g) {
-  StagedGemm& slot = t_staged_gemm;
+  StagedCall& slot = t_staged_gemm;
   if (slot.open) return 0;  // never: a GEMM inside a GEMM is nested_gemm's
   const CUstream stream = cublas_stream(g.handle);  // a library call: before the slot is taken
   trace::Record* staged = tracer->stage();
@@ -133,9 +129,7 @@ LOCKSTEP_HOT uint64_t staged_gemm_begin(Tracer* tracer, const CublasGemm& g) {
   tracer->stamp_literal(staged, trace::RecordKind::Gemm, g.api, stream, false);
   staged->clear_fields_below(F::kCount);
   set_cublas_fields(*staged, g);
-  slot.ticket = tracer->commit_staged();
-  slot.tracer = tracer;
-  slot.open = true;
+  slot.opened(tracer, tracer->commit_staged());
   open_api().gemm_opened();  // what it calls (cuBLASLt, its kernels) is its own
   return kStagedGemmToken;
 }
@@ -143,14 +137,7 @@ LOCKSTEP_HOT uint64_t staged_gemm_begin(Tracer* tracer, const CublasGemm& g) {
 // False for any token but staged_gemm_begin's (the call is then closed).
 LOCKSTEP_HOT bool staged_gemm_end(uint64_t token, int status) {
   if (token != kStagedGemmToken) return false;
-  StagedGemm& slot = t_staged_gemm;
-  if (!slot.open) return true;
-  slot.open = false;
-  open_api().gemm_closed();
-  // A GEMM that failed ran nothing: its record is taken back (one already encoded stays,
-  // counted as a failed launch is).
-  if (status != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]
-    slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  if (t_staged_gemm.close(status)) open_api().gemm_closed();
   return true;
 }
 

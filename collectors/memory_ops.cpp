@@ -8,6 +8,7 @@
 #include "collectors/driver_api.h"
 #include "collectors/events.h"
 #include "collectors/metric_snapshots.h"
+#include "collectors/staged_call.h"
 #include "common/hot.h"
 #include "hashing/fingerprint.h"
 
@@ -113,21 +114,16 @@ void add_memory_buffers(Tracer* tracer, trace::Record* r, const MemoryOp& op,
 // Below full a copy's or set's record is its identity and its buffer's place, nothing to hash:
 // built in the writer's staging slot and committed before the real call, taken back if the call
 // fails, as a broad launch's (kernels.cpp) and a GEMM's (gemm.cpp); not a call-stack entry
-// copied into the writer at its end (a launch-bound PyTorch step's 34 sets cost ~0.55 us each
-// that way on an H100's host, a staged launch ~0.23: issue #34). The open one per thread.
+// copied into the writer at its end (issue #34: a launch-bound PyTorch step's 34 sets, staged,
+// took its calls' mean end from 57-68 to 40-48 ns on an H100's host; docs/performance.md).
 constexpr uint64_t kStagedMemoryToken = 0xb40ad00000000004ull;  // gemm.cpp's is ...0003
-struct StagedMemory {
-  Tracer* tracer = nullptr;
-  trace::TraceWriter::Staged ticket;
-  bool open = false;
-};
-thread_local constinit StagedMemory t_staged_memory;
+thread_local constinit StagedCall t_staged_memory;
 
 // A token for staged_memory_end, or 0 where the writer refuses to stage (then the general path).
 LOCKSTEP_HOT uint64_t staged_memory_begin(Tracer* tracer, const MemoryOp& op, int direction,
                                           const std::optional<AllocationHit>& dst_hit,
                                           const std::optional<AllocationHit>& src_hit) {
-  StagedMemory& slot = t_staged_memory;
+  StagedCall& slot = t_staged_memory;
   if (slot.open) return 0;  // a copy inside a copy: the general path's, as before
   trace::Record* staged = tracer->stage();
   if (staged == nullptr) return 0;
@@ -136,22 +132,14 @@ LOCKSTEP_HOT uint64_t staged_memory_begin(Tracer* tracer, const MemoryOp& op, in
                                        : int{trace::fields::Memcpy::kCount});
   stamp_memory_op(tracer, staged, op, direction);
   add_memory_buffers(tracer, staged, op, dst_hit, src_hit, /*hash=*/false, nullptr, nullptr);
-  slot.ticket = tracer->commit_staged();
-  slot.tracer = tracer;
-  slot.open = true;
+  slot.opened(tracer, tracer->commit_staged());
   return kStagedMemoryToken;
 }
 
 // False for any token but staged_memory_begin's (the call is then closed).
 LOCKSTEP_HOT bool staged_memory_end(uint64_t token, int result) {
   if (token != kStagedMemoryToken) return false;
-  StagedMemory& slot = t_staged_memory;
-  if (!slot.open) return true;
-  slot.open = false;
-  // A call that failed copied nothing: its record is taken back (one already encoded stays,
-  // counted as a failed launch is).
-  if (result != 0 && !slot.tracer->retract(slot.ticket)) [[unlikely]]
-    slot.tracer->stats.failed_launches_recorded.fetch_add(1, std::memory_order_relaxed);
+  t_staged_memory.close(result);
   return true;
 }
 
