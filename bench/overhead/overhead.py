@@ -48,7 +48,8 @@ import tempfile
 import time
 
 import run_facts  # this folder: commit, GPU, driver, date of the --json file
-from paired import median_interval, paired_difference, paired_text  # this folder
+from paired import (median_interval, paired_difference, paired_ratio,  # this folder
+                    paired_ratio_text, paired_text)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Ratio to untraced. broad: issue #34 (the shim's own time at most 1.0% of the step on every job,
@@ -704,6 +705,9 @@ def main(argv=None):
     self_phases = {m: [] for m in args.levels}  # per run, as self_time_phases() reads it
     # Each LOCKSTEP_DEBUG run's own median step (s), for the in-run reading (own_step_shares).
     self_steps = {m: [] for m in args.levels}
+    # And its shim time per microsecond of the job's own real calls (the driver's launches, the
+    # libraries' calls; LOCKSTEP_DEBUG's "real call" phase), round by round: host-normalized.
+    self_per_real = {m: {} for m in args.levels}
     if args.self_time:
         levels = list(args.levels)
         for r in range(args.self_time_runs):
@@ -715,8 +719,12 @@ def main(argv=None):
                 us = self_time_us(output)
                 if us is not None:
                     self_by_round[mode][r] = us
-                    self_phases[mode].append((us, self_time_phases(output)))
+                    phases = self_time_phases(output)
+                    self_phases[mode].append((us, phases))
                     self_steps[mode].append(statistics.median(t) if t else None)
+                    real = phases.get("real call", {}).get("us_per_step")
+                    if real:
+                        self_per_real[mode][r] = us / real
     self_runs = {m: list(by_round.values()) for m, by_round in self_by_round.items()}  # in order
     self_us = {m: statistics.median(v) for m, v in self_runs.items() if v}
 
@@ -822,6 +830,17 @@ def main(argv=None):
             pair = paired_difference([self_by_round[level][r] for r in rounds],
                                      [self_by_round[mode][r] for r in rounds])
         rows[-1]["shim_self_paired"] = dict(pair, mode=level) if pair else None
+        # The same rounds with the host's speed taken out: each run's shim time per microsecond
+        # of the job's own real calls. Across runs of one build on an H100 the two moved together
+        # (r = 0.90 over 17 runs, 2026-12-05): a slower phase of the host lengthens both, so
+        # this ratio moves less than the shim's time does (docs/performance.md, Method).
+        per_real = None
+        if other and level in self_per_real:
+            rounds = sorted(set(self_per_real[level]) & set(self_per_real[mode]))
+            per_real = paired_ratio([self_per_real[level][r] for r in rounds],
+                                    [self_per_real[mode][r] for r in rounds])
+        rows[-1]["shim_self_paired_per_real_call"] = (dict(per_real, mode=level)
+                                                      if per_real else None)
 
     # The spread column, as printed, also in the JSON: tests/gpu shows it without reading text.
     for row in rows:
@@ -888,6 +907,10 @@ def main(argv=None):
             if row["shim_self_paired"]:
                 pair = row["shim_self_paired"]
                 print("      " + paired_text(pair["mode"], row["mode"], pair, "us"))
+            if row["shim_self_paired_per_real_call"]:
+                pair = row["shim_self_paired_per_real_call"]
+                print("      per the job's own real-call time: " +
+                      paired_ratio_text(pair["mode"], row["mode"], pair))
             phases = sorted(row["shim_self_phases"].items(), key=lambda kv: -kv[1]["us_per_step"])
             if phases:
                 print("      per step: " + ", ".join(

@@ -48,3 +48,26 @@ def paired_text(mine, theirs, pair, unit):
     verdict = "told apart" if pair["told_apart"] else "not told apart"
     return (f"{mine} - {theirs}: median {pair['median']:+.1f} {unit} [{low:+.1f}, {high:+.1f}], "
             f"{mine} lower in {pair['lower']} of {pair['runs']} rounds: {verdict}")
+
+
+def paired_ratio(mine, theirs):
+    """The same pairing for quantities that scale with the host's speed: each round's mine /
+    theirs - 1 (a fraction: -0.04 is 4% lower), its median and interval, how many rounds mine was
+    lower, and whether the interval excludes 0. Rounds with a non-positive value are left out.
+    None without a pair."""
+    ratios = [a / b - 1 for a, b in zip(mine, theirs) if a > 0 and b > 0]
+    if not ratios:
+        return None
+    low, high = median_interval(ratios)
+    return {"runs": len(ratios), "median": statistics.median(ratios), "interval": [low, high],
+            "lower": sum(1 for r in ratios if r < 0), "told_apart": low > 0 or high < 0}
+
+
+def paired_ratio_text(mine, theirs, pair):
+    """'broad / broad@base: median -3.9% [-13.8%, +2.9%], broad lower in 5 of 7 rounds: not told
+    apart' for paired_ratio's `pair`."""
+    low, high = pair["interval"]
+    verdict = "told apart" if pair["told_apart"] else "not told apart"
+    return (f"{mine} / {theirs}: median {100 * pair['median']:+.1f}% [{100 * low:+.1f}%, "
+            f"{100 * high:+.1f}%], {mine} lower in {pair['lower']} of {pair['runs']} rounds: "
+            f"{verdict}")

@@ -214,6 +214,30 @@ class OverheadShimsTest(unittest.TestCase):
             self.assertIn(f"broad - broad@old: median {median:+.1f} us [{low:+.1f}, {high:+.1f}], "
                           f"broad lower in {lower} of 7 rounds: {verdict}", proc.stdout)
 
+    def test_two_builds_are_also_compared_per_microsecond_of_the_jobs_own_real_calls(self):
+        # The host's speed drifts run to run, and the shim's time with the job's own real calls.
+        # This build spends 0.20 us per us of real calls every run, the other 0.21-0.22: per real
+        # call it is lower every round (told apart), while the raw differences (-20 to +10 us)
+        # are not told apart.
+        counter = os.path.join(self.tmp, "mine.runs")
+        old = self.stand_in("old", "110 190 170 130 200\n5000 9000 8000 6000 9500\n")
+        proc, rows = self.overhead(
+            "--levels", "broad,broad@old", "--self-time-runs", "5", "--shim", f"old={old}",
+            env={"FAKE_SELF_US": "100 200 150 120 180", "FAKE_SELF_COUNTER": counter,
+                 "FAKE_REAL_CALL_NS": "5000 10000 7500 6000 9000"})
+        raw = rows["broad@old"]["shim_self_paired"]
+        self.assertEqual((raw["median"], raw["interval"], raw["told_apart"]),
+                         (-10.0, [-20.0, 10.0], False), raw)
+        pair = rows["broad@old"]["shim_self_paired_per_real_call"]
+        self.assertEqual((pair["mode"], pair["runs"], pair["lower"], pair["told_apart"]),
+                         ("broad", 5, 5, True), pair)
+        self.assertAlmostEqual(pair["median"], 0.2 / (170 / 800) - 1, places=9)
+        self.assertAlmostEqual(pair["interval"][0], 0.2 / 0.22 - 1, places=9)
+        self.assertAlmostEqual(pair["interval"][1], 0.2 / (200 / 950) - 1, places=9)
+        self.assertIsNone(rows["broad"]["shim_self_paired_per_real_call"])
+        self.assertIn("per the job's own real-call time: broad / broad@old: median -5.9% "
+                      "[-9.1%, -5.0%], broad lower in 5 of 5 rounds: told apart", proc.stdout)
+
     def test_the_self_time_verdict_comes_from_the_interval_of_its_runs(self):
         # The fake job's step is 10 ms: 100 us of shim time is broad's 1% goal. Runs all under
         # it pass, runs on both sides of it are within noise (KNOWN, even with the median over
