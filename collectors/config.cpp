@@ -53,7 +53,7 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
         config.step_source = StepSource::Auto;
       } else if (value == "metric") {
         config.step_source = StepSource::Metric;
-      } else if (value == "api") {
+      } else if (value == "api" || value == "optimizer") {  // optimizer: the Python hooks' API calls
         config.step_source = StepSource::Api;
       } else if (value.starts_with("auto:")) {
         config.step_source = StepSource::Auto;

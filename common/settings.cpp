@@ -198,12 +198,13 @@ std::optional<std::string> problem(const Setting& setting, std::string_view valu
              "is 0)";
     case Kind::StepOn: {
       std::string pattern;
-      if (value == "auto" || value == "metric" || value == "api" || value.empty())
+      if (value == "auto" || value == "metric" || value == "api" || value == "optimizer" ||
+          value.empty())
         return std::nullopt;
       pattern = value.starts_with("auto:") ? value.substr(5) : value;
       if (pattern.empty() || valid_regex(pattern, &why)) return std::nullopt;
-      return "is not auto, metric, api, auto:REGEX or a valid regular expression REGEX (" + why +
-             ")";
+      return "is not auto, metric, api, optimizer, auto:REGEX or a valid regular expression "
+             "REGEX (" + why + ")";
     }
     case Kind::RunId: {
       const bool ok = !value.empty() && value.size() <= 64 &&

@@ -300,13 +300,31 @@ def steady_step(hook, parts, timed):
     return _state_hook.SteadyStep(hook, hook.capturing, timed)
 
 
+def steps_at_optimizer_steps():
+    """Whether LOCKSTEP_STEP_ON=optimizer (common/settings.def, StepOn) asks the hooks to end a
+    step after each optimizer step."""
+    return os.environ.get("LOCKSTEP_STEP_ON", "").strip() == "optimizer"
+
+
+def _end_step(optimizer, args, kwargs):
+    """torch.optim's global post-step hook under LOCKSTEP_STEP_ON=optimizer: the step ends here,
+    registered after the state hook, so that the step's State records are the step's."""
+    _shim.step()
+
+
 def arm(torch):
-    """Registers the module scopes' hooks (_module_scopes.py, as LOCKSTEP_SCOPES asks) and the
-    optimizer's state hook (once). Returns what it armed, for LOCKSTEP_DEBUG."""
+    """Registers the module scopes' hooks (_module_scopes.py, as LOCKSTEP_SCOPES asks), the
+    optimizer's state hook and, under LOCKSTEP_STEP_ON=optimizer, the step's end (once).
+    Returns what it armed, for LOCKSTEP_DEBUG."""
     if not _shim.traced():
         return "nothing"
     level = os.environ.get("LOCKSTEP_LEVEL", "broad").strip().lower()
+    ends_steps = steps_at_optimizer_steps() and level != "off"
     if level not in ("broad", "full"):
+        if ends_steps:  # metrics has steps too
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+            register_optimizer_step_post_hook(_end_step)
+            return "steps at optimizer steps (level %s)" % level
         return "nothing (level %s)" % level
     armed = []
     from lockstep import _module_scopes
@@ -320,4 +338,8 @@ def arm(torch):
         register_optimizer_step_post_hook(hook.registered())
         armed.append("state records of " + ",".join(sorted(parts)) +
                      (" (steady step in C)" if hook.steady is not None else ""))
+    if ends_steps:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(_end_step)
+        armed.append("steps at optimizer steps")
     return "; ".join(armed) or "nothing"

@@ -98,6 +98,8 @@ TEST(Config, RegexesAreValidated) {
 TEST(Config, StepSources) {
   EXPECT_EQ(parse({{env::kStepOn, "metric"}}).config.step_source, StepSource::Metric);
   EXPECT_EQ(parse({{env::kStepOn, "api"}}).config.step_source, StepSource::Api);
+  // The PyTorch hooks call lockstep_step() after each optimizer step: to the shim, the API.
+  EXPECT_EQ(parse({{env::kStepOn, "optimizer"}}).config.step_source, StepSource::Api);
   ConfigResult r = parse({{env::kStepOn, "iteration"}});
   EXPECT_EQ(r.config.step_source, StepSource::Markers);
   EXPECT_EQ(r.config.step_pattern, "iteration");

@@ -91,6 +91,7 @@ TEST(Settings, RegexesAreCheckedWithTheShimsGrammar) {
   EXPECT_FALSE(problem(get(Id::Kernels), "gemm|reduce").has_value());
   EXPECT_TRUE(problem(get(Id::Kernels), "(")->starts_with("is not a valid regular expression"));
   EXPECT_FALSE(problem(get(Id::StepOn), "auto:^iter").has_value());
+  EXPECT_FALSE(problem(get(Id::StepOn), "optimizer").has_value());
   EXPECT_TRUE(problem(get(Id::StepOn), "auto:[x").has_value());
 }
 

@@ -154,6 +154,24 @@ class TorchHooks(unittest.TestCase):
         assert [s.split("\n")[0] for s in steps] == ["n=3 kind=0 stream=0x61",
                                                      "n=3 kind=0 stream=0x62"], calls
 
+    def test_under_step_on_optimizer_each_optimizer_step_ends_a_step_after_its_state(self):
+        # LOCKSTEP_STEP_ON=optimizer: the step ends after each optimizer step (a Trainer's
+        # step, whatever small copies it makes), after the step's State records; at metrics,
+        # with no State records, too. By default no step is ended here (the test above).
+        one_step = ("state n=3 kind=0 stream=0x51\n"
+                    "  tok.weight 0x1000 64\n"
+                    "  blocks.0.mlp.up.weight 0x2000 256\n"
+                    "  blocks.0.mlp.up.bias 0x3000 16\n"
+                    "step\n")
+        done, calls = run(MODEL + "opt.step(); opt.step(); opt.step()", self.tmp,
+                          extra_env={"LOCKSTEP_STEP_ON": "optimizer"})
+        assert done.returncode == 0, done.stderr
+        assert calls == one_step * 3, calls
+        done, calls = run(MODEL + "opt.step(); opt.step()", self.tmp,
+                          extra_env={"LOCKSTEP_STEP_ON": "optimizer", "LOCKSTEP_LEVEL": "metrics"})
+        assert done.returncode == 0, done.stderr
+        assert calls == "step\n" * 2, calls
+
     def test_the_steady_step_in_c_promises_the_shim_its_names_are_the_last_calls(self):
         # LOCKSTEP_SAME_NAMES (collectors/lockstep.h): the C steady step sends its prepared
         # Batch's arrays, unchanged, after the Python hook's call that prepared them: the shim
