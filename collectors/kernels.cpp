@@ -32,9 +32,6 @@ std::unordered_set<const void*> g_kernel_handles;  // handles known to be CUkern
 // a graph's node may still point at one), and only what was unloaded (or not known to belong to
 // any code), so bounded by the code the job loaded.
 std::vector<std::unique_ptr<KernelInfo>> g_unloaded_kernels;
-// Counts the unloads that dropped a description: a thread's cached brief (below) from before one
-// is looked up again.
-std::atomic<uint32_t> g_code_epoch{0};
 
 std::string demangle(const char* mangled) {
   if (mangled == nullptr) return "?";
@@ -140,7 +137,7 @@ namespace {
 // lookup is a division and two or three dependent misses.
 struct BriefSlot {
   const void* handle;
-  uint32_t epoch;  // g_code_epoch when filled
+  uint32_t epoch;  // hot_flags.code_epoch when filled
   KernelBrief brief;
 };
 constexpr size_t kBriefSlots = 1024;
@@ -153,7 +150,7 @@ thread_local BriefSlot* t_brief_slots = nullptr;  // constant-initialized; heap,
 [[gnu::noinline]] KernelBrief fill_brief_slot(BriefSlot& slot, Tracer* tracer, FunctionHandle kind,
                                               const void* handle) {
   // The epoch before the lookup: an unload between them leaves the slot stale, looked up again.
-  const uint32_t epoch = g_code_epoch.load(std::memory_order_acquire);
+  const uint32_t epoch = hot_flags.code_epoch.load(std::memory_order_acquire);
   const KernelInfo* found = find_or_describe(tracer, kind, handle);
   slot = {handle, epoch,
           KernelBrief{found, found->name_id, found->selected, found->is_nccl, found->stacks,
@@ -172,7 +169,7 @@ inline BriefSlot& brief_slot(const void* handle) {
 inline KernelBrief brief_of(Tracer* tracer, FunctionHandle kind, const void* handle) {
   BriefSlot& slot = brief_slot(handle);
   if (slot.handle == handle && handle != nullptr &&
-      slot.epoch == g_code_epoch.load(std::memory_order_relaxed)) [[likely]]
+      slot.epoch == hot_flags.code_epoch.load(std::memory_order_relaxed)) [[likely]]
     return slot.brief;
   return fill_brief_slot(slot, tracer, kind, handle);
 }
@@ -240,7 +237,7 @@ void code_unloading(const void* module, const void* library) {
     it = g_kernels.erase(it);
     ++dropped;
   }
-  if (dropped > 0) g_code_epoch.fetch_add(1, std::memory_order_release);
+  if (dropped > 0) hot_flags.code_epoch.fetch_add(1, std::memory_order_release);
 }
 
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a

@@ -72,8 +72,10 @@ void add_host_source(Tracer* tracer, trace::Record* record, const MemoryOp& op) 
 }
 
 // A copy's or set's identity into `r`: its kind, the API's name, seq, stream, step, thread and
-// scope, and its fields.
+// scope, and every field of its kind (a staged slot holds a stale record: nothing is cleared).
 void stamp_memory_op(Tracer* tracer, trace::Record* r, const MemoryOp& op, int direction) {
+  static_assert(trace::fields::Memset::kCount == 3 && trace::fields::Memcpy::kCount == 3,
+                "a new Memset or Memcpy field: set it here");
   if (op.is_set) {
     tracer->stamp_literal(r, trace::RecordKind::Memset, op.api, op.stream, op.per_thread_stream);
     r->fields[trace::fields::Memset::value] = op.set_value;
@@ -127,9 +129,6 @@ LOCKSTEP_HOT uint64_t staged_memory_begin(Tracer* tracer, const MemoryOp& op, in
   if (slot.open) return 0;  // a copy inside a copy: the general path's, as before
   trace::Record* staged = tracer->stage();
   if (staged == nullptr) return 0;
-  // The slot holds a stale record: its kind's fields cleared, then set.
-  staged->clear_fields_below(op.is_set ? int{trace::fields::Memset::kCount}
-                                       : int{trace::fields::Memcpy::kCount});
   stamp_memory_op(tracer, staged, op, direction);
   add_memory_buffers(tracer, staged, op, dst_hit, src_hit, /*hash=*/false, nullptr, nullptr);
   slot.opened(tracer, tracer->commit_staged());

@@ -115,7 +115,6 @@ void describe_tensors(Tracer* tracer, Lookups& known, uint64_t generation, bool 
     parts->push_back({known.ids[i], bytes[i], entry});
   }
   known.made = n;
-  known.names_array = names;
   known.hashed = hash;
   known.bytes.assign(bytes, bytes + n);
   known.buffers.assign(batch->buffers.begin(), batch->buffers.end());
@@ -154,12 +153,11 @@ void record_state(size_t n, const void* const* ptrs, const unsigned long long* b
   const uint64_t first_seq = tracer->next_seqs(n);
   tracer->stamp_with_seq(&batch, trace::RecordKind::State, "", stream, false, first_seq);
   batch.fields[trace::fields::State::state_kind] = static_cast<uint64_t>(kind < 0 ? 3 : kind);
-  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names, same_names)) {
+  if (repeats_last_call(known, tracer, generation, hash, n, ptrs, bytes, names, same_names))
     batch.buffers.assign(known.buffers.begin(), known.buffers.end());
-    known.names_array = names;  // read equal, or promised: the next promise is about this one
-  } else {
+  else
     describe_tensors(tracer, known, generation, hash, n, ptrs, bytes, names, &batch);
-  }
+  known.names_array = names;  // read or described, or promised: the next promise is about it
   parts.assign(known.parts.begin(), known.parts.end());
   const std::vector<PlannedRegion>& plan = known.plan;
   if (plan.empty()) {  // outside the step window, or nothing to read: identities only

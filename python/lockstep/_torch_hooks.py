@@ -319,27 +319,27 @@ def arm(torch):
     if not _shim.traced():
         return "nothing"
     level = os.environ.get("LOCKSTEP_LEVEL", "broad").strip().lower()
-    ends_steps = steps_at_optimizer_steps() and level != "off"
-    if level not in ("broad", "full"):
-        if ends_steps:  # metrics has steps too
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-            register_optimizer_step_post_hook(_end_step)
-            return "steps at optimizer steps (level %s)" % level
-        return "nothing (level %s)" % level
+
+    def after_optimizer_steps(hook):  # torch's global post-step hooks, called in turn
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(hook)
+
     armed = []
-    from lockstep import _module_scopes
-    if _module_scopes.wanted(level):
-        _module_scopes.arm(torch)
-        armed.append("module scopes")
-    parts = wanted()
-    if parts:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-        hook = StateHook(torch, parts)
-        register_optimizer_step_post_hook(hook.registered())
-        armed.append("state records of " + ",".join(sorted(parts)) +
-                     (" (steady step in C)" if hook.steady is not None else ""))
-    if ends_steps:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-        register_optimizer_step_post_hook(_end_step)
+    if level in ("broad", "full"):
+        from lockstep import _module_scopes
+        if _module_scopes.wanted(level):
+            _module_scopes.arm(torch)
+            armed.append("module scopes")
+        parts = wanted()
+        if parts:
+            hook = StateHook(torch, parts)
+            after_optimizer_steps(hook.registered())
+            armed.append("state records of " + ",".join(sorted(parts)) +
+                         (" (steady step in C)" if hook.steady is not None else ""))
+    # After the state hook, so that the step's State records are the step's; at metrics too.
+    if steps_at_optimizer_steps() and level != "off":
+        after_optimizer_steps(_end_step)
         armed.append("steps at optimizer steps")
+    if not armed and level not in ("broad", "full"):
+        return "nothing (level %s)" % level
     return "; ".join(armed) or "nothing"
