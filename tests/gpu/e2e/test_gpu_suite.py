@@ -344,6 +344,27 @@ class RunShTest(unittest.TestCase):
             self.assertRegex(f.read(), r"hash bench +KNOWN +1 small-launch targets at LSF1's "
                                        r"latency floor .*fp32 4 KiB: <= 1\.3x reduce \(1\.55x\)")
 
+    def test_hash_bench_holds_a_slower_memory_to_the_h200s_share_of_its_peak(self):
+        # An H100's 1 GiB at 2.98 TB/s, 99% of its reduction: under the H200's 4.0 TB/s, which
+        # its 3.35 TB/s memory cannot reach, and over 5/6 of its own peak (2.79 TB/s).
+        h100 = dict(FAKE_HASH_DEVICE="NVIDIA H100 80GB HBM3", FAKE_HASH_PEAK="3.352",
+                    FAKE_HASH_1G_US="360.0", FAKE_HASH_1G_REDUCE_US="357.0")
+        proc, rows, out = self.run_script("c", **h100)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows.get("hash bench"), "PASS", rows)
+        # Under that share it fails, naming the bound and the figure.
+        proc, rows, out = self.run_script("c", **dict(h100, FAKE_HASH_1G_US="420.0"))
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("fp32 1 GiB: >= 2.79 TB/s (83% of the memory's 3.35 TB/s peak) and "
+                          ">= 95% of reduce (2.56 TB/s, 85%)", f.read())
+        # A hash_bench that reports no peak is held to 4.0 TB/s.
+        proc, rows, out = self.run_script("c", **dict(h100, FAKE_HASH_PEAK=""))
+        self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("fp32 1 GiB: >= 4.0 TB/s and >= 95% of reduce (2.98 TB/s, 99%)",
+                          f.read())
+
     def test_launch_cost_shows_each_mode(self):
         proc, rows, out = self.run_script("f", "-k", "launch_cost")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
