@@ -4,6 +4,7 @@
 # per step for the job's kernels and for lockstep's own hash kernels: what tracing adds on the
 # GPU, free of the run-to-run noise that step times carry.
 #   JOB=gpt (default): examples/pytorch/train_gpt.py; MODES default "untraced full full-64B"
+#   JOB=unseen: bench/overhead/train_unseen.py (overhead.py --job unseen), the same modes
 #   JOB=tpdp or ddp: examples/pytorch/train_tp_dp.py or train_ddp.py on NPROC (2) GPUs, one
 #             profile per rank; MODES default "untraced-caching broad"
 # Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
@@ -27,12 +28,14 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-profile.XXXXXX")
 case $JOB in
   gpt) CMD=("$PY" "$ROOT/examples/pytorch/train_gpt.py" --steps 14 "$@")
        DEFAULT_MODES="untraced full full-64B" ;;
+  unseen) CMD=("$PY" "$ROOT/bench/overhead/train_unseen.py" --steps 14 "$@")
+       DEFAULT_MODES="untraced full full-64B" ;;
   tpdp|ddp) script=train_tp_dp.py
         [[ $JOB = ddp ]] && script=train_ddp.py
         CMD=("$PY" -m torch.distributed.run --standalone --nproc-per-node "${NPROC:-2}"
              "$ROOT/examples/pytorch/$script" --steps 14 "$@")
         DEFAULT_MODES="untraced-caching broad" ;;
-  *) echo "profile_full.sh: JOB=$JOB: expected gpt, tpdp or ddp" >&2; exit 2 ;;
+  *) echo "profile_full.sh: JOB=$JOB: expected gpt, unseen, tpdp or ddp" >&2; exit 2 ;;
 esac
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 for mode in ${MODES:-$DEFAULT_MODES}; do
@@ -50,7 +53,7 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
     *) echo "profile_full.sh: unknown mode $mode" >&2; exit 2 ;;
   esac
   profile=$OUTDIR/profile-$mode.txt
-  [[ $JOB != gpt ]] && profile=$OUTDIR/profile-$mode.rank{rank}.txt
+  [[ $JOB = tpdp || $JOB = ddp ]] && profile=$OUTDIR/profile-$mode.rank{rank}.txt
   case $mode in
     untraced)
       PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "${CMD[@]}" --profile "$profile" \
@@ -64,10 +67,10 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
   echo "== $mode: rc $?"
   shown=0
   files=("$profile")
-  [[ $JOB != gpt ]] && files=("$OUTDIR/profile-$mode.rank"[0-9]*.txt)
+  [[ $JOB = tpdp || $JOB = ddp ]] && files=("$OUTDIR/profile-$mode.rank"[0-9]*.txt)
   for f in "${files[@]}"; do
     [[ -f $f ]] || continue
-    [[ $JOB != gpt ]] && echo "-- ${f##*/}"
+    [[ $JOB = tpdp || $JOB = ddp ]] && echo "-- ${f##*/}"
     head -n 4 "$f"
     shown=1
   done

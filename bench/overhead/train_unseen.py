@@ -47,6 +47,7 @@ import time  # noqa: E402
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "examples", "pytorch"))
 from step_gate import StepGate, add_gate_argument  # noqa: E402
+from step_profile import StepProfile, add_profile_argument  # noqa: E402
 
 OPTIMIZERS = ("auto", "adafactor", "sgd")
 
@@ -106,6 +107,7 @@ def parse_args(argv=None):
                    help="cpu: only for the CPU smoke test of the model "
                         "(tests/gpu/e2e/test_unseen_job.py); timings mean nothing there")
     add_gate_argument(p)
+    add_profile_argument(p)  # bench/overhead/profile_full.sh JOB=unseen
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be at least 1")
@@ -189,8 +191,10 @@ def main(argv=None):
           f"markers {markers.description}", file=sys.stderr)
 
     losses, times = [], []
+    profile = StepProfile(args.profile, args.steps)
     for step in range(1, args.steps + 1):
         gate.before_step()
+        profile.before_step(step)
         started = time.perf_counter()
         markers.begin(step)
         optimizer.zero_grad(set_to_none=True)
@@ -207,6 +211,7 @@ def main(argv=None):
         losses.append(value)
         print(f"step {step} loss {value:.6f} loss_hex {float_hex(value)}", flush=True)
         gate.after_step(step)
+    profile.finish()
 
     if args.out:
         with open(args.out, "w") as f:
