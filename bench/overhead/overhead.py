@@ -64,7 +64,9 @@ EXTRA_MODES = {
     "full-nocache": ("full", "none", {}),
     "untraced-async": (None, None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
     # Diagnostics, to split full's cost: a hash launch per kernel side instead of merged, and
-    # every pointer region capped to 64 bytes (the same launches, almost no bytes to read).
+    # every pointer region capped to 64 bytes (almost no bytes to read; not the same launches: a
+    # clamped region is never learned read-only, so more outputs are hashed, 580 hash launches a
+    # step against 280 on the GPT job with attention written out, docs/performance.md).
     "full-unmerged": ("full", None, {"LOCKSTEP_MERGE_HASHES": "0"}),
     "full-64B": ("full", None, {"LOCKSTEP_MAX_REGION": "64"}),
     # Every input hashed again (no reused digests): what reuse saves.

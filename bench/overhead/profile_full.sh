@@ -8,8 +8,8 @@
 #   JOB=tpdp or ddp: examples/pytorch/train_tp_dp.py or train_ddp.py on NPROC (2) GPUs, one
 #             profile per rank; MODES default "untraced-caching broad"
 # Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
-# broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: the same hash
-# launches, almost no bytes), full-skip (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent
+# broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: almost no
+# bytes, but more hash launches, a clamped region never being learned read-only), full-skip (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent
 # (LOCKSTEP_MERGE_HASHES=adjacent), full-nolearn (LOCKSTEP_LEARN_READONLY=0), full-norecall
 # (LOCKSTEP_RECALL_FILLS=0). Traced runs have LOCKSTEP_DEBUG=1; their logs (the shim's counters)
 # land in OUT too. Extra arguments go to the job (for example overhead.py's gpu-bound size:
