@@ -1,5 +1,6 @@
 // What lockstep knows about a kernel function (demangled name, parameter layout), shared by
-// launches (kernels.cpp) and the kernel nodes of CUDA graphs (graphs.cpp).
+// launches (kernels.cpp) and the kernel nodes of CUDA graphs (graphs.cpp); kept by
+// kernel_info.cpp.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,9 @@ struct KernelBrief {
   bool replay = false;
 };
 KernelBrief kernel_brief(Tracer* tracer, FunctionHandle kind, const void* handle);
+// Starts the miss of kernel_brief's cache slot for `handle`, for a caller with other work to do
+// before it asks.
+void prefetch_kernel_brief(const void* handle);
 
 // The name of a kernel record staged at broad with trace::kDeferredName, for the writer's name
 // resolver, which first unpacks the record's Kernel fields (staged packed, with the handle, in
