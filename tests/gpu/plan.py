@@ -6,9 +6,10 @@ minutes a session, 10 a command), where a group that does not fit comes back as 
   python3 tests/gpu/plan.py                      # every group, newest timing of each check
   python3 tests/gpu/plan.py --budget 1500 --checks abdesmrwpvjf
 
-A check's time is its row's "seconds" in the newest results JSON that ran it (not SKIP); a check
-never timed (results written before rows carried seconds, or always skipped) is counted as
-unknown. Groups are listed in run.sh's order; "fits" keeps adding them while their known total
+A check is a test of the suite (its rows' "test"; rows of older files without one, by name): its
+time is its rows' "seconds" in the newest results JSON that ran it (not SKIP); a check never
+timed (results written before rows carried seconds, or always skipped) is counted as unknown; a
+test the suite no longer has is left out. Groups are listed in run.sh's order; "fits" keeps adding them while their known total
 stays within --budget, and prints one CHECKS= string per command of at most --per-command
 seconds. Reads results/*.json only; runs nothing.
 """
@@ -16,6 +17,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,8 +26,15 @@ from gpu_suite import ORDER, ROOT  # noqa: E402
 
 def read_results(paths):
     """({group: {check: (seconds, file)}} from the newest file where each check ran timed,
-    {group: set of every check named}); a file that is not JSON: one line, exit 2."""
-    times, names = {}, {}
+    {group: set of every check named}); a file that is not JSON: one line, exit 2.
+
+    A check is the test that makes its rows, where rows name it ("test"): its time is written on
+    its first row, and which rows it writes can depend on the outcome (the launch-bound test
+    writes "launch-bound overhead" when it fails, "launch-bound ratios" and "launch-bound self
+    time" when it runs through), so a row name of one outcome must not keep an old time beside
+    the test's newer one. Rows of older files, without "test", are checks by their name, given
+    over to the test that a newer file says makes them."""
+    times, names, test_of = {}, {}, {}
     for path in sorted(paths, key=os.path.basename):  # names start with the UTC date and time
         try:
             with open(path) as f:
@@ -35,14 +44,39 @@ def read_results(paths):
             sys.exit(2)
         if not isinstance(doc, dict) or doc.get("schema") != "lockstep-gpu-results":
             continue
+        ran = {}  # (group, check) -> this file's seconds for it, over its rows that ran
         for row in doc.get("rows", []):
             if not isinstance(row, dict) or not row.get("group") or "check" not in row:
                 continue
-            names.setdefault(row["group"], set()).add(row["check"])
+            group, test = row["group"], row.get("test")
+            check = test if isinstance(test, str) and test else row["check"]
+            if check != row["check"]:
+                test_of[(group, row["check"])] = check
+            names.setdefault(group, set()).add(check)
             if row.get("result") != "SKIP" and isinstance(row.get("seconds"), (int, float)):
-                times.setdefault(row["group"], {})[row["check"]] = (float(row["seconds"]),
-                                                                   os.path.basename(path))
+                ran[(group, check)] = ran.get((group, check), 0.0) + float(row["seconds"])
+        for (group, check), seconds in ran.items():
+            times.setdefault(group, {})[check] = (seconds, os.path.basename(path))
+    for (group, name), test in test_of.items():
+        times.get(group, {}).pop(name, None)
+        names.get(group, set()).discard(name)
+    # A test renamed or removed since is not a check of the suite any more.
+    suite = suite_tests()
+    for group in names:
+        for check in [c for c in names[group] if "::" in c and c.split("[")[0] not in suite]:
+            names[group].discard(check)
+            times.get(group, {}).pop(check, None)
     return times, names
+
+
+def suite_tests():
+    """Every test of the GPU suite as results name it: "test_<group>_<name>.py::<function>"."""
+    found = set()
+    for path in glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "test_*.py")):
+        with open(path) as f:
+            found.update(f"{os.path.basename(path)}::{m}"
+                         for m in re.findall(r"^def (test_\w+)", f.read(), re.M))
+    return found
 
 
 def main(argv=None):

@@ -59,6 +59,32 @@ class Plan(unittest.TestCase):
         out = self.plan("--checks", "ad", "--per-command", "50").stdout
         self.assertIn("fits 1500 s: ad (65 s): CHECKS=a CHECKS=d", out)
 
+    def test_a_test_is_one_check_whatever_rows_its_outcome_wrote(self):
+        # The launch-bound test wrote "launch-bound overhead" when it failed (420 s, killed at
+        # its limit) and its two usual rows since (176 s on the first): one check, its newest
+        # time; a row name of an older file without "test" goes over to the test that makes it;
+        # a test the suite no longer has is no check at all (not untimed for ever).
+        d = self.dir.name
+        launch = "test_f_overhead.py::test_f_launch_bound_shim_time_within_targets"
+        cost = "test_f_overhead.py::test_f_launch_cost_per_level"
+        tested = lambda folder, name, rows: json.dump(
+            {"schema": "lockstep-gpu-results", "version": 1,
+             "rows": [dict(zip(("check", "group", "result", "seconds", "test"), r))
+                      for r in rows]}, open(os.path.join(folder, name), "w"))
+        results(d, "2026-12-04T0000Z-older-f.json", [("launch cost", "f", "PASS", 9.0),
+                                                     ("overhead full-skip", "f", "PASS")])
+        tested(d, "2026-12-05T0000Z-failed-f.json",
+               [("launch-bound overhead", "f", "FAIL", 420.0, launch),
+                ("launch cost", "f", "PASS", 5.0, cost),
+                ("overhead gone", "f", "SKIP", 0.0, "test_f_overhead.py::test_f_no_such_test")])
+        tested(d, "2026-12-06T0000Z-passed-f.json",
+               [("launch-bound ratios", "f", "PASS", 176.0, launch),
+                ("launch-bound self time", "f", "PASS", 0.0, launch)])
+        out = self.plan("--checks", "f").stdout
+        # 176 + 5, two checks; the old "overhead full-skip" row (no test, never timed) is the
+        # one untimed check left.
+        self.assertEqual(self.line(out, "f")[:4], ["f", "181", "2", "1"])
+
     def test_bad_input_is_one_line_and_exit_2(self):
         bad = self.plan("--checks", "az")
         self.assertEqual(bad.returncode, 2)
