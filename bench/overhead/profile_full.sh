@@ -9,11 +9,11 @@
 #             profile per rank; MODES default "untraced-caching broad"
 # Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
 # broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: almost no
-# bytes, but more hash launches, a clamped region never being learned read-only), full-skip (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent
-# (LOCKSTEP_MERGE_HASHES=adjacent), full-nolearn (LOCKSTEP_LEARN_READONLY=0), full-norecall
-# (LOCKSTEP_RECALL_FILLS=0). Traced runs have LOCKSTEP_DEBUG=1; their logs (the shim's counters)
-# land in OUT too. Extra arguments go to the job (for example overhead.py's gpu-bound size:
-# --dim 1024 --layers 8 --batch 32 --seq 512).
+# bytes, but more hash launches, a clamped region never being learned read-only), full-skip
+# (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent (LOCKSTEP_MERGE_HASHES=adjacent), full-nolearn
+# (LOCKSTEP_LEARN_READONLY=0), full-norecall (LOCKSTEP_RECALL_FILLS=0). Traced runs have
+# LOCKSTEP_DEBUG=1; their logs (the shim's counters) land in OUT too. Extra arguments go to the
+# job (for example overhead.py's gpu-bound size: --dim 1024 --layers 8 --batch 32 --seq 512).
 #   BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh [job args...]
 #   JOB=tpdp BUILD=build OUT=/tmp/p bench/overhead/profile_full.sh --dim 1024 --layers 8 ...
 set -uo pipefail
