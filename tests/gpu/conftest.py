@@ -133,7 +133,7 @@ def _gpus_needed(request):
     if request.node.get_closest_marker("gpu") and n < 1:
         pytest.skip("no GPU (nvidia-smi lists none)")
     if request.node.get_closest_marker("two_gpus") and n < 2:
-        pytest.skip(f"{n} GPU visible")
+        pytest.skip(gpu_suite.fewer_gpus(n))
 
 
 def _reason(rep):

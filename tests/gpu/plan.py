@@ -21,12 +21,13 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_suite import ORDER, ROOT  # noqa: E402
+from gpu_suite import FEWER_GPUS, ORDER, ROOT  # noqa: E402
 
 
 def read_results(paths):
     """({group: {check: (seconds, file)}} from the newest file where each check ran timed,
-    {group: set of every check named}); a file that is not JSON: one line, exit 2.
+    {group: set of every check named}, {group: checks whose newest row skipped for want of GPUs});
+    a file that is not JSON: one line, exit 2.
 
     A check is the test that makes its rows, where rows name it ("test"): its time is written on
     its first row, and which rows it writes can depend on the outcome (the launch-bound test
@@ -34,7 +35,7 @@ def read_results(paths):
     time" when it runs through), so a row name of one outcome must not keep an old time beside
     the test's newer one. Rows of older files, without "test", are checks by their name, given
     over to the test that a newer file says makes them."""
-    times, names, test_of = {}, {}, {}
+    times, names, test_of, newest = {}, {}, {}, {}
     for path in sorted(paths, key=os.path.basename):  # names start with the UTC date and time
         try:
             with open(path) as f:
@@ -53,6 +54,7 @@ def read_results(paths):
             if check != row["check"]:
                 test_of[(group, row["check"])] = check
             names.setdefault(group, set()).add(check)
+            newest[(group, check)] = (row.get("result"), str(row.get("figure", "")))
             if row.get("result") != "SKIP" and isinstance(row.get("seconds"), (int, float)):
                 ran[(group, check)] = ran.get((group, check), 0.0) + float(row["seconds"])
         for (group, check), seconds in ran.items():
@@ -60,13 +62,18 @@ def read_results(paths):
     for (group, name), test in test_of.items():
         times.get(group, {}).pop(name, None)
         names.get(group, set()).discard(name)
+    more_gpus = {}
+    for (group, check), (result, figure) in newest.items():
+        if result == "SKIP" and FEWER_GPUS.match(figure) and check in names.get(group, set()):
+            more_gpus.setdefault(group, set()).add(check)
     # A test renamed or removed since is not a check of the suite any more.
     suite = suite_tests()
     for group in names:
         for check in [c for c in names[group] if "::" in c and c.split("[")[0] not in suite]:
             names[group].discard(check)
             times.get(group, {}).pop(check, None)
-    return times, names
+            more_gpus.get(group, set()).discard(check)
+    return times, names, more_gpus
 
 
 def suite_tests():
@@ -98,14 +105,16 @@ def main(argv=None):
     if not os.path.isdir(args.results):
         p.error(f"--results {args.results}: no such folder")
     paths = glob.glob(os.path.join(args.results, "*.json"))
-    times, names = read_results(paths)
+    times, names, more_gpus = read_results(paths)
     print(f"{'group':<6} {'seconds':>8} {'timed':>6} {'untimed':>8}  newest timing from")
     plan, total, command, commands, untimed_groups = [], 0.0, "", [], []
     command_s = 0.0
     for g in (g for g in ORDER if g in args.checks):
         timed = times.get(g, {})
         seconds = sum(s for s, _ in timed.values())
-        untimed = len(names.get(g, set()) - set(timed))
+        # A check that last skipped for want of GPUs is planned with them, not counted here.
+        wanting = more_gpus.get(g, set()) - set(timed)
+        untimed = len(names.get(g, set()) - set(timed) - wanting)
         files = sorted({f for _, f in timed.values()})
         print(f"{g:<6} {seconds:>8.0f} {len(timed):>6} {untimed:>8}  "
               f"{files[-1] if files else '-'}")
@@ -125,6 +134,11 @@ def main(argv=None):
         commands.append(command)
     print(f"fits {args.budget:.0f} s: {''.join(plan) or 'no timed group'} ({total:.0f} s)"
           + (": " + " ".join(f"CHECKS={c}" for c in commands) if commands else ""))
+    wanting = {g: len(more_gpus[g] - set(times.get(g, {}))) for g in ORDER
+               if g in args.checks and more_gpus.get(g, set()) - set(times.get(g, {}))}
+    if wanting:
+        print("skipped for want of GPUs when they last ran (two-GPU checks, planned where two "
+              "are lent): " + ", ".join(f"{g} ({n})" for g, n in wanting.items()))
     if untimed_groups:
         print(f"not timed in full yet: {''.join(untimed_groups)} (their checks' seconds are in "
               "results JSONs written since rows carried them)")

@@ -85,6 +85,26 @@ class Plan(unittest.TestCase):
         # one untimed check left.
         self.assertEqual(self.line(out, "f")[:4], ["f", "181", "2", "1"])
 
+    def test_a_check_that_skipped_for_want_of_gpus_does_not_hold_its_group_back(self):
+        d = self.dir.name
+        results(d, "2026-12-04T0000Z-one-gpu-d.json", [("cuda ddp", "d", "SKIP", 0.0)])
+        with open(os.path.join(d, "2026-12-04T0000Z-one-gpu-d.json")) as f:
+            doc = json.load(f)
+        doc["rows"][0]["figure"] = "1 GPU visible"  # conftest.py's reason (gpu_suite.fewer_gpus)
+        with open(os.path.join(d, "2026-12-04T0000Z-one-gpu-d.json"), "w") as f:
+            json.dump(doc, f)
+        out = self.plan("--checks", "ad").stdout
+        self.assertEqual(self.line(out, "d")[:4], ["d", "60", "2", "0"])
+        self.assertIn("fits 1500 s: ad (65 s)", out)
+        self.assertIn("skipped for want of GPUs when they last ran (two-GPU checks, planned "
+                      "where two are lent): d (1)", out)
+        # Skipped for another reason (the time budget), it is a check never timed.
+        doc["rows"][0]["figure"] = "time budget"
+        with open(os.path.join(d, "2026-12-04T0000Z-one-gpu-d.json"), "w") as f:
+            json.dump(doc, f)
+        out = self.plan("--checks", "ad").stdout
+        self.assertEqual(self.line(out, "d")[:4], ["d", "60", "2", "1"])
+
     def test_bad_input_is_one_line_and_exit_2(self):
         bad = self.plan("--checks", "az")
         self.assertEqual(bad.returncode, 2)
