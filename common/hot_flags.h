@@ -33,9 +33,9 @@ struct alignas(64) HotFlags {
   std::atomic<bool> stream_steps{false};      // collectors/stream_steps.h: the process's rule on
                                               // (acquire / release)
   std::atomic<uint32_t> step{0};  // collectors/step_counter.h: the process's step counter itself
-  // collectors/kernels.cpp: unloads that dropped a kernel description (acquire / release), read
-  // by every launch that looks its kernel up (brief_of: level full, an unstaged broad launch);
-  // in a word the line had free, where its own .bss line cost such a launch a miss.
+  // collectors/kernel_info.cpp: unloads that dropped a kernel description (acquire / release),
+  // read by every launch that looks its kernel up (kernel_brief: level full, an unstaged broad
+  // launch); in a word the line had free, where its own .bss line cost such a launch a miss.
   std::atomic<uint32_t> code_epoch{0};
   std::atomic<collectors::Tracer*> tracer{nullptr};  // collectors/tracer_lifecycle.cpp (acq/rel)
 };

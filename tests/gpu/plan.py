@@ -9,9 +9,9 @@ minutes a session, 10 a command), where a group that does not fit comes back as 
 A check is a test of the suite (its rows' "test"; rows of older files without one, by name): its
 time is its rows' "seconds" in the newest results JSON that ran it (not SKIP); a check never
 timed (results written before rows carried seconds, or always skipped) is counted as unknown; a
-test the suite no longer has is left out. Groups are listed in run.sh's order; "fits" keeps adding them while their known total
-stays within --budget, and prints one CHECKS= string per command of at most --per-command
-seconds. Reads results/*.json only; runs nothing.
+test the suite no longer has is left out. Groups are listed in run.sh's order; "fits" keeps
+adding them while their known total stays within --budget, and prints one CHECKS= string per
+command of at most --per-command seconds. Reads results/*.json only; runs nothing.
 """
 import argparse
 import glob
@@ -26,8 +26,8 @@ from gpu_suite import FEWER_GPUS, ORDER, ROOT  # noqa: E402
 
 def read_results(paths):
     """({group: {check: (seconds, file)}} from the newest file where each check ran timed,
-    {group: set of every check named}, {group: checks whose newest row skipped for want of GPUs});
-    a file that is not JSON: one line, exit 2.
+    {group: set of every check named}, {group: checks never timed whose newest row skipped for
+    want of GPUs}); a file that is not JSON: one line, exit 2.
 
     A check is the test that makes its rows, where rows name it ("test"): its time is written on
     its first row, and which rows it writes can depend on the outcome (the launch-bound test
@@ -35,7 +35,8 @@ def read_results(paths):
     time" when it runs through), so a row name of one outcome must not keep an old time beside
     the test's newer one. Rows of older files, without "test", are checks by their name, given
     over to the test that a newer file says makes them."""
-    times, names, test_of, newest = {}, {}, {}, {}
+    times, names, newest = {}, {}, {}
+    by_name = set()  # (group, row name) of rows a test made: that name is the test's
     for path in sorted(paths, key=os.path.basename):  # names start with the UTC date and time
         try:
             with open(path) as f:
@@ -52,27 +53,27 @@ def read_results(paths):
             group, test = row["group"], row.get("test")
             check = test if isinstance(test, str) and test else row["check"]
             if check != row["check"]:
-                test_of[(group, row["check"])] = check
+                by_name.add((group, row["check"]))
             names.setdefault(group, set()).add(check)
             newest[(group, check)] = (row.get("result"), str(row.get("figure", "")))
             if row.get("result") != "SKIP" and isinstance(row.get("seconds"), (int, float)):
                 ran[(group, check)] = ran.get((group, check), 0.0) + float(row["seconds"])
         for (group, check), seconds in ran.items():
             times.setdefault(group, {})[check] = (seconds, os.path.basename(path))
-    for (group, name), test in test_of.items():
+    for group, name in by_name:
         times.get(group, {}).pop(name, None)
         names.get(group, set()).discard(name)
-    more_gpus = {}
-    for (group, check), (result, figure) in newest.items():
-        if result == "SKIP" and FEWER_GPUS.match(figure) and check in names.get(group, set()):
-            more_gpus.setdefault(group, set()).add(check)
     # A test renamed or removed since is not a check of the suite any more.
     suite = suite_tests()
     for group in names:
         for check in [c for c in names[group] if "::" in c and c.split("[")[0] not in suite]:
             names[group].discard(check)
             times.get(group, {}).pop(check, None)
-            more_gpus.get(group, set()).discard(check)
+    more_gpus = {}
+    for (group, check), (result, figure) in newest.items():
+        if (result == "SKIP" and FEWER_GPUS.match(figure) and check in names.get(group, set())
+                and check not in times.get(group, {})):
+            more_gpus.setdefault(group, set()).add(check)
     return times, names, more_gpus
 
 
@@ -113,8 +114,7 @@ def main(argv=None):
         timed = times.get(g, {})
         seconds = sum(s for s, _ in timed.values())
         # A check that last skipped for want of GPUs is planned with them, not counted here.
-        wanting = more_gpus.get(g, set()) - set(timed)
-        untimed = len(names.get(g, set()) - set(timed) - wanting)
+        untimed = len(names.get(g, set()) - set(timed) - more_gpus.get(g, set()))
         files = sorted({f for _, f in timed.values()})
         print(f"{g:<6} {seconds:>8.0f} {len(timed):>6} {untimed:>8}  "
               f"{files[-1] if files else '-'}")
@@ -134,8 +134,7 @@ def main(argv=None):
         commands.append(command)
     print(f"fits {args.budget:.0f} s: {''.join(plan) or 'no timed group'} ({total:.0f} s)"
           + (": " + " ".join(f"CHECKS={c}" for c in commands) if commands else ""))
-    wanting = {g: len(more_gpus[g] - set(times.get(g, {}))) for g in ORDER
-               if g in args.checks and more_gpus.get(g, set()) - set(times.get(g, {}))}
+    wanting = {g: len(more_gpus[g]) for g in ORDER if g in args.checks and g in more_gpus}
     if wanting:
         print("skipped for want of GPUs when they last ran (two-GPU checks, planned where two "
               "are lent): " + ", ".join(f"{g} ({n})" for g, n in wanting.items()))

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "collectors/lockstep.h"  /* LOCKSTEP_SAME_NAMES, the prototypes it stands in for */
 
 static void line(const char* text) {
   const char* path = getenv("LOCKSTEP_TEST_RECORD");
@@ -39,8 +40,8 @@ void lockstep_fingerprint_many(unsigned long long n, const void* const* ptrs,
   char buf[512];
   /* LOCKSTEP_SAME_NAMES (collectors/lockstep.h) is no part of the kind, as in the shim; shown
    * as " same-names" where LOCKSTEP_TEST_SHOW_SAME_NAMES is set. */
-  const int same_names = kind >= 0 && (kind & 0x100) != 0;
-  if (kind >= 0) kind &= ~0x100;
+  const int same_names = kind >= 0 && (kind & LOCKSTEP_SAME_NAMES) != 0;
+  if (kind >= 0) kind &= ~LOCKSTEP_SAME_NAMES;
   snprintf(buf, sizeof buf, "state n=%llu kind=%d stream=%p%s\n", n, kind, stream,
            same_names && getenv("LOCKSTEP_TEST_SHOW_SAME_NAMES") ? " same-names" : "");
   line(buf);
