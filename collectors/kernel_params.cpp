@@ -42,6 +42,14 @@ bool gather_param_bytes(const std::vector<ParamInfo>& layout, void** kernel_para
 DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
                         const PointerLookup& lookup) {
   DecodedArgs decoded;
+  decode_args(layout, bytes, lookup, &decoded);
+  return decoded;
+}
+
+void decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
+                 const PointerLookup& lookup, DecodedArgs* out) {
+  DecodedArgs& decoded = *out;
+  decoded.pointers.clear();
   // Only the parameters' own bytes are digested: padding between parameters is whatever the
   // caller's stack held, and a 1-byte parameter is most often an empty functor (every
   // PyTorch `[]` lambda) whose byte is indeterminate. Both differ between identical runs.
@@ -69,7 +77,6 @@ DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<
     }
   }
   decoded.scalar_digest = XXH3_64bits(scalars.data(), scalars.size());
-  return decoded;
 }
 
 }  // namespace lockstep::collectors

@@ -42,5 +42,9 @@ struct DecodedArgs {
 using PointerLookup = std::function<std::optional<AllocationHit>(uintptr_t)>;
 DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
                         const PointerLookup& lookup);
+// The same into *out, whose pointer list keeps its capacity: a launch at full decodes into one
+// buffer per thread instead of growing a new vector (three allocations for three pointers).
+void decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
+                 const PointerLookup& lookup, DecodedArgs* out);
 
 }  // namespace lockstep::collectors

@@ -373,11 +373,14 @@ namespace {
     AllocationMap& allocations = tracer->allocations();
     std::optional<self_time::Scope> decoding(std::in_place, self_time::Phase::Decode);
     // One shared lock for all of a launch's words (AllocationMap::Reader), released before
-    // anything below may take the map's unique lock on this thread.
-    DecodedArgs args = [&] {
+    // anything below may take the map's unique lock on this thread. Into this thread's buffer:
+    // no allocation per launch once it has grown (nothing below launches through the shim).
+    thread_local auto* args_buffer = new DecodedArgs;  // never freed (exit)
+    DecodedArgs& args = *args_buffer;
+    {
       AllocationMap::Reader reader(allocations);
-      return decode_args(info.layout, bytes, [&](uintptr_t p) { return reader.find(p); });
-    }();
+      decode_args(info.layout, bytes, [&](uintptr_t p) { return reader.find(p); }, &args);
+    }
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);
