@@ -102,6 +102,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::SkipUnwritten:
       config.skip_unwritten = *settings::parse_switch(value);
       break;
+    case Id::CarryFreed:
+      config.carry_freed = *settings::parse_switch(value);
+      break;
     case Id::LearnReadOnly:
       config.learn_read_only = *settings::parse_switch(value);
       break;

@@ -50,6 +50,7 @@ struct Config {
   bool chain_hashes = true;     // ... also past calls that need no hash launch themselves
   bool reuse_digests = true;    // an input nothing wrote since its last hash: that digest
   bool skip_unwritten = false;  // inputs in allocations nothing wrote yet: not hashed
+  bool carry_freed = false;     // a freed pool allocation's digest goes to its successor
   bool learn_read_only = true;  // kernel pointer words seen not written: no output hash
   bool recall_fills = true;     // a known fill's output digest from an earlier same fill
   bool from_cli = false;        // started by `lockstep run`: messages name its flags

@@ -221,7 +221,7 @@ void on_stream_alloc(CUdeviceptr ptr, size_t bytes, CUstream stream, bool per_th
   uint64_t capture_id = 0;
   const bool capturing = t->capturing(stream, per_thread_default, &capture_id);
   t->allocations().add(ptr, bytes, capturing);
-  if (!capturing) t->region_allocated(ptr, bytes);
+  if (!capturing) t->region_allocated(ptr, bytes, /*from_pool=*/true);
 }
 void on_free(CUdeviceptr ptr) {
   self_time::Scope timed(self_time::Phase::Free);
@@ -240,7 +240,7 @@ bool on_stream_free(CUdeviceptr ptr, CUstream stream, bool per_thread_default) {
   const bool taken =
       t->defer_free(ptr, freed ? ptr + freed->readable : ptr, stream, per_thread_default);
   if (!taken) t->flush_deferred(Tracer::FlushCause::Free);  // before the memory goes
-  if (freed) forget(t, *freed, ptr);
+  if (freed) t->region_freed_to_pool(freed->base, ptr + freed->readable);
   t->allocations().remove(ptr);
   return taken;
 }

@@ -40,6 +40,50 @@ std::optional<RegionDigests::Known> RegionDigests::find_enclosing(
   return std::nullopt;
 }
 
+void RegionDigests::freed_to_pool(uint64_t base, uint64_t end) {
+  if (end <= base) return;
+  // The whole allocation's entry; else what an earlier call for the same free kept aside (a
+  // held-back free comes here when the job frees and again when the free is made).
+  Entry whole;
+  bool keep = false;
+  if (const auto it = entries_.find(base);
+      it != entries_.end() && !it->second.known.fresh && base + it->second.bytes == end) {
+    whole = it->second, keep = true;
+  } else if (const auto kept = freed_.find(base);
+             kept != freed_.end() && base + kept->second.bytes == end) {
+    whole = kept->second, keep = true;
+  }
+  written(base, end, base);  // drops the range's entries and anything freed there before
+  if (!keep) return;
+  if (freed_.size() >= kMaxEntries) freed_.clear(), longest_freed_ = 0;
+  freed_[base] = whole;
+  longest_freed_ = std::max(longest_freed_, whole.bytes);
+}
+
+bool RegionDigests::allocated_from_pool(uint64_t base, uint64_t bytes) {
+  const auto it = freed_.find(base);
+  if (bytes == 0 || it == freed_.end() || it->second.bytes != bytes || unknown_writes_ > 0) {
+    drop_freed(base, base + bytes);  // the pool handed these bytes out otherwise
+    return false;
+  }
+  const Entry whole = it->second;
+  freed_.erase(it);
+  written(base, base + bytes, base);
+  remember(base, bytes, whole.context, whole.stream, whole.known);
+  return true;
+}
+
+void RegionDigests::drop_freed(uint64_t ptr, uint64_t end) {
+  if (freed_.empty() || end <= ptr) return;
+  auto it = freed_.lower_bound(ptr >= longest_freed_ ? ptr - longest_freed_ + 1 : 0);
+  while (it != freed_.end() && it->first < end) {
+    if (it->first + it->second.bytes > ptr)
+      it = freed_.erase(it);
+    else
+      ++it;
+  }
+}
+
 void RegionDigests::allocated(uint64_t base, uint64_t bytes) {
   if (bytes == 0) return;
   written(base, base + bytes, base);  // whatever was known of an earlier allocation there
@@ -85,15 +129,19 @@ void RegionDigests::recalled(uint64_t ptr, uint64_t bytes, uint64_t alloc_base, 
 }
 
 void RegionDigests::arrived(uint64_t ptr, uint64_t slot, uint64_t digest) {
-  const auto it = entries_.find(ptr);
-  if (it == entries_.end()) return;
-  Known& known = it->second.known;
-  if (known.fresh || known.arrived || known.slot != slot) return;
-  known.arrived = true;
-  known.digest = digest;
+  // Its region may have been freed meanwhile (its digest kept aside for the next allocation).
+  for (auto* map : {&entries_, &freed_}) {
+    const auto it = map->find(ptr);
+    if (it == map->end()) continue;
+    Known& known = it->second.known;
+    if (known.fresh || known.arrived || known.slot != slot) continue;
+    known.arrived = true;
+    known.digest = digest;
+  }
 }
 
 void RegionDigests::written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
+  drop_freed(ptr, end);
   if (entries_.empty() || end <= ptr) return;
   // An entry overlapping [ptr, end) starts before end and less than `longest_` before ptr,
   // and not before the allocation both lie in.
@@ -120,6 +168,8 @@ void RegionDigests::writes_end(const void* owner, bool unknown) {
 void RegionDigests::forget_all() {
   entries_.clear();
   longest_ = 0;
+  freed_.clear();
+  longest_freed_ = 0;
 }
 
 }  // namespace lockstep::collectors

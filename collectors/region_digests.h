@@ -18,6 +18,13 @@
 // "fresh": an input inside it holds whatever the allocator left there (an output-only tensor,
 // passed to a kernel that will write it), so it is not hashed at all and its buffer says so.
 //
+// With LOCKSTEP_CARRY_FREED, a stream-ordered free keeps the digest of the whole allocation (the
+// region from its base to its end, as a kernel that wrote it through its base hashed it) aside,
+// and the next pool allocation of exactly that address and size takes it as a known region: the
+// bytes the pool hands back are the freed ones, so a kernel's new output tensor needs no hash
+// before the kernel writes it. Anything that may change that memory in between drops it: a write
+// seen over it, another allocation overlapping it, an unknown write (forget_all).
+//
 // Not thread-safe: the tracer holds its pending mutex around every call.
 #pragma once
 
@@ -59,6 +66,12 @@ class RegionDigests {
                 const void* stream, uint64_t digest, const void* owner);
   // A new allocation [base, base + bytes): fresh until something writes any of it.
   void allocated(uint64_t base, uint64_t bytes);
+  // A stream-ordered free of the allocation [base, end): its entries are dropped (written()),
+  // the one for exactly [base, end) kept aside for the next allocation of that range.
+  void freed_to_pool(uint64_t base, uint64_t end);
+  // A pool allocation [base, base + bytes): true when a free of exactly that range left its
+  // digest, which is now the region's entry; false otherwise (the caller goes on as before).
+  bool allocated_from_pool(uint64_t base, uint64_t bytes);
   // The digest of `slot`, which hashed the region starting at ptr, arrived.
   void arrived(uint64_t ptr, uint64_t slot, uint64_t digest);
   // Something wrote (or may have written) [ptr, end). alloc_base: the start of its allocation
@@ -74,6 +87,7 @@ class RegionDigests {
   void writes_end(const void* owner, bool unknown);
 
   size_t size() const { return entries_.size(); }
+  size_t freed_size() const { return freed_.size(); }
   // Above this many entries the oldest knowledge is dropped wholesale (a job that never reuses).
   static constexpr size_t kMaxEntries = 1u << 16;
 
@@ -87,6 +101,9 @@ class RegionDigests {
   // Nodes from a pool: an entry is made and dropped for about every region of every kernel.
   std::pmr::unsynchronized_pool_resource pool_;
   std::pmr::map<uint64_t, Entry> entries_{&pool_};  // by start address
+  std::pmr::map<uint64_t, Entry> freed_{&pool_};    // freed allocations' digests, by base
+  uint64_t longest_freed_ = 0;
+  void drop_freed(uint64_t ptr, uint64_t end);  // those overlapping [ptr, end)
   uint64_t longest_ = 0;  // the longest entry ever: bounds the overlap search
   struct WriteInProgress {
     const void* owner;

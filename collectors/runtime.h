@@ -312,7 +312,13 @@ class Tracer {
   void unknown_writes_begin();  // a write whose regions are not known: forget everything
   void writes_end(const void* owner, bool unknown);
   void region_written(uint64_t ptr, uint64_t end, uint64_t alloc_base);  // a free, an unmap
-  void region_allocated(uint64_t base, uint64_t bytes);  // fresh: inputs in it are not hashed
+  // A new allocation: fresh (inputs in it not hashed) with skip_unwritten; `from_pool` (a
+  // stream-ordered allocation) with carry_freed: the digest a free of the same range left.
+  void region_allocated(uint64_t base, uint64_t bytes, bool from_pool = false);
+  // A stream-ordered free of [base, end): its digests are forgotten; with carry_freed the
+  // whole allocation's digest, if known, waits for the next allocation of that range.
+  void region_freed_to_pool(uint64_t base, uint64_t end);
+  bool carries_freed() const { return carry_freed_; }
   // ---- learned read-only kernel pointers (pointer_roles.h), level full ------------------------
   bool learns_roles() const { return learn_roles_; }
   // ---- recalled fill digests (fill_digests.h), level full ------------------------------------
@@ -474,6 +480,7 @@ class Tracer {
   bool engine_failed_ = false;
   const bool reuse_digests_;   // config: reuse_digests at level full
   const bool skip_unwritten_;  // config: skip_unwritten, with reuse_digests_
+  const bool carry_freed_;     // config: carry_freed, with reuse_digests_
   const bool learn_roles_;     // config: learn_read_only at level full
   const bool recall_fills_;    // config: recall_fills at level full
   FillDigests fill_digests_;

@@ -36,6 +36,7 @@ Tracer::Tracer(const Config& config, std::unique_ptr<trace::TraceWriter> writer)
     : config_(config),
       reuse_digests_(config.reuse_digests && config.level == Level::Full),
       skip_unwritten_(reuse_digests_ && config.skip_unwritten),
+      carry_freed_(reuse_digests_ && config.carry_freed),
       learn_roles_(config.learn_read_only && config.level == Level::Full),
       recall_fills_(config.recall_fills && config.level == Level::Full) {
   if (!config.kernels.empty()) kernel_filter_.emplace(config.kernels, std::regex::ECMAScript);

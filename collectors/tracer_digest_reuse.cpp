@@ -51,11 +51,27 @@ void Tracer::region_recalled(const void* owner, const PlannedRegion& region, CUs
                            digest_stream_key(stream), digest, owner);
 }
 
-void Tracer::region_allocated(uint64_t base, uint64_t bytes) {
-  // Without skipping, nothing to note: the free before it forgot that memory's digests.
-  if (!skip_unwritten_) return;
+void Tracer::region_allocated(uint64_t base, uint64_t bytes, bool from_pool) {
+  // Without skipping or carrying, nothing to note: the free before it forgot that memory's
+  // digests.
+  const bool carry = carry_freed_ && from_pool;
+  if (!skip_unwritten_ && !carry) return;
   std::lock_guard lock(pending_mutex_);
-  region_digests_.allocated(base, bytes);
+  if (carry && region_digests_.allocated_from_pool(base, bytes)) {
+    stats.digests_carried.fetch_add(1, std::memory_order_relaxed);
+    stats.bytes_carried.fetch_add(bytes, std::memory_order_relaxed);
+    return;
+  }
+  if (skip_unwritten_) region_digests_.allocated(base, bytes);
+}
+
+void Tracer::region_freed_to_pool(uint64_t base, uint64_t end) {
+  if (!reuse_digests_) return;
+  std::lock_guard lock(pending_mutex_);
+  if (carry_freed_)
+    region_digests_.freed_to_pool(base, end);
+  else
+    region_digests_.written(base, end, base);
 }
 
 }  // namespace lockstep::collectors

@@ -436,10 +436,15 @@ bool Tracer::defer_free(CUdeviceptr ptr, uint64_t end, CUstream stream, bool per
 void Tracer::issue_frees(Deferred& deferred) {
   if (deferred.frees.empty()) return;
   if (reuse_digests_) {
-    // The deferred hashes just enqueued may have recorded digests of the freed memory.
+    // The deferred hashes just enqueued may have recorded digests of the freed memory (with
+    // carry_freed, the whole allocation's waits for the next allocation of its range).
     std::lock_guard lock(pending_mutex_);
-    for (const DeferredFree& free : deferred.frees)
-      region_digests_.written(free.ptr, free.end, free.ptr);
+    for (const DeferredFree& free : deferred.frees) {
+      if (carry_freed_)
+        region_digests_.freed_to_pool(free.ptr, free.end);
+      else
+        region_digests_.written(free.ptr, free.end, free.ptr);
+    }
   }
   const Driver& d = driver();
   ShimCallGuard guard;  // the shim's own calls

@@ -41,6 +41,10 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                     "bytes)",
                     digests_reused.load(), digests_awaited.load(), bytes_not_reread.load(),
                     digests_forgotten.load(), inputs_unwritten.load(), bytes_unwritten.load()));
+  if (parts.carry_freed)
+    lines.push_back(fmt::format("freed allocations whose digest went to the next allocation of "
+                                "the same range (LOCKSTEP_CARRY_FREED): {} ({} bytes)",
+                                digests_carried.load(), bytes_carried.load()));
   lines.push_back(
       fmt::format("kernel regions inside a larger region of their allocation hashed "
                   "at the same point (its digest taken): {} ({} bytes not read)",
@@ -123,7 +127,7 @@ void Tracer::report_at_close() {
       }
     }
     for (const std::string& line :
-         stats.debug_lines(total, {reuse_digests_, learn_roles_, recall_fills_}))
+         stats.debug_lines(total, {reuse_digests_, learn_roles_, recall_fills_, carry_freed_}))
       debug(line);
     debug("shim self time: " + self_time::report());
     // What the job's threads spent in the shim per step, steady state: the overhead of off,

@@ -74,6 +74,8 @@ struct TracerStats {
   std::atomic<uint64_t> digests_awaited{0};    // inputs filled from a digest in flight
   std::atomic<uint64_t> bytes_not_reread{0};   // their bytes
   std::atomic<uint64_t> digests_forgotten{0};  // unknown writes that dropped known digests
+  std::atomic<uint64_t> digests_carried{0};    // freed allocations' digests given to the next
+  std::atomic<uint64_t> bytes_carried{0};      // their bytes
   std::atomic<uint64_t> regions_enclosed{0};   // kernel regions given an enclosing region's digest
   std::atomic<uint64_t> bytes_enclosed{0};     // their own bytes (not read)
   std::atomic<uint64_t> inputs_unwritten{0};   // inputs in fresh allocations, not hashed
@@ -101,6 +103,7 @@ struct TracerStats {
     bool reuse_digests = false;
     bool learn_roles = false;
     bool recall_fills = false;
+    bool carry_freed = false;
   };
   // LOCKSTEP_DEBUG's lines, in order; `engines`: the hash engines' totals.
   std::vector<std::string> debug_lines(const hashing::EngineStats& engines,

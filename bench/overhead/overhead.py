@@ -73,6 +73,9 @@ EXTRA_MODES = {
     "full-noreuse": ("full", None, {"LOCKSTEP_REUSE_DIGESTS": "0"}),
     # Inputs in allocations nothing wrote yet not hashed (opt-in: see collectors/README.md).
     "full-skip": ("full", None, {"LOCKSTEP_SKIP_UNWRITTEN": "1"}),
+    # A freed pool allocation's digest given to the next allocation of its range (opt-in,
+    # experimental: collectors/README.md): new output tensors not hashed before their kernel.
+    "full-carry": ("full", None, {"LOCKSTEP_CARRY_FREED": "1"}),
     # Output hashes merged into the next call's launch only (no chained sets).
     "full-adjacent": ("full", None, {"LOCKSTEP_MERGE_HASHES": "adjacent"}),
     # Every kernel output hashed (no learned read-only pointers): what learning saves.

@@ -9,7 +9,8 @@
 #             profile per rank; MODES default "untraced-caching broad"
 # Modes: untraced (cudaMallocAsync, as full uses), untraced-caching (PyTorch's own allocator, as
 # broad keeps), broad, full, full-64B (every pointer region capped to 64 bytes: almost no
-# bytes, but more hash launches, a clamped region never being learned read-only), full-skip
+# bytes, but more hash launches, a clamped region never being learned read-only), full-carry
+# (LOCKSTEP_CARRY_FREED=1), full-skip
 # (LOCKSTEP_SKIP_UNWRITTEN=1), full-adjacent (LOCKSTEP_MERGE_HASHES=adjacent), full-nolearn
 # (LOCKSTEP_LEARN_READONLY=0), full-norecall (LOCKSTEP_RECALL_FILLS=0). Traced runs have
 # LOCKSTEP_DEBUG=1; their logs (the shim's counters) land in OUT too. Extra arguments go to the
@@ -47,6 +48,7 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
     full) ;;
     full-64B) extra=(LOCKSTEP_MAX_REGION=64) ;;
     full-skip) extra=(LOCKSTEP_SKIP_UNWRITTEN=1) ;;
+    full-carry) extra=(LOCKSTEP_CARRY_FREED=1) ;;
     full-adjacent) extra=(LOCKSTEP_MERGE_HASHES=adjacent) ;;
     full-nolearn) extra=(LOCKSTEP_LEARN_READONLY=0) ;;
     full-norecall) extra=(LOCKSTEP_RECALL_FILLS=0) ;;

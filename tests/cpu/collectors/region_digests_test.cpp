@@ -173,5 +173,55 @@ TEST(RegionDigests, ForgetAllAndTheSizeBound) {
   EXPECT_FALSE(d.find(kBase - 64, 64, kCtx, kStream));
 }
 
+// LOCKSTEP_CARRY_FREED: a free keeps the whole allocation's digest aside (one that was in
+// flight arrives there too); the next allocation of exactly that range takes it as its entry,
+// with find()'s stream rules. Another size, a write over the range, an overlapping allocation or
+// an unknown write drop it; a second call for the same free (a held-back one) keeps it.
+TEST(RegionDigests, AFreedAllocationsDigestGoesToTheNextAllocationOfItsRange) {
+  RegionDigests d;
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 7);
+  d.freed_to_pool(kBase, kBase + 4096);
+  EXPECT_FALSE(d.find(kBase, 4096, kCtx, kStream));  // freed: no region there now
+  d.arrived(kBase, 7, 0xbeef);                       // in flight when it was freed
+  d.freed_to_pool(kBase, kBase + 4096);              // the held-back free, made
+  EXPECT_EQ(d.freed_size(), 1u);
+  ASSERT_TRUE(d.allocated_from_pool(kBase, 4096));
+  auto known = d.find(kBase, 4096, kCtx, kOtherStream);
+  ASSERT_TRUE(known);
+  EXPECT_TRUE(known->arrived);
+  EXPECT_EQ(known->digest, 0xbeefu);
+  EXPECT_EQ(d.freed_size(), 0u);
+  EXPECT_FALSE(d.allocated_from_pool(kBase, 4096));  // taken once
+
+  // Only the whole allocation's region, and only for the same size.
+  d.forget_all();
+  d.hashed(kBase, 2048, kBase, kCtx, kStream, 8);
+  d.freed_to_pool(kBase, kBase + 4096);
+  EXPECT_EQ(d.freed_size(), 0u);
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 9);
+  d.freed_to_pool(kBase, kBase + 4096);
+  EXPECT_FALSE(d.allocated_from_pool(kBase, 2048));
+  EXPECT_EQ(d.freed_size(), 0u);  // the pool handed the range out otherwise: dropped
+
+  // Dropped by a write over it, an overlapping allocation, an unknown write.
+  for (int way = 0; way < 3; ++way) {
+    d.hashed(kBase, 4096, kBase, kCtx, kStream, 10 + way);
+    d.freed_to_pool(kBase, kBase + 4096);
+    ASSERT_EQ(d.freed_size(), 1u);
+    if (way == 0) d.written(kBase + 1024, kBase + 1032, kBase);
+    if (way == 1) EXPECT_FALSE(d.allocated_from_pool(kBase - 4096, 8192));
+    if (way == 2) d.forget_all();
+    EXPECT_EQ(d.freed_size(), 0u) << way;
+    EXPECT_FALSE(d.allocated_from_pool(kBase, 4096)) << way;
+  }
+  // In flight: only on the stream that hashes it, as any in-flight digest.
+  d.hashed(kBase, 4096, kBase, kCtx, kStream, 20);
+  d.freed_to_pool(kBase, kBase + 4096);
+  ASSERT_TRUE(d.allocated_from_pool(kBase, 4096));
+  EXPECT_FALSE(d.find(kBase, 4096, kCtx, kOtherStream));
+  ASSERT_TRUE(d.find(kBase, 4096, kCtx, kStream));
+  EXPECT_EQ(d.find(kBase, 4096, kCtx, kStream)->slot, 20u);
+}
+
 }  // namespace
 }  // namespace lockstep::collectors

@@ -466,12 +466,13 @@ class MergeTest : public RuntimeTest {
   // digests are off unless asked for: these tests count what merging alone launches.
   std::string run(const std::function<void(std::string*)>& body, bool merge = true,
                   bool reuse = false, std::string* stderr_text = nullptr,
-                  bool skip_unwritten = true) {
+                  bool skip_unwritten = true, bool carry_freed = false) {
     const fs::path log = dir_.string() + ".log";
     auto environment = env("full");
     environment["LOCKSTEP_MERGE_HASHES"] = merge ? merge_mode_ : "0";
     environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
     environment["LOCKSTEP_SKIP_UNWRITTEN"] = reuse && skip_unwritten ? "1" : "0";
+    environment["LOCKSTEP_CARRY_FREED"] = carry_freed ? "1" : "0";
     if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
     ChildResult child = run_child(
         environment,

@@ -558,6 +558,79 @@ TEST_F(MergeTest, FreesAndKernelsWithoutKnownPointersForgetDigests) {
             "S1 S1 S1 S1");
 }
 
+// With LOCKSTEP_CARRY_FREED=1 a stream-ordered free keeps the whole allocation's digest aside and
+// the next pool allocation of the same address and size takes it: the new tensor's input needs
+// no hash, so its kernel launches nothing of its own (chained). Held back behind the deferred
+// output hash or not, the same. A plain cudaFree (memory back to the driver), another size, or
+// a write over the freed range in between leave the input hashed again.
+TEST_F(MergeTest, AFreedAllocationsDigestGoesToTheNextAllocationOfItsRange) {
+  auto run_carry = [&](const std::function<void(std::string*)>& body, bool carry,
+                       std::string* err = nullptr) {
+    fs::remove_all(dir_);
+    return run(body, true, /*reuse=*/true, err, /*skip_unwritten=*/false, carry);
+  };
+  const auto freed_and_again = [](std::string* text) {
+    on_stream_alloc(kSecondBase, 1 << 20, kStreamS, false);
+    launch_on(kStreamS, kSecondBase);  // S1: in p2
+    stream_order_point();              // S1: out p2
+    *text = on_stream_free(kSecondBase, kStreamS, false) ? "taken " : "forwarded ";
+    on_stream_alloc(kSecondBase, 1 << 20, kStreamS, false);
+    launch_on(kStreamS, kSecondBase);  // carried: nothing; else S1: in p2
+    stream_order_point();              // S1: out p2
+    *text += hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run_carry(freed_and_again, true, &err), "forwarded S1 S1 S1");
+  expect_kernel_fingerprints(2);
+  EXPECT_NE(err.find("freed allocations whose digest went to the next allocation of the same "
+                     "range (LOCKSTEP_CARRY_FREED): 1 (1048576 bytes)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_carry(freed_and_again, false), "forwarded S1 S1 S1 S1");
+  expect_kernel_fingerprints(2);
+  // Held back behind the deferred output hash: kept when the job frees, and again once the
+  // held-back free is made.
+  EXPECT_EQ(run_carry(
+                [](std::string* text) {
+                  on_stream_alloc(kSecondBase, 1 << 20, kStreamS, false);
+                  launch_on(kStreamS, kSecondBase);  // S1: in p2
+                  *text = on_stream_free(kSecondBase, kStreamS, false) ? "taken " : "forwarded ";
+                  stream_order_point();  // S1: out p2, then the free
+                  on_stream_alloc(kSecondBase, 1 << 20, kStreamS, false);
+                  launch_on(kStreamS, kSecondBase);  // carried: nothing
+                  stream_order_point();              // S1
+                  *text += hash_launches();
+                },
+                true),
+            "taken S1 S1 free@S S1");
+  expect_kernel_fingerprints(2);
+  // Not carried: memory back to the driver, a smaller allocation at the same address, a write
+  // over the freed range before it comes back.
+  EXPECT_EQ(run_carry(
+                [](std::string* text) {
+                  on_alloc(kSecondBase, 1 << 20);
+                  launch_on(kStreamS, kSecondBase);  // S1: in p2
+                  stream_order_point();              // S1: out p2
+                  on_free(kSecondBase);
+                  on_stream_alloc(kSecondBase, 1 << 20, kStreamS, false);
+                  launch_on(kStreamS, kSecondBase);  // S1: in p2, hashed again
+                  stream_order_point();              // S1
+                  on_stream_free(kSecondBase, kStreamS, false);
+                  on_stream_alloc(kSecondBase, 1 << 19, kStreamS, false);
+                  launch_on(kStreamS, kSecondBase);  // S1: another size, hashed again
+                  stream_order_point();              // S1
+                  on_stream_free(kSecondBase, kStreamS, false);
+                  on_stream_alloc(kSecondBase - (1 << 20), 2 << 20, kStreamS, false);
+                  on_stream_free(kSecondBase - (1 << 20), kStreamS, false);  // overlapped
+                  on_stream_alloc(kSecondBase, 1 << 19, kStreamS, false);
+                  launch_on(kStreamS, kSecondBase);  // S1: hashed again
+                  stream_order_point();              // S1
+                  *text = hash_launches();
+                },
+                true),
+            "S1 S1 S1 S1 S1 S1 S1 S1");
+}
+
 // A device-to-host copy of the whole second allocation (its source is an input only).
 MemoryOp read_back(CUstream stream, void* host) {
   MemoryOp copy;
