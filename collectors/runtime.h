@@ -412,6 +412,9 @@ class Tracer {
   // deferred_mutex_ held: whether writes through `writes` may reach what the set still reads.
   bool reaches_deferred_locked(const std::vector<PlannedRegion>& writes) const;
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
+  // A stream-ordered free's digests forgotten; with carry_freed the whole allocation's kept
+  // aside (region_digests.h). pending_mutex_ held.
+  void freed_to_pool_locked(uint64_t base, uint64_t end);
   bool take_deferred(Deferred* out);
   void issue_deferred(Deferred& deferred);  // enqueue alone, then drop its reference
   // stream_ordinal's path for a stream other than the thread's last one (noinline: the

@@ -68,6 +68,10 @@ void Tracer::region_allocated(uint64_t base, uint64_t bytes, bool from_pool) {
 void Tracer::region_freed_to_pool(uint64_t base, uint64_t end) {
   if (!reuse_digests_) return;
   std::lock_guard lock(pending_mutex_);
+  freed_to_pool_locked(base, end);
+}
+
+void Tracer::freed_to_pool_locked(uint64_t base, uint64_t end) {
   if (carry_freed_)
     region_digests_.freed_to_pool(base, end);
   else

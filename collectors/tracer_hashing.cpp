@@ -439,12 +439,7 @@ void Tracer::issue_frees(Deferred& deferred) {
     // The deferred hashes just enqueued may have recorded digests of the freed memory (with
     // carry_freed, the whole allocation's waits for the next allocation of its range).
     std::lock_guard lock(pending_mutex_);
-    for (const DeferredFree& free : deferred.frees) {
-      if (carry_freed_)
-        region_digests_.freed_to_pool(free.ptr, free.end);
-      else
-        region_digests_.written(free.ptr, free.end, free.ptr);
-    }
+    for (const DeferredFree& free : deferred.frees) freed_to_pool_locked(free.ptr, free.end);
   }
   const Driver& d = driver();
   ShimCallGuard guard;  // the shim's own calls
