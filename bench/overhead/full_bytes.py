@@ -165,11 +165,14 @@ def main(argv=None):
     if not os.path.exists(args.trace):
         print(f"full_bytes.py: {args.trace}: no such trace", file=sys.stderr)
         return 2
-    show = subprocess.Popen([cli, "show", args.trace], stdout=subprocess.PIPE, text=True)
+    # show's own error (one line) is read after its records: it writes nothing else there.
+    show = subprocess.Popen([cli, "show", args.trace], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     result = analyse(show.stdout, step=args.step)
+    problem = show.stderr.read().strip().splitlines()
     if show.wait() != 0:
-        print(f"full_bytes.py: {args.trace}: lockstep show failed (exit {show.returncode})",
-              file=sys.stderr)
+        print(f"full_bytes.py: {args.trace}: lockstep show failed (exit {show.returncode})"
+              + (f": {problem[-1]}" if problem else ""), file=sys.stderr)
         return 2
     print(report(result, args.top))
     if args.json:

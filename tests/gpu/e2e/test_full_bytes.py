@@ -124,6 +124,19 @@ class OverASampleTrace(unittest.TestCase):
         self.assertEqual(run.returncode, 2)
         self.assertIn("/nonexistent/trace", run.stderr)
 
+    def test_a_corrupt_trace_exits_2_with_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "host-pid-1.lstrace"), "wb") as f:
+                f.write(b"LSTR not a trace at all" * 8)
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "overhead",
+                                                               "full_bytes.py"),
+                                  tmp, "--lockstep", os.environ["LOCKSTEP_CLI"]],
+                                 capture_output=True, text=True)
+        self.assertEqual(run.returncode, 2)
+        self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+        self.assertIn("lockstep show failed", run.stderr)
+        self.assertEqual(run.stdout, "")
+
 
 if __name__ == "__main__":
     unittest.main()
