@@ -56,7 +56,8 @@ class Replay:
         for role, size, fp, flags, ordinal, offset in buffers:
             if role != "in":
                 continue
-            if fp in ("unwritten", "dropped") or "enclosing" in flags:
+            # No value ("-"): recorded, not hashed (a GEMM's C under beta 0, a captured call).
+            if fp in ("unwritten", "dropped", "-") or "enclosing" in flags:
                 tally["in not read"] += size
                 continue
             region = (offset, size)
@@ -80,7 +81,7 @@ class Replay:
                 if "read-only" in flags:
                     tally["out read-only"] += size
                 continue
-            if fp == "dropped":
+            if fp in ("dropped", "-"):
                 continue
             tally["out recalled" if "recalled" in flags else "out hashed"] += size
             self.known[ordinal].add((offset, size))

@@ -23,11 +23,13 @@ SAMPLE = os.path.join(ROOT, "examples", "traces", "cuda-det-full-1")
 
 
 def line(step, kind, name, *buffers):
-    """A `lockstep show` line: buffers as (role, bytes, ordinal, offset[, flags])."""
+    """A `lockstep show` line: buffers as (role, bytes, ordinal, offset[, flags]); the flag
+    "unwritten" prints as the fingerprint, "unhashed" prints "-" there (no value)."""
     text = f"r0 step {step} seq 1 stream 2 thread 1 {kind} {name} grid_x=1"
     for role, size, ordinal, offset, *flags in buffers:
-        fp = "unwritten" if "unwritten" in flags else "0123456789abcdef"
-        extra = "".join(" " + f for f in flags if f != "unwritten")
+        fp = ("unwritten" if "unwritten" in flags else "-" if "unhashed" in flags
+              else "0123456789abcdef")
+        extra = "".join(" " + f for f in flags if f not in ("unwritten", "unhashed"))
         text += f" | {role} arg0 bytes {size}B {fp}{extra} @{ordinal}+{offset}"
     return text + "\n"
 
@@ -74,6 +76,17 @@ class ReplayOfDigestReuse(unittest.TestCase):
         self.assertEqual(t["in not read"], 48)
         self.assertEqual(t["out read-only"], 8)
         self.assertEqual(t["in afresh new"], 8)  # a read-only input is still hashed before
+        self.assertEqual(t["out hashed"], 0)
+
+    def test_an_entry_without_a_value_was_not_read(self):
+        # A GEMM's C under beta 0 is recorded by shape with no fingerprint ("-"): its bytes
+        # were not read; an output with no value was not hashed, and is no digest to reuse.
+        r = self.tally([line(0, "gemm", "g", ("in", 64, 1, 0), ("in", 32, 2, 0, "unhashed"),
+                             ("out", 32, 2, 0, "unhashed")),
+                        line(0, "kernel", "k", ("in", 32, 2, 0))])
+        t = r["total"]
+        self.assertEqual(t["in not read"], 32)
+        self.assertEqual(t["in afresh new"], 64 + 32)  # k's input: nothing hashed there yet
         self.assertEqual(t["out hashed"], 0)
 
     def test_a_recalled_fill_is_reusable_as_the_next_input(self):
