@@ -75,10 +75,14 @@ bool RegionDigests::allocated_from_pool(uint64_t base, uint64_t bytes) {
 
 void RegionDigests::drop_freed(uint64_t ptr, uint64_t end) {
   if (freed_.empty() || end <= ptr) return;
-  auto it = freed_.lower_bound(ptr >= longest_freed_ ? ptr - longest_freed_ + 1 : 0);
-  while (it != freed_.end() && it->first < end) {
+  erase_overlapping(freed_, ptr >= longest_freed_ ? ptr - longest_freed_ + 1 : 0, ptr, end);
+}
+
+void RegionDigests::erase_overlapping(Entries& map, uint64_t from, uint64_t ptr, uint64_t end) {
+  auto it = map.lower_bound(from);
+  while (it != map.end() && it->first < end) {
     if (it->first + it->second.bytes > ptr)
-      it = freed_.erase(it);
+      it = map.erase(it);
     else
       ++it;
   }
@@ -146,14 +150,7 @@ void RegionDigests::written(uint64_t ptr, uint64_t end, uint64_t alloc_base) {
   // An entry overlapping [ptr, end) starts before end and less than `longest_` before ptr,
   // and not before the allocation both lie in.
   uint64_t from = ptr >= longest_ ? ptr - longest_ + 1 : 0;
-  from = std::max(from, alloc_base);
-  auto it = entries_.lower_bound(from);
-  while (it != entries_.end() && it->first < end) {
-    if (it->first + it->second.bytes > ptr)
-      it = entries_.erase(it);
-    else
-      ++it;
-  }
+  erase_overlapping(entries_, std::max(from, alloc_base), ptr, end);
 }
 
 void RegionDigests::write_begins(const void* owner, uint64_t ptr, uint64_t end) {

@@ -100,11 +100,15 @@ class RegionDigests {
   };
   // Nodes from a pool: an entry is made and dropped for about every region of every kernel.
   std::pmr::unsynchronized_pool_resource pool_;
-  std::pmr::map<uint64_t, Entry> entries_{&pool_};  // by start address
-  std::pmr::map<uint64_t, Entry> freed_{&pool_};    // freed allocations' digests, by base
+  using Entries = std::pmr::map<uint64_t, Entry>;
+  Entries entries_{&pool_};  // by start address
+  Entries freed_{&pool_};    // freed allocations' digests, by base
   uint64_t longest_freed_ = 0;
   void drop_freed(uint64_t ptr, uint64_t end);  // those overlapping [ptr, end)
   uint64_t longest_ = 0;  // the longest entry ever: bounds the overlap search
+  // Erases the entries of `map` that overlap [ptr, end), looking from `from` on (an entry
+  // overlapping it starts before end and less than its map's longest entry before ptr).
+  static void erase_overlapping(Entries& map, uint64_t from, uint64_t ptr, uint64_t end);
   struct WriteInProgress {
     const void* owner;
     uint64_t ptr, end;

@@ -318,7 +318,6 @@ class Tracer {
   // A stream-ordered free of [base, end): its digests are forgotten; with carry_freed the
   // whole allocation's digest, if known, waits for the next allocation of that range.
   void region_freed_to_pool(uint64_t base, uint64_t end);
-  bool carries_freed() const { return carry_freed_; }
   // ---- learned read-only kernel pointers (pointer_roles.h), level full ------------------------
   bool learns_roles() const { return learn_roles_; }
   // ---- recalled fill digests (fill_digests.h), level full ------------------------------------
