@@ -8,7 +8,11 @@
 // (the floor), the read-only reduction of 4 KiB, cuStreamIsCapturing alone, the shipped compact
 // kernel launched directly, HashEngine::enqueue of 1, 2 and 77 regions (the state call's), and
 // the full-level pattern (a small job kernel followed by a 2-region hash launch) beside the job
-// kernel alone.
+// kernel alone. Then what a hashing kernel resident on the GPU would cost the launching thread
+// instead of a launch per hashed set (docs/performance.md, "Full"): a stream memory operation
+// that signals it (cuStreamWriteValue32), one that holds the job's stream until it is done
+// (cuStreamWaitValue32, here already met), an event record for comparison, and the job kernel
+// with a signal and a wait beside the job kernel with a hash launch.
 // Usage: launch_floor [iterations]
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -134,6 +138,18 @@ int main(int argc, char** argv) {
     if (!engine->enqueue(cu_stream, r, regions, nullptr))
       std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
   };
+  // A flag word for the stream memory operations (device memory; the wait is always met).
+  CUdeviceptr flag = 0;
+  BENCH_CHECK(cuMemAlloc(&flag, 64));
+  BENCH_CHECK(cuMemsetD8(flag, 0, 64));
+  cudaEvent_t marker;
+  BENCH_CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
+  auto write_value = [&](long i) {
+    BENCH_CHECK(cuStreamWriteValue32(cu_stream, flag, cuuint32_t(i), CU_STREAM_WRITE_VALUE_DEFAULT));
+  };
+  auto wait_value = [&] {
+    BENCH_CHECK(cuStreamWaitValue32(cu_stream, flag + 4, 0, CU_STREAM_WAIT_VALUE_GEQ));
+  };
   float* x = reinterpret_cast<float*>(pool);
   float* y = reinterpret_cast<float*>(pool + 8192);
 
@@ -182,6 +198,15 @@ int main(int argc, char** argv) {
        [&](long i) {
          axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
          enqueue(i, 2);
+       }},
+      {"cuStreamWriteValue32", [&](long i) { write_value(i); }},
+      {"cuStreamWaitValue32 (met)", [&](long) { wait_value(); }},
+      {"cuEventRecord", [&](long) { BENCH_CHECK(cudaEventRecord(marker, stream)); }},
+      {"job kernel + write value + wait value",
+       [&](long i) {
+         axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
+         write_value(i);
+         wait_value();
        }},
   };
   using clock = std::chrono::steady_clock;
