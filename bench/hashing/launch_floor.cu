@@ -11,8 +11,10 @@
 // kernel alone. Then what a hashing kernel resident on the GPU would cost the launching thread
 // instead of a launch per hashed set (docs/performance.md, "Full"): a stream memory operation
 // that signals it (cuStreamWriteValue32), one that holds the job's stream until it is done
-// (cuStreamWaitValue32, here already met), an event record for comparison, and the job kernel
-// with a signal and a wait beside the job kernel with a hash launch.
+// (cuStreamWaitValue32, here already met), and the job kernel with a signal and a wait beside the
+// job kernel with a hash launch; and what hashing on a side stream would cost it: an event record,
+// a wait on an event (cuStreamWaitEvent), and the job kernel with an event recorded after it and a
+// wait on the side stream's event (the side stream's own launch is another thread's time).
 // Usage: launch_floor [iterations]
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -142,8 +144,12 @@ int main(int argc, char** argv) {
   CUdeviceptr flag = 0;
   BENCH_CHECK(cuMemAlloc(&flag, 64));
   BENCH_CHECK(cuMemsetD8(flag, 0, 64));
-  cudaEvent_t marker;
+  cudaEvent_t marker, side_done;
   BENCH_CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
+  BENCH_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
+  cudaStream_t side;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaEventRecord(side_done, side));  // a recorded event for the waits to name
   auto write_value = [&](long i) {
     BENCH_CHECK(cuStreamWriteValue32(cu_stream, flag, cuuint32_t(i), CU_STREAM_WRITE_VALUE_DEFAULT));
   };
@@ -202,6 +208,13 @@ int main(int argc, char** argv) {
       {"cuStreamWriteValue32", [&](long i) { write_value(i); }},
       {"cuStreamWaitValue32 (met)", [&](long) { wait_value(); }},
       {"cuEventRecord", [&](long) { BENCH_CHECK(cudaEventRecord(marker, stream)); }},
+      {"cuStreamWaitEvent", [&](long) { BENCH_CHECK(cudaStreamWaitEvent(stream, side_done, 0)); }},
+      {"job kernel + event record + wait event",
+       [&](long) {
+         axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
+         BENCH_CHECK(cudaEventRecord(marker, stream));
+         BENCH_CHECK(cudaStreamWaitEvent(stream, side_done, 0));
+       }},
       {"job kernel + write value + wait value",
        [&](long i) {
          axpy_small<<<4, 256, 0, stream>>>(x, y, 1024);
