@@ -1,9 +1,11 @@
 """Group c: the hashing benchmark. One table from one run: LSF1, a read-only u64 sum and
 torch.hash_tensor on the same data (bench/hashing/run_bench.py drives hash_bench and times torch
-in the same process); its targets are judged there and read here from its JSON."""
+in the same process); its targets are judged there and read here from its JSON. Then the
+hashing diagnostics, one row each (bench/hashing/diagnostics.py)."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -52,3 +54,37 @@ def test_c_hash_bench_meets_its_targets(gs, row):
                      f"(README, Known limits), e.g. {known[0]}; {figure}"[:200], numbers)
     else:
         row("FAIL", f"rc {run.rc}: {missed or run.last_err()}", numbers)
+
+
+# ---- the diagnostics (bench/hashing/diagnostics.py reads their outputs) -------------------------
+# Shown, not judged against targets: launch_floor's pieces of a hash launch beside stream memory
+# operations and events, the shipped kernels timed directly, grid shapes, mid-sized regions. Each
+# row fails when its program did not end, printed fewer cases than it has, or computed a digest
+# that differs from the host's.
+sys.path.insert(0, os.path.join(gpu_suite.ROOT, "bench", "hashing"))
+import diagnostics  # noqa: E402
+
+DIAGNOSTICS = {
+    # row: (program, arguments after it (BUILD substituted), seconds, reader)
+    "launch floor": ("launch_floor", ["2000"], 90, diagnostics.launch_floor_row),
+    "hash variants": ("hash_variants", ["BUILD/hashing/hash_kernels.fatbin"], 120,
+                      diagnostics.hash_variants_row),
+    "grid variants": ("grid_variants", [], 120, diagnostics.grid_variants_row),
+    "midsize bench": ("midsize_bench", ["2048"], 90, diagnostics.midsize_row),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(DIAGNOSTICS))
+@pytest.mark.row("{name}")
+def test_c_hashing_diagnostic_runs_and_its_digests_equal_the_hosts(gs, row, name):
+    program, args, seconds, read = DIAGNOSTICS[name]
+    path = os.path.join(gs.config.build, "bench", "hashing", program)
+    if not os.access(path, os.X_OK):
+        row.skip(f"no {path}")
+    row.need(seconds)
+    run = gs.untraced(program, seconds, [path] + [a.replace("BUILD", gs.config.build) for a in args])
+    result, figure, numbers = read(run.text(), run.rc)
+    if result == "FAIL" and run.last_err():
+        figure = f"{figure}; {run.last_err()}"
+    row(result, figure[:200], numbers)
