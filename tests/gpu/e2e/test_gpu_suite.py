@@ -90,6 +90,10 @@ class RunShTest(unittest.TestCase):
                   "examples/cuda/lockstep_example_cuda": "lockstep_example_cuda",
                   "tests/gpu/hashing/gtest_gpu_hashing": "gtest_gpu_hashing",
                   "bench/hashing/hash_bench": "hash_bench",
+                  "bench/hashing/launch_floor": "hash_diagnostic",
+                  "bench/hashing/hash_variants": "hash_diagnostic",
+                  "bench/hashing/grid_variants": "hash_diagnostic",
+                  "bench/hashing/midsize_bench": "hash_diagnostic",
                   "bench/collectors/gpu_launch_bench": "gpu_launch_bench",
                   "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
         for dest, src in layout.items():
@@ -329,6 +333,24 @@ class RunShTest(unittest.TestCase):
         _, doc = self.results(out)
         self.assertEqual(doc["rows"][0]["numbers"]["batch_1000x4KiB_us"], 11.0)
         self.assertEqual(doc["rows"][0]["numbers"]["mixed"][0]["regions"], 12)
+
+    def test_hashing_diagnostics_are_one_row_each_and_a_digest_mismatch_fails(self):
+        proc, rows, out = self.run_script("c")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        for name in ("launch floor", "hash variants", "grid variants", "midsize bench"):
+            self.assertEqual(rows.get(name), "PASS", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            table = f.read()
+        self.assertRegex(table, r"launch floor +PASS +host us: hash launch 3\.10")
+        self.assertRegex(table, r"midsize bench +PASS +bulk kernel, % of a read-only sum's time: "
+                                r"1 MiB 80%")
+        _, doc = self.results(out)
+        floor = next(r for r in doc["rows"] if r["check"] == "launch floor")
+        self.assertEqual(floor["numbers"]["engine"]["launches"], 48800)
+        proc, rows, _ = self.run_script("c", FAKE_GRID_MISMATCH="1")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertEqual(rows.get("grid variants"), "FAIL", rows)
+        self.assertEqual(rows.get("hash variants"), "PASS", rows)
 
     def test_hash_bench_over_a_target_fails_and_names_it(self):
         proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.3")

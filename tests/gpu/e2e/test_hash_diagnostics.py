@@ -1,23 +1,26 @@
-"""diagnostics.py's rows: a run that ended with every digest equal passes, anything else fails.
+"""bench/hashing/diagnostics.py's rows (GPU suite group c): a run that ended with every digest
+equal passes, anything else fails.
 
-testdata/launch_floor-97d104e-h100.txt is launch_floor's real output on an H100 (2026-12-06,
+launch_floor-97d104e-h100.txt (here) is launch_floor's real output on an H100 (2026-12-06,
 results/overhead/2026-12-06T0415Z-97d104e-launch-floor-memops-h100.json), from the build before
 the side-stream cases were added; the variants' tables are written here in their programs'
 formats (grid_variants.cu, hash_variants.cu, midsize_bench.cu print them).
 
-  python3 -m unittest -v test_diagnostics      (in bench/hashing; ctest: hash_diagnostics_rows)
+  python3 -m unittest -v test_hash_diagnostics      (in tests/gpu/e2e; ctest: hash_diagnostics_rows)
 """
 
 import os
+import sys
 import unittest
 
-import diagnostics
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench", "hashing"))
+import diagnostics  # noqa: E402
 
 
 def launch_floor_output():
-    with open(os.path.join(HERE, "testdata", "launch_floor-97d104e-h100.txt")) as f:
+    with open(os.path.join(HERE, "launch_floor-97d104e-h100.txt")) as f:
         return f.read()
 
 
