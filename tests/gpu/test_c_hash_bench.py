@@ -11,6 +11,9 @@ import pytest
 
 import gpu_suite
 
+sys.path.insert(0, os.path.join(gpu_suite.ROOT, "bench", "hashing"))
+import diagnostics  # noqa: E402  (bench/hashing: reads the diagnostics' outputs)
+
 
 @pytest.mark.gpu
 @pytest.mark.row("hash bench")
@@ -61,9 +64,6 @@ def test_c_hash_bench_meets_its_targets(gs, row):
 # operations and events, the shipped kernels timed directly, grid shapes, mid-sized regions. Each
 # row fails when its program did not end, printed fewer cases than it has, or computed a digest
 # that differs from the host's.
-sys.path.insert(0, os.path.join(gpu_suite.ROOT, "bench", "hashing"))
-import diagnostics  # noqa: E402
-
 DIAGNOSTICS = {
     # row: (program, arguments after it (BUILD substituted), seconds, reader)
     "launch floor": ("launch_floor", ["2000"], 90, diagnostics.launch_floor_row),
