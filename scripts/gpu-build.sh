@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(lockstep_shim lockstep-cli lockstep_example_cuda collectors_gpu_tests hashing_gpu_tests
          interpose_gpu_test lockstep_testshim hash_bench gpu_launch_bench launch_cost_bench
-         hash_variants launch_floor midsize_bench grid_variants lockstep_python)
+         hash_variants launch_floor midsize_bench grid_variants side_stream_bench lockstep_python)
 # GPU_BUILD_DIR: build there instead (build/, already configured with CUDA, saves a second full
 # build); only what the GPU suite runs is staged: CPU tests, fuzzers and test data stay behind.
 dir=${GPU_BUILD_DIR:-build-gpu}
