@@ -1,18 +1,21 @@
 """The hashing diagnostics' outputs read as rows of the GPU suite (group c, tests/gpu).
 
-hash_bench (run_bench.py) is the benchmark with targets; these four look inside it, and until
-they ran in the suite their figures lived only in hand-run logs:
+hash_bench (run_bench.py) is the benchmark with targets; these look inside it, and until they
+ran in the suite their figures lived only in hand-run logs:
   launch_floor    what a small hash launch costs the launching thread and the GPU, piece by
                   piece, beside stream memory operations and events (issue #34: fewer driver calls
                   per hashed set than one launch)
   hash_variants   the shipped bulk and compact kernels timed directly, digests checked
   grid_variants   grid shapes and loads in flight from 4 KiB to 64 MiB, digests checked
   midsize_bench   the bulk kernel on a training job's tensor sizes (1-256 MiB) beside a sum
+  side_stream_bench  hashing on a side stream launched by a helper thread against the hash launch
+                  on the job's stream: the job thread's time, the wall time, equal digests
 
 Each parser takes the program's stdout and gives (result, figure, numbers): PASS when the program
 ran to its end with every digest it checked equal to the host's, FAIL otherwise (a MISMATCH, a
 missing case, a failed launch); the figures are shown, not judged (the benchmark's targets are
-run_bench.py's). Pure functions: bench/hashing/test_diagnostics.py runs them on real outputs.
+run_bench.py's). Pure functions: tests/gpu/e2e/test_hash_diagnostics.py runs them (ctest
+hash_diagnostics_rows).
 """
 
 import re
@@ -173,3 +176,80 @@ def midsize_row(text, rc):
     pct = {int(r["mib"]): 100 * r["reduce_us"] / r["capped_us"] for r in rows}
     return "PASS", ("bulk kernel, % of a read-only sum's time: "
                     + ", ".join(f"{m} MiB {pct[m]:.0f}%" for m in (1, 16, 64, 256))), numbers
+
+
+# side_stream_bench (issue #34): the job thread's time and the wall time per iteration of a job
+# kernel whose output is hashed on the job's stream, or on a side stream by a helper thread.
+SIDE_STREAM_WORKLOADS = ("axpy 4 KiB", "axpy 16 MiB", "compute 4 MiB")
+SIDE_STREAM_BUFFERS = (1, 4)
+SIDE_STREAM_MODES = ("untraced", "in-stream", "side-stream", "side-batched")
+_SIDE_ROW = re.compile(
+    r"^(" + "|".join(map(re.escape, SIDE_STREAM_WORKLOADS)) + r")\s+(\d+)\s+("
+    + "|".join(SIDE_STREAM_MODES) + r")\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+"
+    r"([0-9.]+)\s+(\S.*)$")
+_SIDE_END = re.compile(
+    r"^engine launches (\d+) failures (\d+) overflows (\d+); digest mismatches (\d+)$")
+
+
+def parse_side_stream(text):
+    """(rows, end): rows {(workload, buffers, mode): {host_us, wall_us, host_x, wall_x, launches,
+    digests}}; end {launches, failures, overflows, mismatches} or None (the program did not end)."""
+    rows, end = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        m = _SIDE_END.match(line)
+        if m:
+            end = dict(zip(("launches", "failures", "overflows", "mismatches"),
+                           map(int, m.groups())))
+            continue
+        m = _SIDE_ROW.match(line)
+        if m:
+            workload, buffers, mode, *figures, digests = m.groups()
+            rows[(workload, int(buffers), mode)] = dict(
+                zip(("host_us", "wall_us", "host_x", "wall_x", "launches"), map(float, figures)),
+                digests=digests)
+    return rows, end
+
+
+def side_stream_row(text, rc):
+    """PASS when every workload, buffer count and mode printed, the engine never failed, and the
+    side stream's digests equal the job stream's iteration by iteration (else a kernel overwrote
+    bytes before their hash read them: the ordering rule is unsound). The figure: with 4 buffers,
+    what each way adds to the job thread's time on the launch-bound workload and to the wall time
+    on the compute-bound one; and in place (1 buffer), where every kernel waits on a hash."""
+    rows, end = parse_side_stream(text)
+    numbers = {"rows": {" / ".join(map(str, k)): v for k, v in rows.items()}, "end": end}
+    if end is None:
+        return "FAIL", f"rc {rc}: no closing engine line", numbers
+    if end["mismatches"]:
+        bad = next((k for k, v in rows.items() if v["digests"].endswith("differ")), None)
+        return ("FAIL", f"{end['mismatches']} side-stream digest(s) differ from the job stream's"
+                        + (f", e.g. {bad[0]}, {bad[1]} buffer(s), {bad[2]}" if bad else ""),
+                numbers)
+    if rc != 0:
+        return "FAIL", f"rc {rc}", numbers
+    missing = [(w, b, m) for w in SIDE_STREAM_WORKLOADS for b in SIDE_STREAM_BUFFERS
+               for m in SIDE_STREAM_MODES if (w, b, m) not in rows]
+    if missing:
+        return "FAIL", f"{len(missing)} case(s) missing, e.g. {' / '.join(map(str, missing[0]))}", \
+            numbers
+    if end["failures"] or end["overflows"]:
+        return ("FAIL", f"engine: {end['failures']} failed launches, {end['overflows']} overflows",
+                numbers)
+
+    def over(workload, buffers, mode):  # the job thread's us over untraced
+        return rows[(workload, buffers, mode)]["host_us"] - rows[(workload, buffers,
+                                                                    "untraced")]["host_us"]
+
+    def wall(workload, buffers, mode):
+        return rows[(workload, buffers, mode)]["wall_x"]
+
+    small, gemm = "axpy 4 KiB", "compute 4 MiB"
+    figure = (f"job thread +us (4 KiB): in-stream {over(small, 4, 'in-stream'):.2f}, side "
+              f"{over(small, 4, 'side-stream'):.2f}, batched {over(small, 4, 'side-batched'):.2f}"
+              f" ({rows[(small, 4, 'side-batched')]['launches']:.2f} launches); wall x (compute):"
+              f" {wall(gemm, 4, 'in-stream'):.3f}, {wall(gemm, 4, 'side-stream'):.3f}, "
+              f"{wall(gemm, 4, 'side-batched'):.3f}; in place +us: "
+              f"{over(small, 1, 'in-stream'):.2f}, {over(small, 1, 'side-stream'):.2f}, "
+              f"{over(small, 1, 'side-batched'):.2f}; digests equal")
+    return "PASS", figure, numbers

@@ -9,7 +9,10 @@
 //                shim's way: the next kernel is ordered after the hash by the stream)
 //   side-stream  the job kernel, then an event recorded after it on the job's stream; a helper
 //                thread makes a side stream wait on that event, enqueues the hash there and
-//                records a "hashed" event. Before a job kernel writes a buffer whose previous
+//                records a "hashed" event.
+//   side-batched the same, but the helper takes every post waiting when it looks: one wait on
+//                the newest event, one launch for all their regions (fewer driver calls when
+//                the job thread outpaces it). Before a job kernel writes a buffer whose previous
 //                hash may not have run, the job's stream waits on that hash's event (the rule
 //                a shim would need: no writer overtakes the hash of what it overwrites).
 // Workloads: a 4 KiB axpy (launch-bound: the host's time is the step), a 16 MiB copy-like
@@ -17,8 +20,8 @@
 // memory-bound hash could run beside it); each with the output written in place (one buffer:
 // every kernel waits on the previous hash) and rotating over 4 buffers.
 // Figures per iteration: host_us (the job thread's own time to issue it, which is what the
-// launching thread pays), wall_us (issue to both streams done: what a step pays), and the
-// digests: the side stream's must equal the in-stream ones iteration by iteration (else it read
+// launching thread pays), wall_us (issue to both streams done: what a step pays), launches
+// (hash launches per iteration), and the digests: the side stream's must equal the in-stream ones iteration by iteration (else it read
 // bytes a later kernel had overwritten, and the scheme is unsound). Exit 1 on any mismatch.
 // Usage: side_stream_bench [iterations]
 #include <cuda.h>
@@ -70,9 +73,12 @@ struct Workload {
   int rounds;  // 0: axpy
 };
 
-enum class Mode { Untraced, InStream, SideStream };
+enum class Mode { Untraced, InStream, SideStream, SideBatched };
 const char* mode_name(Mode m) {
-  return m == Mode::Untraced ? "untraced" : m == Mode::InStream ? "in-stream" : "side-stream";
+  return m == Mode::Untraced     ? "untraced"
+         : m == Mode::InStream   ? "in-stream"
+         : m == Mode::SideStream ? "side-stream"
+                                 : "side-batched";
 }
 
 // What the job thread hands the helper: one iteration's hash.
@@ -93,60 +99,80 @@ struct Harness {
   std::atomic<long> posted{0}, consumed{0}, recorded{0};
   std::atomic<bool> stop{false};
   std::vector<uint64_t> first_slot;  // per iteration: the hash's slot (its digest's key)
+  std::vector<int> hashed_by;        // per iteration: the hashed event after its hash
+  bool batch = false;                // the helper merges every post waiting into one launch
 };
 
+// The helper: for each post (or, batching, every post waiting when it looks), the side stream
+// waits on the newest written event among them (events on one stream are ordered), one hash
+// launch reads them all, and a hashed event follows it.
 void helper_loop(Harness* h) {
   BENCH_CHECK(cudaSetDevice(0));
   const CUstream side = reinterpret_cast<CUstream>(h->side);
-  long next = 0;
+  std::vector<Region> regions;
+  long next = 0, batches = 0;
   while (true) {
-    if (h->posted.load(std::memory_order_acquire) == next) {
+    const long posted = h->posted.load(std::memory_order_acquire);
+    if (posted == next) {
       if (h->stop.load(std::memory_order_acquire) &&
           h->posted.load(std::memory_order_acquire) == next)
         return;
       continue;  // spins: a real helper would park; its core is not the job's
     }
-    const Post p = h->ring[next % kEvents];
-    BENCH_CHECK(cudaStreamWaitEvent(h->side, h->written[next % kEvents], 0));
-    h->consumed.store(next + 1, std::memory_order_release);
-    const Region r{p.ptr, p.bytes};
+    const long end = h->batch ? std::min(posted, next + long(kMaxRegionsPerEnqueue)) : next + 1;
+    regions.clear();
+    for (long k = next; k < end; ++k) {
+      const Post& p = h->ring[k % kEvents];
+      regions.push_back({p.ptr, p.bytes});
+    }
+    BENCH_CHECK(cudaStreamWaitEvent(h->side, h->written[(end - 1) % kEvents], 0));
+    h->consumed.store(end, std::memory_order_release);
     uint64_t first = 0;
-    if (!h->engine->enqueue(side, &r, 1, &first))
+    if (!h->engine->enqueue(side, regions.data(), uint32_t(regions.size()), &first))
       std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
-    h->first_slot[p.iteration] = first;
-    BENCH_CHECK(cudaEventRecord(h->hashed[next % kEvents], h->side));
-    h->recorded.store(next + 1, std::memory_order_release);
-    ++next;
+    const int event = int(batches++ % kEvents);
+    for (long k = next; k < end; ++k) {
+      h->first_slot[k] = first + uint64_t(k - next);
+      h->hashed_by[k] = event;
+    }
+    BENCH_CHECK(cudaEventRecord(h->hashed[event], h->side));
+    h->recorded.store(end, std::memory_order_release);
+    next = end;
   }
 }
 
 struct Result {
   double host_us, wall_us;
+  double launches = 0;            // hash launches per iteration
   std::vector<uint64_t> digests;  // per iteration (empty untraced)
 };
 
 Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, float* out, int n) {
   using clock = std::chrono::steady_clock;
   const size_t elems = w.bytes / sizeof(float);
+  const bool side = mode == Mode::SideStream || mode == Mode::SideBatched;
+  h.batch = mode == Mode::SideBatched;
   h.first_slot.assign(n, ~0ull);
+  h.hashed_by.assign(n, -1);
   h.posted = 0, h.consumed = 0, h.recorded = 0, h.stop = false;
   std::thread helper;
-  if (mode == Mode::SideStream) helper = std::thread(helper_loop, &h);
+  if (side) helper = std::thread(helper_loop, &h);
   // Every buffer starts from the same bytes, so each mode computes the same outputs.
   BENCH_CHECK(cudaMemsetAsync(out, 0, w.bytes * buffers, h.job));
   BENCH_CHECK(cudaStreamSynchronize(h.job));
   const CUstream job = reinterpret_cast<CUstream>(h.job);
   std::vector<long> last_hash(buffers, -1);  // per buffer: the iteration whose hash reads it
+  const uint64_t launches_before = h.engine->stats().launches;
   const auto t0 = clock::now();
   for (int i = 0; i < n; ++i) {
     const int b = i % buffers;
     float* y = out + elems * b;
-    if (mode == Mode::SideStream && last_hash[b] >= 0) {
+    if (side && last_hash[b] >= 0) {
       // This kernel overwrites what that hash reads: the job's stream waits for the hash.
       const long k = last_hash[b];
       while (h.recorded.load(std::memory_order_acquire) <= k) {
       }
-      BENCH_CHECK(cudaStreamWaitEvent(h.job, h.hashed[k % kEvents], 0));
+      BENCH_CHECK(cudaStreamWaitEvent(h.job, h.hashed[h.hashed_by[k]], 0));
     }
     if (w.rounds == 0)
       axpy<<<w.grid, 256, 0, h.job>>>(x, y, elems, float(i));
@@ -158,7 +184,7 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
       if (!h.engine->enqueue(job, &r, 1, &first))
         std::fprintf(stderr, "enqueue refused\n"), std::exit(1);
       h.first_slot[i] = first;
-    } else if (mode == Mode::SideStream) {
+    } else if (side) {
       // The event may be re-recorded only after the helper made the side stream wait on it.
       while (h.consumed.load(std::memory_order_acquire) + kEvents <= i) {
       }
@@ -169,7 +195,7 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
     }
   }
   const auto t1 = clock::now();
-  if (mode == Mode::SideStream) {
+  if (side) {
     h.stop.store(true, std::memory_order_release);
     helper.join();
   }
@@ -179,6 +205,7 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
   Result result;
   result.host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
   result.wall_us = std::chrono::duration<double, std::micro>(t2 - t0).count() / n;
+  result.launches = double(h.engine->stats().launches - launches_before) / n;
   if (mode != Mode::Untraced) {
     std::vector<uint64_t> by_slot;
     std::vector<std::pair<uint64_t, uint64_t>> got;
@@ -233,39 +260,42 @@ int main(int argc, char** argv) {
   init<<<4 * sms, 256>>>(x, most / sizeof(float));
   BENCH_CHECK(cudaDeviceSynchronize());
 
-  std::printf("%-14s %-7s %-11s %9s %9s %8s %8s %s\n", "workload", "buffers", "mode", "host_us",
-              "wall_us", "host_x", "wall_x", "digests");
+  std::printf("%-14s %-7s %-12s %9s %9s %8s %8s %8s %s\n", "workload", "buffers", "mode",
+              "host_us", "wall_us", "host_x", "wall_x", "launches", "digests");
   int mismatches = 0;
   for (const Workload& w : workloads) {
     const int iterations = w.rounds > 0 || w.bytes > (1u << 20) ? std::max(50, n / 4) : n;
     for (const int buffers : {1, kMostBuffers}) {
-      const Mode modes[] = {Mode::Untraced, Mode::InStream, Mode::SideStream};
+      const Mode modes[] = {Mode::Untraced, Mode::InStream, Mode::SideStream, Mode::SideBatched};
+      constexpr int kModes = 4;
       // Warm-up, then the best of 3 rounds per mode, the modes interleaved round by round.
       for (Mode m : modes) run(h, w, m, buffers, x, out, std::min(iterations, 50));
-      Result best[3];
+      Result best[kModes];
+      int differ[kModes] = {};  // digests unequal to the same round's in-stream ones
       for (auto& b : best) b.host_us = b.wall_us = 1e30;
       for (int round = 0; round < 3; ++round) {
-        for (int k = 0; k < 3; ++k) {
-          Result r = run(h, w, modes[k], buffers, x, out, iterations);
-          best[k].host_us = std::min(best[k].host_us, r.host_us);
-          best[k].wall_us = std::min(best[k].wall_us, r.wall_us);
-          if (!r.digests.empty()) best[k].digests = std::move(r.digests);
+        Result r[kModes];
+        for (int k = 0; k < kModes; ++k) r[k] = run(h, w, modes[k], buffers, x, out, iterations);
+        for (int k = 0; k < kModes; ++k) {
+          best[k].host_us = std::min(best[k].host_us, r[k].host_us);
+          best[k].wall_us = std::min(best[k].wall_us, r[k].wall_us);
+          best[k].launches = r[k].launches;
+          if (k >= 2)
+            for (size_t i = 0; i < r[k].digests.size(); ++i)
+              differ[k] += r[k].digests[i] != r[1].digests[i];
         }
       }
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < kModes; ++k) {
         std::string digests = "-";
         if (modes[k] == Mode::InStream) digests = "reference";
-        if (modes[k] == Mode::SideStream) {
-          int differ = 0;
-          for (size_t i = 0; i < best[k].digests.size(); ++i)
-            differ += best[k].digests[i] != best[1].digests[i];
-          mismatches += differ;
-          digests = differ == 0 ? "equal" : std::to_string(differ) + " differ";
+        if (k >= 2) {
+          mismatches += differ[k];
+          digests = differ[k] == 0 ? "equal" : std::to_string(differ[k]) + " differ";
         }
-        std::printf("%-14s %-7d %-11s %9.3f %9.3f %8.3f %8.3f %s\n", w.name, buffers,
+        std::printf("%-14s %-7d %-12s %9.3f %9.3f %8.3f %8.3f %8.2f %s\n", w.name, buffers,
                     mode_name(modes[k]), best[k].host_us, best[k].wall_us,
                     best[k].host_us / best[0].host_us, best[k].wall_us / best[0].wall_us,
-                    digests.c_str());
+                    best[k].launches, digests.c_str());
         std::fflush(stdout);
       }
     }

@@ -61,7 +61,8 @@ def test_c_hash_bench_meets_its_targets(gs, row):
 
 # ---- the diagnostics (bench/hashing/diagnostics.py reads their outputs) -------------------------
 # Shown, not judged against targets: launch_floor's pieces of a hash launch beside stream memory
-# operations and events, the shipped kernels timed directly, grid shapes, mid-sized regions. Each
+# operations and events, the shipped kernels timed directly, grid shapes, mid-sized regions, and
+# hashing on a side stream (side_stream_bench: a model of the design, not the shim). Each
 # row fails when its program did not end, printed fewer cases than it has, or computed a digest
 # that differs from the host's.
 DIAGNOSTICS = {
@@ -71,6 +72,7 @@ DIAGNOSTICS = {
                       diagnostics.hash_variants_row),
     "grid variants": ("grid_variants", [], 120, diagnostics.grid_variants_row),
     "midsize bench": ("midsize_bench", ["2048"], 90, diagnostics.midsize_row),
+    "side stream": ("side_stream_bench", ["1000"], 120, diagnostics.side_stream_row),
 }
 
 

@@ -94,6 +94,7 @@ class RunShTest(unittest.TestCase):
                   "bench/hashing/hash_variants": "hash_diagnostic",
                   "bench/hashing/grid_variants": "hash_diagnostic",
                   "bench/hashing/midsize_bench": "hash_diagnostic",
+                  "bench/hashing/side_stream_bench": "hash_diagnostic",
                   "bench/collectors/gpu_launch_bench": "gpu_launch_bench",
                   "bin/nvidia-smi": "nvidia-smi", "bin/compute-sanitizer": "compute-sanitizer"}
         for dest, src in layout.items():
@@ -337,7 +338,8 @@ class RunShTest(unittest.TestCase):
     def test_hashing_diagnostics_are_one_row_each_and_a_digest_mismatch_fails(self):
         proc, rows, out = self.run_script("c")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
-        for name in ("launch floor", "hash variants", "grid variants", "midsize bench"):
+        for name in ("launch floor", "hash variants", "grid variants", "midsize bench",
+                     "side stream"):
             self.assertEqual(rows.get(name), "PASS", rows)
         with open(os.path.join(out, "table.txt")) as f:
             table = f.read()
@@ -351,6 +353,12 @@ class RunShTest(unittest.TestCase):
         self.assertNotEqual(proc.returncode, 0)
         self.assertEqual(rows.get("grid variants"), "FAIL", rows)
         self.assertEqual(rows.get("hash variants"), "PASS", rows)
+        proc, rows, out = self.run_script("c", FAKE_SIDE_MISMATCH="1")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertEqual(rows.get("side stream"), "FAIL", rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertRegex(f.read(), r"side stream +FAIL +9 side-stream digest\(s\) differ "
+                                       r"from the job stream's, e.g. axpy 4 KiB, 1 buffer")
 
     def test_hash_bench_over_a_target_fails_and_names_it(self):
         proc, rows, out = self.run_script("c", FAKE_HASH_4K_US="5.3")

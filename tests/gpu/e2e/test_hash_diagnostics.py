@@ -3,7 +3,8 @@ equal passes, anything else fails.
 
 launch_floor-97d104e-h100.txt (here) is launch_floor's real output on an H100 (2026-12-06,
 results/overhead/2026-12-06T0415Z-97d104e-launch-floor-memops-h100.json), from the build before
-the side-stream cases were added; the variants' tables are written here in their programs'
+the side-stream cases were added; launch_floor-f135733-h100.txt its output with them, as the suite
+ran it (results/2026-12-06T0622Z-f135733-cf.json, another H100 instance); the variants' tables are written here in their programs'
 formats (grid_variants.cu, hash_variants.cu, midsize_bench.cu print them).
 
   python3 -m unittest -v test_hash_diagnostics      (in tests/gpu/e2e; ctest: hash_diagnostics_rows)
@@ -19,8 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "hashing"))
 import diagnostics  # noqa: E402
 
 
-def launch_floor_output():
-    with open(os.path.join(HERE, "launch_floor-97d104e-h100.txt")) as f:
+def launch_floor_output(name="launch_floor-97d104e-h100.txt"):
+    with open(os.path.join(HERE, name)) as f:
         return f.read()
 
 
@@ -44,6 +45,14 @@ class LaunchFloor(unittest.TestCase):
         self.assertIn("+ event and wait 3.90", figure)
         self.assertEqual(numbers["engine"], {"launches": 48800, "failures": 0, "overflows": 0})
         self.assertEqual(len(numbers["rows"]), len(diagnostics.LAUNCH_FLOOR_CASES))
+
+    def test_the_output_with_the_side_stream_cases_passes_as_the_suite_read_it(self):
+        result, figure, numbers = diagnostics.launch_floor_row(
+            launch_floor_output("launch_floor-f135733-h100.txt"), 0)
+        self.assertEqual(result, "PASS", figure)
+        self.assertIn("event record 0.29, wait event 0.26; job kernel + hash launch 8.89, + signal "
+                      "and wait 7.25, + event and wait 5.48", figure)
+        self.assertEqual(numbers["rows"]["cuStreamWaitEvent"]["host_us"], 0.256)
 
     def test_an_output_without_a_case_the_program_prints_fails(self):
         result, figure, _ = diagnostics.launch_floor_row(launch_floor_output(), 0)
@@ -138,6 +147,62 @@ class Midsize(unittest.TestCase):
         self.assertEqual(result, "FAIL")
         self.assertIn("3 of 12 sizes", figure)
         self.assertEqual(diagnostics.midsize_row(midsize_output(), 1)[0], "FAIL")
+
+
+def side_stream_output(drop=None, differ=None, failures=0):
+    """side_stream_bench's table in its format, with figures shaped like an H100's."""
+    host = {"untraced": 4.9, "in-stream": 8.9, "side-stream": 7.6, "side-batched": 6.1}
+    lines = [f"{'workload':<14} {'buffers':<7} {'mode':<12} {'host_us':>9} {'wall_us':>9} "
+             f"{'host_x':>8} {'wall_x':>8} {'launches':>8} digests"]
+    mismatches = 0
+    for workload in diagnostics.SIDE_STREAM_WORKLOADS:
+        for buffers in diagnostics.SIDE_STREAM_BUFFERS:
+            for mode in diagnostics.SIDE_STREAM_MODES:
+                if (workload, buffers, mode) == drop:
+                    continue
+                digests = {"untraced": "-", "in-stream": "reference"}.get(mode, "equal")
+                if (workload, buffers, mode) == differ:
+                    digests, mismatches = "7 differ", 7
+                h = host[mode] + (6.0 if buffers == 1 and mode.startswith("side") else 0)
+                wall = 90.0 * {"untraced": 1, "in-stream": 1.052, "side-stream": 1.012,
+                               "side-batched": 1.008}[mode]
+                launches = {"untraced": 0, "side-batched": 0.41}.get(mode, 1)
+                lines.append(f"{workload:<14} {buffers:<7d} {mode:<12} {h:9.3f} {wall:9.3f} "
+                             f"{h / host['untraced']:8.3f} {wall / 90:8.3f} {launches:8.2f} "
+                             f"{digests}")
+    lines.append(f"engine launches 18600 failures {failures} overflows 0; digest mismatches "
+                 f"{mismatches}")
+    return "\n".join(lines) + "\n"
+
+
+class SideStream(unittest.TestCase):
+    def test_every_case_with_equal_digests_passes_with_what_each_way_costs(self):
+        result, figure, numbers = diagnostics.side_stream_row(side_stream_output(), 0)
+        self.assertEqual(result, "PASS", figure)
+        self.assertLessEqual(len(figure), 200)
+        self.assertIn("job thread +us (4 KiB): in-stream 4.00, side 2.70, batched 1.20 "
+                      "(0.41 launches)", figure)
+        self.assertIn("wall x (compute): 1.052, 1.012, 1.008", figure)
+        self.assertIn("in place +us: 4.00, 8.70, 7.20", figure)
+        self.assertEqual(len(numbers["rows"]), 24)
+        self.assertEqual(numbers["rows"]["compute 4 MiB / 4 / side-batched"]["launches"], 0.41)
+
+    def test_a_side_stream_digest_unequal_to_the_job_streams_fails_and_names_the_case(self):
+        result, figure, _ = diagnostics.side_stream_row(
+            side_stream_output(differ=("axpy 16 MiB", 1, "side-batched")), 1)
+        self.assertEqual(result, "FAIL")
+        self.assertIn("7 side-stream digest(s) differ from the job stream's, e.g. axpy 16 MiB, "
+                      "1 buffer(s), side-batched", figure)
+
+    def test_a_missing_case_a_failed_launch_or_a_cut_off_run_fails(self):
+        result, figure, _ = diagnostics.side_stream_row(
+            side_stream_output(drop=("compute 4 MiB", 4, "side-stream")), 0)
+        self.assertEqual(result, "FAIL")
+        self.assertIn("1 case(s) missing, e.g. compute 4 MiB / 4 / side-stream", figure)
+        self.assertEqual(diagnostics.side_stream_row(side_stream_output(failures=2), 0)[0], "FAIL")
+        text = side_stream_output()
+        self.assertEqual(diagnostics.side_stream_row(text[:text.index("engine")], 0)[0], "FAIL")
+        self.assertEqual(diagnostics.side_stream_row(text, 1)[0], "FAIL")
 
 
 if __name__ == "__main__":
