@@ -182,7 +182,7 @@ def midsize_row(text, rc):
 # kernel whose output is hashed on the job's stream, or on a side stream by a helper thread.
 SIDE_STREAM_WORKLOADS = ("axpy 4 KiB", "axpy 16 MiB", "compute 4 MiB")
 SIDE_STREAM_BUFFERS = (1, 4)
-SIDE_STREAM_MODES = ("untraced", "in-stream", "side-stream", "side-batched")
+SIDE_STREAM_MODES = ("untraced", "in-stream", "side-stream", "side-batched", "side-value")
 _SIDE_ROW = re.compile(
     r"^(" + "|".join(map(re.escape, SIDE_STREAM_WORKLOADS)) + r")\s+(\d+)\s+("
     + "|".join(SIDE_STREAM_MODES) + r")\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+"
@@ -214,9 +214,10 @@ def parse_side_stream(text):
 def side_stream_row(text, rc):
     """PASS when every workload, buffer count and mode printed, the engine never failed, and the
     side stream's digests equal the job stream's iteration by iteration (else a kernel overwrote
-    bytes before their hash read them: the ordering rule is unsound). The figure: with 4 buffers,
-    what each way adds to the job thread's time on the launch-bound workload and to the wall time
-    on the compute-bound one; and in place (1 buffer), where every kernel waits on a hash."""
+    bytes before their hash read them: the ordering rule is unsound). The figure, each way in
+    SIDE_STREAM_MODES' order: what it adds to the job thread's time on the launch-bound workload
+    (4 buffers; then in place, 1 buffer, where every kernel waits on the previous hash) and the
+    wall time on the compute-bound one (4 buffers)."""
     rows, end = parse_side_stream(text)
     numbers = {"rows": {" / ".join(map(str, k)): v for k, v in rows.items()}, "end": end}
     if end is None:
@@ -245,11 +246,11 @@ def side_stream_row(text, rc):
         return rows[(workload, buffers, mode)]["wall_x"]
 
     small, gemm = "axpy 4 KiB", "compute 4 MiB"
-    figure = (f"job thread +us (4 KiB): in-stream {over(small, 4, 'in-stream'):.2f}, side "
-              f"{over(small, 4, 'side-stream'):.2f}, batched {over(small, 4, 'side-batched'):.2f}"
-              f" ({rows[(small, 4, 'side-batched')]['launches']:.2f} launches); wall x (compute):"
-              f" {wall(gemm, 4, 'in-stream'):.3f}, {wall(gemm, 4, 'side-stream'):.3f}, "
-              f"{wall(gemm, 4, 'side-batched'):.3f}; in place +us: "
-              f"{over(small, 1, 'in-stream'):.2f}, {over(small, 1, 'side-stream'):.2f}, "
-              f"{over(small, 1, 'side-batched'):.2f}; digests equal")
+    ways = SIDE_STREAM_MODES[1:]
+    figure = (f"job thread +us (4 KiB; {'/'.join(w.replace('side-', '') for w in ways)}): "
+              + "/".join(f"{over(small, 4, w):.2f}" for w in ways)
+              + "; in place: " + "/".join(f"{over(small, 1, w):.2f}" for w in ways)
+              + "; wall x (compute): " + "/".join(f"{wall(gemm, 4, w):.3f}" for w in ways)
+              + f"; batched launches {rows[(small, 4, 'side-batched')]['launches']:.2f}"
+              + "; digests equal")
     return "PASS", figure, numbers

@@ -12,7 +12,11 @@
 //                records a "hashed" event.
 //   side-batched the same, but the helper takes every post waiting when it looks: one wait on
 //                the newest event, one launch for all their regions (fewer driver calls when
-//                the job thread outpaces it). Before a job kernel writes a buffer whose previous
+//                the job thread outpaces it).
+//   side-value   side-batched, but the helper signals "hashed through iteration k" by a stream
+//                memory write of k (cuStreamWriteValue32) after its launch, and the job's stream
+//                waits on that value (cuStreamWaitValue32, GEQ): the job thread never waits for
+//                the helper to have launched, only the GPU does. Before a job kernel writes a buffer whose previous
 //                hash may not have run, the job's stream waits on that hash's event (the rule
 //                a shim would need: no writer overtakes the hash of what it overwrites).
 // Workloads: a 4 KiB axpy (launch-bound: the host's time is the step), a 16 MiB copy-like
@@ -73,12 +77,13 @@ struct Workload {
   int rounds;  // 0: axpy
 };
 
-enum class Mode { Untraced, InStream, SideStream, SideBatched };
+enum class Mode { Untraced, InStream, SideStream, SideBatched, SideValue };
 const char* mode_name(Mode m) {
   return m == Mode::Untraced     ? "untraced"
          : m == Mode::InStream   ? "in-stream"
          : m == Mode::SideStream ? "side-stream"
-                                 : "side-batched";
+         : m == Mode::SideBatched ? "side-batched"
+                                  : "side-value";
 }
 
 // What the job thread hands the helper: one iteration's hash.
@@ -101,6 +106,8 @@ struct Harness {
   std::vector<uint64_t> first_slot;  // per iteration: the hash's slot (its digest's key)
   std::vector<int> hashed_by;        // per iteration: the hashed event after its hash
   bool batch = false;                // the helper merges every post waiting into one launch
+  bool value = false;                // "hashed through k" as a stream memory write, not an event
+  CUdeviceptr hashed_through = 0;    // that word (device memory)
 };
 
 // The helper: for each post (or, batching, every post waiting when it looks), the side stream
@@ -135,7 +142,11 @@ void helper_loop(Harness* h) {
       h->first_slot[k] = first + uint64_t(k - next);
       h->hashed_by[k] = event;
     }
-    BENCH_CHECK(cudaEventRecord(h->hashed[event], h->side));
+    if (h->value)
+      BENCH_CHECK(cuStreamWriteValue32(side, h->hashed_through, cuuint32_t(end),
+                                       CU_STREAM_WRITE_VALUE_DEFAULT));
+    else
+      BENCH_CHECK(cudaEventRecord(h->hashed[event], h->side));
     h->recorded.store(end, std::memory_order_release);
     next = end;
   }
@@ -150,8 +161,10 @@ struct Result {
 Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, float* out, int n) {
   using clock = std::chrono::steady_clock;
   const size_t elems = w.bytes / sizeof(float);
-  const bool side = mode == Mode::SideStream || mode == Mode::SideBatched;
-  h.batch = mode == Mode::SideBatched;
+  const bool side = mode == Mode::SideStream || mode == Mode::SideBatched || mode == Mode::SideValue;
+  h.batch = mode == Mode::SideBatched || mode == Mode::SideValue;
+  h.value = mode == Mode::SideValue;
+  BENCH_CHECK(cuMemsetD32Async(h.hashed_through, 0, 1, reinterpret_cast<CUstream>(h.job)));
   h.first_slot.assign(n, ~0ull);
   h.hashed_by.assign(n, -1);
   h.posted = 0, h.consumed = 0, h.recorded = 0, h.stop = false;
@@ -170,9 +183,14 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
     if (side && last_hash[b] >= 0) {
       // This kernel overwrites what that hash reads: the job's stream waits for the hash.
       const long k = last_hash[b];
-      while (h.recorded.load(std::memory_order_acquire) <= k) {
+      if (h.value) {
+        BENCH_CHECK(cuStreamWaitValue32(job, h.hashed_through, cuuint32_t(k + 1),
+                                        CU_STREAM_WAIT_VALUE_GEQ));
+      } else {
+        while (h.recorded.load(std::memory_order_acquire) <= k) {
+        }
+        BENCH_CHECK(cudaStreamWaitEvent(h.job, h.hashed[h.hashed_by[k]], 0));
       }
-      BENCH_CHECK(cudaStreamWaitEvent(h.job, h.hashed[h.hashed_by[k]], 0));
     }
     if (w.rounds == 0)
       axpy<<<w.grid, 256, 0, h.job>>>(x, y, elems, float(i));
@@ -242,6 +260,7 @@ int main(int argc, char** argv) {
   h.engine = engine.get();
   BENCH_CHECK(cudaStreamCreateWithFlags(&h.job, cudaStreamNonBlocking));
   BENCH_CHECK(cudaStreamCreateWithFlags(&h.side, cudaStreamNonBlocking));
+  BENCH_CHECK(cuMemAlloc(&h.hashed_through, 64));
   for (int e = 0; e < kEvents; ++e) {
     BENCH_CHECK(cudaEventCreateWithFlags(&h.written[e], cudaEventDisableTiming));
     BENCH_CHECK(cudaEventCreateWithFlags(&h.hashed[e], cudaEventDisableTiming));
@@ -266,8 +285,9 @@ int main(int argc, char** argv) {
   for (const Workload& w : workloads) {
     const int iterations = w.rounds > 0 || w.bytes > (1u << 20) ? std::max(50, n / 4) : n;
     for (const int buffers : {1, kMostBuffers}) {
-      const Mode modes[] = {Mode::Untraced, Mode::InStream, Mode::SideStream, Mode::SideBatched};
-      constexpr int kModes = 4;
+      const Mode modes[] = {Mode::Untraced, Mode::InStream, Mode::SideStream, Mode::SideBatched,
+                            Mode::SideValue};
+      constexpr int kModes = 5;
       // Warm-up, then the best of 3 rounds per mode, the modes interleaved round by round.
       for (Mode m : modes) run(h, w, m, buffers, x, out, std::min(iterations, 50));
       Result best[kModes];
