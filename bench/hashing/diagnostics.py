@@ -186,8 +186,8 @@ SIDE_STREAM_MODES = ("untraced", "in-stream", "side-stream", "side-batched")
 # side-value: run only with the argument "value" (it did not end on an H100: side_stream_bench.cu).
 _SIDE_ROW = re.compile(
     r"^(" + "|".join(map(re.escape, SIDE_STREAM_WORKLOADS)) + r")\s+(\d+)\s+("
-    + "|".join(SIDE_STREAM_MODES + ("side-value",)) + r")\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+"
-    r"([0-9.]+)\s+(\S.*)$")
+    + "|".join(SIDE_STREAM_MODES + ("side-value",))
+    + r")\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S.*)$")
 _SIDE_END = re.compile(
     r"^engine launches (\d+) failures (\d+) overflows (\d+); digest mismatches (\d+)$")
 

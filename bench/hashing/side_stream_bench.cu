@@ -3,13 +3,15 @@
 // launching thread's own time is what the unseen job's x1.5 target runs out of, and the hash
 // kernels' device time, serialized behind the job's kernels, is what the GPU-bound job's x1.25
 // runs out of.) A model of the full level's pattern, not the shim: each iteration launches one
-// job kernel that writes an output buffer, and that output is fingerprinted, three ways:
+// job kernel that writes an output buffer, and that output is fingerprinted:
 //   untraced     the job kernel alone
 //   in-stream    the job kernel, then HashEngine::enqueue of its output on the job's stream (the
 //                shim's way: the next kernel is ordered after the hash by the stream)
 //   side-stream  the job kernel, then an event recorded after it on the job's stream; a helper
 //                thread makes a side stream wait on that event, enqueues the hash there and
-//                records a "hashed" event.
+//                records a "hashed" event. Before a job kernel writes a buffer whose previous
+//                hash may not have run, the job's stream waits on that hash's event (the rule
+//                a shim would need: no writer overtakes the hash of what it overwrites).
 //   side-batched the same, but the helper takes every post waiting when it looks: one wait on
 //                the newest event, one launch for all their regions (fewer driver calls when
 //                the job thread outpaces it).
@@ -17,22 +19,20 @@
 //                the helper signals "hashed through iteration k" by a stream memory write of k
 //                (cuStreamWriteValue32) after its launch, and the job's stream waits on that
 //                value (cuStreamWaitValue32, GEQ): the job thread never waits for the helper to
-//                have launched, only the GPU does. Not in the default run: it did not end on an
-//                H100 (2026-12-06, killed at 100 s twice, no row printed). CUDA does not see an
-//                order made by stream memory operations ("improper use of this API may
-//                deadlock"): a wait queued on one stream can hold work of another stream that
-//                shares its hardware queue, here the very write it waits for. A shim must not
-//                risk that: its waits on the helper are events. Before a job kernel writes a buffer whose previous
-//                hash may not have run, the job's stream waits on that hash's event (the rule
-//                a shim would need: no writer overtakes the hash of what it overwrites).
+//                have launched, only the GPU does. Not in the default run: it never ended, on an
+//                H100 (killed at 100 s, twice) and on an H200 (15 s), 2026-12-06. CUDA does not
+//                see an order made by stream memory operations (its documentation: improper use
+//                may deadlock); presumably the queued wait held the very write it waited for.
+//                A shim must not risk that: its waits on the helper are events.
 // Workloads: a 4 KiB axpy (launch-bound: the host's time is the step), a 16 MiB copy-like
 // kernel (memory-bound), and a compute-bound kernel writing 4 MiB (the GEMM-like case where a
 // memory-bound hash could run beside it); each with the output written in place (one buffer:
 // every kernel waits on the previous hash) and rotating over 4 buffers.
 // Figures per iteration: host_us (the job thread's own time to issue it, which is what the
 // launching thread pays), wall_us (issue to both streams done: what a step pays), launches
-// (hash launches per iteration), and the digests: the side stream's must equal the in-stream ones iteration by iteration (else it read
-// bytes a later kernel had overwritten, and the scheme is unsound). Exit 1 on any mismatch.
+// (hash launches per iteration), and the digests: the side stream's must equal the in-stream
+// ones iteration by iteration (else it read bytes a later kernel had overwritten, and the
+// scheme is unsound). Exit 1 on any mismatch.
 // Usage: side_stream_bench [iterations] [value]
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -167,7 +167,8 @@ struct Result {
 Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, float* out, int n) {
   using clock = std::chrono::steady_clock;
   const size_t elems = w.bytes / sizeof(float);
-  const bool side = mode == Mode::SideStream || mode == Mode::SideBatched || mode == Mode::SideValue;
+  const bool side =
+      mode == Mode::SideStream || mode == Mode::SideBatched || mode == Mode::SideValue;
   h.batch = mode == Mode::SideBatched || mode == Mode::SideValue;
   h.value = mode == Mode::SideValue;
   BENCH_CHECK(cuMemsetD32Async(h.hashed_through, 0, 1, reinterpret_cast<CUstream>(h.job)));

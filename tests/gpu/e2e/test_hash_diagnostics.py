@@ -3,9 +3,11 @@ equal passes, anything else fails.
 
 launch_floor-97d104e-h100.txt (here) is launch_floor's real output on an H100 (2026-12-06,
 results/overhead/2026-12-06T0415Z-97d104e-launch-floor-memops-h100.json), from the build before
-the side-stream cases were added; launch_floor-f135733-h100.txt its output with them, as the suite
-ran it (results/2026-12-06T0622Z-f135733-cf.json, another H100 instance); the variants' tables are written here in their programs'
-formats (grid_variants.cu, hash_variants.cu, midsize_bench.cu print them).
+the side-stream cases were added; launch_floor-f135733-h100.txt its output with them, as the
+suite ran it (results/2026-12-06T0622Z-f135733-cf.json, another H100 instance);
+side_stream-77fcfea-h200.txt side_stream_bench's as the suite ran it on an H200
+(results/2026-12-06T0652Z-77fcfea-c.json); the other tables are written here in their programs'
+formats (grid_variants.cu, hash_variants.cu, midsize_bench.cu, side_stream_bench.cu print them).
 
   python3 -m unittest -v test_hash_diagnostics      (in tests/gpu/e2e; ctest: hash_diagnostics_rows)
 """
@@ -188,6 +190,16 @@ class SideStream(unittest.TestCase):
         self.assertIn("batched launches 0.41", figure)
         self.assertEqual(len(numbers["rows"]), 24)
         self.assertEqual(numbers["rows"]["compute 4 MiB / 4 / side-batched"]["launches"], 0.41)
+
+    def test_the_h200s_output_passes_as_the_suite_read_it(self):
+        with open(os.path.join(HERE, "side_stream-77fcfea-h200.txt")) as f:
+            result, figure, numbers = diagnostics.side_stream_row(f.read(), 0)
+        self.assertEqual(result, "PASS", figure)
+        self.assertEqual(figure, "job thread +us (4 KiB; in-stream/stream/batched): 3.54/2.60/2.73;"
+                                 " in place: 3.96/7.42/7.61; wall x (compute): 1.048/1.010/1.010; "
+                                 "batched launches 0.99; digests equal")
+        self.assertEqual(numbers["end"], {"launches": 27660, "failures": 0, "overflows": 0,
+                                          "mismatches": 0})
 
     def test_a_side_stream_digest_unequal_to_the_job_streams_fails_and_names_the_case(self):
         result, figure, _ = diagnostics.side_stream_row(
