@@ -105,6 +105,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::CarryFreed:
       config.carry_freed = *settings::parse_switch(value);
       break;
+    case Id::SideHashes:
+      config.side_hashes = *settings::parse_switch(value);
+      break;
     case Id::LearnReadOnly:
       config.learn_read_only = *settings::parse_switch(value);
       break;

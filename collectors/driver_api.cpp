@@ -59,6 +59,8 @@ const Driver& driver() {
     load(d, "cuEventRecord", v, &d.eventRecord);
     load(d, "cuEventQuery", v, &d.eventQuery);
     load(d, "cuEventDestroy", v, &d.eventDestroy);
+    load(d, "cuStreamCreate", v, &d.streamCreate);
+    load(d, "cuStreamWaitEvent", v, &d.streamWaitEvent);
     load(d, "cuPointerGetAttribute", v, &d.pointerGetAttribute);
     load(d, "cuCtxPushCurrent", v, &d.ctxPushCurrent);
     load(d, "cuCtxPopCurrent", v, &d.ctxPopCurrent);

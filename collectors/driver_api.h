@@ -33,6 +33,9 @@ struct Driver {
   decltype(&::cuEventRecord) eventRecord = nullptr;
   decltype(&::cuEventQuery) eventQuery = nullptr;
   decltype(&::cuEventDestroy_v2) eventDestroy = nullptr;
+  // Side streams of LOCKSTEP_SIDE_HASHES (side_hashes.h).
+  decltype(&::cuStreamCreate) streamCreate = nullptr;
+  decltype(&::cuStreamWaitEvent) streamWaitEvent = nullptr;
   decltype(&::cuPointerGetAttribute) pointerGetAttribute = nullptr;
   decltype(&::cuCtxPushCurrent_v2) ctxPushCurrent = nullptr;  // deferred hashes of another context
   decltype(&::cuCtxPopCurrent_v2) ctxPopCurrent = nullptr;

@@ -67,6 +67,13 @@ void set_symbol_resolver(SymbolResolver resolver) {
 LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
                                      bool not_capturing) {
   Tracer* tracer = call.tracer;
+  // Hash launches in flight on side streams that read what this call may write go first; all
+  // of them before a synchronous copy, which returns with its work done: the host may then
+  // write what they read.
+  tracer->side_hashes_before_call(
+      call.stream, call.per_thread_stream,
+      call.writes_known && !(call.kind == CallKind::Memory && !call.is_async), call.outputs,
+      call.writes_only);
   if (inputs.empty() && call.outputs.empty()) {
     // Nothing to ride on. A kernel whose writes are known (a recalled fill) leaves the deferred
     // set waiting for the next launch, unless it writes what the set has still to read; any

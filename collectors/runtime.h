@@ -33,6 +33,7 @@
 #include "collectors/pointer_roles.h"
 #include "collectors/region_digests.h"
 #include "collectors/scopes.h"
+#include "collectors/side_hashes.h"
 #include "collectors/slot_waiters.h"
 #include "collectors/step_counter.h"
 #include "collectors/stream_steps.h"
@@ -244,8 +245,24 @@ class Tracer {
                           const CallWrites* writes = nullptr);
   static constexpr size_t kChainRegions = 32;  // one small-batch hash launch
   using FlushCause = collectors::FlushCause;   // tracer_stats.h
+  // Also joins the hash launches in flight on side streams (LOCKSTEP_SIDE_HASHES,
+  // side_hashes.h): every point that flushes is one after which the job may write, through
+  // another stream or the host, what they read.
   void flush_deferred(FlushCause cause) {
     if (has_deferred_.load(std::memory_order_acquire)) flush_deferred_slow(cause);
+    if (SideHashes* side = side_hashes_.load(std::memory_order_acquire))
+      if (side->pending()) join_side_hashes(side);
+  }
+  // A call about to run on `stream` (per_thread_default: the thread's default stream): with
+  // hash launches in flight on side streams, it waits for each one that reads what it may
+  // write (`writes_known`: `outputs` and `also` are all it writes; else it waits for them all).
+  void side_hashes_before_call(CUstream stream, bool per_thread_default, bool writes_known,
+                               const std::vector<PlannedRegion>& outputs,
+                               const std::vector<PlannedRegion>& also) {
+    if (SideHashes* side = side_hashes_.load(std::memory_order_acquire))
+      if (side->pending())
+        side_hashes_before_call_slow(side, stream, per_thread_default, writes_known, outputs,
+                                     also);
   }
   // cuMemFreeAsync while outputs are deferred: instead of a hash launch of their own (PyTorch on
   // cudaMallocAsync frees after almost every op), the free waits and is made, on its stream,
@@ -358,8 +375,16 @@ class Tracer {
     bool repeats = false;  // its own regions may repeat (else only earlier groups' are looked up)
   };
   // One engine launch (per kMaxRegionsPerEnqueue regions) for every group's regions.
+  // side_writes: what the call these regions are read for writes; non-null lets the launch go
+  // to a side stream (LOCKSTEP_SIDE_HASHES) when that call writes none of them.
   void enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
-                      size_t count, bool not_capturing);
+                      size_t count, bool not_capturing, const CallWrites* side_writes = nullptr);
+  // The side streams' state, made on the first launch that may use one; null until then.
+  SideHashes* side_hashes_locked();
+  void join_side_hashes(SideHashes* side);
+  void side_hashes_before_call_slow(SideHashes* side, CUstream stream, bool per_thread_default,
+                                    bool writes_known, const std::vector<PlannedRegion>& outputs,
+                                    const std::vector<PlannedRegion>& also);
   // A stream-ordered free the job made while outputs were deferred: issued right after them.
   struct DeferredFree {
     CUdeviceptr ptr = 0;
@@ -402,7 +427,8 @@ class Tracer {
   };
   // Enqueues the deferred set (then `extra`, the next call's inputs, in the same launch) and
   // drops the set's references.
-  void enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing);
+  void enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing,
+                        const CallWrites* side_writes = nullptr);
   // deferred_mutex_ held: true when the call whose inputs these are needs no hash launch now
   // (see fingerprint_inputs); its known inputs are then filled and the regions it reads from
   // the set join it.
@@ -508,6 +534,8 @@ class Tracer {
   std::mutex deferred_mutex_;
   Deferred deferred_;  // under deferred_mutex_
   std::atomic<bool> has_deferred_{false};
+  std::unique_ptr<SideHashes> side_hashes_owned_;   // made under pending_mutex_, kept to exit
+  std::atomic<SideHashes*> side_hashes_{nullptr};  // read without a lock by every flush
   std::condition_variable collector_wake_;
   bool collector_idle_ = false;  // in its long wait: new digests must wake it (else it polls)
   std::thread collector_;

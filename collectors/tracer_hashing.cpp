@@ -64,7 +64,7 @@ void Tracer::fingerprint_repeating(PendingRecord* pending, CUstream stream,
 }
 
 void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const HashGroup* groups,
-                            size_t count, bool not_capturing) {
+                            size_t count, bool not_capturing, const CallWrites* side_writes) {
   size_t total = 0;
   for (size_t g = 0; g < count; ++g) total += groups[g].n;
   if (total == 0) return;
@@ -218,6 +218,23 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   // A power of two (HashEngine::create refuses others): a slot is its id's low bits, not a
   // division per region (77 of them in a PyTorch step's state call).
   const uint64_t ring_mask = state->slots.size() - 1;
+  // On a side stream, beside the call these regions are read for, when that call writes none
+  // of them (side_hashes.h). One launch only: a set that needs more stays on the job's stream.
+  SideHashes* side = nullptr;
+  if (side_writes != nullptr && config_.side_hashes && n <= hashing::kMaxRegionsPerEnqueue &&
+      stream != CU_STREAM_PER_THREAD && !capture_begun()) {
+    side = side_hashes_locked();
+    for (const auto* list : {side_writes->outputs, side_writes->also}) {
+      if (side == nullptr || list == nullptr) continue;
+      for (const PlannedRegion& w : *list) {
+        const auto [wstart, wend] = write_reach(w);
+        for (size_t k = 0; k < n && side != nullptr; ++k)
+          if (all[k].ptr < wend && wstart < all[k].ptr + all[k].bytes) side = nullptr;
+      }
+    }
+  }
+  const CUcontext side_ctx = side != nullptr ? current_context(driver()) : nullptr;
+  const CUstream side_stream = side != nullptr ? side->begin(side_ctx, stream) : nullptr;
   // One launch per kMaxRegionsPerEnqueue regions (a graph replay can reach thousands).
   for (size_t start = 0; start < n; start += hashing::kMaxRegionsPerEnqueue) {
     const size_t chunk = std::min<size_t>(n - start, hashing::kMaxRegionsPerEnqueue);
@@ -225,7 +242,16 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
     bool enqueued = false;
     {
       self_time::Scope launching(self_time::Phase::EngineLaunch);
-      enqueued = engine->enqueue(stream, all.data() + start, static_cast<uint32_t>(chunk), &first);
+      enqueued = engine->enqueue(side_stream != nullptr ? side_stream : stream, all.data() + start,
+                                 static_cast<uint32_t>(chunk), &first);
+    }
+    if (side_stream != nullptr) {
+      thread_local auto* reads_buffer = new std::vector<std::pair<uint64_t, uint64_t>>;
+      std::vector<std::pair<uint64_t, uint64_t>>& reads = *reads_buffer;
+      reads.clear();
+      for (size_t k = start; k < start + chunk; ++k)
+        reads.emplace_back(all[k].ptr, all[k].ptr + all[k].bytes);
+      side->end(side_ctx, stream, reads.data(), reads.size(), enqueued);
     }
     if (!enqueued) {
       flag_dropped(start, start + chunk);
@@ -380,7 +406,8 @@ bool Tracer::take_deferred(Deferred* out) {
   return true;
 }
 
-void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing) {
+void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool not_capturing,
+                              const CallWrites* side_writes) {
   thread_local auto* groups_buffer = new std::vector<HashGroup>;  // never freed (exit)
   std::vector<HashGroup>& groups = *groups_buffer;
   groups.clear();
@@ -391,8 +418,10 @@ void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool n
     begin = deferred.ends[k];
   }
   if (extra != nullptr && extra->pending != nullptr && extra->n > 0) groups.push_back(*extra);
+  // Frees held back for these hashes are made on the job's stream right after: the hashes must
+  // be on it too.
   enqueue_groups(deferred.stream, deferred.per_thread_default, groups.data(), groups.size(),
-                 not_capturing);
+                 not_capturing, deferred.frees.empty() ? side_writes : nullptr);
   for (PendingRecord* owner : deferred.owners) release(owner, true);
   issue_frees(deferred);
 }
@@ -538,7 +567,7 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
     if (taken && same_stream) {
       // The previous calls on this stream: nothing ran after them, one launch for all.
       const HashGroup inputs{pending, regions, n};
-      enqueue_deferred(deferred, &inputs, not_capturing);
+      enqueue_deferred(deferred, &inputs, not_capturing, writes);
       stats.merged_launches.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -548,7 +577,50 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
       issue_deferred(deferred);
     }
   }
-  fingerprint(pending, stream, per_thread_default, regions, n, not_capturing);
+  if (pending == nullptr || n == 0) return;
+  const HashGroup group{pending, regions, n};
+  enqueue_groups(stream, per_thread_default, &group, 1, not_capturing, writes);
+}
+
+// ---- side streams (side_hashes.h) ----------------------------------------------------------------
+SideHashes* Tracer::side_hashes_locked() {
+  if (SideHashes* side = side_hashes_.load(std::memory_order_relaxed)) return side;
+  const Driver& d = driver();
+  SideHashes::Api api;
+  api.streamCreate = d.streamCreate;
+  api.eventCreate = d.eventCreate;
+  api.eventRecord = d.eventRecord;
+  api.streamWaitEvent = d.streamWaitEvent;
+  api.ctxGetCurrent = d.ctxGetCurrent;
+  api.ctxPushCurrent = d.ctxPushCurrent;
+  api.ctxPopCurrent = d.ctxPopCurrent;
+  if (!api.complete()) return nullptr;
+  side_hashes_owned_ = std::make_unique<SideHashes>(api);
+  side_hashes_.store(side_hashes_owned_.get(), std::memory_order_release);
+  return side_hashes_owned_.get();
+}
+
+void Tracer::join_side_hashes(SideHashes* side) {
+  ShimCallGuard guard;
+  side->join_all();
+}
+
+void Tracer::side_hashes_before_call_slow(SideHashes* side, CUstream stream,
+                                          bool per_thread_default, bool writes_known,
+                                          const std::vector<PlannedRegion>& outputs,
+                                          const std::vector<PlannedRegion>& also) {
+  ShimCallGuard guard;
+  if (!writes_known) {
+    side->join_all();
+    return;
+  }
+  if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
+  thread_local auto* reach_buffer = new std::vector<std::pair<uint64_t, uint64_t>>;
+  std::vector<std::pair<uint64_t, uint64_t>>& reach = *reach_buffer;
+  reach.clear();
+  for (const auto* list : {&outputs, &also})
+    for (const PlannedRegion& w : *list) reach.push_back(write_reach(w));
+  side->before_writes(stream, reach.data(), reach.size());
 }
 
 }  // namespace lockstep::collectors

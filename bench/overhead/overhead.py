@@ -76,6 +76,9 @@ EXTRA_MODES = {
     # A freed pool allocation's digest given to the next allocation of its range (opt-in,
     # experimental: collectors/README.md): new output tensors not hashed before their kernel.
     "full-carry": ("full", None, {"LOCKSTEP_CARRY_FREED": "1"}),
+    # Hash launches beside the next call on a side stream where it writes none of their regions
+    # (opt-in, experimental: collectors/README.md, "Merged hash launches").
+    "full-side": ("full", None, {"LOCKSTEP_SIDE_HASHES": "1"}),
     # Output hashes merged into the next call's launch only (no chained sets).
     "full-adjacent": ("full", None, {"LOCKSTEP_MERGE_HASHES": "adjacent"}),
     # Every kernel output hashed (no learned read-only pointers): what learning saves.

@@ -100,6 +100,42 @@ def test_d_planted_atomic_is_the_origin(gs, row, example):
         row("FAIL", f"diff {drc}; {verdict}")
 
 
+SIDE_LINE = re.compile(r"side streams \(LOCKSTEP_SIDE_HASHES\): (\d+) hash launches beside")
+HASH_LINE = re.compile(r"hash launches: (\d+) ")
+
+
+@pytest.mark.row("cuda side hashes")
+def test_d_side_hashes_keep_the_pair_identical_and_the_plant_the_origin(gs, row, example,
+                                                                        untraced):
+    """LOCKSTEP_SIDE_HASHES=1 (experimental, collectors/side_hashes.h): the deterministic pair at
+    full is identical and computes the untraced numbers, the planted atomic is still the origin,
+    and some hash launches went beside the job's kernels (else nothing was tested)."""
+    row.need(60)
+    env = {"LOCKSTEP_SIDE_HASHES": "1", "LOCKSTEP_DEBUG": "1"}
+    runs = [gs.traced(f"cuda-side-{i}", "full", 120, [example, *ARGS], env=env) for i in (1, 2)]
+    if any(r.rc for r in runs):
+        row("FAIL", f"job exit {runs[0].rc}/{runs[1].rc}: {runs[0].last_err(60)}")
+        return
+    numbers = gs.same_losses(untraced.out, runs[0].out)
+    report = gs.diff("cuda-side-diff", "cuda-side-1", "cuda-side-2")
+    verdict = gs.check_diff(report.out, "--expect", "identical")
+    side = SIDE_LINE.search(runs[0].err_text())
+    launches = HASH_LINE.search(runs[0].err_text())
+    plant = [example, "--steps", STEPS, "--plant", "atomic", "--plant-step", PLANT_STEP]
+    for i in (1, 2):
+        gs.traced(f"cuda-side-atomic-{i}", "full", 120, plant, env=env)
+    prc = gs.diff("cuda-side-atomic-diff", "cuda-side-atomic-1", "cuda-side-atomic-2").rc
+    found = gs.check_diff(gs.path("cuda-side-atomic-diff.out"), "--expect", "divergent",
+                          "--step", PLANT_STEP, "--name", ATOMIC, "--classification", "origin")
+    beside = f"{side.group(1) if side else '?'} of {launches.group(1) if launches else '?'}"
+    ok = (report.rc == 0 and verdict.startswith("PASS") and numbers.startswith("PASS")
+          and prc == 1 and found.startswith("PASS") and side is not None
+          and int(side.group(1)) > 0)
+    row("PASS" if ok else "FAIL",
+        f"{beside} hash launches beside the kernels; pair: diff {report.rc}, {verdict[6:]}; "
+        f"vs untraced: {numbers[6:]}; plant: diff {prc}, {found[6:] if prc == 1 else found}")
+
+
 @pytest.mark.row("cuda plant scale")
 def test_d_planted_fp8_scale_names_the_gemm_input(gs, row, example):
     """A planted run against a clean one: the FP8 GEMM's A_scale shows up."""

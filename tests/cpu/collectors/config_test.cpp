@@ -183,6 +183,7 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kOverwrite,    env::kFailHard,      env::kMemory,
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kCarryFreed,
+                         env::kSideHashes,
                          env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
                          env::kLib,          env::kCommit,        env::kHostHashBytes,

@@ -1,10 +1,10 @@
 // A fake GPU behind the hash engine's driver entry points, for CPU tests and benchmarks of the
 // full level: a current context, a module whose "launches" complete at once (each region's
 // digest is ptr ^ bytes, changed by every write(ptr) a test makes, written to its slot as the
-// real kernel would), and a log of the hash
-// launches (stream, regions) and of cuMemFreeAsync calls, in call order. Header-only; one
-// instance per process. hold(true) keeps launches from completing until release(): digests
-// stay in flight for as long as a test needs.
+// real kernel would), and a log of the hash launches (stream, regions), of cuMemFreeAsync calls
+// and of event records and waits, in call order. Header-only; one instance per process.
+// hold(true) keeps launches from completing until release(): digests stay in flight for as long
+// as a test needs.
 #pragma once
 
 #include <cuda.h>
@@ -27,6 +27,10 @@ struct FakeHashLaunch {
   uint32_t regions;
   CUdeviceptr freed = 0;  // a cuMemFreeAsync of this pointer (regions 0), not a launch
   uint32_t capacity = 0;  // the launched kernel's regions of room (layout.h: small, medium, large)
+  // An event recorded on `stream` (waits false) or `stream` made to wait on it (waits true):
+  // not a launch either (side streams, collectors/side_hashes.h).
+  CUevent event = nullptr;
+  bool waits = false;
 };
 
 class FakeGpu {
@@ -69,6 +73,12 @@ class FakeGpu {
     ++versions_[p];
   }
   static CUcontext context() { return reinterpret_cast<CUcontext>(0x10); }
+  // Streams the shim makes: the engine's private one first (kFirstStream), then side streams.
+  static constexpr uintptr_t kFirstStream = 0x40;
+  static bool made_stream(CUstream s) {
+    const auto id = reinterpret_cast<uintptr_t>(s);
+    return id >= kFirstStream && id < kFirstStream + 16;
+  }
 
  private:
   static CUresult ctx_get_current(CUcontext* ctx) {
@@ -191,7 +201,32 @@ class FakeGpu {
     return CUDA_SUCCESS;
   }
   static CUresult stream_create(CUstream* s, unsigned) {
-    *s = reinterpret_cast<CUstream>(0x40);
+    FakeGpu& gpu = instance();
+    std::lock_guard lock(gpu.mutex_);
+    *s = reinterpret_cast<CUstream>(kFirstStream + gpu.streams_++);
+    return CUDA_SUCCESS;
+  }
+  static CUresult event_create(CUevent* e, unsigned) {
+    FakeGpu& gpu = instance();
+    std::lock_guard lock(gpu.mutex_);
+    *e = reinterpret_cast<CUevent>(0xe000 + gpu.events_++);
+    return CUDA_SUCCESS;
+  }
+  static CUresult log_event(CUstream stream, CUevent event, bool waits) {
+    FakeGpu& gpu = instance();
+    std::lock_guard lock(gpu.mutex_);
+    if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, 0, 0, 0, event, waits});
+    return CUDA_SUCCESS;
+  }
+  static CUresult event_record(CUevent event, CUstream stream) {
+    return log_event(stream, event, false);
+  }
+  static CUresult stream_wait_event(CUstream stream, CUevent event, unsigned) {
+    return log_event(stream, event, true);
+  }
+  static CUresult ctx_push(CUcontext) { return CUDA_SUCCESS; }
+  static CUresult ctx_pop(CUcontext* ctx) {
+    *ctx = context();
     return CUDA_SUCCESS;
   }
   static inline const std::pair<const char*, void*> kEntries[] = {
@@ -213,6 +248,11 @@ class FakeGpu {
       {"cuDeviceGetAttribute", reinterpret_cast<void*>(&attribute)},
       {"cuOccupancyMaxActiveBlocksPerMultiprocessor", reinterpret_cast<void*>(&occupancy)},
       {"cuStreamCreate", reinterpret_cast<void*>(&stream_create)},
+      {"cuEventCreate", reinterpret_cast<void*>(&event_create)},
+      {"cuEventRecord", reinterpret_cast<void*>(&event_record)},
+      {"cuStreamWaitEvent", reinterpret_cast<void*>(&stream_wait_event)},
+      {"cuCtxPushCurrent", reinterpret_cast<void*>(&ctx_push)},
+      {"cuCtxPopCurrent", reinterpret_cast<void*>(&ctx_pop)},
       {"cuStreamDestroy", reinterpret_cast<void*>(&ok)},
       {"cuStreamSynchronize", reinterpret_cast<void*>(&ok)},
       {"cuModuleUnload", reinterpret_cast<void*>(&ok)},
@@ -225,6 +265,7 @@ class FakeGpu {
   std::vector<Held> held_;
   std::map<CUdeviceptr, uint64_t> versions_;
   std::atomic<long> count_{0};
+  uintptr_t streams_ = 0, events_ = 0;
 };
 
 }  // namespace lockstep::testing

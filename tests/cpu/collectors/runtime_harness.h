@@ -430,13 +430,23 @@ inline void launch_on(CUstream stream, CUdeviceptr p) {
   launch_function(reinterpret_cast<CUfunction>(0x1234), stream, params, 3);
 }
 
-// The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch), and the
-// cuMemFreeAsync calls the shim made among them, as "free@T".
+// The hash launches so far, as "S2 T1 ..." (stream letter, regions in the launch; X: a side
+// stream the shim made), the cuMemFreeAsync calls the shim made among them, as "free@T", and
+// its event records and waits, as "S+" (an event recorded on S) and "S<" (S waits on one).
 inline std::string hash_launches() {
+  using lockstep::testing::FakeGpu;
   std::string out;
-  for (const auto& launch : lockstep::testing::FakeGpu::instance().launches()) {
+  for (const auto& launch : FakeGpu::instance().launches()) {
     if (!out.empty()) out += ' ';
-    const char stream = launch.stream == kStreamS ? 'S' : launch.stream == kStreamT ? 'T' : '?';
+    const char stream = launch.stream == kStreamS          ? 'S'
+                        : launch.stream == kStreamT        ? 'T'
+                        : FakeGpu::made_stream(launch.stream) ? 'X'
+                                                              : '?';
+    if (launch.event != nullptr) {
+      out += stream;
+      out += launch.waits ? '<' : '+';
+      continue;
+    }
     if (launch.freed != 0) {
       out += std::string("free@") + stream;
       continue;
@@ -462,6 +472,7 @@ inline MemoryOp async_copy(CUstream stream) {
 class MergeTest : public RuntimeTest {
  protected:
   const char* merge_mode_ = "1";  // LOCKSTEP_MERGE_HASHES when merging
+  const char* side_hashes_ = "0";  // LOCKSTEP_SIDE_HASHES
   // Runs `body` in a child with the fake GPU; returns the hash launch log(s) it wrote. Reused
   // digests are off unless asked for: these tests count what merging alone launches.
   std::string run(const std::function<void(std::string*)>& body, bool merge = true,
@@ -473,6 +484,7 @@ class MergeTest : public RuntimeTest {
     environment["LOCKSTEP_REUSE_DIGESTS"] = reuse ? "1" : "0";
     environment["LOCKSTEP_SKIP_UNWRITTEN"] = reuse && skip_unwritten ? "1" : "0";
     environment["LOCKSTEP_CARRY_FREED"] = carry_freed ? "1" : "0";
+    environment["LOCKSTEP_SIDE_HASHES"] = side_hashes_;
     if (stderr_text != nullptr) environment["LOCKSTEP_DEBUG"] = "1";
     ChildResult child = run_child(
         environment,
