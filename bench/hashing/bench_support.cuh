@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
 
+#include "hashing/engine.h"
 #include "hashing/layout.h"
 
 namespace lockstep::bench {
@@ -69,6 +72,8 @@ struct DirectLaunchBuffers {
   void* scratch = nullptr;
 };
 DirectLaunchBuffers direct_launch_buffers(uint32_t count);
+// HashEngine::create through libcuda, or one line on stderr and exit 1.
+std::unique_ptr<hashing::HashEngine> engine_or_exit(const hashing::EngineOptions& options = {});
 
 }  // namespace lockstep::bench
 
@@ -90,4 +95,17 @@ inline lockstep::bench::DirectLaunchBuffers lockstep::bench::direct_launch_buffe
   BENCH_CHECK(cudaMalloc(&b.scratch, count * sizeof(lsf1::RegionScratch)));
   BENCH_CHECK(cudaMemset(b.scratch, 0, count * sizeof(lsf1::RegionScratch)));
   return b;
+}
+
+// The hash engine the shim uses, on the current device through libcuda; one line and exit 1 when
+// the driver or the engine cannot be had.
+inline std::unique_ptr<lockstep::hashing::HashEngine> lockstep::bench::engine_or_exit(
+    const lockstep::hashing::EngineOptions& options) {
+  using namespace lockstep::hashing;
+  DriverApi api;
+  std::string error;
+  std::unique_ptr<HashEngine> engine;
+  if (load_driver_api_from_libcuda(&api, &error)) engine = HashEngine::create(api, options, &error);
+  if (!engine) std::fprintf(stderr, "%s\n", error.c_str()), std::exit(1);
+  return engine;
 }

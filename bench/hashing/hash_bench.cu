@@ -76,17 +76,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
 
-  lockstep::hashing::DriverApi api;
-  std::string error;
-  if (!lockstep::hashing::load_driver_api_from_libcuda(&api, &error)) {
-    std::fprintf(stderr, "%s\n", error.c_str());
-    return 1;
-  }
-  auto engine = HashEngine::create(api, {}, &error);
-  if (!engine) {
-    std::fprintf(stderr, "%s\n", error.c_str());
-    return 1;
-  }
+  const auto engine = lockstep::bench::engine_or_exit();
   auto drain = [&] { engine->poll([](uint64_t, uint64_t) {}); };
 
   const size_t kPool = quick ? (256ull << 20) : (4ull << 30);

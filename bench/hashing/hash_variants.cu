@@ -45,12 +45,7 @@ int main(int argc, char** argv) {
   BENCH_CHECK(cudaEventCreate(&stop));
   BENCH_CHECK(cudaDeviceSynchronize());
 
-  DriverApi api;
-  std::string error;
-  if (!load_driver_api_from_libcuda(&api, &error))
-    return std::fprintf(stderr, "%s\n", error.c_str()), 1;
-  auto engine = HashEngine::create(api, {}, &error);
-  if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  const auto engine = lockstep::bench::engine_or_exit();
 
   struct Case {
     const char* name;

@@ -76,15 +76,10 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2000;
   BENCH_CHECK(cudaSetDevice(0));
   BENCH_CHECK(cudaFree(nullptr));
-  DriverApi api;
-  std::string error;
-  if (!load_driver_api_from_libcuda(&api, &error))
-    return std::fprintf(stderr, "%s\n", error.c_str()), 1;
   EngineOptions options;
   options.ring_slots = 1u << 20;  // room for every iteration of a case without polling
   options.device_scratch_bytes = size_t(options.ring_slots) * sizeof(lsf1::RegionScratch);
-  auto engine = HashEngine::create(api, options, &error);
-  if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  const auto engine = lockstep::bench::engine_or_exit(options);
 
   const size_t kPool = 64u << 20;
   unsigned char* pool = nullptr;

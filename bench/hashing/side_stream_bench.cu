@@ -254,14 +254,9 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a kill at a time limit
   BENCH_CHECK(cudaSetDevice(0));
   BENCH_CHECK(cudaFree(nullptr));
-  DriverApi api;
-  std::string error;
-  if (!load_driver_api_from_libcuda(&api, &error))
-    return std::fprintf(stderr, "%s\n", error.c_str()), 1;
   EngineOptions options;
   options.ring_slots = 1u << 16;
-  auto engine = HashEngine::create(api, options, &error);
-  if (!engine) return std::fprintf(stderr, "%s\n", error.c_str()), 1;
+  const auto engine = lockstep::bench::engine_or_exit(options);
   int sms = 0;
   BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 

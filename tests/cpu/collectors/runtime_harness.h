@@ -420,6 +420,18 @@ inline void launch_function(CUfunction f, CUstream stream, void** params, unsign
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
 }
 
+// PyTorch's contiguous fill (kFillKernel) of `count` floats at p: a known whole writer
+// (kernel_writes.h), so a fill of a whole region reads nothing and writes only that region.
+inline void fill_on(CUstream stream, CUdeviceptr p, int count, float value = 0.f) {
+  struct {
+    int n;
+    float value;
+    float* data;
+  } args{count, value, reinterpret_cast<float*>(p)};
+  void* params[] = {&args.n, &args.value, &args.data};
+  launch_function(kFillKernel, stream, params, 1);
+}
+
 inline void launch_on(CUstream stream, CUdeviceptr p) {
   struct {
     float* p;

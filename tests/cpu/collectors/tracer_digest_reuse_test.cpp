@@ -132,16 +132,6 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
 // A known whole-region writer (PyTorch's fill, kernel_writes.h) that overwrites its region
 // entirely takes no input entry: it needs no hash launch of its own and chains; its output is
 // hashed with the next launch. A fill of part of its region hashes the input as any kernel.
-void fill_on(CUstream stream, CUdeviceptr p, int count, float value = 0.f) {
-  struct {
-    int n;
-    float value;
-    float* data;
-  } args{count, value, reinterpret_cast<float*>(p)};
-  void* params[] = {&args.n, &args.value, &args.data};
-  launch_function(kFillKernel, stream, params, 1);
-}
-
 TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   const CUdeviceptr b = kSecondBase, c = b + 65536;
   auto body = [&](std::string* text) {

@@ -12,18 +12,6 @@
 namespace lockstep::collectors {
 namespace {
 
-// PyTorch's contiguous fill of `count` floats at p: a whole writer, so it reads nothing (no
-// input hash) and writes only its region (tracer_digest_reuse_test.cpp has the same).
-void fill_on(CUstream stream, CUdeviceptr p, int count, float value) {
-  struct {
-    int n;
-    float value;
-    float* data;
-  } args{count, value, reinterpret_cast<float*>(p)};
-  void* params[] = {&args.n, &args.value, &args.data};
-  launch_function(kFillKernel, stream, params, 1);
-}
-
 // hash_launches() from here on: what a part of a test made.
 class FakeGpuMark {
  public:
