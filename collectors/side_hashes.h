@@ -68,8 +68,8 @@ class SideHashes {
   // After the launch on begin()'s side stream: its regions [ptr, ptr + bytes) stay pending
   // until a writer, a join or a newer set orders `stream` after them. launched: false when the
   // launch was refused (nothing reads them; nothing pending).
-  void end(CUcontext ctx, CUstream stream, const std::pair<uint64_t, uint64_t>* regions,
-           size_t n, bool launched);
+  void end(CUcontext ctx, CUstream stream, const std::pair<uint64_t, uint64_t>* regions, size_t n,
+           bool launched);
   // An op about to write the ranges [first, second) on `stream` (of the current context): that
   // stream waits for every pending set one of them reaches. A set whose job stream it is is
   // then no longer pending (everything after on that stream is ordered after it).
@@ -78,8 +78,16 @@ class SideHashes {
   void join_all();
   bool pending() const { return count_.load(std::memory_order_relaxed) != 0; }
 
+  // A launch that could have gone beside but stayed on the job's stream: the call it comes
+  // before may write one of its regions (counted for LOCKSTEP_DEBUG's line).
+  void stayed_for_writer() {
+    std::lock_guard lock(mutex_);
+    ++stats_.stayed;
+  }
+
   struct Stats {
     uint64_t launches = 0;      // hash launches on a side stream
+    uint64_t stayed = 0;        // stayed on the job's stream: the next call may write them
     uint64_t writer_waits = 0;  // a writer's stream made to wait on a set
     uint64_t joins = 0;         // sets joined by join_all()
     uint64_t evictions = 0;     // sets joined because newer ones came
@@ -90,8 +98,8 @@ class SideHashes {
  private:
   struct Side {
     CUcontext ctx = nullptr;
-    CUstream job = nullptr;   // the job's stream (CU_STREAM_PER_THREAD/LEGACY as given)
-    CUstream side = nullptr;  // ours, non-blocking
+    CUstream job = nullptr;    // the job's stream (CU_STREAM_PER_THREAD/LEGACY as given)
+    CUstream side = nullptr;   // ours, non-blocking
     CUevent queued = nullptr;  // recorded on `job` before each launch; `side` waits on it
     CUevent hashed[kEvents] = {};
     size_t next_event = 0;
@@ -108,7 +116,7 @@ class SideHashes {
 
   const Api api_;
   mutable std::mutex mutex_;
-  std::vector<Side> sides_;  // reserved kMaxStreams: pointers into it stay valid
+  std::vector<Side> sides_;   // reserved kMaxStreams: pointers into it stay valid
   std::vector<Set> pending_;  // oldest first
   std::atomic<size_t> count_{0};
   bool broken_ = false;  // an event record failed: no more side launches

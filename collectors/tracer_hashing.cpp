@@ -224,13 +224,18 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   if (side_writes != nullptr && config_.side_hashes && n <= hashing::kMaxRegionsPerEnqueue &&
       stream != CU_STREAM_PER_THREAD && !capture_begun()) {
     side = side_hashes_locked();
+    bool reached = false;
     for (const auto* list : {side_writes->outputs, side_writes->also}) {
       if (side == nullptr || list == nullptr) continue;
       for (const PlannedRegion& w : *list) {
         const auto [wstart, wend] = write_reach(w);
-        for (size_t k = 0; k < n && side != nullptr; ++k)
-          if (all[k].ptr < wend && wstart < all[k].ptr + all[k].bytes) side = nullptr;
+        for (size_t k = 0; k < n && !reached; ++k)
+          reached = all[k].ptr < wend && wstart < all[k].ptr + all[k].bytes;
       }
+    }
+    if (side != nullptr && reached) {
+      side->stayed_for_writer();
+      side = nullptr;
     }
   }
   const CUcontext side_ctx = side != nullptr ? current_context(driver()) : nullptr;

@@ -132,9 +132,10 @@ void Tracer::report_at_close() {
     if (const SideHashes* side = side_hashes_.load(std::memory_order_acquire)) {
       const SideHashes::Stats s = side->stats();
       debug(fmt::format("side streams (LOCKSTEP_SIDE_HASHES): {} hash launches beside the job's "
-                        "kernels; a writer waited {} times, {} joined at an order point, {} "
+                        "kernels, {} kept on its stream (the next call may write what they "
+                        "read); a writer waited {} times, {} joined at an order point, {} "
                         "when newer ones came; {} failed driver calls",
-                        s.launches, s.writer_waits, s.joins, s.evictions, s.failures));
+                        s.launches, s.stayed, s.writer_waits, s.joins, s.evictions, s.failures));
     }
     debug("shim self time: " + self_time::report());
     // What the job's threads spent in the shim per step, steady state: the overhead of off,

@@ -85,9 +85,9 @@ struct Workload {
 
 enum class Mode { Untraced, InStream, SideStream, SideBatched, SideValue };
 const char* mode_name(Mode m) {
-  return m == Mode::Untraced     ? "untraced"
-         : m == Mode::InStream   ? "in-stream"
-         : m == Mode::SideStream ? "side-stream"
+  return m == Mode::Untraced      ? "untraced"
+         : m == Mode::InStream    ? "in-stream"
+         : m == Mode::SideStream  ? "side-stream"
          : m == Mode::SideBatched ? "side-batched"
                                   : "side-value";
 }
@@ -194,8 +194,7 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
         BENCH_CHECK(cuStreamWaitValue32(job, h.hashed_through, cuuint32_t(k + 1),
                                         CU_STREAM_WAIT_VALUE_GEQ));
       } else {
-        while (h.recorded.load(std::memory_order_acquire) <= k) {
-        }
+        while (h.recorded.load(std::memory_order_acquire) <= k) {}
         BENCH_CHECK(cudaStreamWaitEvent(h.job, h.hashed[h.hashed_by[k]], 0));
       }
     }
@@ -211,8 +210,7 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
       h.first_slot[i] = first;
     } else if (side) {
       // The event may be re-recorded only after the helper made the side stream wait on it.
-      while (h.consumed.load(std::memory_order_acquire) + kEvents <= i) {
-      }
+      while (h.consumed.load(std::memory_order_acquire) + kEvents <= i) {}
       BENCH_CHECK(cudaEventRecord(h.written[i % kEvents], h.job));
       h.ring[i % kEvents] = {i, r.ptr, r.bytes};
       h.posted.store(i + 1, std::memory_order_release);
@@ -283,8 +281,8 @@ int main(int argc, char** argv) {
   init<<<4 * sms, 256>>>(x, most / sizeof(float));
   BENCH_CHECK(cudaDeviceSynchronize());
 
-  std::printf("%-14s %-7s %-12s %9s %9s %8s %8s %8s %s\n", "workload", "buffers", "mode",
-              "host_us", "wall_us", "host_x", "wall_x", "launches", "digests");
+  std::printf("%-14s %-7s %-12s %9s %9s %8s %8s %8s %s\n", "workload", "buffers", "mode", "host_us",
+              "wall_us", "host_x", "wall_x", "launches", "digests");
   int mismatches = 0;
   for (const Workload& w : workloads) {
     const int iterations = w.rounds > 0 || w.bytes > (1u << 20) ? std::max(50, n / 4) : n;
