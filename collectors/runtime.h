@@ -534,8 +534,8 @@ class Tracer {
   std::mutex deferred_mutex_;
   Deferred deferred_;  // under deferred_mutex_
   std::atomic<bool> has_deferred_{false};
-  std::unique_ptr<SideHashes> side_hashes_owned_;   // made under pending_mutex_, kept to exit
   std::atomic<SideHashes*> side_hashes_{nullptr};  // read without a lock by every flush
+  std::unique_ptr<SideHashes> side_hashes_owned_;   // made under pending_mutex_, kept to exit
   std::condition_variable collector_wake_;
   bool collector_idle_ = false;  // in its long wait: new digests must wake it (else it polls)
   std::thread collector_;

@@ -1,8 +1,6 @@
 // SideHashes (side_hashes.h): side streams, their events, and the sets in flight on them.
 #include "collectors/side_hashes.h"
 
-#include <algorithm>
-
 namespace lockstep::collectors {
 
 namespace {
@@ -10,20 +8,20 @@ namespace {
 // streams: a wait queued from another context's thread must make the set's context current.
 class ContextScope {
  public:
-  ContextScope(const SideHashes::Api& api, CUcontext ctx) : api_(api) {
+  ContextScope(const Driver& d, CUcontext ctx) : d_(d) {
     CUcontext current = nullptr;
-    if (ctx != nullptr && api.ctxGetCurrent(&current) == CUDA_SUCCESS && current != ctx)
-      pushed_ = api.ctxPushCurrent(ctx) == CUDA_SUCCESS;
+    if (ctx != nullptr && d.ctxGetCurrent(&current) == CUDA_SUCCESS && current != ctx)
+      pushed_ = d.ctxPushCurrent(ctx) == CUDA_SUCCESS;
   }
   ~ContextScope() {
     CUcontext popped = nullptr;
-    if (pushed_) api_.ctxPopCurrent(&popped);
+    if (pushed_) d_.ctxPopCurrent(&popped);
   }
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
 
  private:
-  const SideHashes::Api& api_;
+  const Driver& d_;
   bool pushed_ = false;
 };
 }  // namespace
@@ -31,17 +29,17 @@ class ContextScope {
 SideHashes::Side* SideHashes::side_for_locked(CUcontext ctx, CUstream stream) {
   for (Side& s : sides_)
     if (s.ctx == ctx && s.job == stream) return s.side != nullptr ? &s : nullptr;
-  if (!api_.complete() || sides_.size() >= kMaxStreams) return nullptr;
+  if (sides_.size() >= kMaxStreams) return nullptr;
   if (sides_.capacity() < kMaxStreams) sides_.reserve(kMaxStreams);
   Side& s = sides_.emplace_back();
   s.ctx = ctx;
   s.job = stream;
   // Made once per job stream; a failure leaves the entry without a side stream (in-stream for
   // good: no retry per launch).
-  bool ok = api_.streamCreate(&s.side, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-            api_.eventCreate(&s.queued, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+  bool ok = d_.streamCreate(&s.side, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+            d_.eventCreate(&s.queued, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   for (CUevent& e : s.hashed)
-    ok = ok && api_.eventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    ok = ok && d_.eventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
   if (!ok) {
     ++stats_.failures;
     s.side = nullptr;  // what was made stays (a handful of handles, once)
@@ -58,8 +56,8 @@ CUstream SideHashes::begin(CUcontext ctx, CUstream stream) {
   if (broken_) return nullptr;
   Side* s = side_for_locked(ctx, stream);
   if (s == nullptr) return nullptr;
-  if (api_.eventRecord(s->queued, stream) != CUDA_SUCCESS ||
-      api_.streamWaitEvent(s->side, s->queued, 0) != CUDA_SUCCESS) {
+  if (d_.eventRecord(s->queued, stream) != CUDA_SUCCESS ||
+      d_.streamWaitEvent(s->side, s->queued, 0) != CUDA_SUCCESS) {
     ++stats_.failures;
     return nullptr;  // a record without its wait orders nothing: in-stream is still sound
   }
@@ -83,7 +81,7 @@ void SideHashes::end(CUcontext ctx, CUstream stream, const std::pair<uint64_t, u
   set.side = s;
   set.hashed = s->hashed[s->next_event];
   s->next_event = (s->next_event + 1) % kEvents;
-  if (api_.eventRecord(set.hashed, s->side) != CUDA_SUCCESS) {
+  if (d_.eventRecord(set.hashed, s->side) != CUDA_SUCCESS) {
     // Nothing to order a writer after: no more side launches (a driver that fails an event
     // record fails the job's own calls too; the set's digests are what the GPU read).
     ++stats_.failures;
@@ -95,11 +93,9 @@ void SideHashes::end(CUcontext ctx, CUstream stream, const std::pair<uint64_t, u
   count_locked();
 }
 
-bool SideHashes::wait_locked(CUstream stream, const Set& set) {
-  ContextScope scope(api_, set.side->ctx);
-  if (api_.streamWaitEvent(stream, set.hashed, 0) == CUDA_SUCCESS) return true;
-  ++stats_.failures;
-  return false;
+void SideHashes::wait_locked(CUstream stream, const Set& set) {
+  ContextScope scope(d_, set.side->ctx);
+  if (d_.streamWaitEvent(stream, set.hashed, 0) != CUDA_SUCCESS) ++stats_.failures;
 }
 
 void SideHashes::before_writes(CUstream stream, const std::pair<uint64_t, uint64_t>* writes,
@@ -113,7 +109,7 @@ void SideHashes::before_writes(CUstream stream, const std::pair<uint64_t, uint64
     return false;
   };
   CUcontext current = nullptr;
-  if (api_.ctxGetCurrent != nullptr) api_.ctxGetCurrent(&current);
+  d_.ctxGetCurrent(&current);
   auto it = pending_.begin();
   while (it != pending_.end()) {
     if (!reaches(*it)) {
@@ -121,7 +117,7 @@ void SideHashes::before_writes(CUstream stream, const std::pair<uint64_t, uint64
       continue;
     }
     // The writer's stream is of the current context; the wait needs no context switch.
-    if (api_.streamWaitEvent(stream, it->hashed, 0) != CUDA_SUCCESS) ++stats_.failures;
+    if (d_.streamWaitEvent(stream, it->hashed, 0) != CUDA_SUCCESS) ++stats_.failures;
     ++stats_.writer_waits;
     if (it->side->job == stream && it->side->ctx == current)
       it = pending_.erase(it);

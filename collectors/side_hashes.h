@@ -35,33 +35,28 @@
 
 #include <cuda.h>
 
+#include "collectors/driver_api.h"
+
 namespace lockstep::collectors {
 
 class SideHashes {
  public:
-  // The driver calls it makes (the real ones in the shim, fakes in tests).
-  struct Api {
-    decltype(&::cuStreamCreate) streamCreate = nullptr;
-    decltype(&::cuEventCreate) eventCreate = nullptr;
-    decltype(&::cuEventRecord) eventRecord = nullptr;
-    decltype(&::cuStreamWaitEvent) streamWaitEvent = nullptr;
-    decltype(&::cuCtxGetCurrent) ctxGetCurrent = nullptr;
-    decltype(&::cuCtxPushCurrent_v2) ctxPushCurrent = nullptr;
-    decltype(&::cuCtxPopCurrent_v2) ctxPopCurrent = nullptr;
-    bool complete() const {
-      return streamCreate && eventCreate && eventRecord && streamWaitEvent && ctxGetCurrent &&
-             ctxPushCurrent && ctxPopCurrent;
-    }
-  };
+  // Does `d` have every entry point it calls (stream and event creation, records, waits, the
+  // current context)?
+  static bool usable(const Driver& d) {
+    return d.streamCreate && d.eventCreate && d.eventRecord && d.streamWaitEvent &&
+           d.ctxGetCurrent && d.ctxPushCurrent && d.ctxPopCurrent;
+  }
   static constexpr size_t kMaxPending = 8;   // sets in flight before the oldest is joined
   static constexpr size_t kEvents = 16;      // "hashed" events per side stream (> kMaxPending)
   static constexpr size_t kMaxStreams = 32;  // job streams with a side stream; more: in-stream
 
-  explicit SideHashes(const Api& api) : api_(api) {}
+  // `d`: the real driver in the shim, fakes in tests; usable(d) holds.
+  explicit SideHashes(const Driver& d) : d_(d) {}
 
   // Before a hash launch meant for job stream `stream` of context `ctx` (current): the side
   // stream to launch it on, made to wait for everything `stream` has queued; null when there is
-  // none (the per-thread default stream, no driver entry, a failed call, too many job streams):
+  // none (the per-thread default stream, a failed call, too many job streams):
   // launch on `stream`.
   // Call with the Tracer's hash lock held, and end() right after the launch.
   CUstream begin(CUcontext ctx, CUstream stream);
@@ -110,11 +105,11 @@ class SideHashes {
     std::vector<std::pair<uint64_t, uint64_t>> regions;  // [start, end)
   };
   Side* side_for_locked(CUcontext ctx, CUstream stream);
-  // `stream` (of set.side->ctx) waits for `set`: true when the wait was queued.
-  bool wait_locked(CUstream stream, const Set& set);
+  // `stream` (of set.side->ctx) waits for `set` (a failure counted).
+  void wait_locked(CUstream stream, const Set& set);
   void count_locked() { count_.store(pending_.size(), std::memory_order_relaxed); }
 
-  const Api api_;
+  const Driver d_;  // a copy: the tests' fakes need not outlive it
   mutable std::mutex mutex_;
   std::vector<Side> sides_;   // reserved kMaxStreams: pointers into it stay valid
   std::vector<Set> pending_;  // oldest first

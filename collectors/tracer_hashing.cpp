@@ -220,23 +220,26 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
   const uint64_t ring_mask = state->slots.size() - 1;
   // On a side stream, beside the call these regions are read for, when that call writes none
   // of them (side_hashes.h). One launch only: a set that needs more stays on the job's stream.
-  SideHashes* side = nullptr;
-  if (side_writes != nullptr && config_.side_hashes && n <= hashing::kMaxRegionsPerEnqueue &&
-      stream != CU_STREAM_PER_THREAD && !capture_begun()) {
-    side = side_hashes_locked();
-    bool reached = false;
+  // Does the call these regions are read for write one of them (each write over its pointer's
+  // allocation run)? side_writes non-null.
+  const auto call_writes_them = [&] {
     for (const auto* list : {side_writes->outputs, side_writes->also}) {
-      if (side == nullptr || list == nullptr) continue;
+      if (list == nullptr) continue;
       for (const PlannedRegion& w : *list) {
         const auto [wstart, wend] = write_reach(w);
-        for (size_t k = 0; k < n && !reached; ++k)
-          reached = all[k].ptr < wend && wstart < all[k].ptr + all[k].bytes;
+        for (size_t k = 0; k < n; ++k)
+          if (all[k].ptr < wend && wstart < all[k].ptr + all[k].bytes) return true;
       }
     }
-    if (side != nullptr && reached) {
-      side->stayed_for_writer();
-      side = nullptr;
-    }
+    return false;
+  };
+  SideHashes* side = nullptr;
+  if (side_writes != nullptr && config_.side_hashes && n <= hashing::kMaxRegionsPerEnqueue &&
+      stream != CU_STREAM_PER_THREAD && !capture_begun())
+    side = side_hashes_locked();
+  if (side != nullptr && call_writes_them()) {
+    side->stayed_for_writer();
+    side = nullptr;
   }
   const CUcontext side_ctx = side != nullptr ? current_context(driver()) : nullptr;
   const CUstream side_stream = side != nullptr ? side->begin(side_ctx, stream) : nullptr;
@@ -590,17 +593,8 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
 // ---- side streams (side_hashes.h) ----------------------------------------------------------------
 SideHashes* Tracer::side_hashes_locked() {
   if (SideHashes* side = side_hashes_.load(std::memory_order_relaxed)) return side;
-  const Driver& d = driver();
-  SideHashes::Api api;
-  api.streamCreate = d.streamCreate;
-  api.eventCreate = d.eventCreate;
-  api.eventRecord = d.eventRecord;
-  api.streamWaitEvent = d.streamWaitEvent;
-  api.ctxGetCurrent = d.ctxGetCurrent;
-  api.ctxPushCurrent = d.ctxPushCurrent;
-  api.ctxPopCurrent = d.ctxPopCurrent;
-  if (!api.complete()) return nullptr;
-  side_hashes_owned_ = std::make_unique<SideHashes>(api);
+  if (!SideHashes::usable(driver())) return nullptr;
+  side_hashes_owned_ = std::make_unique<SideHashes>(driver());
   side_hashes_.store(side_hashes_owned_.get(), std::memory_order_release);
   return side_hashes_owned_.get();
 }

@@ -44,6 +44,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "bench_support.cuh"
@@ -230,14 +231,12 @@ Result run(Harness& h, const Workload& w, Mode mode, int buffers, float* x, floa
   result.wall_us = std::chrono::duration<double, std::micro>(t2 - t0).count() / n;
   result.launches = double(h.engine->stats().launches - launches_before) / n;
   if (mode != Mode::Untraced) {
-    std::vector<uint64_t> by_slot;
-    std::vector<std::pair<uint64_t, uint64_t>> got;
-    h.engine->poll([&](uint64_t slot, uint64_t digest) { got.emplace_back(slot, digest); });
+    std::unordered_map<uint64_t, uint64_t> by_slot;
+    h.engine->poll([&](uint64_t slot, uint64_t digest) { by_slot[slot] = digest; });
     result.digests.assign(n, 0);
     for (int i = 0; i < n; ++i) {
-      const auto it = std::find_if(got.begin(), got.end(),
-                                   [&](const auto& p) { return p.first == h.first_slot[i]; });
-      if (it == got.end()) std::fprintf(stderr, "iteration %d: no digest\n", i), std::exit(1);
+      const auto it = by_slot.find(h.first_slot[i]);
+      if (it == by_slot.end()) std::fprintf(stderr, "iteration %d: no digest\n", i), std::exit(1);
       result.digests[i] = it->second;
     }
   }

@@ -47,16 +47,16 @@ CUresult ctx_pop(CUcontext* ctx) {
   return CUDA_SUCCESS;
 }
 
-SideHashes::Api fake_api() {
-  SideHashes::Api api;
-  api.streamCreate = &stream_create;
-  api.eventCreate = &event_create;
-  api.eventRecord = &event_record;
-  api.streamWaitEvent = &stream_wait_event;
-  api.ctxGetCurrent = &ctx_get_current;
-  api.ctxPushCurrent = &ctx_push;
-  api.ctxPopCurrent = &ctx_pop;
-  return api;
+Driver fake_driver() {
+  Driver d;
+  d.streamCreate = &stream_create;
+  d.eventCreate = &event_create;
+  d.eventRecord = &event_record;
+  d.streamWaitEvent = &stream_wait_event;
+  d.ctxGetCurrent = &ctx_get_current;
+  d.ctxPushCurrent = &ctx_push;
+  d.ctxPopCurrent = &ctx_pop;
+  return d;
 }
 
 class SideHashesUnit : public ::testing::Test {
@@ -71,14 +71,14 @@ class SideHashesUnit : public ::testing::Test {
 };
 
 TEST_F(SideHashesUnit, ThePerThreadDefaultStreamGetsNoSideStream) {
-  SideHashes side(fake_api());
+  SideHashes side(fake_driver());
   EXPECT_EQ(side.begin(kCtx, CU_STREAM_PER_THREAD), nullptr);
   EXPECT_EQ(g_log, "");
 }
 
 TEST_F(SideHashesUnit, AStreamWhoseSideStreamCouldNotBeMadeStaysInStreamWithoutRetrying) {
   g_fail_stream_create = true;
-  SideHashes side(fake_api());
+  SideHashes side(fake_driver());
   EXPECT_EQ(side.begin(kCtx, kJob), nullptr);
   g_fail_stream_create = false;
   EXPECT_EQ(side.begin(kCtx, kJob), nullptr);
@@ -87,7 +87,7 @@ TEST_F(SideHashesUnit, AStreamWhoseSideStreamCouldNotBeMadeStaysInStreamWithoutR
 }
 
 TEST_F(SideHashesUnit, ASetOfAnotherContextIsJoinedWithThatContextCurrent) {
-  SideHashes side(fake_api());
+  SideHashes side(fake_driver());
   const CUstream s = side.begin(kCtx, kJob);
   ASSERT_NE(s, nullptr);
   const std::pair<uint64_t, uint64_t> region{0x1000, 0x2000};
@@ -101,7 +101,7 @@ TEST_F(SideHashesUnit, ASetOfAnotherContextIsJoinedWithThatContextCurrent) {
 }
 
 TEST_F(SideHashesUnit, AWriteBesideASetsRegionsWaitsForNothing) {
-  SideHashes side(fake_api());
+  SideHashes side(fake_driver());
   ASSERT_NE(side.begin(kCtx, kJob), nullptr);
   const std::pair<uint64_t, uint64_t> region{0x1000, 0x2000};
   side.end(kCtx, kJob, &region, 1, true);
@@ -116,7 +116,7 @@ TEST_F(SideHashesUnit, AWriteBesideASetsRegionsWaitsForNothing) {
 }
 
 TEST_F(SideHashesUnit, ARefusedLaunchLeavesNothingPending) {
-  SideHashes side(fake_api());
+  SideHashes side(fake_driver());
   ASSERT_NE(side.begin(kCtx, kJob), nullptr);
   const std::pair<uint64_t, uint64_t> region{0x1000, 0x2000};
   side.end(kCtx, kJob, &region, 1, false);
