@@ -131,11 +131,17 @@ void Tracer::report_at_close() {
       debug(line);
     if (const SideHashes* side = side_hashes_.load(std::memory_order_acquire)) {
       const SideHashes::Stats s = side->stats();
+      // Every hash launch counted once: the rest were never candidates (order points, steps,
+      // sets with frees held back, captures, the per-thread stream, sets of several launches).
+      const uint64_t candidates = s.launches + s.stayed;
+      const uint64_t others = total.launches > candidates ? total.launches - candidates : 0;
       debug(fmt::format("side streams (LOCKSTEP_SIDE_HASHES): {} hash launches beside the job's "
                         "kernels, {} kept on its stream (the next call may write what they "
-                        "read); a writer waited {} times, {} joined at an order point, {} "
-                        "when newer ones came; {} failed driver calls",
-                        s.launches, s.stayed, s.writer_waits, s.joins, s.evictions, s.failures));
+                        "read), {} not candidates (order points, frees held back, captures); a "
+                        "writer waited {} times, {} joined at an order point, {} when newer "
+                        "ones came; {} failed driver calls",
+                        s.launches, s.stayed, others, s.writer_waits, s.joins, s.evictions,
+                        s.failures));
     }
     debug("shim self time: " + self_time::report());
     // What the job's threads spent in the shim per step, steady state: the overhead of off,

@@ -70,7 +70,8 @@ TEST_F(SideHashesTest, ALaunchTheNextKernelDoesNotWriteGoesBesideIt) {
   EXPECT_EQ(log, "S1 S+ X< X1 X+ | S1 S<");
   expect_every_fingerprint(2);
   EXPECT_NE(err.find("side streams (LOCKSTEP_SIDE_HASHES): 1 hash launches beside the job's "
-                     "kernels, 1 kept on its stream"),
+                     "kernels, 1 kept on its stream (the next call may write what they read), 1 "
+                     "not candidates"),
             std::string::npos)
       << err;
 }
@@ -154,8 +155,9 @@ TEST_F(SideHashesTest, AtMostEightSetsStayInFlight) {
   EXPECT_EQ(side, 10u) << log;
   EXPECT_EQ(waits, 2u) << log;
   EXPECT_NE(err.find("side streams (LOCKSTEP_SIDE_HASHES): 10 hash launches beside the job's "
-                     "kernels, 0 kept on its stream (the next call may write what they read); a "
-                     "writer waited 0 times, 8 joined at an order point, 2 when newer ones came; "
+                     "kernels, 0 kept on its stream (the next call may write what they read), 1 "
+                     "not candidates (order points, frees held back, captures); a writer waited 0 "
+                     "times, 8 joined at an order point, 2 when newer ones came; "
                      "0 failed driver calls"),
             std::string::npos)
       << err;
