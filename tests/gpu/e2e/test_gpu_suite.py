@@ -279,8 +279,9 @@ class RunShTest(unittest.TestCase):
 
     def test_full_over_the_gpu_bound_jobs_target_fails(self):
         # x1.3 in every turn: within the x1.5 of the unseen job, over the gpu-bound job's x1.25.
+        # The unseen job's rows show the shim's own time a step (3 ms of a 10 ms step).
         proc, rows, out = self.run_script("f", "-k", "gpu_bound or unseen",
-                                          FAKE_FACTORS="full=1.3")
+                                          FAKE_FACTORS="full=1.3", FAKE_SELF_US="3000")
         self.assertEqual(proc.returncode, 1, proc.stdout[-3000:])
         self.assertEqual(rows.get("overhead full"), "FAIL", rows)
         self.assertEqual(rows.get("overhead unseen full"), "PASS", rows)
@@ -290,9 +291,11 @@ class RunShTest(unittest.TestCase):
         self.assertRegex(table, r"overhead full +FAIL +x1\.300 \[1\.300-1\.300\] \(target "
                                 r"x1\.250\), ")
         self.assertRegex(table, r"overhead unseen full +PASS +x1\.300 \[1\.300-1\.300\] "
-                                r"\(target x1\.500\), ")
+                                r"\(shim 3\.0 ms/step on the job's threads, 30\.0% of the "
+                                r"untraced step\) \(target x1\.500\), ")
         self.assertRegex(table, r"overhead unseen broad +PASS +x1\.000 \[1\.000-1\.000\] "
-                                r"\(shown, not judged\), ")
+                                r"\(shim 3\.0 ms/step on the job's threads, 30\.0% of the "
+                                r"untraced step\) \(shown, not judged\), ")
 
     def test_full_within_noise_of_its_target_is_known(self):
         # The first set's full process runs x1.4 as a whole, the second's x1.0: the median turn
