@@ -203,8 +203,11 @@ class Tracer {
   // Enqueues fingerprints of `regions` on `stream`, filling `pending` when they arrive. Regions
   // that cannot be hashed (capturing stream, ring full, no engine) are flagged dropped.
   // `not_capturing`: the caller has just seen that `stream` is not capturing (skips the check).
+  // `side_writes`: what the call these regions are read for writes (enqueue_groups).
+  struct CallWrites;  // below, with fingerprint_inputs
   void fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                   const PlannedRegion* regions, size_t n, bool not_capturing = false);
+                   const PlannedRegion* regions, size_t n, bool not_capturing = false,
+                   const CallWrites* side_writes = nullptr);
 
   // fingerprint() of regions that may repeat (a state call's tensors, tied weights passed twice):
   // a region already in the launch is hashed once and its digest fills each entry.

@@ -50,10 +50,11 @@ Tracer::EngineState* Tracer::engine_for_current_context() {
 }
 
 void Tracer::fingerprint(PendingRecord* pending, CUstream stream, bool per_thread_default,
-                         const PlannedRegion* regions, size_t n, bool not_capturing) {
+                         const PlannedRegion* regions, size_t n, bool not_capturing,
+                         const CallWrites* side_writes) {
   if (pending == nullptr || n == 0) return;
   const HashGroup group{pending, regions, n};
-  enqueue_groups(stream, per_thread_default, &group, 1, not_capturing);
+  enqueue_groups(stream, per_thread_default, &group, 1, not_capturing, side_writes);
 }
 
 void Tracer::fingerprint_repeating(PendingRecord* pending, CUstream stream,
@@ -585,9 +586,7 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
       issue_deferred(deferred);
     }
   }
-  if (pending == nullptr || n == 0) return;
-  const HashGroup group{pending, regions, n};
-  enqueue_groups(stream, per_thread_default, &group, 1, not_capturing, writes);
+  fingerprint(pending, stream, per_thread_default, regions, n, not_capturing, writes);
 }
 
 // ---- side streams (side_hashes.h) ----------------------------------------------------------------
