@@ -7,6 +7,7 @@ targets); this says which ops and which reasons make them.
 
   bench/overhead/full_bytes.py runs/a                   # steps 1 and later, per step
   bench/overhead/full_bytes.py runs/a --step 6 --top 30
+  bench/overhead/full_bytes.py runs/a --step 6 --by launches   # which calls ask for hash launches
   bench/overhead/full_bytes.py runs/a --json out.json --lockstep build/tools/lockstep
 
 It reads `lockstep show DIR` (one line per record, in the order the process made the calls) and
@@ -52,7 +53,11 @@ class Replay:
 
     def record(self, kind, buffers, tally):
         """Feeds one record's buffers [(role, bytes, fingerprint, flags, ordinal, offset)];
-        adds what full read and did not read to `tally` (a Counter)."""
+        adds what full read and did not read to `tally` (a Counter), and under "afresh records"
+        1 when any input was hashed afresh: the shim launches a hash before such a call (alone,
+        or carrying the previous call's outputs), where a call with every input digest known
+        chains onto the next launch."""
+        afresh = False
         for role, size, fp, flags, ordinal, offset in buffers:
             if role != "in":
                 continue
@@ -67,6 +72,7 @@ class Replay:
             reason = ("written" if region in self.ever[ordinal]
                       else "extent" if self.ever[ordinal] else "new")
             tally["in afresh " + reason] += size
+            afresh = True
             self.known[ordinal].add(region)
             self.ever[ordinal].add(region)
         for role, size, fp, flags, ordinal, offset in buffers:
@@ -86,6 +92,8 @@ class Replay:
             tally["out recalled" if "recalled" in flags else "out hashed"] += size
             self.known[ordinal].add((offset, size))
             self.ever[ordinal].add((offset, size))
+        if afresh:
+            tally["afresh records"] += 1
 
 
 def parse_line(line):
@@ -121,10 +129,11 @@ def analyse(lines, step=None, first_step=1):
             by_name[key].update(tally)
             by_name[key]["records"] += 1
             total.update(tally)
+            total["records"] += 1
     return {"steps": sorted(steps), "ranks": len(replays), "total": total, "by_name": by_name}
 
 
-def report(result, top):
+def report(result, top, by="bytes"):
     steps = max(1, len(result["steps"]))
     total = result["total"]
     gb = lambda b: f"{b / steps / 1e9:.2f} GB"  # noqa: E731
@@ -138,12 +147,17 @@ def report(result, top):
            f"  not read: inputs reused {gb(total['in reused'])}, outputs learned read-only "
            f"{gb(total['out read-only'])}, fills recalled {gb(total['out recalled'])}, "
            f"unwritten or enclosing inputs {gb(total['in not read'])}",
-           f"  {'hashed MB':>10} {'out MB':>9} {'afresh new/extent/written MB':>29} {'records':>8}  name"]
-    ranked = sorted(result["by_name"].items(), key=lambda kv: -hashed(kv[1]))
+           f"  calls with an input hashed afresh (a hash launch before each): "
+           f"{total['afresh records'] / steps:.0f} of {total['records'] / steps:.0f}",
+           f"  {'hashed MB':>10} {'out MB':>9} {'afresh new/extent/written MB':>29} {'records':>8}"
+           f" {'afresh':>7}  name"]
+    key = (lambda kv: -kv[1]["afresh records"]) if by == "launches" else (lambda kv: -hashed(kv[1]))
+    ranked = sorted(result["by_name"].items(), key=key)
     for name, t in ranked[:top]:
         afresh = "/".join(f"{t['in afresh ' + r] / steps / 1e6:.0f}" for r in REASONS)
         out.append(f"  {hashed(t) / steps / 1e6:10.1f} {t['out hashed'] / steps / 1e6:9.1f} "
-                   f"{afresh:>29} {t['records'] / steps:8.0f}  {name[:100]}")
+                   f"{afresh:>29} {t['records'] / steps:8.0f} {t['afresh records'] / steps:7.0f}"
+                   f"  {name[:100]}")
     return "\n".join(out)
 
 
@@ -154,6 +168,9 @@ def main(argv=None):
     p.add_argument("trace", help="a trace directory (lockstep run -o DIR --level full)")
     p.add_argument("--step", type=int, help="only this step (default: step 1 on, per step)")
     p.add_argument("--top", type=int, default=20, help="names listed (default 20)")
+    p.add_argument("--by", choices=("bytes", "launches"), default="bytes",
+                   help="rank names by the bytes they make full read (default) or by their calls "
+                        "with an input hashed afresh (the hash launches they ask for)")
     p.add_argument("--lockstep", help="the CLI (default: build/tools/lockstep, then PATH)")
     p.add_argument("--json", help="write the totals and the per-name tallies here")
     args = p.parse_args(argv)
@@ -175,7 +192,7 @@ def main(argv=None):
         print(f"full_bytes.py: {args.trace}: lockstep show failed (exit {show.returncode})"
               + (f": {problem[-1]}" if problem else ""), file=sys.stderr)
         return 2
-    print(report(result, args.top))
+    print(report(result, args.top, args.by))
     if args.json:
         steps = max(1, len(result["steps"]))
         with open(args.json, "w") as f:

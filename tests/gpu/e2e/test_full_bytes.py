@@ -104,6 +104,28 @@ class ReplayOfDigestReuse(unittest.TestCase):
         only = full_bytes.analyse(lines, step=0)
         self.assertEqual(only["total"]["out hashed"], 100)
 
+    def test_a_call_with_an_input_hashed_afresh_counts_as_asking_for_a_hash_launch(self):
+        r = self.tally([line(0, "kernel", "a", ("in", 100, 1, 0), ("out", 100, 2, 0)),
+                        line(0, "kernel", "b", ("in", 100, 2, 0), ("out", 100, 2, 0)),
+                        line(0, "kernel", "c", ("in", 100, 2, 0), ("in", 8, 3, 0),
+                             ("out", 100, 3, 0))])
+        self.assertEqual(r["total"]["records"], 3)
+        self.assertEqual(r["total"]["afresh records"], 2)  # a (new) and c (its fresh output)
+        self.assertNotIn("afresh records", r["by_name"]["kernel b"])  # every digest reused
+
+    def test_by_launches_ranks_the_calls_that_ask_for_hash_launches_first(self):
+        lines = [line(0, "kernel", "big", ("in", 1 << 30, 1, 0), ("out", 1 << 30, 2, 0))]
+        lines += [line(0, "kernel", "small", ("in", 4, 10 + i, 0), ("out", 4, 10 + i, 0))
+                  for i in range(3)]
+        r = self.tally(lines)
+        by_bytes = full_bytes.report(r, 5).splitlines()
+        by_launches = full_bytes.report(r, 5, by="launches").splitlines()
+        self.assertIn("calls with an input hashed afresh (a hash launch before each): 4 of 4",
+                      by_launches[3])
+        self.assertTrue(by_bytes[5].endswith("kernel big"), by_bytes)
+        self.assertTrue(by_launches[5].endswith("kernel small"), by_launches)
+        self.assertEqual(by_launches[5].split()[-3], "3")  # its 3 calls, each afresh
+
     def test_lines_that_are_not_records_are_skipped(self):
         r = self.tally(["trace /tmp/u\n", "\n", "r0 step x\n"])
         self.assertEqual(r["steps"], [])
