@@ -40,7 +40,45 @@ constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
 // noutputs;`: cta_buf is 32 bytes before its end, semaphores 24. launch_reduce_kernel allocates
 // cta_buf, then the semaphores (zeroed by a memset), right before the launch.
 constexpr std::string_view kReducePrefix = "void at::native::reduce_kernel<";
+constexpr std::string_view kReduceOp = "at::native::ReduceOp<";
 constexpr uint32_t kCtaBufFromEnd = 32, kSemaphoresFromEnd = 24;
+constexpr uint32_t kDstFromEnd = 56, kAccBufFromEnd = 40, kAccumulateFromEnd = 8,
+                   kFinalOutputFromEnd = 7, kNoutputsFromEnd = 4;
+
+// The bytes of an element type by its demangled spelling (kElementBytes), or 0.
+uint32_t element_bytes_of(std::string_view type) {
+  for (const auto& [spelling, bytes] : kElementBytes)
+    if (spelling == type) return bytes;
+  return 0;
+}
+
+// The `index`th top-level template argument of the list that starts right after a '<' at
+// `name[0]`: commas inside <>, () and {} belong to nested arguments. Empty when there are fewer.
+std::string_view template_argument(std::string_view name, size_t index) {
+  int depth = 0;
+  size_t begin = 0, k = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(' || c == '{') {
+      ++depth;
+    } else if ((c == '>' || c == ')' || c == '}') && depth > 0) {
+      --depth;
+    } else if ((c == ',' || c == '>') && depth == 0) {
+      if (k == index) {
+        std::string_view arg = name.substr(begin, i - begin);
+        while (arg.starts_with(' ')) arg.remove_prefix(1);
+        while (arg.ends_with(' ')) arg.remove_suffix(1);
+        return arg;
+      }
+      if (c == '>') return {};
+      ++k;
+      begin = i + 1;
+    } else if ((c == '>' || c == ')' || c == '}') && depth == 0) {
+      return {};
+    }
+  }
+  return {};
+}
 
 // PyTorch's multi_tensor_apply (MultiTensorApply.cuh), plain TensorListMetadata<depth> only
 // (the scalar-list and fused-optimizer variants have other fields).
@@ -102,6 +140,41 @@ std::optional<ScratchWord> scratch_word_of(std::string_view name,
     return std::nullopt;
   if (layout.size() != 1 || layout[0].size < 64 || layout[0].size % 8 != 0) return std::nullopt;
   return ScratchWord{0, layout[0].size - kCtaBufFromEnd, layout[0].size - kSemaphoresFromEnd};
+}
+
+std::optional<ReducedElement> reduced_element_of(std::string_view name,
+                                                 const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kReducePrefix)) return std::nullopt;
+  const size_t op = name.find(kReduceOp);
+  if (op == name.npos) return std::nullopt;
+  // ReduceOp<scalar_t, ops_t, index_t, out_scalar_t, vt0, input_vec_size>
+  const uint32_t element = element_bytes_of(template_argument(name.substr(op + kReduceOp.size()), 3));
+  if (element == 0) return std::nullopt;
+  if (layout.size() != 1 || layout[0].offset != 0 || layout[0].size < 64 || layout[0].size % 8 != 0)
+    return std::nullopt;
+  const uint32_t size = layout[0].size;
+  return ReducedElement{0,
+                        size - kDstFromEnd,
+                        size - kAccBufFromEnd,
+                        size - kAccumulateFromEnd,
+                        size - kFinalOutputFromEnd,
+                        size - kNoutputsFromEnd,
+                        element};
+}
+
+bool reduction_overwrites_output(const ReducedElement& reduced,
+                                 const std::vector<ParamInfo>& layout,
+                                 const std::vector<uint8_t>& bytes) {
+  if (reduced.param >= layout.size()) return false;
+  const uint64_t base = layout[reduced.param].offset;
+  if (base + reduced.noutputs_offset + sizeof(int32_t) > bytes.size()) return false;
+  uint64_t acc_buf = 0;
+  int32_t noutputs = 0;
+  std::memcpy(&acc_buf, bytes.data() + base + reduced.acc_buf_offset, sizeof(acc_buf));
+  std::memcpy(&noutputs, bytes.data() + base + reduced.noutputs_offset, sizeof(noutputs));
+  const uint8_t accumulate = bytes[base + reduced.accumulate_offset];
+  const uint8_t final_output = bytes[base + reduced.final_output_offset];
+  return noutputs == 1 && accumulate == 0 && (acc_buf == 0 || final_output == 1);
 }
 
 std::optional<WholeWrite> whole_write_of(std::string_view name,

@@ -10,6 +10,13 @@
 //   it: 128 MiB per bias-gradient reduction on the GPT example (8.6 GB a step hashed in and out),
 //   partly written, so its bytes differ between identical runs and explain nothing.
 //
+// - a reduction to one element: PyTorch's reduce_kernel writing a single output element (a
+//   norm or a sum to a scalar: Adafactor takes two per parameter and step, each into a fresh
+//   tensor of one element), where the launch neither accumulates into it nor has a second output:
+//   the element's bytes before the launch are overwritten, so its input hash is left out, as a
+//   fill's. Only where the region the word points to is exactly one element of the reduction's
+//   output type (a tensor of its own under cudaMallocAsync); a longer region keeps the usual rules.
+//
 // - tensor lists: a multi_tensor_apply launch (foreach ops, AdamW) works on the tensors its
 //   blocks name, but its address table keeps stale entries from the previous launch of a list
 //   longer than one launch. Those words are not pointers of this launch: no entry at all (they
@@ -56,6 +63,32 @@ struct ScratchWord {
 
 std::optional<ScratchWord> scratch_word_of(std::string_view demangled,
                                            const std::vector<ParamInfo>& layout);
+
+// PyTorch's reduce_kernel<nt, output_vec_size, ReduceOp<scalar_t, ops_t, index_t, out_scalar_t,
+// ...>>(ReduceOp) (aten/src/ATen/native/cuda/Reduce.cuh): one by-value struct that ends with
+// `const void* src; const char* dst[2]; void* acc_buf; void* cta_buf; int* semaphores; int64_t
+// base_idx; bool accumulate; bool final_output; int noutputs;`, so dst[0] is 56 bytes before its
+// end. Offsets are the parameter's bytes; `element_bytes` is sizeof(out_scalar_t).
+struct ReducedElement {
+  uint32_t param = 0;
+  uint32_t dst_offset = 0;
+  uint32_t acc_buf_offset = 0;
+  uint32_t accumulate_offset = 0;
+  uint32_t final_output_offset = 0;
+  uint32_t noutputs_offset = 0;
+  uint32_t element_bytes = 0;
+};
+
+std::optional<ReducedElement> reduced_element_of(std::string_view demangled,
+                                                 const std::vector<ParamInfo>& layout);
+
+// Whether a launch with these packed bytes writes its dst[0] without reading it first: one
+// output, no accumulation into it, and either no acc_buf or the final output (Reduce.cuh's
+// ReduceOp::run stores the value to dst then; it reads dst only to accumulate). False when the
+// bytes are short.
+bool reduction_overwrites_output(const ReducedElement& reduced,
+                                 const std::vector<ParamInfo>& layout,
+                                 const std::vector<uint8_t>& bytes);
 
 // PyTorch's multi_tensor_apply_kernel<TensorListMetadata<depth>, ...>(TensorListMetadata<depth>,
 // ...) (aten/src/ATen/native/cuda/MultiTensorApply.cuh): parameter `param` is

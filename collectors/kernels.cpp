@@ -32,8 +32,8 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a
 // region passed in two words keeps the usual rules): `overwritten`, a region the launch writes
-// whole; `scratch`, a buffer allocated right before its companion's. args.pointers.size() when
-// none.
+// whole (a fill's output; a reduction's one output element, where the region is that element);
+// `scratch`, a buffer allocated right before its companion's. args.pointers.size() when none.
 struct KnownWords {
   size_t overwritten;
   size_t scratch;
@@ -42,7 +42,7 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
                        const std::vector<uint8_t>& bytes) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
-  if (!info.whole_write && !info.scratch) return known;
+  if (!info.whole_write && !info.scratch && !info.reduced) return known;
   auto passed_once = [&](size_t i) {
     size_t n = 0;
     for (const PointerArg& other : args.pointers) n += other.value == args.pointers[i].value;
@@ -58,6 +58,13 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
     const size_t i = word_at(info.whole_write->pointer_param, 0);
     if (i != none && passed_once(i) &&
         whole_write_bytes(*info.whole_write, info.layout, bytes) >= args.pointers[i].hit.readable)
+      known.overwritten = i;
+  }
+  if (info.reduced) {
+    const ReducedElement& reduced = *info.reduced;
+    const size_t i = word_at(reduced.param, reduced.dst_offset);
+    if (i != none && passed_once(i) && args.pointers[i].hit.readable == reduced.element_bytes &&
+        reduction_overwrites_output(reduced, info.layout, bytes))
       known.overwritten = i;
   }
   if (info.scratch) {
@@ -451,8 +458,9 @@ namespace {
         tracer->stats.bytes_overwritten.fetch_add(std::min(bytes_to_end, cap),
                                                   std::memory_order_relaxed);
         // A fill: its output is the digest of an earlier same fill's (fill_digests.h).
-        FillKind kind{{}, info.whole_write->element_bytes, std::min(bytes_to_end, cap)};
-        const bool fill = tracer->recalls_fills() &&
+        FillKind kind{{}, info.whole_write ? info.whole_write->element_bytes : 0,
+                      std::min(bytes_to_end, cap)};
+        const bool fill = info.whole_write && tracer->recalls_fills() &&
                           whole_write_value(*info.whole_write, info.layout, bytes, &kind.value);
         const std::optional<uint64_t> digest =
             fill ? tracer->fill_digests().recall(kind) : std::nullopt;

@@ -56,7 +56,7 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                     roles_learned.load(), roles_contradicted.load(), outputs_read_only.load(),
                     bytes_read_only.load()));
   lines.push_back(
-      fmt::format("kernel regions overwritten whole by known writers (fills), input "
+      fmt::format("kernel regions overwritten whole by known writers (fills, one-element reductions), input "
                   "not hashed: {} ({} bytes)",
                   inputs_overwritten.load(), bytes_overwritten.load()));
   lines.push_back(

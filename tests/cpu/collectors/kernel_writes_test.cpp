@@ -86,6 +86,74 @@ TEST(KernelWrites, PyTorchReductionsStageInAScratchBuffer) {
   EXPECT_FALSE(whole_write_of(kReduce, {{0, 1048}}).has_value());
 }
 
+// A float norm to one element (p.norm(2), Adafactor's) with PyTorch's NormTwoOps, its struct of
+// 1048 bytes as in the bias-gradient reduction above.
+constexpr const char* kNormToScalar =
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::NormTwoOps<float, float, float>, unsigned int, float, 4, 4> >"
+    "(at::native::ReduceOp<float, at::native::NormTwoOps<float, float, float>, unsigned int, "
+    "float, 4, 4>)";
+
+TEST(KernelWrites, AReductionsOutputWordAndElementSizeComeFromItsNameAndStruct) {
+  auto reduced = reduced_element_of(kNormToScalar, {{0, 1048}});
+  ASSERT_TRUE(reduced.has_value());
+  EXPECT_EQ(reduced->param, 0u);
+  EXPECT_EQ(reduced->dst_offset, 1048u - 56);  // 32 before cta_buf's word
+  EXPECT_EQ(reduced->acc_buf_offset, 1048u - 40);
+  EXPECT_EQ(reduced->accumulate_offset, 1048u - 8);
+  EXPECT_EQ(reduced->final_output_offset, 1048u - 7);
+  EXPECT_EQ(reduced->noutputs_offset, 1048u - 4);
+  EXPECT_EQ(reduced->element_bytes, 4u);
+  // out_scalar_t is ReduceOp's fourth argument, past a functor with commas of its own.
+  auto bf16 = reduced_element_of(kReduce, {{0, 1048}});
+  ASSERT_TRUE(bf16.has_value());
+  EXPECT_EQ(bf16->element_bytes, 2u);
+  const std::string to_long =
+      "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+      "at::native::ArgMaxOps<float>, unsigned int, long, 4, 4> >(at::native::ReduceOp<float, "
+      "at::native::ArgMaxOps<float>, unsigned int, long, 4, 4>)";
+  EXPECT_EQ(reduced_element_of(to_long, {{0, 1048}})->element_bytes, 8u);
+  // An unknown output type, a ReduceOp of three arguments, another layout, another kernel.
+  EXPECT_FALSE(reduced_element_of("void at::native::reduce_kernel<512, 1, "
+                                  "at::native::ReduceOp<float, Ops, unsigned int, my::T, 4, 4> >"
+                                  "(at::native::ReduceOp<float, Ops, unsigned int, my::T, 4, 4>)",
+                                  {{0, 1048}}).has_value());
+  EXPECT_FALSE(reduced_element_of("void at::native::reduce_kernel<512, 1, "
+                                  "at::native::ReduceOp<float, Ops, unsigned int> >(x)",
+                                  {{0, 1048}}).has_value());
+  EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 1048}, {1048, 8}}).has_value());
+  EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 1044}}).has_value());
+  EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 56}}).has_value());
+  EXPECT_FALSE(reduced_element_of(kFloatFill, kFillLayout).has_value());
+  EXPECT_FALSE(whole_write_of(kNormToScalar, {{0, 1048}}).has_value());
+}
+
+// The struct's tail as a launch packs it: flags in their bytes, acc_buf a pointer or null.
+std::vector<uint8_t> reduce_bytes(bool accumulate, bool final_output, int32_t noutputs,
+                                  uint64_t acc_buf) {
+  std::vector<uint8_t> bytes(1048, 0xee);
+  std::memcpy(bytes.data() + 1048 - 40, &acc_buf, 8);
+  bytes[1048 - 8] = accumulate, bytes[1048 - 7] = final_output;
+  std::memcpy(bytes.data() + 1048 - 4, &noutputs, 4);
+  return bytes;
+}
+
+TEST(KernelWrites, AReductionOverwritesItsOutputUnlessItAccumulatesIntoIt) {
+  const std::vector<ParamInfo> layout{{0, 1048}};
+  const ReducedElement reduced = *reduced_element_of(kNormToScalar, layout);
+  EXPECT_TRUE(reduction_overwrites_output(reduced, layout, reduce_bytes(false, true, 1, 0)));
+  // Not the final output, no acc_buf: the value goes to dst all the same (Reduce.cuh).
+  EXPECT_TRUE(reduction_overwrites_output(reduced, layout, reduce_bytes(false, false, 1, 0)));
+  EXPECT_TRUE(reduction_overwrites_output(reduced, layout, reduce_bytes(false, true, 1, 0x7000)));
+  // Accumulating into dst reads it; a partial result goes to acc_buf; two outputs (dst[1]).
+  EXPECT_FALSE(reduction_overwrites_output(reduced, layout, reduce_bytes(true, true, 1, 0)));
+  EXPECT_FALSE(reduction_overwrites_output(reduced, layout, reduce_bytes(false, false, 1, 0x7000)));
+  EXPECT_FALSE(reduction_overwrites_output(reduced, layout, reduce_bytes(false, true, 2, 0)));
+  std::vector<uint8_t> shorter = reduce_bytes(false, true, 1, 0);
+  shorter.resize(1040);
+  EXPECT_FALSE(reduction_overwrites_output(reduced, layout, shorter));
+}
+
 TEST(KernelWrites, BytesWrittenComeFromTheCount) {
   const WholeWrite fill{0, 2, 4};
   std::vector<uint8_t> bytes(16, 0);

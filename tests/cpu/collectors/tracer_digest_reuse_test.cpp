@@ -146,7 +146,7 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S2 S2");
   // The kernel chains onto out c; the first fill had no set to chain onto (it starts one).
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
-  EXPECT_NE(err.find("overwritten whole by known writers (fills), input not hashed: 1 (4096 "
+  EXPECT_NE(err.find("overwritten whole by known writers (fills, one-element reductions), input not hashed: 1 (4096 "
                      "bytes)"),
             std::string::npos)
       << err;
@@ -370,6 +370,51 @@ void reduce_on(CUstream stream, CUdeviceptr src, CUdeviceptr dst, CUdeviceptr ct
   uint64_t op[8] = {src, dst, 0, 0, cta, semaphores, 0, 0};
   void* params[] = {op};
   launch_function(kReduceKernel, stream, params, 4);
+}
+
+// A reduction to one element into a region of exactly that element (4 bytes of float here):
+// the bytes there before are overwritten, so no input entry and no hash launch of its own. One
+// into a longer region, one that accumulates into its output, and one with two outputs read the
+// output's region first, as usual: a launch each for their fresh allocations.
+TEST_F(MergeTest, AOneElementReductionsOutputTakesNoInputHash) {
+  const CUdeviceptr src = kSecondBase, dst = src + 65536, wide = dst + 65536, acc = wide + 65536,
+                    two = acc + 65536;
+  auto reduce = [](CUdeviceptr from, CUdeviceptr to, uint8_t accumulate, int32_t noutputs) {
+    uint64_t op[8] = {from, to, 0, 0, 0, 0, 0, 0};  // ReduceOp's tail (runtime_harness.h)
+    auto* tail = reinterpret_cast<uint8_t*>(&op[7]);
+    tail[0] = accumulate, tail[1] = 1;    // accumulate, final_output
+    std::memcpy(tail + 4, &noutputs, 4);  // noutputs
+    void* params[] = {op};
+    launch_function(kReduceKernel, kStreamS, params, 4);
+  };
+  auto body = [&](std::string* text) {
+    on_alloc(src, 4096), on_alloc(dst, 4), on_alloc(wide, 8), on_alloc(acc, 4), on_alloc(two, 4);
+    launch_on(kStreamS, src);  // S1 = in src
+    stream_order_point();      // S1 = out src
+    reduce(src, dst, 0, 1);    // in src known, dst overwritten: nothing launched
+    stream_order_point();      // S2 = out src + out dst
+    reduce(src, wide, 0, 1);   // S1 = in wide
+    stream_order_point();      // S2
+    reduce(src, acc, 1, 1);    // S1 = in acc
+    stream_order_point();      // S2
+    reduce(src, two, 0, 2);    // S1 = in two
+    stream_order_point();      // S2
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false),
+            "S1 S1 S2 S1 S2 S1 S2 S1 S2");
+  EXPECT_NE(err.find("one-element reductions), input not hashed: 1 (4 bytes)"), std::string::npos)
+      << err;
+  const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid);
+    return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
+  });
+  EXPECT_EQ(entries, (Entries{{"in 4096", "out 4096"},
+                              {"in 4096", "out 4096", "out 4"},
+                              {"in 4096", "out 4096", "in 8", "out 8"},
+                              {"in 4096", "out 4096", "in 4", "out 4"},
+                              {"in 4096", "out 4096", "in 4", "out 4"}}));
 }
 
 TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
