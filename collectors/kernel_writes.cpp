@@ -134,25 +134,32 @@ int tensor_of_word(const TensorList& list, const std::vector<ParamInfo>& layout,
   return static_cast<int>(inside / 8 % list.max_tensors);
 }
 
+namespace {
+// The size of a reduce_kernel's one ReduceOp parameter (the struct whose tail the offsets above
+// count back from), or 0 when the name or the layout is another.
+uint32_t reduce_op_size(std::string_view name, const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kReducePrefix) || name.find(kReduceOp) == name.npos) return 0;
+  if (layout.size() != 1 || layout[0].offset != 0 || layout[0].size < 64 || layout[0].size % 8 != 0)
+    return 0;
+  return layout[0].size;
+}
+}  // namespace
+
 std::optional<ScratchWord> scratch_word_of(std::string_view name,
                                            const std::vector<ParamInfo>& layout) {
-  if (!name.starts_with(kReducePrefix) || name.find("at::native::ReduceOp<") == name.npos)
-    return std::nullopt;
-  if (layout.size() != 1 || layout[0].size < 64 || layout[0].size % 8 != 0) return std::nullopt;
-  return ScratchWord{0, layout[0].size - kCtaBufFromEnd, layout[0].size - kSemaphoresFromEnd};
+  const uint32_t size = reduce_op_size(name, layout);
+  if (size == 0) return std::nullopt;
+  return ScratchWord{0, size - kCtaBufFromEnd, size - kSemaphoresFromEnd};
 }
 
 std::optional<ReducedElement> reduced_element_of(std::string_view name,
                                                  const std::vector<ParamInfo>& layout) {
-  if (!name.starts_with(kReducePrefix)) return std::nullopt;
-  const size_t op = name.find(kReduceOp);
-  if (op == name.npos) return std::nullopt;
+  const uint32_t size = reduce_op_size(name, layout);
+  if (size == 0) return std::nullopt;
   // ReduceOp<scalar_t, ops_t, index_t, out_scalar_t, vt0, input_vec_size>
-  const uint32_t element = element_bytes_of(template_argument(name.substr(op + kReduceOp.size()), 3));
+  const size_t op = name.find(kReduceOp) + kReduceOp.size();
+  const uint32_t element = element_bytes_of(template_argument(name.substr(op), 3));
   if (element == 0) return std::nullopt;
-  if (layout.size() != 1 || layout[0].offset != 0 || layout[0].size < 64 || layout[0].size % 8 != 0)
-    return std::nullopt;
-  const uint32_t size = layout[0].size;
   return ReducedElement{0,
                         size - kDstFromEnd,
                         size - kAccBufFromEnd,
