@@ -73,7 +73,7 @@ std::string_view template_argument(std::string_view name, size_t index) {
       if (c == '>') return {};
       ++k;
       begin = i + 1;
-    } else if ((c == '>' || c == ')' || c == '}') && depth == 0) {
+    } else if (c == ')' || c == '}') {  // closes what the list is inside: malformed
       return {};
     }
   }
@@ -201,13 +201,11 @@ std::optional<WholeWrite> whole_write_of(std::string_view name,
   const std::string_view rest = name.substr(tail + kFillTail.size());
   if (!rest.starts_with(type) || rest.substr(type.size()) != ">, std::array<char*, 1ul>)")
     return std::nullopt;
-  for (const auto& [spelling, bytes] : kElementBytes) {
-    if (spelling != type) continue;
-    // (int N, FillFunctor<T>, std::array<char*, 1>): a 4-byte count and an 8-byte pointer.
-    if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8) return std::nullopt;
-    return WholeWrite{0, 2, bytes, 1};
-  }
-  return std::nullopt;
+  const uint32_t bytes = element_bytes_of(type);
+  if (bytes == 0) return std::nullopt;
+  // (int N, FillFunctor<T>, std::array<char*, 1>): a 4-byte count and an 8-byte pointer.
+  if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8) return std::nullopt;
+  return WholeWrite{0, 2, bytes, 1};
 }
 
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,

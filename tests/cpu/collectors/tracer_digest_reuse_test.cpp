@@ -146,8 +146,8 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S2 S2");
   // The kernel chains onto out c; the first fill had no set to chain onto (it starts one).
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
-  EXPECT_NE(err.find("overwritten whole by known writers (fills, one-element reductions), input not hashed: 1 (4096 "
-                     "bytes)"),
+  EXPECT_NE(err.find("overwritten whole by known writers (fills, one-element reductions), input "
+                     "not hashed: 1 (4096 bytes)"),
             std::string::npos)
       << err;
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
