@@ -30,6 +30,7 @@ struct CallState {
   const void* src = nullptr;
   uint64_t bytes = 0;
   bool is_async = false;
+  Tracer::HostCopyHold host_copy_hold;  // a metric copy's (Tracer::before_host_copy)
   // NCCL
   ncclComm_t comm = nullptr;
   NcclOp nccl_op = NcclOp::AllReduce;  // with the buffers: which of NCCL's choices is this call's
@@ -49,7 +50,8 @@ struct CallState {
   trace::Record& live_record() { return pending != nullptr ? pending->record : record; }
 };
 
-CallState& push_call(CallKind kind, uint64_t* token);
+CallState& push_call(CallKind kind, uint64_t* token, CUstream stream = nullptr,
+                     bool per_thread_default = false);
 // Holds call.record until its digests arrive and enqueues the fingerprints of `inputs` on the
 // call's stream now, before the call (in one launch with deferred kernel outputs of that
 // stream, Tracer::fingerprint_inputs); call.outputs are enqueued when it returns. When the

@@ -108,6 +108,9 @@ void apply(const Setting& setting, const std::string& value, Config& config) {
     case Id::SideHashes:
       config.side_hashes = *settings::parse_switch(value);
       break;
+    case Id::HoldAcrossSync:
+      config.hold_across_sync = *settings::parse_switch(value);
+      break;
     case Id::LearnReadOnly:
       config.learn_read_only = *settings::parse_switch(value);
       break;

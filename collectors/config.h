@@ -52,6 +52,7 @@ struct Config {
   bool skip_unwritten = false;  // inputs in allocations nothing wrote yet: not hashed
   bool carry_freed = false;     // a freed pool allocation's digest goes to its successor
   bool side_hashes = false;     // hash launches on a side stream, beside the job's kernels
+  bool hold_across_sync = true;  // deferred hashes held across a metric copy and its sync
   bool learn_read_only = true;  // kernel pointer words seen not written: no output hash
   bool recall_fills = true;     // a known fill's output digest from an earlier same fill
   bool from_cli = false;        // started by `lockstep run`: messages name its flags

@@ -64,8 +64,9 @@ void set_symbol_resolver(SymbolResolver resolver) {
   (void)Tracer::configuration();  // validate the environment at load: one line per problem
 }
 
-LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
-                                     bool not_capturing) {
+namespace {
+LOCKSTEP_HOT void plan_call_hashes(CallState& call, std::vector<PlannedRegion>& inputs,
+                                   bool not_capturing) {
   Tracer* tracer = call.tracer;
   // Hash launches in flight on side streams that read what this call may write go first; all
   // of them before a synchronous copy, which returns with its work done: the host may then
@@ -108,15 +109,31 @@ LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>
   // the same stream must not take a digest of bytes this call is about to change.
   note_writes(call);
 }
+}  // namespace
 
-LOCKSTEP_HOT CallState& push_call(CallKind kind, uint64_t* token) {
+LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
+                                     bool not_capturing) {
+  plan_call_hashes(call, inputs, not_capturing);
+  // A synced set flushed on the way (another stream's call, one not hashed) is now outstanding:
+  // this call's own stream waits for it too.
+  call.tracer->before_work_on(call.stream, call.per_thread_stream);
+}
+
+LOCKSTEP_HOT CallState& push_call(CallKind kind, uint64_t* token, CUstream stream,
+                                  bool per_thread_default) {
   // Any traced call may order work after the stream of a deferred kernel: its output hashes go
   // first. Kernel launches, GEMMs and device memory operations merge or flush them themselves
-  // (every path of theirs reaches start_fingerprints, or flushes); a nested call (a library's
-  // own launch) belongs to its enclosing call, which did.
-  if (kind != CallKind::Kernel && kind != CallKind::Gemm && kind != CallKind::Memory &&
-      kind != CallKind::Nested)
-    if (Tracer* tracer = Tracer::existing()) tracer->flush_deferred(Tracer::FlushCause::OtherCall);
+  // (every path of theirs reaches start_fingerprints, or flushes), a metric copy holds or
+  // flushes them (Tracer::before_host_copy); a nested call (a library's own launch) belongs to
+  // its enclosing call, which did. A call that queues work waits for held hashes the host
+  // synchronized past (Tracer::before_work_on).
+  if (kind != CallKind::Nested)
+    if (Tracer* tracer = Tracer::existing()) {
+      if (kind != CallKind::Kernel && kind != CallKind::Gemm && kind != CallKind::Memory &&
+          kind != CallKind::Metric)
+        tracer->flush_deferred(Tracer::FlushCause::OtherCall);
+      if (kind != CallKind::Metric) tracer->before_work_on(stream, per_thread_default);
+    }
   CallStack& stack = call_stack();
   if (stack.depth == stack.states.size()) stack.states.push_back(std::make_unique<CallState>());
   CallState& state = *stack.states[stack.depth++];
@@ -133,6 +150,7 @@ LOCKSTEP_HOT CallState& push_call(CallKind kind, uint64_t* token) {
   state.dst = nullptr;
   state.bytes = 0;
   state.is_async = false;
+  state.host_copy_hold = {};
   state.comm = nullptr;
   state.graph_exec = nullptr;
   state.raised_depth = state.raised_gemm = state.raised_launch = false;
@@ -281,6 +299,12 @@ void stream_order_point() {
   if (inside_shim_call()) return;  // the shim's own event records (metrics) and syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
+}
+
+void stream_host_wait() {
+  if (inside_shim_call()) return;  // the shim's own syncs
+  self_time::Scope timed(self_time::Phase::OrderPoint);
+  if (Tracer* t = Tracer::existing()) t->host_wait_point();
 }
 
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {

@@ -296,6 +296,12 @@ void nccl_profiler_setup(const char* shim_path);
 // kernel, merged into the next kernel's launch on that stream) are enqueued first, so that
 // whatever the job orders after this point is ordered after them too. Cheap when nothing waits.
 void stream_order_point();
+// The host waits for, or asks about, what a stream or the context has queued
+// (cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize, every variant; before the real call):
+// an order point, except for deferred hashes the host already synchronized past (a metric copy
+// that returned with its work done: Tracer::host_wait_point), which nothing queued since can
+// change.
+void stream_host_wait();
 // `event` is recorded on `stream` (cuEventRecord, every variant; after stream_order_point):
 // under stream-ordered steps (stream_steps.h) the stream's next record takes the current step,
 // and the event carries the step of the work before it.

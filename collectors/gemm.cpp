@@ -31,7 +31,7 @@ uint64_t nested_gemm() {
 
 LOCKSTEP_HOT CallState& open_gemm(Tracer* tracer, const char* api_name, CUstream stream,
                                   uint64_t* token) {
-  CallState& call = push_call(CallKind::Gemm, token);
+  CallState& call = push_call(CallKind::Gemm, token, stream);
   OpenApi& api = open_api();
   api.gemm_opened();
   call.raised_depth = call.raised_gemm = true;

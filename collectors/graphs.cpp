@@ -167,7 +167,7 @@ uint64_t graph_launch_begin(const void* graph_exec, CUstream stream, bool per_th
     }
   }
   uint64_t token = 0;
-  CallState& call = push_call(CallKind::Graph, &token);
+  CallState& call = push_call(CallKind::Graph, &token, stream, per_thread_default);
   call.tracer = tracer;
   call.stream = stream;
   call.per_thread_stream = per_thread_default;

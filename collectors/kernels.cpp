@@ -340,7 +340,8 @@ namespace {
     ++api.launch_depth;
     return token;
   }
-  CallState& call = push_call(CallKind::Kernel, &token);
+  CallState& call =
+      push_call(CallKind::Kernel, &token, launch.stream, launch.per_thread_stream);
   call.raised_launch = true;
   ++api.launch_depth;
   call.tracer = tracer;

@@ -175,7 +175,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   }
 
   uint64_t token = 0;
-  CallState& call = push_call(metric ? CallKind::Metric : CallKind::Memory, &token);
+  CallState& call = push_call(metric ? CallKind::Metric : CallKind::Memory, &token, op.stream,
+                              op.per_thread_stream);
   call.tracer = tracer;
   call.stream = op.stream;
   call.per_thread_stream = op.per_thread_stream;
@@ -185,6 +186,8 @@ LOCKSTEP_HOT uint64_t memory_op_begin(const MemoryOp& op) {
   call.is_async = op.is_async;
   trace::Record& r = call.record;
   if (metric) {
+    // It writes host memory only: the deferred hashes of its stream may wait past it.
+    call.host_copy_hold = tracer->before_host_copy(op.stream, op.per_thread_stream);
     tracer->stamp_literal(&r, trace::RecordKind::Metric, op.api, op.stream, op.per_thread_stream);
     r.fields[trace::fields::Metric::bytes] = op.bytes;
     r.fields[trace::fields::Metric::dtype_hint] = 0;  // the API does not say
@@ -215,6 +218,8 @@ LOCKSTEP_HOT void memory_op_end(uint64_t token, int result) {
       const auto* bytes = static_cast<const uint8_t*>(call->dst);
       r.payload.assign(bytes, bytes + call->bytes);
       tracer->append(r);
+      // The host has seen its stream's work up to the copy done.
+      tracer->host_copy_returned(call->stream, call->per_thread_stream, call->host_copy_hold);
     } else if (!tracer->capturing(call->stream, call->per_thread_stream, &capture_id)) {
       // Async into pinned memory: the job may overwrite its buffer before we read it, so
       // read our own stream-ordered snapshot of the same device bytes once the stream passed

@@ -82,7 +82,7 @@ uint64_t nccl_begin(const NcclCall& c) {
   Tracer* tracer = Tracer::get();
   if (tracer == nullptr || tracer->level() < Level::Broad) return 0;
   uint64_t token = 0;
-  CallState& call = push_call(CallKind::Nccl, &token);
+  CallState& call = push_call(CallKind::Nccl, &token, c.stream);
   OpenApi& api = open_api();
   ++api.depth;
   call.raised_depth = true;

@@ -267,6 +267,39 @@ class Tracer {
         side_hashes_before_call_slow(side, stream, per_thread_default, writes_known, outputs,
                                      also);
   }
+  // ---- held across a host synchronization (LOCKSTEP_HOLD_ACROSS_SYNC) -------------------------
+  // Every other traced call flushes the deferred set, so that what the job orders after the call
+  // is ordered after the set's hashes. A small device-to-host copy (a metric: PyTorch's .item())
+  // and the synchronization after it order only the host; torch's Adafactor makes ~220 a step,
+  // each one a hash launch of its own. So a set of the copy's stream and context is held across
+  // the copy instead (before_host_copy). When the copy returns with its work done
+  // (host_copy_returned: a synchronous copy, or one into pageable memory), the host has seen every
+  // writer of the set's regions finish: the set is marked synced, host waits (synchronize, query:
+  // host_wait_point) leave it alone, and it rides on the stream's next hash launch. But the host
+  // may now order other work after the set's writers with no call on their stream (a kernel on
+  // stream B writing a region of the set, after the synchronize): so once a synced set is issued,
+  // an event is recorded after its hashes, and until the host next sees that stream's work done
+  // (a later such copy on it), every traced call on another stream or context makes its stream
+  // wait on that event first (before_work_on; a capturing stream does not: its work runs at a
+  // graph launch, a traced call that waits). Never a host wait. Not on per-thread default streams
+  // (one key for many streams), with side hashes, chaining off, or once any capture has begun.
+  struct HostCopyHold {
+    uint64_t set_generation = 0;   // the held set's generation (0: none held)
+    uint64_t issue_generation = 0;  // the synced issue outstanding at the copy (0: none)
+  };
+  HostCopyHold before_host_copy(CUstream stream, bool per_thread_default);
+  // The copy of before_host_copy returned with its work done (not called otherwise).
+  void host_copy_returned(CUstream stream, bool per_thread_default, const HostCopyHold& hold);
+  // The host waits for (or asks about) a stream's or the context's work: flushes the set unless
+  // it is synced (nothing new is queued: the set still reads what its writers left).
+  void host_wait_point();
+  // A traced call is about to queue work on `stream` (per_thread_default: the thread's default
+  // stream).
+  void before_work_on(CUstream stream, bool per_thread_default) {
+    if (synced_live_.load(std::memory_order_acquire)) [[unlikely]]
+      before_work_on_slow(stream, per_thread_default);
+  }
+
   // cuMemFreeAsync while outputs are deferred: instead of a hash launch of their own (PyTorch on
   // cudaMallocAsync frees after almost every op), the free waits and is made, on its stream,
   // right after the deferred hashes are enqueued. True when the tracer took the free over (the
@@ -405,17 +438,24 @@ class Tracer {
     CUcontext context = nullptr;
     std::vector<PlannedRegion> regions;
     std::vector<DeferredFree> frees;
+    // The host saw every writer of the set's regions finish (host_copy_returned): issued with an
+    // event after it that other streams wait on (before_work_on).
+    bool synced = false;
+    uint64_t generation = 0;  // changes with every add and clear (before_host_copy's check)
     bool empty() const { return owners.empty(); }
     void add(PendingRecord* pending, const PlannedRegion* first, size_t n) {
       owners.push_back(pending);
       regions.insert(regions.end(), first, first + n);
       ends.push_back(regions.size());
+      ++generation;
     }
     void clear() {
       owners.clear();
       ends.clear();
       regions.clear();
       frees.clear();
+      synced = false;
+      ++generation;
     }
     // Vectors copied, not moved: both sides keep their capacity (no allocation per kernel).
     void copy_from(const Deferred& other) {
@@ -426,6 +466,7 @@ class Tracer {
       context = other.context;
       regions.assign(other.regions.begin(), other.regions.end());
       frees.assign(other.frees.begin(), other.frees.end());
+      synced = other.synced;
     }
   };
   // Enqueues the deferred set (then `extra`, the next call's inputs, in the same launch) and
@@ -440,6 +481,10 @@ class Tracer {
   // deferred_mutex_ held: whether writes through `writes` may reach what the set still reads.
   bool reaches_deferred_locked(const std::vector<PlannedRegion>& writes) const;
   void issue_frees(Deferred& deferred);  // the real cuMemFreeAsync of each, then cleared
+  // A synced set's hashes were just enqueued on its stream (its context current): records the
+  // event other streams wait on, and makes the issue outstanding.
+  void synced_set_issued(const Deferred& deferred);
+  void before_work_on_slow(CUstream stream, bool per_thread_default);
   // A stream-ordered free's digests forgotten; with carry_freed the whole allocation's kept
   // aside (region_digests.h). pending_mutex_ held.
   void freed_to_pool_locked(uint64_t base, uint64_t end);
@@ -537,6 +582,21 @@ class Tracer {
   std::mutex deferred_mutex_;
   Deferred deferred_;  // under deferred_mutex_
   std::atomic<bool> has_deferred_{false};
+  // The outstanding synced issue (before_work_on), under deferred_mutex_.
+  struct SyncedIssue {
+    CUcontext context = nullptr;
+    uintptr_t stream_key = 0;
+    CUevent event = nullptr;
+    uint64_t generation = 0;  // 0: none outstanding
+    std::vector<std::pair<uintptr_t, CUcontext>> waited;  // streams made to wait on it
+  };
+  SyncedIssue synced_issue_;
+  std::vector<std::pair<CUcontext, CUevent>> synced_events_;  // one per context, kept to exit
+  uint64_t synced_issues_ = 0;
+  std::atomic<bool> synced_live_{false};  // synced_issue_.generation != 0
+  std::atomic<uintptr_t> synced_key_{0};  // synced_issue_'s stream and context, read unlocked
+  std::atomic<CUcontext> synced_context_{nullptr};
+  std::atomic<bool> hold_broken_{false};  // an event could not be recorded: hold nothing more
   std::atomic<SideHashes*> side_hashes_{nullptr};  // read without a lock by every flush
   std::unique_ptr<SideHashes> side_hashes_owned_;   // made under pending_mutex_, kept to exit
   std::condition_variable collector_wake_;

@@ -431,6 +431,7 @@ void Tracer::enqueue_deferred(Deferred& deferred, const HashGroup* extra, bool n
   // be on it too.
   enqueue_groups(deferred.stream, deferred.per_thread_default, groups.data(), groups.size(),
                  not_capturing, deferred.frees.empty() ? side_writes : nullptr);
+  synced_set_issued(deferred);  // other streams wait for these hashes (tracer_host_sync.cpp)
   for (PendingRecord* owner : deferred.owners) release(owner, true);
   issue_frees(deferred);
 }
@@ -505,16 +506,21 @@ void Tracer::flush_deferred_slow(FlushCause cause) {
 
 bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thread_default,
                           const PlannedRegion* regions, size_t n, const CallWrites& writes) {
-  if (!config_.chain_hashes || !reuse_digests_ || pending == nullptr) return false;
-  if (deferred_.regions.size() + n > kChainRegions) return false;
+  const auto refused = [this](ChainRefusal why) {
+    stats.chain_refusals[size_t(why)].fetch_add(1, std::memory_order_relaxed);
+    return false;
+  };
+  if (!config_.chain_hashes || !reuse_digests_ || pending == nullptr)
+    return refused(ChainRefusal::NotChainable);
+  if (deferred_.regions.size() + n > kChainRegions) return refused(ChainRefusal::Full);
   // It may write what the set has still to read: the set goes first.
   for (const auto* list : {writes.outputs, writes.also})
-    if (list != nullptr && reaches_deferred_locked(*list)) return false;
+    if (list != nullptr && reaches_deferred_locked(*list)) return refused(ChainRefusal::WritesSet);
   if (stream == nullptr && per_thread_default) stream = CU_STREAM_PER_THREAD;
   const void* stream_key = digest_stream_key(stream);
   std::lock_guard lock(pending_mutex_);
   EngineState* state = engine_for_current_context();
-  if (state == nullptr) return false;
+  if (state == nullptr) return refused(ChainRefusal::NotChainable);
   // Every input must be known or one of the set's regions; decided before anything is taken.
   thread_local auto* joins_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
   thread_local auto* known_buffer =
@@ -533,7 +539,7 @@ bool Tracer::chain_locked(PendingRecord* pending, CUstream stream, bool per_thre
       continue;
     }
     const auto known = known_input_locked(pending->record, region, state, stream_key);
-    if (!known) return false;
+    if (!known) return refused(ChainRefusal::InputUnknown);
     known_inputs.emplace_back(&region, *known);
   }
   for (const auto& [region, known] : known_inputs)
@@ -567,6 +573,9 @@ void Tracer::fingerprint_inputs(PendingRecord* pending, CUstream stream, bool pe
         if (same_stream && chainable &&
             chain_locked(pending, stream, per_thread_default, regions, n, *writes))
           return;
+        if (same_stream && !chainable)
+          stats.chain_refusals[size_t(ChainRefusal::NotChainable)].fetch_add(
+              1, std::memory_order_relaxed);
         deferred.copy_from(deferred_);
         deferred_.clear();
         has_deferred_.store(false, std::memory_order_release);

@@ -25,6 +25,13 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
     alone += n;
     if (n != 0) causes += fmt::format("{}{} {}", causes.empty() ? "" : ", ", kCauseNames[i], n);
   }
+  static constexpr const char* kRefusalNames[] = {"writes not known", "chain full",
+                                                  "writes the set", "input not known"};
+  static_assert(std::size(kRefusalNames) == size_t(ChainRefusal::kCount));
+  std::string refusals;
+  for (size_t i = 0; i < size_t(ChainRefusal::kCount); ++i)
+    if (const uint64_t n = chain_refusals[i].load(); n != 0)
+      refusals += fmt::format("{}{} {}", refusals.empty() ? "" : ", ", kRefusalNames[i], n);
   std::vector<std::string> lines;
   lines.push_back(fmt::format(
       "hash launches: {} ({} regions, {} bytes); {} carried two kernels' "
@@ -33,6 +40,14 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
       "their own)",
       engines.launches, engines.regions_enqueued, engines.bytes_enqueued, merged_launches.load(),
       alone, causes.empty() ? "none" : causes, regions_shared.load(), chained_calls.load()));
+  lines.push_back(fmt::format("calls on the deferred set's stream that launched instead of "
+                              "chaining: {}",
+                              refusals.empty() ? "none" : refusals));
+  lines.push_back(fmt::format(
+      "deferred sets held across a host-synchronous copy: {}, issued with an event after them {}, "
+      "other streams made to wait on it {}, failed event calls {}",
+      sets_held_across_sync.load(), synced_sets_issued.load(), synced_waits.load(),
+      synced_failures.load()));
   if (parts.reuse_digests)
     lines.push_back(
         fmt::format("input digests reused: {} arrived, {} in flight ({} bytes not "

@@ -45,6 +45,17 @@ enum class FlushCause : uint8_t {
   kCount
 };
 
+// Why a call on the deferred set's stream launched hashes (the set and its own inputs, merged)
+// instead of chaining onto the set (counted; LOCKSTEP_DEBUG prints them at close): what bounds
+// the hash launches a job needs at full (docs/performance.md, "Full").
+enum class ChainRefusal : uint8_t {
+  NotChainable,  // its writes are not known, a synchronous copy, a capture, or chaining is off
+  Full,          // the set and its inputs would pass kChainRegions
+  WritesSet,     // it may write what the set has still to read (an in-place op on an output)
+  InputUnknown,  // an input with no known digest (a new allocation, another extent, written)
+  kCount
+};
+
 struct TracerStats {
   // ---- merged hash launches (LOCKSTEP_MERGE_HASHES) --------------------------------------------
   std::atomic<uint64_t> frees_deferred{0};   // stream-ordered frees held for the deferred set
@@ -52,6 +63,13 @@ struct TracerStats {
   std::atomic<uint64_t> chained_calls{0};    // calls that needed no hash launch of their own
   // Deferred sets enqueued on their own, by cause.
   std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};
+  // Held across a host synchronization (LOCKSTEP_HOLD_ACROSS_SYNC, tracer_host_sync.cpp).
+  std::atomic<uint64_t> sets_held_across_sync{0};  // sets marked synced at a metric copy's return
+  std::atomic<uint64_t> synced_sets_issued{0};     // synced sets enqueued, an event after each
+  std::atomic<uint64_t> synced_waits{0};           // other streams made to wait on that event
+  std::atomic<uint64_t> synced_failures{0};        // events not made, recorded or waited on
+  // Calls on the set's stream that launched instead of chaining, by reason.
+  std::atomic<uint64_t> chain_refusals[size_t(ChainRefusal::kCount)] = {};
 
   // ---- cuBLASLt objects known by their bytes (bytes_keyed_cache.h) ----------------------------
   std::atomic<uint64_t> lt_reads_cached{0};      // cuBLASLt layouts/algorithms known by their bytes

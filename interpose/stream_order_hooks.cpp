@@ -20,6 +20,14 @@ inline void order_point() {
   } catch (...) {}
 }
 
+// The host waits for (or asks about) queued work: an order point, except for deferred hashes
+// the host already synchronized past (collectors::stream_host_wait).
+inline void host_wait() {
+  try {
+    if (trace_operations()) collectors::stream_host_wait();
+  } catch (...) {}
+}
+
 // A capture begin: noted whether or not this thread traces (collectors::capture_begins), then
 // an order point like the others.
 inline void capture_point() {
@@ -86,13 +94,13 @@ LOCKSTEP_INTERCEPTOR CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent h
 }
 
 // ---- synchronization and queries ----
-LOCKSTEP_ORDER_POINT(order_point, cuStreamSynchronize, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuStreamQuery, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuStreamQuery_ptsz, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(order_point, cuCtxSynchronize, (), ())
+LOCKSTEP_ORDER_POINT(host_wait, cuStreamSynchronize, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(host_wait, cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(host_wait, cuStreamQuery, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(host_wait, cuStreamQuery_ptsz, (CUstream hStream), (hStream))
+LOCKSTEP_ORDER_POINT(host_wait, cuCtxSynchronize, (), ())
 // CUDA 13: the context to synchronize is an argument (cuGetProcAddress version >= 13000).
-LOCKSTEP_ORDER_POINT(order_point, cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
+LOCKSTEP_ORDER_POINT(host_wait, cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
 
 // ---- stream capture (what was queued before the capture began stays outside the graph) ----
 LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture, (CUstream hStream), (hStream))

@@ -79,6 +79,9 @@ EXTRA_MODES = {
     # Hash launches beside the next call on a side stream where it writes none of their regions
     # (opt-in, experimental: collectors/README.md, "Merged hash launches").
     "full-side": ("full", None, {"LOCKSTEP_SIDE_HASHES": "1"}),
+    # Deferred hashes flushed before each metric copy (.item()) instead of held across it and
+    # its synchronize (collectors/README.md, "Held across a host synchronization").
+    "full-nohold": ("full", None, {"LOCKSTEP_HOLD_ACROSS_SYNC": "0"}),
     # Output hashes merged into the next call's launch only (no chained sets).
     "full-adjacent": ("full", None, {"LOCKSTEP_MERGE_HASHES": "adjacent"}),
     # Every kernel output hashed (no learned read-only pointers): what learning saves.

@@ -166,6 +166,7 @@ TEST(Config, SwitchesOnByDefault) {
       {env::kReuseDigests, &Config::reuse_digests},
       {env::kLearnReadOnly, &Config::learn_read_only},
       {env::kRecallFills, &Config::recall_fills},
+      {env::kHoldAcrossSync, &Config::hold_across_sync},
   };
   for (const auto& [name, member] : switches) {
     EXPECT_TRUE(parse({}).config.*member) << name;
@@ -183,7 +184,7 @@ TEST(Config, TableCoversEveryVariableOnce) {
                          env::kOverwrite,    env::kFailHard,      env::kMemory,
                          env::kHashMemory,   env::kValidate,      env::kMergeHashes,
                          env::kReuseDigests, env::kSkipUnwritten, env::kCarryFreed,
-                         env::kSideHashes,
+                         env::kSideHashes,   env::kHoldAcrossSync,
                          env::kLearnReadOnly,
                          env::kRecallFills,  env::kState,         env::kFromCli,
                          env::kLib,          env::kCommit,        env::kHostHashBytes,

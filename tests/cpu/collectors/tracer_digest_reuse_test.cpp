@@ -26,6 +26,9 @@ TEST_F(MergeTest, AReusedDigestSavesTheInputsHash) {
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S2");
   expect_kernel_fingerprints(3);
   EXPECT_NE(err.find("0 inputs not written since their allocation"), std::string::npos) << err;
+  // S2 launched because its input p2 had no digest yet (the debug line says why).
+  EXPECT_NE(err.find("launched instead of chaining: input not known 1\n"), std::string::npos)
+      << err;
 }
 
 // With LOCKSTEP_SKIP_UNWRITTEN=1 an input in an allocation nothing wrote since it was made is
@@ -103,6 +106,9 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
   std::string err;
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S2 | S2 S1 S1");
   EXPECT_NE(err.find("; 5 calls chained"), std::string::npos) << err;
+  // The one call that launched instead of chaining: the last memset, writing b (in the set).
+  EXPECT_NE(err.find("launched instead of chaining: writes the set 1\n"), std::string::npos)
+      << err;
   // Out b filled three records (the third waits on the slot), out c two, b again two.
   EXPECT_NE(err.find("; 4 regions hashed once for two records"), std::string::npos) << err;
   // Every region's digest is the fake GPU's digest of it (no writes were simulated): the

@@ -77,12 +77,14 @@ TEST(TracerStatsTest, AWarningForEachNonzeroCountAndNoneForZero) {
   EXPECT_EQ(warnings[1].count, 1u);
 }
 
-// The debug lines name the deferred sets' flush causes with their counts, and a part that was
-// off (reused digests, learned roles, recalled fills) has no line.
+// The debug lines name the deferred sets' flush causes and the chain refusals with their
+// counts, and a part that was off (reused digests, learned roles, recalled fills) has no line.
 TEST(TracerStatsTest, DebugLinesNameFlushCausesAndLeaveOutPartsThatWereOff) {
   TracerStats stats;
   stats.deferred_flushes[size_t(FlushCause::Free)] = 2;
   stats.deferred_flushes[size_t(FlushCause::Step)] = 1;
+  stats.chain_refusals[size_t(ChainRefusal::WritesSet)] = 4;
+  stats.chain_refusals[size_t(ChainRefusal::Full)] = 2;
   hashing::EngineStats engines;
   engines.launches = 5;
   const std::vector<std::string> off = stats.debug_lines(engines, {});
@@ -93,6 +95,9 @@ TEST(TracerStatsTest, DebugLinesNameFlushCausesAndLeaveOutPartsThatWereOff) {
   EXPECT_NE(off[0].find("3 deferred sets enqueued on their own (free 2, step 1)"),
             std::string::npos)
       << off[0];
+  EXPECT_NE(off[1].find("launched instead of chaining: chain full 2, writes the set 4"),
+            std::string::npos)
+      << off[1];
   for (const std::string& line : off) {
     EXPECT_EQ(line.find("input digests reused"), std::string::npos) << line;
     EXPECT_EQ(line.find("learned read-only"), std::string::npos) << line;

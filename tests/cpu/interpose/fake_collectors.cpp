@@ -206,6 +206,7 @@ void nccl_profiler_setup(const char* shim_path) {
 }
 
 void stream_order_point() { add("order_point"); }
+void stream_host_wait() { add("host_wait"); }
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
   add("event_recorded event=%p stream=%p per_thread=%d", (void*)event, (void*)stream,
       int(per_thread_default));

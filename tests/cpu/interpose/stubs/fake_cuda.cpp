@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "call_counter.h"
 #include "interpose/cuda_api.h"
@@ -72,7 +74,8 @@ STUB_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t) {
 }
 
 // ---- stream order points: each call is recorded with its arguments, the number of
-// "order_point" lines the preloaded fake collectors had logged when the stub ran (so a test can
+// "order_point" and "host_wait" lines the preloaded fake collectors had logged when the stub ran
+// (so a test can
 // tell the shim reported before forwarding), and returns the result the test chose.
 namespace {
 struct OrderCall {
@@ -92,7 +95,8 @@ int logged_order_points() {
   for (const char* line = text; line != nullptr && *line != '\0';) {
     const char* end = std::strchr(line, '\n');
     const size_t length = end != nullptr ? size_t(end - line) : std::strlen(line);
-    if (length == 11 && std::strncmp(line, "order_point", 11) == 0) ++n;
+    const std::string_view text_line(line, length);
+    if (text_line == "order_point" || text_line == "host_wait") ++n;
     line = end != nullptr ? end + 1 : nullptr;
   }
   std::free(text);

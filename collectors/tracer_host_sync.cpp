@@ -1,0 +1,145 @@
+// Deferred hashes held across a host synchronization (LOCKSTEP_HOLD_ACROSS_SYNC; runtime.h,
+// "held across a host synchronization", and collectors/README.md): the metric copy that keeps
+// the set, the copy's return that marks it synced, host waits that leave a synced set alone, the
+// event recorded when a synced set is issued, and the waits of other streams on it.
+#include <algorithm>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "collectors/tracer_parts.h"
+
+namespace lockstep::collectors {
+namespace {
+// The key of a thread's default stream, whichever way it was named (runtime.h, stream_key).
+uintptr_t per_thread_key() { return reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD); }
+}  // namespace
+
+Tracer::HostCopyHold Tracer::before_host_copy(CUstream stream, bool per_thread_default) {
+  HostCopyHold hold;
+  const Driver& d = driver();
+  const bool allowed = config_.hold_across_sync && config_.merge_hashes && config_.chain_hashes &&
+                       !hold_broken_.load(std::memory_order_relaxed) && !config_.side_hashes && !per_thread_default && !capture_begun() &&
+                       d.eventCreate != nullptr && d.eventRecord != nullptr &&
+                       d.streamWaitEvent != nullptr;
+  if (allowed && (has_deferred_.load(std::memory_order_acquire) ||
+                  synced_live_.load(std::memory_order_acquire))) {
+    const CUcontext ctx = current_context(d);
+    const uintptr_t key = stream_key(stream, false);
+    std::lock_guard lock(deferred_mutex_);
+    // The outstanding issue this copy may see done: one of this stream and context.
+    const bool issue_here = synced_issue_.generation != 0 && synced_issue_.stream_key == key &&
+                            synced_issue_.context == ctx;
+    if (issue_here) hold.issue_generation = synced_issue_.generation;
+    // A set is held only where its issue can be ordered before other streams: its stream is the
+    // outstanding issue's, if there is one (one event per context).
+    const bool holdable = !deferred_.empty() && deferred_.stream == stream &&
+                          !deferred_.per_thread_default && key != per_thread_key() &&
+                          deferred_.context == ctx &&
+                          (synced_issue_.generation == 0 || issue_here);
+    if (holdable) {
+      hold.set_generation = deferred_.generation;
+      return hold;
+    }
+  }
+  flush_deferred(FlushCause::OtherCall);
+  return hold;
+}
+
+void Tracer::host_copy_returned(CUstream stream, bool per_thread_default,
+                                const HostCopyHold& hold) {
+  if (hold.set_generation == 0 && hold.issue_generation == 0) return;
+  const CUcontext ctx = current_context(driver());
+  std::lock_guard lock(deferred_mutex_);
+  // The copy came after everything queued on its stream before it, the issue's event too.
+  if (hold.issue_generation != 0 && synced_issue_.generation == hold.issue_generation) {
+    synced_issue_.generation = 0;
+    synced_issue_.waited.clear();
+    synced_live_.store(false, std::memory_order_release);
+  }
+  // Unchanged since the copy began (no other thread added to it): every writer of its regions
+  // was queued before the copy, and the copy is done.
+  if (hold.set_generation != 0 && deferred_.generation == hold.set_generation &&
+      deferred_.stream == stream && deferred_.per_thread_default == per_thread_default &&
+      deferred_.context == ctx && !deferred_.synced) {
+    deferred_.synced = true;
+    stats.sets_held_across_sync.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Tracer::host_wait_point() {
+  if (has_deferred_.load(std::memory_order_acquire)) {
+    bool synced = false;
+    {
+      std::lock_guard lock(deferred_mutex_);
+      synced = deferred_.synced;
+    }
+    // A synced set reads what its writers left, which nothing queued since can change; any other
+    // set goes first, so that the host's wait covers its hashes.
+    if (!synced) flush_deferred_slow(FlushCause::OrderPoint);
+  }
+  if (SideHashes* side = side_hashes_.load(std::memory_order_acquire))
+    if (side->pending()) join_side_hashes(side);
+}
+
+void Tracer::synced_set_issued(const Deferred& deferred) {
+  if (!deferred.synced) return;
+  const Driver& d = driver();
+  std::lock_guard lock(deferred_mutex_);
+  CUevent event = nullptr;
+  for (const auto& [ctx, e] : synced_events_)
+    if (ctx == deferred.context) event = e;
+  ShimCallGuard guard;  // the shim's own calls
+  if (event == nullptr) {
+    if (d.eventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) event = nullptr;
+    if (event != nullptr) synced_events_.emplace_back(deferred.context, event);
+  }
+  if (event == nullptr || d.eventRecord(event, deferred.stream) != CUDA_SUCCESS) {
+    // Nothing to order other streams with (never seen): hold no set again.
+    stats.synced_failures.fetch_add(1, std::memory_order_relaxed);
+    hold_broken_.store(true, std::memory_order_relaxed);
+    debug("an event after held hashes could not be recorded: no longer held across copies");
+    return;
+  }
+  synced_issue_.context = deferred.context;
+  synced_issue_.stream_key = stream_key(deferred.stream, false);
+  synced_issue_.event = event;
+  synced_issue_.generation = ++synced_issues_;
+  synced_issue_.waited.clear();
+  synced_key_.store(synced_issue_.stream_key, std::memory_order_relaxed);
+  synced_context_.store(synced_issue_.context, std::memory_order_relaxed);
+  synced_live_.store(true, std::memory_order_release);
+  stats.synced_sets_issued.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Tracer::before_work_on_slow(CUstream stream, bool per_thread_default) {
+  const Driver& d = driver();
+  const CUcontext ctx = current_context(d);
+  const uintptr_t key = stream_key(stream, per_thread_default);
+  // The issue's own stream, without the lock (while an issue is outstanding, every call comes
+  // here). Stored before synced_live_ was: at least as new as the issue seen outstanding.
+  if (key == synced_key_.load(std::memory_order_relaxed) &&
+      ctx == synced_context_.load(std::memory_order_relaxed))
+    return;
+  std::lock_guard lock(deferred_mutex_);
+  if (synced_issue_.generation == 0) return;
+  if (key == synced_issue_.stream_key && ctx == synced_issue_.context) return;  // in order
+  const std::pair<uintptr_t, CUcontext> here{key, ctx};
+  auto& waited = synced_issue_.waited;
+  if (std::find(waited.begin(), waited.end(), here) != waited.end()) return;
+  uint64_t capture_id = 0;
+  // Captured work runs at a graph launch, itself a traced call that waits.
+  if (capture_begun() && capturing(stream, per_thread_default, &capture_id)) return;
+  ShimCallGuard guard;
+  const CUstream target = stream == nullptr && per_thread_default ? CU_STREAM_PER_THREAD : stream;
+  if (d.streamWaitEvent(target, synced_issue_.event, 0) != CUDA_SUCCESS) {
+    stats.synced_failures.fetch_add(1, std::memory_order_relaxed);
+    debug(fmt::format("a stream could not be made to wait for held hashes ({:#x})", key));
+    return;
+  }
+  // One key stands for every thread's default stream: those wait each time.
+  if (key != per_thread_key()) waited.push_back(here);
+  stats.synced_waits.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace lockstep::collectors
