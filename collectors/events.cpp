@@ -301,10 +301,17 @@ void stream_order_point() {
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
-void stream_host_wait() {
-  if (inside_shim_call()) return;  // the shim's own syncs
+HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context) {
+  if (inside_shim_call()) return {};  // the shim's own syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);
-  if (Tracer* t = Tracer::existing()) t->host_wait_point();
+  if (Tracer* t = Tracer::existing())
+    return t->hold_at_host_wait(stream, per_thread_default, whole_context);
+  return {};
+}
+
+void stream_host_wait_end(const HostWait& wait, int result) {
+  if (wait.issue_generation == 0 || result != CUDA_SUCCESS) return;
+  if (Tracer* t = Tracer::existing()) t->host_saw_issue_done(wait.issue_generation);
 }
 
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {

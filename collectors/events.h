@@ -297,11 +297,16 @@ void nccl_profiler_setup(const char* shim_path);
 // whatever the job orders after this point is ordered after them too. Cheap when nothing waits.
 void stream_order_point();
 // The host waits for, or asks about, what a stream or the context has queued
-// (cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize, every variant; before the real call):
-// an order point, except for deferred hashes the host already synchronized past (a metric copy
-// that returned with its work done: Tracer::host_wait_point), which nothing queued since can
-// change.
-void stream_host_wait();
+// (cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize, every variant): begin before the real
+// call, end after it with its result. Deferred hashes stay held across it (nothing is queued by
+// it), ordered before other streams' work from then on (Tracer::hold_at_host_wait); a wait that
+// saw held hashes done ends that ordering. `whole_context`: the context's streams (cuCtxSynchronize);
+// `stream`, `per_thread_default` otherwise.
+struct HostWait {
+  uint64_t issue_generation = 0;  // the held hashes' issue this wait covers (0: none)
+};
+HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context);
+void stream_host_wait_end(const HostWait& wait, int result);
 // `event` is recorded on `stream` (cuEventRecord, every variant; after stream_order_point):
 // under stream-ordered steps (stream_steps.h) the stream's next record takes the current step,
 // and the event carries the step of the work before it.

@@ -272,17 +272,17 @@ class Tracer {
   // is ordered after the set's hashes. A small device-to-host copy (a metric: PyTorch's .item())
   // and the synchronization after it order only the host; torch's Adafactor makes ~220 a step,
   // each one a hash launch of its own. So a set of the copy's stream and context is held across
-  // the copy instead (before_host_copy). When the copy returns with its work done
-  // (host_copy_returned: a synchronous copy, or one into pageable memory), the host has seen every
-  // writer of the set's regions finish: the set is marked synced, host waits (synchronize, query:
-  // host_wait_point) leave it alone, and it rides on the stream's next hash launch. But the host
-  // may now order other work after the set's writers with no call on their stream (a kernel on
-  // stream B writing a region of the set, after the synchronize): so once a synced set is issued,
-  // an event is recorded after its hashes, and until the host next sees that stream's work done
-  // (a later such copy on it), every traced call on another stream or context makes its stream
-  // wait on that event first (before_work_on; a capturing stream does not: its work runs at a
-  // graph launch, a traced call that waits). Never a host wait. Not on per-thread default streams
-  // (one key for many streams), with side hashes, chaining off, or once any capture has begun.
+  // the copy (before_host_copy) and across host waits (hold_at_host_wait), and rides on the
+  // stream's next hash launch. But once the host waited, it may order other work after the set's
+  // writers with no call on their stream (a kernel on stream B writing a region of the set, after
+  // the synchronize): so a set held across a host wait (or a copy that returned with its work
+  // done, host_copy_returned) is marked synced, and once issued an event is recorded after its
+  // hashes; until the host next sees that stream's work done (a copy on it that returned with its
+  // work done, a synchronize of it or of the context), every traced call on another stream or
+  // context makes its stream wait on that event first (before_work_on; a capturing stream does
+  // not: its work runs at a graph launch, a traced call that waits). Never a host wait. Not on
+  // per-thread default streams (one key for many streams), with side hashes, chaining off, or
+  // once any capture has begun.
   struct HostCopyHold {
     uint64_t set_generation = 0;   // the held set's generation (0: none held)
     uint64_t issue_generation = 0;  // the synced issue outstanding at the copy (0: none)
@@ -290,9 +290,14 @@ class Tracer {
   HostCopyHold before_host_copy(CUstream stream, bool per_thread_default);
   // The copy of before_host_copy returned with its work done (not called otherwise).
   void host_copy_returned(CUstream stream, bool per_thread_default, const HostCopyHold& hold);
-  // The host waits for (or asks about) a stream's or the context's work: flushes the set unless
-  // it is synced (nothing new is queued: the set still reads what its writers left).
-  void host_wait_point();
+  // The host waits for (or asks about) a stream's or the context's work (events.h, HostWait): a
+  // set that may be held is marked synced instead of flushed (nothing is queued by the wait: the
+  // set reads what its writers left; whatever the job orders after it through the host is
+  // ordered after the set's hashes by the event and waits above); any other set is flushed. The
+  // outstanding issue's generation when the wait covers its stream, for host_saw_issue_done.
+  HostWait hold_at_host_wait(CUstream stream, bool per_thread_default, bool whole_context);
+  // A host wait that covered the outstanding issue returned success: its hashes are done.
+  void host_saw_issue_done(uint64_t issue_generation);
   // A traced call is about to queue work on `stream` (per_thread_default: the thread's default
   // stream).
   void before_work_on(CUstream stream, bool per_thread_default) {
@@ -485,6 +490,9 @@ class Tracer {
   // event other streams wait on, and makes the issue outstanding.
   void synced_set_issued(const Deferred& deferred);
   void before_work_on_slow(CUstream stream, bool per_thread_default);
+  bool hold_allowed() const;     // the configuration and the driver allow holding at all
+  bool holdable_locked() const;  // deferred_mutex_ held: deferred_ may be held and synced
+  void end_issue_locked();       // deferred_mutex_ held: the host saw the issue's hashes done
   // A stream-ordered free's digests forgotten; with carry_freed the whole allocation's kept
   // aside (region_digests.h). pending_mutex_ held.
   void freed_to_pool_locked(uint64_t base, uint64_t end);

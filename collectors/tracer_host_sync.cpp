@@ -15,29 +15,39 @@ namespace {
 uintptr_t per_thread_key() { return reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD); }
 }  // namespace
 
+bool Tracer::hold_allowed() const {
+  const Driver& d = driver();
+  return config_.hold_across_sync && config_.merge_hashes && config_.chain_hashes &&
+         !config_.side_hashes && !hold_broken_.load(std::memory_order_relaxed) &&
+         !capture_begun() && d.eventCreate != nullptr && d.eventRecord != nullptr &&
+         d.streamWaitEvent != nullptr;
+}
+
+bool Tracer::holdable_locked() const {
+  // Not a thread's default stream (one key stands for every thread's); and only where its issue
+  // can be ordered before other streams: no other issue outstanding (one at a time), or this
+  // stream's.
+  const uintptr_t key = stream_key(deferred_.stream, deferred_.per_thread_default);
+  return !deferred_.empty() && key != per_thread_key() &&
+         (synced_issue_.generation == 0 ||
+          (synced_issue_.stream_key == key && synced_issue_.context == deferred_.context));
+}
+
 Tracer::HostCopyHold Tracer::before_host_copy(CUstream stream, bool per_thread_default) {
   HostCopyHold hold;
-  const Driver& d = driver();
-  const bool allowed = config_.hold_across_sync && config_.merge_hashes && config_.chain_hashes &&
-                       !hold_broken_.load(std::memory_order_relaxed) && !config_.side_hashes && !per_thread_default && !capture_begun() &&
-                       d.eventCreate != nullptr && d.eventRecord != nullptr &&
-                       d.streamWaitEvent != nullptr;
-  if (allowed && (has_deferred_.load(std::memory_order_acquire) ||
-                  synced_live_.load(std::memory_order_acquire))) {
-    const CUcontext ctx = current_context(d);
+  if (hold_allowed() && !per_thread_default &&
+      (has_deferred_.load(std::memory_order_acquire) ||
+       synced_live_.load(std::memory_order_acquire))) {
+    const CUcontext ctx = current_context(driver());
     const uintptr_t key = stream_key(stream, false);
     std::lock_guard lock(deferred_mutex_);
     // The outstanding issue this copy may see done: one of this stream and context.
-    const bool issue_here = synced_issue_.generation != 0 && synced_issue_.stream_key == key &&
-                            synced_issue_.context == ctx;
-    if (issue_here) hold.issue_generation = synced_issue_.generation;
-    // A set is held only where its issue can be ordered before other streams: its stream is the
-    // outstanding issue's, if there is one (one event per context).
-    const bool holdable = !deferred_.empty() && deferred_.stream == stream &&
-                          !deferred_.per_thread_default && key != per_thread_key() &&
-                          deferred_.context == ctx &&
-                          (synced_issue_.generation == 0 || issue_here);
-    if (holdable) {
+    if (synced_issue_.generation != 0 && synced_issue_.stream_key == key &&
+        synced_issue_.context == ctx)
+      hold.issue_generation = synced_issue_.generation;
+    // Only a set of the copy's own stream and context: the copy is ordered after its writers.
+    if (!deferred_.empty() && deferred_.stream == stream && !deferred_.per_thread_default &&
+        deferred_.context == ctx && holdable_locked()) {
       hold.set_generation = deferred_.generation;
       return hold;
     }
@@ -52,11 +62,8 @@ void Tracer::host_copy_returned(CUstream stream, bool per_thread_default,
   const CUcontext ctx = current_context(driver());
   std::lock_guard lock(deferred_mutex_);
   // The copy came after everything queued on its stream before it, the issue's event too.
-  if (hold.issue_generation != 0 && synced_issue_.generation == hold.issue_generation) {
-    synced_issue_.generation = 0;
-    synced_issue_.waited.clear();
-    synced_live_.store(false, std::memory_order_release);
-  }
+  if (hold.issue_generation != 0 && synced_issue_.generation == hold.issue_generation)
+    end_issue_locked();
   // Unchanged since the copy began (no other thread added to it): every writer of its regions
   // was queued before the copy, and the copy is done.
   if (hold.set_generation != 0 && deferred_.generation == hold.set_generation &&
@@ -67,19 +74,47 @@ void Tracer::host_copy_returned(CUstream stream, bool per_thread_default,
   }
 }
 
-void Tracer::host_wait_point() {
-  if (has_deferred_.load(std::memory_order_acquire)) {
-    bool synced = false;
-    {
-      std::lock_guard lock(deferred_mutex_);
-      synced = deferred_.synced;
-    }
-    // A synced set reads what its writers left, which nothing queued since can change; any other
-    // set goes first, so that the host's wait covers its hashes.
-    if (!synced) flush_deferred_slow(FlushCause::OrderPoint);
+HostWait Tracer::hold_at_host_wait(CUstream stream, bool per_thread_default,
+                                   bool whole_context) {
+  HostWait wait;
+  if (!hold_allowed()) {
+    flush_deferred(FlushCause::OrderPoint);  // side hashes joined too
+    return wait;
   }
-  if (SideHashes* side = side_hashes_.load(std::memory_order_acquire))
-    if (side->pending()) join_side_hashes(side);
+  if (!has_deferred_.load(std::memory_order_acquire) &&
+      !synced_live_.load(std::memory_order_acquire))
+    return wait;
+  const CUcontext ctx = current_context(driver());
+  const uintptr_t key = stream_key(stream, per_thread_default);
+  {
+    std::lock_guard lock(deferred_mutex_);
+    if (synced_issue_.generation != 0 && synced_issue_.context == ctx &&
+        (whole_context || synced_issue_.stream_key == key))
+      wait.issue_generation = synced_issue_.generation;
+    if (deferred_.empty()) return wait;
+    // Whatever the host waits for, the wait queues nothing: the set still reads what its
+    // writers left, and marked synced it is ordered before other streams once issued.
+    if (holdable_locked()) {
+      if (!deferred_.synced) {
+        deferred_.synced = true;
+        stats.sets_held_across_sync.fetch_add(1, std::memory_order_relaxed);
+      }
+      return wait;
+    }
+  }
+  flush_deferred(FlushCause::OrderPoint);
+  return wait;
+}
+
+void Tracer::host_saw_issue_done(uint64_t issue_generation) {
+  std::lock_guard lock(deferred_mutex_);
+  if (synced_issue_.generation == issue_generation) end_issue_locked();  // else issued again
+}
+
+void Tracer::end_issue_locked() {
+  synced_issue_.generation = 0;
+  synced_issue_.waited.clear();
+  synced_live_.store(false, std::memory_order_release);
 }
 
 void Tracer::synced_set_issued(const Deferred& deferred) {

@@ -44,7 +44,7 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                               "chaining: {}",
                               refusals.empty() ? "none" : refusals));
   lines.push_back(fmt::format(
-      "deferred sets held across a host-synchronous copy: {}, issued with an event after them {}, "
+      "deferred sets held across a host wait: {}, issued with an event after them {}, "
       "other streams made to wait on it {}, failed event calls {}",
       sets_held_across_sync.load(), synced_sets_issued.load(), synced_waits.load(),
       synced_failures.load()));

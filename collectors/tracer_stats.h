@@ -64,7 +64,7 @@ struct TracerStats {
   // Deferred sets enqueued on their own, by cause.
   std::atomic<uint64_t> deferred_flushes[size_t(FlushCause::kCount)] = {};
   // Held across a host synchronization (LOCKSTEP_HOLD_ACROSS_SYNC, tracer_host_sync.cpp).
-  std::atomic<uint64_t> sets_held_across_sync{0};  // sets marked synced at a metric copy's return
+  std::atomic<uint64_t> sets_held_across_sync{0};  // sets marked synced at a host wait or copy
   std::atomic<uint64_t> synced_sets_issued{0};     // synced sets enqueued, an event after each
   std::atomic<uint64_t> synced_waits{0};           // other streams made to wait on that event
   std::atomic<uint64_t> synced_failures{0};        // events not made, recorded or waited on

@@ -20,11 +20,19 @@ inline void order_point() {
   } catch (...) {}
 }
 
-// The host waits for (or asks about) queued work: an order point, except for deferred hashes
-// the host already synchronized past (collectors::stream_host_wait).
-inline void host_wait() {
+// The host waits for (or asks about) queued work: reported before the real call and, with its
+// result, after it (deferred hashes stay held across it: collectors::stream_host_wait_begin).
+inline collectors::HostWait host_wait_begin(CUstream stream, bool per_thread_default,
+                                            bool whole_context) {
   try {
-    if (trace_operations()) collectors::stream_host_wait();
+    if (trace_operations())
+      return collectors::stream_host_wait_begin(stream, per_thread_default, whole_context);
+  } catch (...) {}
+  return {};
+}
+inline void host_wait_end(const collectors::HostWait& wait, CUresult result) {
+  try {
+    collectors::stream_host_wait_end(wait, result);
   } catch (...) {}
 }
 
@@ -94,13 +102,23 @@ LOCKSTEP_INTERCEPTOR CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent h
 }
 
 // ---- synchronization and queries ----
-LOCKSTEP_ORDER_POINT(host_wait, cuStreamSynchronize, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(host_wait, cuStreamSynchronize_ptsz, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(host_wait, cuStreamQuery, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(host_wait, cuStreamQuery_ptsz, (CUstream hStream), (hStream))
-LOCKSTEP_ORDER_POINT(host_wait, cuCtxSynchronize, (), ())
+// NAME(PARAMS): the host waits on STREAM (PER_THREAD: null is the thread's default stream;
+// WHOLE: every stream of the context), before and after the real NAME(ARGS).
+#define LOCKSTEP_HOST_WAIT(NAME, PARAMS, ARGS, STREAM, PER_THREAD, WHOLE)              \
+  LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {                                          \
+    const collectors::HostWait wait = host_wait_begin(STREAM, PER_THREAD, WHOLE);     \
+    const CUresult result = LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);               \
+    host_wait_end(wait, result);                                                       \
+    return result;                                                                     \
+  }
+LOCKSTEP_HOST_WAIT(cuStreamSynchronize, (CUstream hStream), (hStream), hStream, false, false)
+LOCKSTEP_HOST_WAIT(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), hStream, true, false)
+LOCKSTEP_HOST_WAIT(cuStreamQuery, (CUstream hStream), (hStream), hStream, false, false)
+LOCKSTEP_HOST_WAIT(cuStreamQuery_ptsz, (CUstream hStream), (hStream), hStream, true, false)
+LOCKSTEP_HOST_WAIT(cuCtxSynchronize, (), (), nullptr, false, true)
 // CUDA 13: the context to synchronize is an argument (cuGetProcAddress version >= 13000).
-LOCKSTEP_ORDER_POINT(host_wait, cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
+LOCKSTEP_HOST_WAIT(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), nullptr, false, true)
+#undef LOCKSTEP_HOST_WAIT
 
 // ---- stream capture (what was queued before the capture began stays outside the graph) ----
 LOCKSTEP_ORDER_POINT(capture_point, cuStreamBeginCapture, (CUstream hStream), (hStream))

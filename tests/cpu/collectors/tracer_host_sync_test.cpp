@@ -32,8 +32,13 @@ class HostSyncTest : public MergeTest {
   }
 };
 
-// PyTorch's .item(): 4 bytes copied to pageable host memory (the call returns with the copy
-// done), on `stream`.
+// The host waits for `stream` (cudaStreamSynchronize) and the wait returns `result`.
+void synchronize(CUstream stream, int result = CUDA_SUCCESS) {
+  stream_host_wait_end(stream_host_wait_begin(stream, false, false), result);
+}
+
+// PyTorch's .item(): 4 bytes copied to host memory, here pageable (the call returns with the copy
+// done), on `stream`, then the stream synchronized (at::cuda::memcpy_and_sync).
 MemoryOp item_copy(CUstream stream, CUdeviceptr src) {
   static float host = 0;
   MemoryOp copy;
@@ -48,10 +53,12 @@ MemoryOp item_copy(CUstream stream, CUdeviceptr src) {
 }
 void item(CUstream stream, CUdeviceptr src) {
   memory_op_end(memory_op_begin(item_copy(stream, src)), 0);
-  stream_host_wait();  // cudaStreamSynchronize
+  synchronize(stream);
 }
 
 constexpr CUdeviceptr kP = kMergeBase + 256;
+const CUstream kStreamU = reinterpret_cast<CUstream>(0x53);  // shows as '?'
+const CUstream kStreamV = reinterpret_cast<CUstream>(0x54);  // shows as '?'
 
 // The kernel's output waits past the copy and the synchronization and rides on the next kernel's
 // launch, its input with it, an event after them; held off, it goes out alone before the copy.
@@ -67,7 +74,7 @@ TEST_F(HostSyncTest, AMetricCopyAndItsSynchronizeLeaveTheSetToTheNextLaunch) {
   std::string err;
   EXPECT_EQ(run_held(body, true, &err), "S1 S2 S+ S1");
   expect_kernel_fingerprints(2);
-  EXPECT_NE(err.find("deferred sets held across a host-synchronous copy: 1, issued with an event "
+  EXPECT_NE(err.find("deferred sets held across a host wait: 1, issued with an event "
                      "after them 1, other streams made to wait on it 0, failed event calls 0"),
             std::string::npos)
       << err;
@@ -76,12 +83,29 @@ TEST_F(HostSyncTest, AMetricCopyAndItsSynchronizeLeaveTheSetToTheNextLaunch) {
   expect_kernel_fingerprints(2);
 }
 
+// A synchronization alone (a copy into pinned memory returns before its work is done; any
+// stream's, the context's) holds the set too; held off, it goes out before the wait.
+TEST_F(HostSyncTest, ASynchronizeAloneHoldsTheSet) {
+  auto body = [](std::string* text) {
+    on_alloc(kSecondBase, 4096);
+    launch_on(kStreamS, kP);  // S1
+    synchronize(kStreamT);
+    stream_host_wait_end(stream_host_wait_begin(nullptr, false, true), CUDA_SUCCESS);
+    launch_on(kStreamS, kSecondBase);  // S2 S+
+    stream_order_point();              // S1
+    *text = hash_launches();
+  };
+  EXPECT_EQ(run_held(body, true), "S1 S2 S+ S1");
+  expect_kernel_fingerprints(2);
+  fs::remove_all(dir_);
+  EXPECT_EQ(run_held(body, false), "S1 S1 S1 S1");
+}
+
 // After the synchronization the host may order another stream's work after the set's writers
 // with no call on their stream: a call on T takes the set out (on S, its stream) and T waits on
 // the event after it, once; a call on a third stream U waits too. The next .item() on S shows the
-// host S's work done: a fourth stream's call after it waits no more. (U and V show as '?'.)
+// host S's work done: a fourth stream's call after it waits no more.
 TEST_F(HostSyncTest, OtherStreamsCallsWaitForTheHeldHashesUntilTheHostSeesThemDone) {
-  const CUstream u = reinterpret_cast<CUstream>(0x53), v = reinterpret_cast<CUstream>(0x54);
   std::string err;
   const std::string log = run_held(
       [&](std::string* text) {
@@ -90,9 +114,9 @@ TEST_F(HostSyncTest, OtherStreamsCallsWaitForTheHeldHashesUntilTheHostSeesThemDo
         item(kStreamS, kP);
         launch_on(kStreamT, kSecondBase);  // out p on S, S+; in q on T; T waits
         launch_on(kStreamT, kSecondBase);  // T1: out q and in q, one region (waited already)
-        launch_on(u, kSecondBase);         // U waits; T1: T's set; ?1: in q on U
+        launch_on(kStreamU, kSecondBase);  // U waits; T1: T's set; ?1: in q on U
         item(kStreamS, kP);                // ?1: U's set; S's hashes seen done
-        launch_on(v, kSecondBase);         // ?1: in q on V, no wait
+        launch_on(kStreamV, kSecondBase);  // ?1: in q on V, no wait
         stream_order_point();              // ?1
         *text = hash_launches();
       },
@@ -102,32 +126,49 @@ TEST_F(HostSyncTest, OtherStreamsCallsWaitForTheHeldHashesUntilTheHostSeesThemDo
   EXPECT_NE(err.find("other streams made to wait on it 2,"), std::string::npos) << err;
 }
 
-// Only a set of the copy's own stream is held: a copy on T sends S's set out before it, as any
-// other call does; and a host wait with a set not synced (no copy returned since it grew) sends
-// it out too.
-TEST_F(HostSyncTest, ASetOfAnotherStreamOrNotSyncedGoesOutAsBefore) {
+// The waits end only with a wait that covered the issue's stream and succeeded: a synchronize of
+// T, or a failed one of S, leave them (U waits); one of S ends them (V does not).
+TEST_F(HostSyncTest, OnlyASuccessfulWaitOnTheIssuesStreamEndsTheWaits) {
   const std::string log = run_held(
       [](std::string* text) {
+        on_alloc(kSecondBase, 4096);
         launch_on(kStreamS, kP);  // S1
-        item(kStreamT, kP);       // S1: the set is S's
-        launch_on(kStreamS, kP);  // S1 (no set)
-        stream_host_wait();       // S1: not synced
+        synchronize(kStreamS);    // out p held, synced
+        launch_on(kStreamS, kSecondBase);  // S2 S+: out p, in q
+        synchronize(kStreamT);                // out q held, synced (any wait holds)
+        synchronize(kStreamS, /*result=*/1);  // failed: S's issue not seen done
+        launch_on(kStreamU, kP);  // U waits; S1 S+: out q, a second issue; ?1: in p; U waits
+        synchronize(kStreamS);    // ?1: U's set goes out (S's issue is outstanding); ends it
+        launch_on(kStreamV, kP);  // ?1: in p, no wait
         *text = hash_launches();
       },
       true);
-  EXPECT_EQ(log, "S1 S1 S1 S1");
-  expect_kernel_fingerprints(2);
+  EXPECT_EQ(log, "S1 S2 S+ ?< S1 S+ ?1 ?< ?1 ?1");
+  expect_kernel_fingerprints(4);
 }
 
-// A copy that returns before its work is done (into pinned memory, here a failed copy, which
-// shows nothing either) leaves the set held but not synced: the synchronization after it sends
-// it out, so that the host's wait covers its hashes; no event is recorded.
-TEST_F(HostSyncTest, ACopyThatDidNotFinishLeavesTheSetUnsynced) {
+// Only a set of the copy's own stream is held at the copy: a copy on T sends S's set out before
+// it, as any other call does.
+TEST_F(HostSyncTest, AMetricCopyOnAnotherStreamSendsTheSetOut) {
   const std::string log = run_held(
       [](std::string* text) {
+        launch_on(kStreamS, kP);                                     // S1
+        memory_op_end(memory_op_begin(item_copy(kStreamT, kP)), 0);  // S1
+        *text = hash_launches();
+      },
+      true);
+  EXPECT_EQ(log, "S1 S1");
+  expect_kernel_fingerprints(1);
+}
+
+// Once a capture has begun nothing is held (a capturing stream cannot wait on an event recorded
+// outside it): the synchronization sends the set out, as without holding.
+TEST_F(HostSyncTest, NothingIsHeldOnceACaptureBegan) {
+  const std::string log = run_held(
+      [](std::string* text) {
+        capture_begins();
         launch_on(kStreamS, kP);  // S1
-        memory_op_end(memory_op_begin(item_copy(kStreamS, kP)), 1);  // failed
-        stream_host_wait();                                          // S1
+        item(kStreamS, kP);       // S1 before the copy
         *text = hash_launches();
       },
       true);

@@ -206,7 +206,11 @@ void nccl_profiler_setup(const char* shim_path) {
 }
 
 void stream_order_point() { add("order_point"); }
-void stream_host_wait() { add("host_wait"); }
+HostWait stream_host_wait_begin(CUstream, bool, bool) {
+  add("host_wait");
+  return {};
+}
+void stream_host_wait_end(const HostWait&, int) {}
 void stream_event_recorded(CUevent event, CUstream stream, bool per_thread_default) {
   add("event_recorded event=%p stream=%p per_thread=%d", (void*)event, (void*)stream,
       int(per_thread_default));

@@ -1,5 +1,5 @@
 // Stream order points: every driver call by which the job waits on a stream's queue reports
-// collectors::stream_order_point() (the host's own waits and queries: stream_host_wait()) before
+// collectors::stream_order_point() (the host's own waits and queries: stream_host_wait_begin) before
 // the real call runs, forwards its arguments unchanged and returns the real result; reached by
 // symbol and through cuGetProcAddress for each exact ABI version and per-thread variant.
 #include <cstdint>
@@ -161,8 +161,8 @@ class StreamOrderPoints : public FakeDriverShim {
     EXPECT_EQ(abi.call(fn), kRealResult);
     EXPECT_EQ(calls_(name), calls_before + 1) << "the real " << name << " did not run once";
     EXPECT_EQ(order_points_before_(name), 1) << "order point not reported before the real call";
-    // The host's waits and queries are order points of their own kind (held hashes the host
-    // already synchronized past stay held: collectors::stream_host_wait).
+    // The host's waits and queries are order points of their own kind (deferred hashes stay
+    // held across them: collectors::stream_host_wait_begin).
     const std::string called = name;
     const bool host_wait = called.find("Synchronize") != std::string::npos ||
                            called.find("Query") != std::string::npos;
