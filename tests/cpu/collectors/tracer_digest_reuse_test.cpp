@@ -135,6 +135,25 @@ TEST_F(MergeTest, CallsThatNeedNoHashLaunchChain) {
   EXPECT_EQ(run(body, true, /*reuse=*/true), "S1 S1 | S1 S1 S1 S1");
 }
 
+// A chain holds at most Tracer::kChainRegions regions: the call that would pass it sends the set
+// out first, alone.
+TEST_F(MergeTest, AChainHoldsAtMostKChainRegionsRegions) {
+  constexpr size_t kCap = Tracer::kChainRegions;
+  auto body = [&](std::string* text) {
+    // Each memset writes an allocation of its own: nothing to read, nothing of the set written.
+    for (size_t i = 0; i <= kCap; ++i) on_alloc(kSecondBase + i * 65536, 4096);
+    for (size_t i = 0; i <= kCap; ++i)
+      memory_op_end(memory_op_begin(async_set(kSecondBase + i * 65536)), 0);
+    stream_order_point();
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err), "S" + std::to_string(kCap) + " S1");
+  EXPECT_NE(err.find("deferred sets enqueued on their own (chain full 1, order point 1)"),
+            std::string::npos)
+      << err;
+}
+
 // A known whole-region writer (PyTorch's fill, kernel_writes.h) that overwrites its region
 // entirely takes no input entry: it needs no hash launch of its own and chains; its output is
 // hashed with the next launch. A fill of part of its region hashes the input as any kernel.
