@@ -246,10 +246,11 @@ class Tracer {
   void fingerprint_inputs(PendingRecord* pending, CUstream stream, bool per_thread_default,
                           const PlannedRegion* regions, size_t n, bool not_capturing,
                           const CallWrites* writes = nullptr);
-  // A chained set's most regions: one medium-batch hash launch (lsf1::kMediumBatch, 128) with
-  // room for the next call's inputs. At 32 (one small batch) a full chain was 154 hash launches a
-  // step of the unseen job's ~1,330 (docs/performance.md, "Full").
-  static constexpr size_t kChainRegions = 96;
+  // A chained set's most regions: one small-batch hash launch (lsf1::kSmallBatch). A full chain
+  // was 154 hash launches a step of the unseen job's ~1,100 (LOCKSTEP_DEBUG's "chain full"); 96,
+  // one medium batch with room for the next call's inputs, is not yet measured on a GPU
+  // (docs/performance.md, "Full").
+  static constexpr size_t kChainRegions = 32;
   using FlushCause = collectors::FlushCause;   // tracer_stats.h
   // Also joins the hash launches in flight on side streams (LOCKSTEP_SIDE_HASHES,
   // side_hashes.h): every point that flushes is one after which the job may write, through
