@@ -13,6 +13,8 @@ PLANT_STEP = 5
 PLANT = ["--plant-step", PLANT_STEP, "--plant-layer", 1]
 INDEX_KERNEL = "index(Func|_add|Add)"
 GPT = os.path.join(gpu_suite.ROOT, "examples", "pytorch", "train_gpt.py")
+HELD = os.path.join(gpu_suite.ROOT, "tests", "gpu", "jobs", "held_hashes.py")
+HELD_WAITS = re.compile(r"other streams made to wait on it (\d+)")
 LEVELS = os.environ.get("GPT_DET_LEVELS", "broad full").split()
 pytestmark = pytest.mark.gpu
 
@@ -156,6 +158,30 @@ def test_e_compiled_and_graphed_pairs_are_identical(gs, row, gpt, variant):
         row("PASS", f"diff 0; losses vs untraced: {numbers[6:]}")
     else:
         row("FAIL", f"diff {drc}; {verdict}; losses vs untraced: {numbers}")
+
+
+@pytest.mark.row("held hashes other stream")
+def test_e_held_hashes_read_before_another_stream_writes(gs, row, gpt):
+    """Hashes held across .item() (LOCKSTEP_HOLD_ACROSS_SYNC) and a side stream that overwrites
+    their bytes after the synchronize: the multiply's output digests equal those of a run that
+    overwrites on the same stream (tests/gpu/jobs/held_hashes.py), and the side stream waited."""
+    row.need(60)
+    runs = {}
+    for mode in ("other-stream", "same-stream"):
+        runs[mode] = gs.traced(f"held-{mode}", "full", 120, [gs.config.py, HELD, "--mode", mode],
+                               env={"LOCKSTEP_DEBUG": "1"})
+    if any(r.rc for r in runs.values()):
+        row("FAIL", "job exit " + "/".join(str(r.rc) for r in runs.values()) + ": "
+            + runs["other-stream"].last_err(60))
+        return
+    waits = [int(n) for n in HELD_WAITS.findall(runs["other-stream"].err_text())]
+    rc, line = gs.helper("out_digests.py", gs.config.lockstep, runs["other-stream"].trace,
+                         runs["same-stream"].trace, "--kernel", "MulFunctor", "--min", 3)
+    waited = f"side stream waited {waits[0] if waits else 'never (no counter line)'}"
+    if rc == 0 and waits and waits[0] > 0:
+        row("PASS", f"{line[6:]}; {waited}")
+    else:
+        row("FAIL", f"{line}; {waited}")
 
 
 @pytest.mark.row("nccl profiler 1 rank")

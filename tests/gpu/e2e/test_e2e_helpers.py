@@ -1,4 +1,5 @@
 """CPU tests of the GPU end-to-end helpers: check_diff.py, losses.py, metrics_match.py,
+out_digests.py,
 bench/overhead/overhead.py on stand-ins (fake/), and the examples' profile summary
 (examples/pytorch/step_profile.py) and options. The GPU suite itself (run.sh and its pytest
 files) is tested in test_gpu_suite.py.
@@ -23,6 +24,7 @@ sys.path.insert(0, HERE)
 import check_diff  # noqa: E402
 import losses  # noqa: E402
 import metrics_match  # noqa: E402
+import out_digests  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
 import step_profile  # noqa: E402
@@ -73,6 +75,32 @@ r0 step 4 seq 58 stream 2 thread 1 metric cudaMemcpyAsync bytes=24 | payload f32
         line = metrics_match.check_same_step(metrics_match.printed_losses(self.OUT),
                                              metrics_match.traced_metrics(late, with_steps=True))
         self.assertEqual(line, "FAIL: step 3 loss 40df8632 is in step 2")
+
+class OutDigestsTest(unittest.TestCase):
+    SHOW = ("r0 step 1 seq 7 stream 2 thread 1 kernel vectorized_elementwise_kernel<MulFunctor> "
+            "grid_x=4 | in arg2 bytes 4096B 1111111111111111 @3+0 | out arg2 bytes 4096B "
+            "{d1} @4+0\n"
+            "r0 step 1 seq 8 stream 2 thread 1 kernel reduce_kernel<ReduceSum> grid_x=1 | in "
+            "arg0 bytes 4096B 2222222222222222 @4+0 | out arg0 bytes 4B 3333333333333333 @5+0\n"
+            "r1 step 1 seq 9 stream 2 thread 1 kernel vectorized_elementwise_kernel<MulFunctor> "
+            "| out arg2 bytes 4096B 9999999999999999 @4+0\n"
+            "r0 step 2 seq 12 stream 2 thread 1 kernel vectorized_elementwise_kernel<MulFunctor> "
+            "| out arg2 bytes 4096B {d2} @4+0\n")
+
+    def test_rank_zeros_matching_kernels_outputs_in_order(self):
+        text = self.SHOW.format(d1="aaaaaaaaaaaaaaaa", d2="bbbbbbbbbbbbbbbb")
+        self.assertEqual(out_digests.out_digests(text, "MulFunctor"),
+                         ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"])
+
+    def test_equal_lists_pass_and_a_differing_or_missing_digest_fails(self):
+        a = out_digests.out_digests(self.SHOW.format(d1="a" * 16, d2="b" * 16), "MulFunctor")
+        b = out_digests.out_digests(self.SHOW.format(d1="a" * 16, d2="c" * 16), "MulFunctor")
+        self.assertTrue(out_digests.check(a, a, 2).startswith("PASS"))
+        self.assertIn("output 2 of 2 differs", out_digests.check(a, b, 2))
+        self.assertIn("at least 3", out_digests.check(a, a, 3))
+        missing = out_digests.out_digests(self.SHOW.format(d1="-", d2="b" * 16), "MulFunctor")
+        self.assertIn("missing", out_digests.check(missing, missing, 1))
+
 
 class CheckDiffTest(unittest.TestCase):
     def run_check(self, doc, *args, text_before=""):

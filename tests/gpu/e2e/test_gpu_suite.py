@@ -164,7 +164,8 @@ class RunShTest(unittest.TestCase):
                       "ddp untraced",
                       "ddp det broad", "ddp det full", "ddp full caching alloc",
                       "ddp culprit rank", "ddp nccl algo/proto", "ddp nccl Ring vs Tree",
-                      "nccl profiler 1 rank", "ddp overhead broad", "tpdp untraced",
+                      "nccl profiler 1 rank", "held hashes other stream",
+                      "ddp overhead broad", "tpdp untraced",
                       "tpdp det broad", "tpdp culprit rank", "tpdp overhead broad",
                       "launch cost"):
             self.assertEqual(rows.get(check), "PASS", f"{check}: {rows}\n{proc.stdout[-3000:]}")
