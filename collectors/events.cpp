@@ -113,10 +113,13 @@ LOCKSTEP_HOT void plan_call_hashes(CallState& call, std::vector<PlannedRegion>& 
 
 LOCKSTEP_HOT void start_fingerprints(CallState& call, std::vector<PlannedRegion>& inputs,
                                      bool not_capturing) {
+  Tracer* tracer = call.tracer;
+  const uint64_t issued = tracer->synced_issue_count();
   plan_call_hashes(call, inputs, not_capturing);
   // A synced set flushed on the way (another stream's call, one not hashed) is now outstanding:
-  // this call's own stream waits for it too.
-  call.tracer->before_work_on(call.stream, call.per_thread_stream);
+  // this call's own stream waits for it too (push_call saw those issued before).
+  if (tracer->synced_issue_count() != issued)
+    tracer->before_work_on(call.stream, call.per_thread_stream);
 }
 
 LOCKSTEP_HOT CallState& push_call(CallKind kind, uint64_t* token, CUstream stream,

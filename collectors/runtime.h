@@ -308,6 +308,9 @@ class Tracer {
     if (synced_live_.load(std::memory_order_acquire)) [[unlikely]]
       before_work_on_slow(stream, per_thread_default);
   }
+  // How many synced sets were issued so far: a call compares it around its own hash planning,
+  // and waits again only when that issued one (start_fingerprints).
+  uint64_t synced_issue_count() const { return synced_issues_.load(std::memory_order_acquire); }
 
   // cuMemFreeAsync while outputs are deferred: instead of a hash launch of their own (PyTorch on
   // cudaMallocAsync frees after almost every op), the free waits and is made, on its stream,
@@ -496,6 +499,10 @@ class Tracer {
   void before_work_on_slow(CUstream stream, bool per_thread_default);
   bool hold_allowed() const;     // the configuration and the driver allow holding at all
   bool holdable_locked() const;  // deferred_mutex_ held: deferred_ may be held and synced
+  // deferred_mutex_ held: deferred_ is non-empty and of this stream key and context; the
+  // outstanding issue is of them.
+  bool deferred_on_locked(uintptr_t key, CUcontext ctx) const;
+  bool issue_on_locked(uintptr_t key, CUcontext ctx) const;
   void end_issue_locked();       // deferred_mutex_ held: the host saw the issue's hashes done
   // A stream-ordered free's digests forgotten; with carry_freed the whole allocation's kept
   // aside (region_digests.h). pending_mutex_ held.
@@ -604,7 +611,7 @@ class Tracer {
   };
   SyncedIssue synced_issue_;
   std::vector<std::pair<CUcontext, CUevent>> synced_events_;  // one per context, kept to exit
-  uint64_t synced_issues_ = 0;
+  std::atomic<uint64_t> synced_issues_{0};  // synced sets issued (synced_issue_count)
   std::atomic<bool> synced_live_{false};  // synced_issue_.generation != 0
   std::atomic<uintptr_t> synced_key_{0};  // synced_issue_'s stream and context, read unlocked
   std::atomic<CUcontext> synced_context_{nullptr};

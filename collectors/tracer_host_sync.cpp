@@ -10,10 +10,6 @@
 #include "collectors/tracer_parts.h"
 
 namespace lockstep::collectors {
-namespace {
-// The key of a thread's default stream, whichever way it was named (runtime.h, stream_key).
-uintptr_t per_thread_key() { return reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD); }
-}  // namespace
 
 bool Tracer::hold_allowed() const {
   const Driver& d = driver();
@@ -23,31 +19,36 @@ bool Tracer::hold_allowed() const {
          d.streamWaitEvent != nullptr;
 }
 
+bool Tracer::deferred_on_locked(uintptr_t key, CUcontext ctx) const {
+  return !deferred_.empty() && stream_key(deferred_.stream, deferred_.per_thread_default) == key &&
+         deferred_.context == ctx;
+}
+
+bool Tracer::issue_on_locked(uintptr_t key, CUcontext ctx) const {
+  return synced_issue_.generation != 0 && synced_issue_.stream_key == key &&
+         synced_issue_.context == ctx;
+}
+
 bool Tracer::holdable_locked() const {
   // Not a thread's default stream (one key stands for every thread's); and only where its issue
   // can be ordered before other streams: no other issue outstanding (one at a time), or this
   // stream's.
   const uintptr_t key = stream_key(deferred_.stream, deferred_.per_thread_default);
-  return !deferred_.empty() && key != per_thread_key() &&
-         (synced_issue_.generation == 0 ||
-          (synced_issue_.stream_key == key && synced_issue_.context == deferred_.context));
+  return !deferred_.empty() && key != stream_key(nullptr, true) &&
+         (synced_issue_.generation == 0 || issue_on_locked(key, deferred_.context));
 }
 
 Tracer::HostCopyHold Tracer::before_host_copy(CUstream stream, bool per_thread_default) {
   HostCopyHold hold;
-  if (hold_allowed() && !per_thread_default &&
-      (has_deferred_.load(std::memory_order_acquire) ||
-       synced_live_.load(std::memory_order_acquire))) {
+  if (hold_allowed() && (has_deferred_.load(std::memory_order_acquire) ||
+                         synced_live_.load(std::memory_order_acquire))) {
     const CUcontext ctx = current_context(driver());
-    const uintptr_t key = stream_key(stream, false);
+    const uintptr_t key = stream_key(stream, per_thread_default);
     std::lock_guard lock(deferred_mutex_);
     // The outstanding issue this copy may see done: one of this stream and context.
-    if (synced_issue_.generation != 0 && synced_issue_.stream_key == key &&
-        synced_issue_.context == ctx)
-      hold.issue_generation = synced_issue_.generation;
+    if (issue_on_locked(key, ctx)) hold.issue_generation = synced_issue_.generation;
     // Only a set of the copy's own stream and context: the copy is ordered after its writers.
-    if (!deferred_.empty() && deferred_.stream == stream && !deferred_.per_thread_default &&
-        deferred_.context == ctx && holdable_locked()) {
+    if (deferred_on_locked(key, ctx) && holdable_locked()) {
       hold.set_generation = deferred_.generation;
       return hold;
     }
@@ -67,8 +68,7 @@ void Tracer::host_copy_returned(CUstream stream, bool per_thread_default,
   // Unchanged since the copy began (no other thread added to it): every writer of its regions
   // was queued before the copy, and the copy is done.
   if (hold.set_generation != 0 && deferred_.generation == hold.set_generation &&
-      deferred_.stream == stream && deferred_.per_thread_default == per_thread_default &&
-      deferred_.context == ctx && !deferred_.synced) {
+      deferred_on_locked(stream_key(stream, per_thread_default), ctx) && !deferred_.synced) {
     deferred_.synced = true;
     stats.sets_held_across_sync.fetch_add(1, std::memory_order_relaxed);
   }
@@ -88,8 +88,8 @@ HostWait Tracer::hold_at_host_wait(CUstream stream, bool per_thread_default,
   const uintptr_t key = stream_key(stream, per_thread_default);
   {
     std::lock_guard lock(deferred_mutex_);
-    if (synced_issue_.generation != 0 && synced_issue_.context == ctx &&
-        (whole_context || synced_issue_.stream_key == key))
+    if (whole_context ? synced_issue_.generation != 0 && synced_issue_.context == ctx
+                      : issue_on_locked(key, ctx))
       wait.issue_generation = synced_issue_.generation;
     if (deferred_.empty()) return wait;
     // Whatever the host waits for, the wait queues nothing: the set still reads what its
@@ -139,7 +139,7 @@ void Tracer::synced_set_issued(const Deferred& deferred) {
   synced_issue_.context = deferred.context;
   synced_issue_.stream_key = stream_key(deferred.stream, false);
   synced_issue_.event = event;
-  synced_issue_.generation = ++synced_issues_;
+  synced_issue_.generation = synced_issues_.fetch_add(1, std::memory_order_release) + 1;
   synced_issue_.waited.clear();
   synced_key_.store(synced_issue_.stream_key, std::memory_order_relaxed);
   synced_context_.store(synced_issue_.context, std::memory_order_relaxed);
@@ -157,8 +157,7 @@ void Tracer::before_work_on_slow(CUstream stream, bool per_thread_default) {
       ctx == synced_context_.load(std::memory_order_relaxed))
     return;
   std::lock_guard lock(deferred_mutex_);
-  if (synced_issue_.generation == 0) return;
-  if (key == synced_issue_.stream_key && ctx == synced_issue_.context) return;  // in order
+  if (synced_issue_.generation == 0 || issue_on_locked(key, ctx)) return;  // none, or in order
   const std::pair<uintptr_t, CUcontext> here{key, ctx};
   auto& waited = synced_issue_.waited;
   if (std::find(waited.begin(), waited.end(), here) != waited.end()) return;
@@ -173,7 +172,7 @@ void Tracer::before_work_on_slow(CUstream stream, bool per_thread_default) {
     return;
   }
   // One key stands for every thread's default stream: those wait each time.
-  if (key != per_thread_key()) waited.push_back(here);
+  if (key != stream_key(nullptr, true)) waited.push_back(here);
   stats.synced_waits.fetch_add(1, std::memory_order_relaxed);
 }
 
