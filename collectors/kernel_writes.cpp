@@ -3,18 +3,28 @@
 
 #include <array>
 #include <cstring>
+#include <string>
 #include <utility>
 
 namespace lockstep::collectors {
 namespace {
 
-// PyTorch's fill for a contiguous tensor (aten/src/ATen/native/cuda/Fill.cu through
-// CUDALoops.cuh): vectorized_elementwise_kernel<vec, FillFunctor<T>, std::array<char*, 1>>
-// (int N, FillFunctor<T> f, std::array<char*, 1> data) stores f() to data[0][0..N). The vectorized
-// kernel is launched only for contiguous outputs; strided fills use other kernels (not matched).
-constexpr std::string_view kFillPrefix = "void at::native::vectorized_elementwise_kernel<";
-constexpr std::string_view kFillFunctor = ", at::native::FillFunctor<";
-constexpr std::string_view kFillTail = ">, std::array<char*, 1ul> >(int, at::native::FillFunctor<";
+// PyTorch's contiguous elementwise kernel (aten/src/ATen/native/cuda/CUDALoops.cuh):
+// vectorized_elementwise_kernel<vec_size, func_t, std::array<char*, K>>(int N, func_t f,
+// std::array<char*, K> data) stores f's result for elements 0..N to data[0], reading its K - 1
+// inputs from data[1..K). It is launched only when every operand is contiguous and the output's
+// type is the functor's result type (no casting); strided ops take other kernels (not matched).
+// A fill (Fill.cu) is FillFunctor<T> with no input: K = 1, and its functor holds the value.
+constexpr std::string_view kElementwisePrefix = "void at::native::vectorized_elementwise_kernel<";
+constexpr std::string_view kFillFunctor = "at::native::FillFunctor<";
+// Loops.cuh's wrappers of a binary functor, with a scalar (A/BUnary) or two tensors (Binary):
+// <arg1_t, arg2_t, return_t, func_t>, the third their result.
+constexpr std::array<std::string_view, 3> kWrapperFunctors{
+    "at::native::AUnaryFunctor<", "at::native::BUnaryFunctor<", "at::native::BinaryFunctor<"};
+// torchgen's ufunc functors (torchgen/dest/ufunc.py): CUDAFunctor_<op>, CUDAFunctorOnSelf_<op>
+// and CUDAFunctorOnOther_<op>, each <scalar_t> and returning scalar_t.
+constexpr std::string_view kUfuncFunctor = "at::native::CUDAFunctor";
+constexpr std::array<std::string_view, 3> kUfuncKinds{"_", "OnSelf_", "OnOther_"};
 
 // Element types a fill is instantiated for, by their demangled spelling.
 constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
@@ -78,6 +88,77 @@ std::string_view template_argument(std::string_view name, size_t index) {
     }
   }
   return {};
+}
+
+// The index of the '>' that closes the template argument list starting right after a '<' at
+// `name[0]`, or npos.
+size_t list_end(std::string_view name) {
+  int depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(' || c == '{') {
+      ++depth;
+    } else if (c == '>' || c == ')' || c == '}') {
+      if (depth == 0) return c == '>' ? i : std::string_view::npos;
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The type a functor of this spelling returns, by its name alone ("" when the name does not
+// say: a lambda, another functor, trailing text after its template arguments). *fill: a
+// FillFunctor (no input; it holds the value).
+std::string_view result_type(std::string_view functor, bool* fill) {
+  *fill = false;
+  const auto arguments = [&](std::string_view prefix) {
+    std::string_view rest = functor.substr(prefix.size());
+    const size_t end = list_end(rest);
+    return end != std::string_view::npos && end + 1 == rest.size() ? rest : std::string_view{};
+  };
+  if (functor.starts_with(kFillFunctor)) {
+    *fill = true;
+    const std::string_view list = arguments(kFillFunctor);
+    return list.empty() || !template_argument(list, 1).empty() ? std::string_view{}
+                                                               : template_argument(list, 0);
+  }
+  for (const std::string_view wrapper : kWrapperFunctors) {
+    if (!functor.starts_with(wrapper)) continue;
+    const std::string_view list = arguments(wrapper);
+    return list.empty() || template_argument(list, 3).empty() || !template_argument(list, 4).empty()
+               ? std::string_view{}
+               : template_argument(list, 2);
+  }
+  if (functor.starts_with(kUfuncFunctor)) {
+    std::string_view rest = functor.substr(kUfuncFunctor.size());
+    bool kind = false;
+    for (const std::string_view k : kUfuncKinds) kind = kind || rest.starts_with(k);
+    const size_t open = rest.find('<');
+    if (!kind || open == std::string_view::npos) return {};
+    for (const char c : rest.substr(0, open))
+      if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+        return {};
+    const std::string_view list = rest.substr(open + 1);
+    const size_t end = list_end(list);
+    if (end == std::string_view::npos || end + 1 != list.size() || !template_argument(list, 1).empty())
+      return {};
+    return template_argument(list, 0);
+  }
+  return {};
+}
+
+// K of "std::array<char*, Kul>", or 0.
+uint32_t pointer_array_size(std::string_view type) {
+  constexpr std::string_view kArray = "std::array<char*, ";
+  if (!type.starts_with(kArray) || !type.ends_with("ul>")) return 0;
+  const std::string_view digits = type.substr(kArray.size(), type.size() - kArray.size() - 3);
+  if (digits.empty() || digits.size() > 2) return 0;
+  uint32_t k = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    k = k * 10 + uint32_t(c - '0');
+  }
+  return k;
 }
 
 // PyTorch's multi_tensor_apply (MultiTensorApply.cuh), plain TensorListMetadata<depth> only
@@ -184,28 +265,62 @@ bool reduction_overwrites_output(const ReducedElement& reduced,
   return noutputs == 1 && accumulate == 0 && (acc_buf == 0 || final_output == 1);
 }
 
+uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
+                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
+                                const unsigned block[3]) {
+  if (reduced.param >= layout.size() || grid[2] != 1 || block[2] != 1) return 0;
+  const uint64_t base = layout[reduced.param].offset;
+  if (base + layout[reduced.param].size > bytes.size() || reduced.dst_offset < 8) return 0;
+  // ReduceOp<...> { ops_t ops; arg_t ident; ReduceConfig config; InputCalculator input_calc;
+  // OutputCalculator output_calc; const void* src; const char* dst[2]; ... } (Reduce.cuh), and
+  // ReduceConfig { int element_size_bytes, num_inputs, num_outputs, step_input, step_output,
+  // ctas_per_output, input_mult[3], output_mult[2], block_width, block_height, num_threads;
+  // bool vectorize_input; int output_vec_size; }: 64 bytes, after at most 64 of ops and ident.
+  constexpr uint32_t kConfigBytes = 64, kMostBefore = 64;
+  const uint32_t src = reduced.dst_offset - 8;
+  const auto int_at = [&](uint32_t at) {
+    int32_t v = 0;
+    std::memcpy(&v, bytes.data() + base + at, sizeof(v));
+    return int64_t{v};
+  };
+  for (uint32_t at = 0; at <= kMostBefore && at + kConfigBytes <= src; at += 4) {
+    const int64_t element = int_at(at), inputs = int_at(at + 4), outputs = int_at(at + 8),
+                  step_input = int_at(at + 12), step_output = int_at(at + 16),
+                  ctas = int_at(at + 20), width = int_at(at + 44), height = int_at(at + 48),
+                  threads = int_at(at + 52), vec = int_at(at + 60);
+    if (element < 1 || element > 64 || inputs < 1 || outputs < 1 || step_input < 1 ||
+        step_output < 1 || ctas < 1 || !(vec == 1 || vec == 2 || vec == 4 || vec == 8) ||
+        outputs % vec != 0)
+      continue;
+    if (width != block[0] || height != block[1] || threads != width * height) continue;
+    if ((outputs / vec + step_output - 1) / step_output != grid[0] || ctas != grid[1]) continue;
+    return uint64_t(outputs);
+  }
+  return 0;
+}
+
 std::optional<WholeWrite> whole_write_of(std::string_view name,
                                          const std::vector<ParamInfo>& layout) {
-  if (!name.starts_with(kFillPrefix)) return std::nullopt;
-  name.remove_prefix(kFillPrefix.size());
-  size_t digits = 0;
-  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
-  if (digits == 0) return std::nullopt;
-  name.remove_prefix(digits);
-  if (!name.starts_with(kFillFunctor)) return std::nullopt;
-  name.remove_prefix(kFillFunctor.size());
-  const size_t tail = name.find(kFillTail);
-  if (tail == std::string_view::npos) return std::nullopt;
-  const std::string_view type = name.substr(0, tail);
-  // The signature repeats the type: "...FillFunctor<T>, std::array<char*, 1ul>)".
-  const std::string_view rest = name.substr(tail + kFillTail.size());
-  if (!rest.starts_with(type) || rest.substr(type.size()) != ">, std::array<char*, 1ul>)")
+  if (!name.starts_with(kElementwisePrefix)) return std::nullopt;
+  name.remove_prefix(kElementwisePrefix.size());
+  const size_t end = list_end(name);
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::string_view vec = template_argument(name, 0), functor = template_argument(name, 1),
+                         array = template_argument(name, 2);
+  if (vec.empty() || vec.find_first_not_of("0123456789") != std::string_view::npos ||
+      functor.empty() || !template_argument(name, 3).empty())
     return std::nullopt;
-  const uint32_t bytes = element_bytes_of(type);
-  if (bytes == 0) return std::nullopt;
-  // (int N, FillFunctor<T>, std::array<char*, 1>): a 4-byte count and an 8-byte pointer.
-  if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8) return std::nullopt;
-  return WholeWrite{0, 2, bytes, 1};
+  // The signature repeats the functor and the array: "(int, func_t, std::array<char*, K>)".
+  if (name.substr(end + 1) != "(int, " + std::string(functor) + ", " + std::string(array) + ")")
+    return std::nullopt;
+  const uint32_t k = pointer_array_size(array);
+  bool fill = false;
+  const uint32_t bytes = element_bytes_of(result_type(functor, &fill));
+  // A fill has its output alone; any other functor reads at least one input.
+  if (bytes == 0 || k == 0 || (fill ? k != 1 : k < 2)) return std::nullopt;
+  // (int N, func_t, std::array<char*, K>): a 4-byte count and K 8-byte pointers, data[0] first.
+  if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
+  return WholeWrite{0, 2, bytes, fill ? 1u : WholeWrite::kNoValue};
 }
 
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,

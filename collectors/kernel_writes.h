@@ -3,7 +3,12 @@
 //   nothing its output depends on: the region's input hash is left out. PyTorch's contiguous
 //   fill: under torch.use_deterministic_algorithms every torch.empty is filled with NaN, so a
 //   third of a training step's kernels are fills of fresh tensors (457 of 1130 per step on the
-//   GPT example).
+//   GPT example). The same kernel template runs every contiguous elementwise op
+//   (vectorized_elementwise_kernel: data[0], its output, written for elements 0..N): where the
+//   functor's name says what it returns (AUnaryFunctor/BUnaryFunctor/BinaryFunctor<a, b,
+//   return_t, f>, torchgen's CUDAFunctor*_op<scalar_t>), a fresh output tensor of exactly N
+//   elements is overwritten whole too (a multiply into a new tensor: otherwise a hash launch
+//   each, for bytes the kernel overwrites). A lambda's return type is not in its name: no rule.
 // - scratch words point to a buffer a launch writes and reads itself and nothing after it reads:
 //   neither hashed before nor after (noted as written). PyTorch's reduce_kernel stages a global
 //   reduction's partial results in `cta_buf`, allocated just before the launch and freed after
@@ -16,6 +21,11 @@
 //   the element's bytes before the launch are overwritten, so its input hash is left out, as a
 //   fill's. Only where the region the word points to is exactly one element of the reduction's
 //   output type (a tensor of its own under cudaMallocAsync); a longer region keeps the usual rules.
+//   A reduction into a vector (row and column norms) writes each of its ReduceConfig::num_outputs
+//   elements once, at distinct element offsets from dst[0]: where the region is exactly that
+//   many elements, they cover it, and it is overwritten whole as well. The config's place in the
+//   struct depends on the ops' and the identity's sizes, so it is found by what it must hold:
+//   the launch's own block and grid (config.block(), config.grid()).
 //
 // - tensor lists: a multi_tensor_apply launch (foreach ops, AdamW) works on the tensors its
 //   blocks name, but its address table keeps stale entries from the previous launch of a list
@@ -38,13 +48,15 @@
 namespace lockstep::collectors {
 
 // `count` elements of `element_bytes` each written contiguously from the pointer in parameter
-// `pointer_param` (its first word); the count is the int32 in parameter `count_param`. Each
-// element is the value held in parameter `value_param` (a fill: its functor is the value).
+// `pointer_param` (its first word); the count is the int32 in parameter `count_param`. A fill
+// writes the value held in parameter `value_param` (its functor is the value) into each element;
+// any other writer has kNoValue there.
 struct WholeWrite {
+  static constexpr uint32_t kNoValue = ~0u;
   uint32_t count_param = 0;
   uint32_t pointer_param = 0;
   uint32_t element_bytes = 0;
-  uint32_t value_param = 0;
+  uint32_t value_param = kNoValue;
 };
 
 // The write a kernel of this demangled name makes, when known and the layout is the expected one.
@@ -89,6 +101,14 @@ std::optional<ReducedElement> reduced_element_of(std::string_view demangled,
 bool reduction_overwrites_output(const ReducedElement& reduced,
                                  const std::vector<ParamInfo>& layout,
                                  const std::vector<uint8_t>& bytes);
+
+// ReduceConfig::num_outputs of a launch with these packed bytes, grid and block (a reduction
+// into a vector writes that many elements from dst[0]), or 0 when no place in the struct before
+// its tail holds a config with the launch's block (block_width, block_height, num_threads) and
+// grid (num_outputs / output_vec_size over step_output blocks, ctas_per_output) and sane counts.
+uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
+                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
+                                const unsigned block[3]);
 
 // PyTorch's multi_tensor_apply_kernel<TensorListMetadata<depth>, ...>(TensorListMetadata<depth>,
 // ...) (aten/src/ATen/native/cuda/MultiTensorApply.cuh): parameter `param` is

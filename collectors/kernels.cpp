@@ -32,14 +32,15 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a
 // region passed in two words keeps the usual rules): `overwritten`, a region the launch writes
-// whole (a fill's output; a reduction's one output element, where the region is that element);
-// `scratch`, a buffer allocated right before its companion's. args.pointers.size() when none.
+// whole (a contiguous elementwise output or fill of N elements, where the region is those
+// elements; a reduction's output elements, where the region is exactly them); `scratch`, a
+// buffer allocated right before its companion's. args.pointers.size() when none.
 struct KnownWords {
   size_t overwritten;
   size_t scratch;
 };
 KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
-                       const std::vector<uint8_t>& bytes) {
+                       const std::vector<uint8_t>& bytes, const KernelLaunch& launch) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
   if (!info.whole_write && !info.scratch && !info.reduced) return known;
@@ -63,7 +64,14 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
   if (info.reduced) {
     const ReducedElement& reduced = *info.reduced;
     const size_t i = word_at(reduced.param, reduced.dst_offset);
-    if (i != none && passed_once(i) && args.pointers[i].hit.readable == reduced.element_bytes &&
+    // One element, or a vector of as many elements as the launch's config says it writes.
+    const auto is_the_output = [&](uint64_t readable) {
+      if (readable == reduced.element_bytes) return true;
+      if (readable % reduced.element_bytes != 0) return false;
+      return reduction_output_count(reduced, info.layout, bytes, launch.grid, launch.block) *
+                 reduced.element_bytes == readable;
+    };
+    if (i != none && passed_once(i) && is_the_output(args.pointers[i].hit.readable) &&
         reduction_overwrites_output(reduced, info.layout, bytes))
       known.overwritten = i;
   }
@@ -430,7 +438,7 @@ namespace {
     }
     // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
     // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
-    const KnownWords known = known_words(info, args, bytes);
+    const KnownWords known = known_words(info, args, bytes, launch);
     const size_t overwritten = known.overwritten, scratch = known.scratch;
     if (overwritten < uses.size()) uses[overwritten] = kHashOut;  // teaches nothing
     for (size_t i = 0; i < uses.size(); ++i)

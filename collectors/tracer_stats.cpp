@@ -71,8 +71,8 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                     roles_learned.load(), roles_contradicted.load(), outputs_read_only.load(),
                     bytes_read_only.load()));
   lines.push_back(
-      fmt::format("kernel regions overwritten whole by known writers (fills, one-element "
-                  "reductions), input not hashed: {} ({} bytes)",
+      fmt::format("kernel regions overwritten whole by known writers (fills, contiguous "
+                  "elementwise outputs, reductions' outputs), input not hashed: {} ({} bytes)",
                   inputs_overwritten.load(), bytes_overwritten.load()));
   lines.push_back(
       fmt::format("kernel scratch buffers not hashed (reduce_kernel's cta_buf): {} "

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -41,9 +43,6 @@ TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
        {"void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, "
         "std::array<char*, 1ul>, TrivialOffsetCalculator<0, unsigned int> >(int, "
         "at::native::FillFunctor<float>, std::array<char*, 1ul>)",
-        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, "
-        "3ul>)",
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
         "std::array<char*, 2ul> >(int, at::native::FillFunctor<float>, std::array<char*, 2ul>)",
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<my::T>, "
@@ -57,6 +56,77 @@ TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
   }
   EXPECT_FALSE(whole_write_of(kFloatFill, {{0, 8}, {8, 4}, {16, 8}}).has_value());
   EXPECT_FALSE(whole_write_of(kFloatFill, {{0, 4}, {4, 4}}).has_value());
+}
+
+// A contiguous elementwise op into data[0] (CUDALoops.cuh's vectorized_elementwise_kernel) whose
+// functor's name says its result type: Loops.cuh's wrappers (the third argument) and torchgen's
+// ufunc functors (their scalar_t). Spellings as the demangler gives them (PyTorch 2.11).
+std::string elementwise(const std::string& functor, int k) {
+  const std::string array = "std::array<char*, " + std::to_string(k) + "ul>";
+  return "void at::native::vectorized_elementwise_kernel<4, " + functor + ", " + array + " >(int, " +
+         functor + ", " + array + ")";
+}
+std::vector<ParamInfo> elementwise_layout(uint32_t functor_bytes, int k) {
+  return {{0, 4}, {4, functor_bytes}, {(4 + functor_bytes + 7) / 8 * 8, uint32_t(8 * k)}};
+}
+constexpr const char* kMul =
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >";
+constexpr const char* kScalarMulBf16 =
+    "at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+    "at::native::binary_internal::MulFunctor<float> >";
+
+TEST(KernelWrites, ContiguousElementwiseOutputsOfNamedFunctorsAreWholeWriters) {
+  const auto mul = whole_write_of(elementwise(kMul, 3), elementwise_layout(1, 3));
+  ASSERT_TRUE(mul.has_value());
+  EXPECT_EQ(mul->count_param, 0u);
+  EXPECT_EQ(mul->pointer_param, 2u);
+  EXPECT_EQ(mul->element_bytes, 4u);
+  EXPECT_EQ(mul->value_param, WholeWrite::kNoValue);  // not a fill: no value to recall
+  EXPECT_EQ(whole_write_of(elementwise(kScalarMulBf16, 2), elementwise_layout(8, 2))->element_bytes,
+            2u);
+  // The result type, not the inputs': a comparison writes bool.
+  EXPECT_EQ(whole_write_of(elementwise("at::native::BUnaryFunctor<float, float, bool, "
+                                       "at::native::CompareEqFunctor<float> >",
+                                       2),
+                           elementwise_layout(8, 2))
+                ->element_bytes,
+            1u);
+  EXPECT_EQ(whole_write_of(elementwise("at::native::CUDAFunctor_add<float>", 3),
+                           elementwise_layout(4, 3))
+                ->element_bytes,
+            4u);
+  EXPECT_EQ(whole_write_of(elementwise("at::native::CUDAFunctorOnSelf_add<c10::BFloat16>", 2),
+                           elementwise_layout(8, 2))
+                ->element_bytes,
+            2u);
+  // A fill keeps its value.
+  EXPECT_EQ(whole_write_of(kFloatFill, kFillLayout)->value_param, 1u);
+}
+
+TEST(KernelWrites, ElementwiseKernelsWhoseNamesDoNotSayTheirResultAreNot) {
+  const char* silu =
+      "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
+      "operator()() const::{lambda()#4}::operator()() const::{lambda(float)#1}";
+  for (const auto& [name, k] : std::vector<std::pair<std::string, int>>{
+           {elementwise(silu, 2), 2},                                          // a lambda
+           {elementwise("at::native::BinaryFunctor<float, float, float>", 3), 3},  // 3 arguments
+           {elementwise("at::native::BinaryFunctor<float, float, my::T, F>", 3), 3},  // unknown
+           {elementwise("at::native::CUDAFunctorX_add<float>", 3), 3},      // not torchgen's
+           {elementwise("at::native::CUDAFunctor_add<float>::inner", 3), 3},  // trailing text
+           {elementwise("at::native::CUDAFunctor_add<float>", 1), 1},       // no input
+           {elementwise("at::native::FillFunctor<float>", 2), 2},           // a fill with input
+       }) {
+    EXPECT_FALSE(whole_write_of(name, elementwise_layout(4, k)).has_value()) << name;
+  }
+  // The array's size differs between the template and the signature; the layout's array is not
+  // K pointers; the vector width is not a number.
+  std::string mismatched = elementwise(kMul, 3);
+  mismatched.replace(mismatched.rfind("3ul"), 3, "2ul");
+  EXPECT_FALSE(whole_write_of(mismatched, elementwise_layout(1, 3)).has_value());
+  EXPECT_FALSE(whole_write_of(elementwise(kMul, 3), elementwise_layout(1, 2)).has_value());
+  std::string width = elementwise(kMul, 3);
+  width.replace(width.find("<4,") + 1, 1, "N");
+  EXPECT_FALSE(whole_write_of(width, elementwise_layout(1, 3)).has_value());
 }
 
 // The bias-gradient reduction of the GPT example on PyTorch 2.11 (one ReduceOp struct of 1048
@@ -152,6 +222,55 @@ TEST(KernelWrites, AReductionOverwritesItsOutputUnlessItAccumulatesIntoIt) {
   std::vector<uint8_t> shorter = reduce_bytes(false, true, 1, 0);
   shorter.resize(1040);
   EXPECT_FALSE(reduction_overwrites_output(reduced, layout, shorter));
+}
+
+// A ReduceOp of 1048 bytes whose ReduceConfig starts at `at` (after ops and ident) and says
+// `outputs` outputs, launched as its config says (block 32 x 16, grid outputs/vec over
+// step_output, ctas_per_output).
+struct ReduceLaunch {
+  std::vector<uint8_t> bytes;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {32, 16, 1};
+};
+ReduceLaunch reduce_into(uint32_t at, int32_t outputs, int32_t vec = 1, int32_t step_output = 1,
+                         int32_t ctas = 1) {
+  ReduceLaunch l;
+  l.bytes = reduce_bytes(false, true, 1, 0);
+  const int32_t config[16] = {4, 4096, outputs, 1, step_output, ctas, 0, 0, 0, 0, 0,
+                              32, 16, 512, 0, vec};
+  std::memcpy(l.bytes.data() + at, config, sizeof config);
+  l.grid[0] = unsigned((outputs / vec + step_output - 1) / step_output), l.grid[1] = unsigned(ctas);
+  return l;
+}
+
+TEST(KernelWrites, AReductionsOutputCountIsItsConfigsFoundByTheLaunchsDims) {
+  const std::vector<ParamInfo> layout{{0, 1048}};
+  const ReducedElement reduced = *reduced_element_of(kNormToScalar, layout);
+  // NormTwoOps (empty) and a float identity: the config at 8; MeanOps' factor: at 12 or 16.
+  for (uint32_t at : {8u, 16u, 0u, 40u}) {
+    const ReduceLaunch l = reduce_into(at, 768);
+    EXPECT_EQ(reduction_output_count(reduced, layout, l.bytes, l.grid, l.block), 768u) << at;
+  }
+  ReduceLaunch vec = reduce_into(8, 768, 4, 2, 3);  // 4 outputs a thread, split, global
+  EXPECT_EQ(reduction_output_count(reduced, layout, vec.bytes, vec.grid, vec.block), 768u);
+  // Not the launch's block, grid or a z dimension; no config anywhere; counts that cannot be.
+  ReduceLaunch other = reduce_into(8, 768);
+  other.block[0] = 64;
+  EXPECT_EQ(reduction_output_count(reduced, layout, other.bytes, other.grid, other.block), 0u);
+  other = reduce_into(8, 768);
+  other.grid[0] += 1;
+  EXPECT_EQ(reduction_output_count(reduced, layout, other.bytes, other.grid, other.block), 0u);
+  other = reduce_into(8, 768);
+  other.grid[2] = 2;
+  EXPECT_EQ(reduction_output_count(reduced, layout, other.bytes, other.grid, other.block), 0u);
+  const std::vector<uint8_t> none = reduce_bytes(false, true, 1, 0);
+  const unsigned grid[3] = {768, 1, 1}, block[3] = {32, 16, 1};
+  EXPECT_EQ(reduction_output_count(reduced, layout, none, grid, block), 0u);
+  EXPECT_EQ(reduction_output_count(reduced, layout, reduce_into(8, 770, 4).bytes, grid, block), 0u);
+  ReduceLaunch shorter = reduce_into(8, 768);
+  shorter.bytes.resize(1040);
+  EXPECT_EQ(reduction_output_count(reduced, layout, shorter.bytes, shorter.grid, shorter.block),
+            0u);
 }
 
 TEST(KernelWrites, BytesWrittenComeFromTheCount) {

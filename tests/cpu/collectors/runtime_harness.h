@@ -172,23 +172,37 @@ const CUfunction kReduceKernel = reinterpret_cast<CUfunction>(0x1239);
 // kTensorListKernel is PyTorch's multi_tensor_apply_kernel<TensorListMetadata<1>, Functor>: one
 // 3368-byte table of 110 tensors (kernel_writes.h).
 const CUfunction kTensorListKernel = reinterpret_cast<CUfunction>(0x123a);
+// kMulKernel is PyTorch's contiguous float multiply of two tensors (BinaryFunctor<float, float,
+// float, MulFunctor<float>>, (int N, functor, std::array<char*, 3>)): data[0] written whole;
+// kWideReduceKernel kReduceKernel's name with the whole 1048-byte ReduceOp of PyTorch 2.11 (its
+// ReduceConfig at 8, src at 984, dst at 992, cta_buf at 1016).
+const CUfunction kMulKernel = reinterpret_cast<CUfunction>(0x123b);
+const CUfunction kWideReduceKernel = reinterpret_cast<CUfunction>(0x123c);
 inline CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name =
       f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
       : f == kThreePointerKernel ? "_Z7kernel3PfS_S_i"
       : f == kFillKernel         ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_"
                                    "11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
-      : f == kReduceKernel
+      : f == kReduceKernel || f == kWideReduceKernel
           ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
+      : f == kMulKernel ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfff"
+                          "NS0_15binary_internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_"
       : f == kTensorListKernel ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_"
                                  "18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
                                : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
 inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* offset, size_t* size) {
-  if (f == kReduceKernel || f == kTensorListKernel) {  // one struct: ReduceOp, the table
+  if (f == kReduceKernel || f == kWideReduceKernel || f == kTensorListKernel) {  // one struct
     if (index >= 1) return CUDA_ERROR_INVALID_VALUE;
-    *offset = 0, *size = f == kReduceKernel ? 64 : 3368;
+    *offset = 0, *size = f == kReduceKernel ? 64 : f == kWideReduceKernel ? 1048 : 3368;
+    return CUDA_SUCCESS;
+  }
+  if (f == kMulKernel) {  // (int N, BinaryFunctor<...> (empty), std::array<char*, 3>)
+    static const size_t mul_offsets[] = {0, 4, 8}, mul_sizes[] = {4, 1, 24};
+    if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
+    *offset = mul_offsets[index], *size = mul_sizes[index];
     return CUDA_SUCCESS;
   }
   if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)
@@ -409,12 +423,14 @@ constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
 constexpr CUdeviceptr kSecondBase = kMergeBase + (4 << 20);  // a second allocation (reuse tests)
 
 // A driver launch of fake function `f` on `stream` with these parameters, returned at once.
-inline void launch_function(CUfunction f, CUstream stream, void** params, unsigned grid) {
+inline void launch_function(CUfunction f, CUstream stream, void** params, unsigned grid,
+                            unsigned grid_y = 1, unsigned block_x = 1, unsigned block_y = 1) {
   KernelLaunch l;
   l.api = LaunchApi::DriverLaunch;
   l.handle_kind = FunctionHandle::DriverFunction;
   l.handle = reinterpret_cast<const void*>(f);
-  l.grid[0] = grid;
+  l.grid[0] = grid, l.grid[1] = grid_y;
+  l.block[0] = block_x, l.block[1] = block_y;
   l.stream = stream;
   l.kernel_params = params;
   kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);

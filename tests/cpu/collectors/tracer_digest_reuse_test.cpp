@@ -171,8 +171,8 @@ TEST_F(MergeTest, AFillOfAWholeRegionTakesNoInputHash) {
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S2 S2");
   // The kernel chains onto out c; the first fill had no set to chain onto (it starts one).
   EXPECT_NE(err.find("; 1 calls chained"), std::string::npos) << err;
-  EXPECT_NE(err.find("overwritten whole by known writers (fills, one-element reductions), input "
-                     "not hashed: 1 (4096 bytes)"),
+  EXPECT_NE(err.find("overwritten whole by known writers (fills, contiguous elementwise outputs, "
+                     "reductions' outputs), input not hashed: 1 (4096 bytes)"),
             std::string::npos)
       << err;
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
@@ -429,7 +429,7 @@ TEST_F(MergeTest, AOneElementReductionsOutputTakesNoInputHash) {
   std::string err;
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false),
             "S1 S1 S2 S1 S2 S1 S2 S1 S2");
-  EXPECT_NE(err.find("one-element reductions), input not hashed: 1 (4 bytes)"), std::string::npos)
+  EXPECT_NE(err.find("reductions' outputs), input not hashed: 1 (4 bytes)"), std::string::npos)
       << err;
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
     EXPECT_TRUE(b.flags & trace::kFingerprintValid);
@@ -440,6 +440,82 @@ TEST_F(MergeTest, AOneElementReductionsOutputTakesNoInputHash) {
                               {"in 4096", "out 4096", "in 8", "out 8"},
                               {"in 4096", "out 4096", "in 4", "out 4"},
                               {"in 4096", "out 4096", "in 4", "out 4"}}));
+}
+
+// A reduction into a vector whose region is exactly the outputs its config counts (768 floats
+// here; the config found by the launch's block and grid, kernel_writes.h): overwritten whole, no
+// input entry and no hash launch of its own. Into a longer region, or with a config that is not
+// the launch's, its output's region is read first, as usual: a launch each.
+TEST_F(MergeTest, AVectorReductionsOutputTakesNoInputHashWhereItsConfigCoversIt) {
+  const CUdeviceptr src = kSecondBase, dst = src + 65536, wide = dst + 65536, other = wide + 65536;
+  auto reduce = [](CUdeviceptr from, CUdeviceptr to, unsigned block_x) {
+    std::vector<uint8_t> op(1048, 0);  // ReduceOp (runtime_harness.h): config at 8, tail at 984
+    const int32_t config[16] = {4, 16, 768, 1, 1, 1, 0, 0, 0, 0, 0, 32, 16, 512, 0, 1};
+    std::memcpy(op.data() + 8, config, sizeof config);
+    std::memcpy(op.data() + 984, &from, 8);
+    std::memcpy(op.data() + 992, &to, 8);
+    op[1041] = 1;  // final_output
+    const int32_t noutputs = 1;
+    std::memcpy(op.data() + 1044, &noutputs, 4);
+    void* params[] = {op.data()};
+    launch_function(kWideReduceKernel, kStreamS, params, 768, 1, block_x, 16);
+  };
+  auto body = [&](std::string* text) {
+    on_alloc(src, 4096), on_alloc(dst, 3072), on_alloc(wide, 4096), on_alloc(other, 3072);
+    launch_on(kStreamS, src);  // S1 = in src
+    stream_order_point();      // S1 = out src
+    reduce(src, dst, 32);      // in src known, dst overwritten: nothing launched
+    stream_order_point();      // S2 = out src + out dst
+    reduce(src, wide, 32);     // S1 = in wide (4096 bytes, not 768 floats)
+    stream_order_point();      // S2
+    reduce(src, other, 64);    // S1 = in other (the config's block is not the launch's)
+    stream_order_point();      // S2
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false),
+            "S1 S1 S2 S1 S2 S1 S2");
+  EXPECT_NE(err.find("reductions' outputs), input not hashed: 1 (3072 bytes)"), std::string::npos)
+      << err;
+  const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
+    return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
+  });
+  EXPECT_EQ(entries, (Entries{{"in 4096", "out 4096"},
+                              {"in 4096", "out 4096", "out 3072"},
+                              {"in 4096", "out 4096", "in 4096", "out 4096"},
+                              {"in 4096", "out 4096", "in 3072", "out 3072"}}));
+}
+
+// A contiguous multiply into a fresh tensor of exactly its N elements (kernel_writes.h): its
+// output's bytes before the launch are overwritten, so with both inputs known it launches
+// nothing and its output joins the set. Into a longer region it reads the output first.
+TEST_F(MergeTest, AContiguousMultiplyIntoAFreshTensorTakesNoInputHash) {
+  const CUdeviceptr a = kSecondBase, b = a + 65536, out = b + 65536, big = out + 65536;
+  auto mul = [](CUdeviceptr to, CUdeviceptr x, CUdeviceptr y) {
+    struct {
+      int n;
+      uint8_t functor;
+      uint64_t data[3];
+    } args{1024, 0, {to, x, y}};
+    void* params[] = {&args.n, &args.functor, &args.data};
+    launch_function(kMulKernel, kStreamS, params, 1);
+  };
+  auto body = [&](std::string* text) {
+    on_alloc(a, 4096), on_alloc(b, 4096), on_alloc(out, 4096), on_alloc(big, 8192);
+    launch_on(kStreamS, a);  // S1 = in a
+    launch_on(kStreamS, b);  // S2 = out a, in b
+    stream_order_point();    // S1 = out b
+    mul(out, a, b);          // a and b known, out overwritten: nothing launched
+    stream_order_point();    // S3 = out out, out a, out b
+    mul(big, a, b);          // S1 = in big (8192 bytes, not 1024 floats)
+    stream_order_point();    // S3
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S1 S3 S1 S3");
+  EXPECT_NE(err.find("elementwise outputs, reductions' outputs), input not hashed: 1 (4096 bytes)"),
+            std::string::npos)
+      << err;
 }
 
 TEST_F(MergeTest, AReductionsStagingBufferIsNotHashed) {
