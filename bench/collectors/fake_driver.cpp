@@ -1,12 +1,15 @@
 // A stand-in libcuda.so.1 for shim_launch_bench (not a test, never evidence of GPU work): the
 // entry points a kernel launch at broad reaches through the whole shim, each doing nothing
-// (fake_driver_entries.h). The launch itself returns at once, so the bench measures the shim's
-// own time around it.
+// (fake_driver_entries.h), and those of the shim's hash engine (fake_hash_engine.h: a context,
+// and hash launches that deliver made-up digests at once), so that a launch at full takes the
+// whole path. The launch itself returns at once, so the bench measures the shim's own time
+// around it.
 #include <cuda.h>
 
 #include <cstring>
 
 #include "bench/collectors/fake_driver_entries.h"
+#include "bench/collectors/fake_hash_engine.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -28,13 +31,14 @@ FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
-  return lockstep::bench::fake_ctx_get_current(ctx);
+  return lockstep::bench::fake_engine::ctx_get_current(ctx);
 }
 FAKE_EXPORT CUresult cuDriverGetVersion(int* version) { return driver_version(version); }
 
 FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
                                          CUdriverProcAddressQueryResult* status) {
-  *pfn = lockstep::bench::fake_driver_entry(symbol);
+  *pfn = lockstep::bench::fake_engine::entry(symbol);
+  if (*pfn == nullptr) *pfn = lockstep::bench::fake_driver_entry(symbol);
   if (*pfn == nullptr && std::strcmp(symbol, "cuDriverGetVersion") == 0)
     *pfn = reinterpret_cast<void*>(&driver_version);
   if (status != nullptr)

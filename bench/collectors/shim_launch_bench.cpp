@@ -1,7 +1,10 @@
 // What a kernel launch costs through the whole shim (interposer and collectors) on the CPU, with
-// a stand-in driver (fake_driver.cpp: every entry point returns at once). Not a test and not
-// evidence of GPU work: the CPU side of a launch only, so that the shim's path can be measured
-// on a machine without a GPU. Run it through shim_launch_bench.py (untraced and at each level,
+// a stand-in driver (fake_driver.cpp: every entry point returns at once; at full the hash engine's
+// launches too, their digests delivered at once by the stand-in, fake_hash_engine.h). Not a test
+// and not evidence of GPU work: the CPU side of a launch only, so that the shim's path can be
+// measured on a machine without a GPU. At full every launch writes the region the launch before
+// wrote (the set its hashes wait in), so each one carries a merged hash launch: the shim's
+// costliest path, one call in three of the unseen job's. Run it through shim_launch_bench.py (untraced and at each level,
 // interleaved, one or two shims); alone:
 //
 //   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub]
