@@ -140,7 +140,8 @@ std::string_view result_type(std::string_view functor, bool* fill) {
         return {};
     const std::string_view list = rest.substr(open + 1);
     const size_t end = list_end(list);
-    if (end == std::string_view::npos || end + 1 != list.size() || !template_argument(list, 1).empty())
+    if (end == std::string_view::npos || end + 1 != list.size() ||
+        !template_argument(list, 1).empty())
       return {};
     return template_argument(list, 0);
   }

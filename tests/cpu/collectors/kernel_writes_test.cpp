@@ -63,14 +63,15 @@ TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
 // ufunc functors (their scalar_t). Spellings as the demangler gives them (PyTorch 2.11).
 std::string elementwise(const std::string& functor, int k) {
   const std::string array = "std::array<char*, " + std::to_string(k) + "ul>";
-  return "void at::native::vectorized_elementwise_kernel<4, " + functor + ", " + array + " >(int, " +
-         functor + ", " + array + ")";
+  return "void at::native::vectorized_elementwise_kernel<4, " + functor + ", " + array +
+         " >(int, " + functor + ", " + array + ")";
 }
 std::vector<ParamInfo> elementwise_layout(uint32_t functor_bytes, int k) {
   return {{0, 4}, {4, functor_bytes}, {(4 + functor_bytes + 7) / 8 * 8, uint32_t(8 * k)}};
 }
 constexpr const char* kMul =
-    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >";
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    ">";
 constexpr const char* kScalarMulBf16 =
     "at::native::AUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
     "at::native::binary_internal::MulFunctor<float> >";
@@ -91,10 +92,10 @@ TEST(KernelWrites, ContiguousElementwiseOutputsOfNamedFunctorsAreWholeWriters) {
                            elementwise_layout(8, 2))
                 ->element_bytes,
             1u);
-  EXPECT_EQ(whole_write_of(elementwise("at::native::CUDAFunctor_add<float>", 3),
-                           elementwise_layout(4, 3))
-                ->element_bytes,
-            4u);
+  EXPECT_EQ(
+      whole_write_of(elementwise("at::native::CUDAFunctor_add<float>", 3), elementwise_layout(4, 3))
+          ->element_bytes,
+      4u);
   EXPECT_EQ(whole_write_of(elementwise("at::native::CUDAFunctorOnSelf_add<c10::BFloat16>", 2),
                            elementwise_layout(8, 2))
                 ->element_bytes,
@@ -108,13 +109,13 @@ TEST(KernelWrites, ElementwiseKernelsWhoseNamesDoNotSayTheirResultAreNot) {
       "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
       "operator()() const::{lambda()#4}::operator()() const::{lambda(float)#1}";
   for (const auto& [name, k] : std::vector<std::pair<std::string, int>>{
-           {elementwise(silu, 2), 2},                                          // a lambda
-           {elementwise("at::native::BinaryFunctor<float, float, float>", 3), 3},  // 3 arguments
+           {elementwise(silu, 2), 2},                                                 // a lambda
+           {elementwise("at::native::BinaryFunctor<float, float, float>", 3), 3},     // 3 arguments
            {elementwise("at::native::BinaryFunctor<float, float, my::T, F>", 3), 3},  // unknown
-           {elementwise("at::native::CUDAFunctorX_add<float>", 3), 3},      // not torchgen's
+           {elementwise("at::native::CUDAFunctorX_add<float>", 3), 3},        // not torchgen's
            {elementwise("at::native::CUDAFunctor_add<float>::inner", 3), 3},  // trailing text
-           {elementwise("at::native::CUDAFunctor_add<float>", 1), 1},       // no input
-           {elementwise("at::native::FillFunctor<float>", 2), 2},           // a fill with input
+           {elementwise("at::native::CUDAFunctor_add<float>", 1), 1},         // no input
+           {elementwise("at::native::FillFunctor<float>", 2), 2},             // a fill with input
        }) {
     EXPECT_FALSE(whole_write_of(name, elementwise_layout(4, k)).has_value()) << name;
   }
@@ -127,6 +128,22 @@ TEST(KernelWrites, ElementwiseKernelsWhoseNamesDoNotSayTheirResultAreNot) {
   std::string width = elementwise(kMul, 3);
   width.replace(width.find("<4,") + 1, 1, "N");
   EXPECT_FALSE(whole_write_of(width, elementwise_layout(1, 3)).has_value());
+}
+
+// Every proper prefix of a matching name (a truncated or unbalanced name) is no known writer,
+// and reading it never leaves the string.
+TEST(KernelWrites, NoPrefixOfAWholeWritersNameIsOne) {
+  for (const std::string& name :
+       {elementwise(kMul, 3), elementwise("at::native::CUDAFunctorOnSelf_add<c10::BFloat16>", 2),
+        std::string(kFloatFill)}) {
+    const auto layout = name == kFloatFill                         ? kFillLayout
+                        : name.find("OnSelf") != std::string::npos ? elementwise_layout(8, 2)
+                                                                   : elementwise_layout(1, 3);
+    ASSERT_TRUE(whole_write_of(name, layout).has_value()) << name;
+    for (size_t n = 0; n < name.size(); ++n)
+      EXPECT_FALSE(whole_write_of(std::string_view(name).substr(0, n), layout).has_value())
+          << name.substr(0, n);
+  }
 }
 
 // The bias-gradient reduction of the GPT example on PyTorch 2.11 (one ReduceOp struct of 1048
@@ -187,10 +204,12 @@ TEST(KernelWrites, AReductionsOutputWordAndElementSizeComeFromItsNameAndStruct) 
   EXPECT_FALSE(reduced_element_of("void at::native::reduce_kernel<512, 1, "
                                   "at::native::ReduceOp<float, Ops, unsigned int, my::T, 4, 4> >"
                                   "(at::native::ReduceOp<float, Ops, unsigned int, my::T, 4, 4>)",
-                                  {{0, 1048}}).has_value());
+                                  {{0, 1048}})
+                   .has_value());
   EXPECT_FALSE(reduced_element_of("void at::native::reduce_kernel<512, 1, "
                                   "at::native::ReduceOp<float, Ops, unsigned int> >(x)",
-                                  {{0, 1048}}).has_value());
+                                  {{0, 1048}})
+                   .has_value());
   EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 1048}, {1048, 8}}).has_value());
   EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 1044}}).has_value());
   EXPECT_FALSE(reduced_element_of(kNormToScalar, {{0, 56}}).has_value());
@@ -236,8 +255,8 @@ ReduceLaunch reduce_into(uint32_t at, int32_t outputs, int32_t vec = 1, int32_t 
                          int32_t ctas = 1) {
   ReduceLaunch l;
   l.bytes = reduce_bytes(false, true, 1, 0);
-  const int32_t config[16] = {4, 4096, outputs, 1, step_output, ctas, 0, 0, 0, 0, 0,
-                              32, 16, 512, 0, vec};
+  const int32_t config[16] = {4, 4096, outputs, 1,  step_output, ctas, 0, 0,
+                              0, 0,    0,       32, 16,          512,  0, vec};
   std::memcpy(l.bytes.data() + at, config, sizeof config);
   l.grid[0] = unsigned((outputs / vec + step_output - 1) / step_output), l.grid[1] = unsigned(ctas);
   return l;
