@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one cold kernel launch at broad runs and misses, counted, not timed (valgrind's callgrind).
 
-Runs shim_launch_bench under `lockstep run --level broad` inside callgrind with simulated caches
+Runs shim_launch_bench under `lockstep run --level broad` (or --level full) inside callgrind with simulated caches
 (32 KiB L1s, 1 MiB last level), counting only its paced launches (the bench toggles collection
 around each: the job's work between two has evicted the shim's lines): per launch, the
 instructions (Ir), the instruction lines missed in L1 (I1mr) and the data lines missed on reads
@@ -16,6 +16,13 @@ which this counts; it says nothing of the latency of each.
       --json results/overhead/<date>-<commit>-launch-lines-cpu.json
   bench/collectors/launch_lines.py --build build --max Ir=480,I1mr=45,D1mr=18,D1mw=16
   bench/collectors/launch_lines.py --build build --api runtime-stub   # PyTorch's entry point
+  bench/collectors/launch_lines.py --build build --level full        # regions, a hash launch
+
+At full every paced launch plans its regions and enqueues a merged hash launch (the stand-in
+driver's hash engine, fake_hash_engine.h): full's costliest path. Callgrind runs one thread at a
+time, so the collector, which hands retired records back for reuse, rarely runs between two
+paced launches: each then allocates its record (an aligned new, ~570 instructions) where a job's
+launch mostly takes a spare one.
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
@@ -49,7 +56,7 @@ def counts(args, shim, work):
     env.pop("LD_PRELOAD", None)
     if shim:
         env["LOCKSTEP_LIB"] = shim
-    cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", "broad",
+    cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", args.level,
            "--", "valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
            f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api]
@@ -84,6 +91,8 @@ def main(argv=None):
     p.add_argument("--api", choices=("driver", "runtime-stub"), default="driver",
                    help="the launch entry point: driver (cuLaunchKernel: JAX, Triton) or "
                         "runtime-stub (__cudaLaunchKernel: PyTorch's own kernels); default driver")
+    p.add_argument("--level", choices=("broad", "full"), default="broad",
+                   help="the level the launches are traced at (default broad)")
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
                    help="another liblockstep.so, counted too (repeatable)")
     p.add_argument("--json", help="write the counts here")
@@ -115,7 +124,7 @@ def main(argv=None):
         shims[name] = os.path.abspath(path)
     rows = {}
     print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) +
-          f"   per cold broad launch ({args.api})")
+          f"   per cold {args.level} launch ({args.api})")
     with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
         for name, path in shims.items():
             rows[name] = counts(args, path, work)
@@ -124,7 +133,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"bench": "launch_lines", **run_facts.facts(),
                        "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "launches": args.launches, "api": args.api,
+                       "launches": args.launches, "api": args.api, "level": args.level,
                        "shims": {k: v for k, v in shims.items() if v},
                        "per_launch": rows, "max": bounds}, f, indent=1)
     over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()
