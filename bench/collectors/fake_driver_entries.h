@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstring>
 
 namespace lockstep::bench {
@@ -26,29 +27,34 @@ inline CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offse
   *size = sizes[index];
   return CUDA_SUCCESS;
 }
-inline CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id,
-                                  CUgraph*, const CUgraphNode**, const CUgraphEdgeData**,
-                                  size_t*) {
+inline CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
+                                  const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
   *id = 0;
   return CUDA_SUCCESS;
 }
 
+// A table of stand-in entry points by name (this file's and fake_hash_engine.h's).
+struct FakeEntry {
+  const char* name;
+  void* fn;
+};
+template <size_t N>
+void* find_fake_entry(const FakeEntry (&entries)[N], const char* symbol) {
+  for (const FakeEntry& entry : entries)
+    if (std::strcmp(symbol, entry.name) == 0) return entry.fn;
+  return nullptr;
+}
+
 // The entry point named `symbol` among the above, or null.
 inline void* fake_driver_entry(const char* symbol) {
-  struct Entry {
-    const char* name;
-    void* fn;
-  };
-  static const Entry entries[] = {
+  static const FakeEntry entries[] = {
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&fake_ctx_get_current)},
       {"cuFuncGetName", reinterpret_cast<void*>(&fake_func_get_name)},
       {"cuFuncGetParamInfo", reinterpret_cast<void*>(&fake_func_get_param_info)},
       {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(&fake_capture_info)},
   };
-  for (const Entry& entry : entries)
-    if (std::strcmp(symbol, entry.name) == 0) return entry.fn;
-  return nullptr;
+  return find_fake_entry(entries, symbol);
 }
 
 }  // namespace lockstep::bench

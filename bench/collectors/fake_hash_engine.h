@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench/collectors/fake_driver_entries.h"
 #include "hashing/layout.h"
 
 namespace lockstep::bench::fake_engine {
@@ -116,11 +117,7 @@ inline CUresult launch_kernel(CUfunction f, unsigned, unsigned, unsigned, unsign
 
 // The entry point named `symbol` among the above, or null.
 inline void* entry(const char* symbol) {
-  struct Entry {
-    const char* name;
-    void* fn;
-  };
-  static const Entry entries[] = {
+  static const FakeEntry entries[] = {
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&ctx_get_current)},
       {"cuCtxGetDevice", reinterpret_cast<void*>(&ctx_get_device)},
       {"cuDeviceGetAttribute", reinterpret_cast<void*>(&device_get_attribute)},
@@ -142,9 +139,7 @@ inline void* entry(const char* symbol) {
       {"cuGetErrorString", reinterpret_cast<void*>(&get_error_string)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&launch_kernel)},
   };
-  for (const Entry& e : entries)
-    if (std::strcmp(symbol, e.name) == 0) return e.fn;
-  return nullptr;
+  return find_fake_entry(entries, symbol);
 }
 
 }  // namespace lockstep::bench::fake_engine
