@@ -20,9 +20,9 @@ which this counts; it says nothing of the latency of each.
 
 At full every paced launch plans its regions and enqueues a merged hash launch (the stand-in
 driver's hash engine, fake_hash_engine.h): full's costliest path. Callgrind runs one thread at a
-time, so the collector, which hands retired records back for reuse, rarely runs between two
-paced launches: each then allocates its record (an aligned new, ~570 instructions) where a job's
-launch mostly takes a spare one.
+time, so at full the bench pauses 2 ms before each counted launch (shim_launch_bench.cpp): the
+collector, which hands retired records back for reuse, runs between two as beside a job's work
+(without the pause each launch allocated its record: ~870 instructions more).
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
