@@ -304,11 +304,12 @@ void stream_order_point() {
   if (Tracer* t = Tracer::existing()) t->flush_deferred(Tracer::FlushCause::OrderPoint);
 }
 
-HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context) {
+HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context,
+                                CUcontext context) {
   if (inside_shim_call()) return {};  // the shim's own syncs
   self_time::Scope timed(self_time::Phase::OrderPoint);
   if (Tracer* t = Tracer::existing())
-    return t->hold_at_host_wait(stream, per_thread_default, whole_context);
+    return t->hold_at_host_wait(stream, per_thread_default, whole_context, context);
   return {};
 }
 

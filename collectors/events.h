@@ -300,12 +300,14 @@ void stream_order_point();
 // (cuStreamSynchronize, cuStreamQuery, cuCtxSynchronize, every variant): begin before the real
 // call, end after it with its result. Deferred hashes stay held across it (nothing is queued by
 // it), ordered before other streams' work from then on (Tracer::hold_at_host_wait); a wait that
-// saw held hashes done ends that ordering. `whole_context`: the context's streams (cuCtxSynchronize);
-// `stream`, `per_thread_default` otherwise.
+// saw held hashes done ends that ordering. `whole_context`: the streams of `context`
+// (cuCtxSynchronize; cuCtxSynchronize_v2 names it, null: the current one); `stream`,
+// `per_thread_default` otherwise.
 struct HostWait {
   uint64_t issue_generation = 0;  // the held hashes' issue this wait covers (0: none)
 };
-HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context);
+HostWait stream_host_wait_begin(CUstream stream, bool per_thread_default, bool whole_context,
+                                CUcontext context = nullptr);
 void stream_host_wait_end(const HostWait& wait, int result);
 // `event` is recorded on `stream` (cuEventRecord, every variant; after stream_order_point):
 // under stream-ordered steps (stream_steps.h) the stream's next record takes the current step,

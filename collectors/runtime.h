@@ -298,8 +298,10 @@ class Tracer {
   // set that may be held is marked synced instead of flushed (nothing is queued by the wait: the
   // set reads what its writers left; whatever the job orders after it through the host is
   // ordered after the set's hashes by the event and waits above); any other set is flushed. The
-  // outstanding issue's generation when the wait covers its stream, for host_saw_issue_done.
-  HostWait hold_at_host_wait(CUstream stream, bool per_thread_default, bool whole_context);
+  // outstanding issue's generation when the wait covers its stream (whole_context: the streams of
+  // `context`, null the current one), for host_saw_issue_done.
+  HostWait hold_at_host_wait(CUstream stream, bool per_thread_default, bool whole_context,
+                             CUcontext context);
   // A host wait that covered the outstanding issue returned success: its hashes are done.
   void host_saw_issue_done(uint64_t issue_generation);
   // A traced call is about to queue work on `stream` (per_thread_default: the thread's default

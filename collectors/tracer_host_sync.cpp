@@ -74,8 +74,8 @@ void Tracer::host_copy_returned(CUstream stream, bool per_thread_default,
   }
 }
 
-HostWait Tracer::hold_at_host_wait(CUstream stream, bool per_thread_default,
-                                   bool whole_context) {
+HostWait Tracer::hold_at_host_wait(CUstream stream, bool per_thread_default, bool whole_context,
+                                   CUcontext context) {
   HostWait wait;
   if (!hold_allowed()) {
     flush_deferred(FlushCause::OrderPoint);  // side hashes joined too
@@ -88,7 +88,10 @@ HostWait Tracer::hold_at_host_wait(CUstream stream, bool per_thread_default,
   const uintptr_t key = stream_key(stream, per_thread_default);
   {
     std::lock_guard lock(deferred_mutex_);
-    if (whole_context ? synced_issue_.generation != 0 && synced_issue_.context == ctx
+    // A whole-context wait covers the issue only when it is of the context waited on (another
+    // context's synchronize leaves this one's hashes unseen).
+    if (whole_context ? synced_issue_.generation != 0 &&
+                            synced_issue_.context == (context != nullptr ? context : ctx)
                       : issue_on_locked(key, ctx))
       wait.issue_generation = synced_issue_.generation;
     if (deferred_.empty()) return wait;

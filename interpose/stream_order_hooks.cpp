@@ -23,10 +23,11 @@ inline void order_point() {
 // The host waits for (or asks about) queued work: reported before the real call and, with its
 // result, after it (deferred hashes stay held across it: collectors::stream_host_wait_begin).
 inline collectors::HostWait host_wait_begin(CUstream stream, bool per_thread_default,
-                                            bool whole_context) {
+                                            bool whole_context, CUcontext context) {
   try {
     if (trace_operations())
-      return collectors::stream_host_wait_begin(stream, per_thread_default, whole_context);
+      return collectors::stream_host_wait_begin(stream, per_thread_default, whole_context,
+                                                context);
   } catch (...) {}
   return {};
 }
@@ -103,21 +104,24 @@ LOCKSTEP_INTERCEPTOR CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent h
 
 // ---- synchronization and queries ----
 // NAME(PARAMS): the host waits on STREAM (PER_THREAD: null is the thread's default stream;
-// WHOLE: every stream of the context), before and after the real NAME(ARGS).
-#define LOCKSTEP_HOST_WAIT(NAME, PARAMS, ARGS, STREAM, PER_THREAD, WHOLE)              \
+// WHOLE: every stream of context CTX, null the current one), before and after the real NAME(ARGS).
+#define LOCKSTEP_HOST_WAIT(NAME, PARAMS, ARGS, STREAM, PER_THREAD, WHOLE, CTX)         \
   LOCKSTEP_INTERCEPTOR CUresult NAME PARAMS {                                          \
-    const collectors::HostWait wait = host_wait_begin(STREAM, PER_THREAD, WHOLE);     \
+    const collectors::HostWait wait = host_wait_begin(STREAM, PER_THREAD, WHOLE, CTX); \
     const CUresult result = LOCKSTEP_FORWARD(NAME, LOCKSTEP_ARGS ARGS);               \
     host_wait_end(wait, result);                                                       \
     return result;                                                                     \
   }
-LOCKSTEP_HOST_WAIT(cuStreamSynchronize, (CUstream hStream), (hStream), hStream, false, false)
-LOCKSTEP_HOST_WAIT(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), hStream, true, false)
-LOCKSTEP_HOST_WAIT(cuStreamQuery, (CUstream hStream), (hStream), hStream, false, false)
-LOCKSTEP_HOST_WAIT(cuStreamQuery_ptsz, (CUstream hStream), (hStream), hStream, true, false)
-LOCKSTEP_HOST_WAIT(cuCtxSynchronize, (), (), nullptr, false, true)
+LOCKSTEP_HOST_WAIT(cuStreamSynchronize, (CUstream hStream), (hStream), hStream, false, false,
+                   nullptr)
+LOCKSTEP_HOST_WAIT(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), hStream, true, false,
+                   nullptr)
+LOCKSTEP_HOST_WAIT(cuStreamQuery, (CUstream hStream), (hStream), hStream, false, false, nullptr)
+LOCKSTEP_HOST_WAIT(cuStreamQuery_ptsz, (CUstream hStream), (hStream), hStream, true, false,
+                   nullptr)
+LOCKSTEP_HOST_WAIT(cuCtxSynchronize, (), (), nullptr, false, true, nullptr)
 // CUDA 13: the context to synchronize is an argument (cuGetProcAddress version >= 13000).
-LOCKSTEP_HOST_WAIT(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), nullptr, false, true)
+LOCKSTEP_HOST_WAIT(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), nullptr, false, true, ctx)
 #undef LOCKSTEP_HOST_WAIT
 
 // ---- stream capture (what was queued before the capture began stays outside the graph) ----

@@ -147,6 +147,30 @@ TEST_F(HostSyncTest, OnlyASuccessfulWaitOnTheIssuesStreamEndsTheWaits) {
   expect_kernel_fingerprints(4);
 }
 
+// cuCtxSynchronize_v2 names the context it waits for: another context's leaves the issue
+// unseen (U waits), the current context's ends it (V does not).
+TEST_F(HostSyncTest, AnotherContextsSynchronizeLeavesTheWaits) {
+  const CUcontext other = reinterpret_cast<CUcontext>(0xc7c7);
+  auto ctx_synchronize = [](CUcontext ctx) {
+    stream_host_wait_end(stream_host_wait_begin(nullptr, false, true, ctx), CUDA_SUCCESS);
+  };
+  const std::string log = run_held(
+      [&](std::string* text) {
+        on_alloc(kSecondBase, 4096);
+        launch_on(kStreamS, kP);           // S1
+        synchronize(kStreamS);             // out p held, synced
+        launch_on(kStreamS, kSecondBase);  // S2 S+: out p, in q
+        ctx_synchronize(other);            // out q held, synced; S's issue not seen done
+        launch_on(kStreamU, kP);           // U waits; S1 S+: out q, a second issue; ?1; U waits
+        ctx_synchronize(nullptr);          // ?1: U's set goes out; the current context: ends it
+        launch_on(kStreamV, kP);           // ?1: in p, no wait
+        *text = hash_launches();
+      },
+      true);
+  EXPECT_EQ(log, "S1 S2 S+ ?< S1 S+ ?1 ?< ?1 ?1");
+  expect_kernel_fingerprints(4);
+}
+
 // Only a set of the copy's own stream is held at the copy: a copy on T sends S's set out before
 // it, as any other call does.
 TEST_F(HostSyncTest, AMetricCopyOnAnotherStreamSendsTheSetOut) {

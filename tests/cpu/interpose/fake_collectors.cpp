@@ -206,7 +206,7 @@ void nccl_profiler_setup(const char* shim_path) {
 }
 
 void stream_order_point() { add("order_point"); }
-HostWait stream_host_wait_begin(CUstream, bool, bool) {
+HostWait stream_host_wait_begin(CUstream, bool, bool, CUcontext) {
   add("host_wait");
   return {};
 }
