@@ -247,9 +247,9 @@ class Tracer {
                           const PlannedRegion* regions, size_t n, bool not_capturing,
                           const CallWrites* writes = nullptr);
   // A chained set's most regions: one small-batch hash launch (lsf1::kSmallBatch). A full chain
-  // was 154 hash launches a step of the unseen job's ~1,100 (LOCKSTEP_DEBUG's "chain full"); 96,
-  // one medium batch with room for the next call's inputs, is not yet measured on a GPU
-  // (docs/performance.md, "Full").
+  // was 154 hash launches a step of the unseen job's ~1,100 (LOCKSTEP_DEBUG's "chain full"); 96
+  // (one medium batch) saved 17 of them on one H100, as a larger set is more often written by the
+  // next call (docs/performance.md, "Full"), so it stays 32.
   static constexpr size_t kChainRegions = 32;
   using FlushCause = collectors::FlushCause;   // tracer_stats.h
   // Also joins the hash launches in flight on side streams (LOCKSTEP_SIDE_HASHES,
