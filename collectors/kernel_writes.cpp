@@ -111,26 +111,24 @@ size_t list_end(std::string_view name) {
 // FillFunctor (no input; it holds the value).
 std::string_view result_type(std::string_view functor, bool* fill) {
   *fill = false;
-  const auto arguments = [&](std::string_view prefix) {
-    std::string_view rest = functor.substr(prefix.size());
-    const size_t end = list_end(rest);
-    return end != std::string_view::npos && end + 1 == rest.size() ? rest : std::string_view{};
+  // The `index`th of exactly `count` template arguments, the list opening `prefix_size` bytes in
+  // and closing at the name's end; "" otherwise.
+  const auto argument = [&](size_t prefix_size, size_t index, size_t count) {
+    const std::string_view list = functor.substr(prefix_size);
+    const size_t end = list_end(list);
+    if (end == std::string_view::npos || end + 1 != list.size() ||
+        template_argument(list, count - 1).empty() || !template_argument(list, count).empty())
+      return std::string_view{};
+    return template_argument(list, index);
   };
   if (functor.starts_with(kFillFunctor)) {
     *fill = true;
-    const std::string_view list = arguments(kFillFunctor);
-    return list.empty() || !template_argument(list, 1).empty() ? std::string_view{}
-                                                               : template_argument(list, 0);
+    return argument(kFillFunctor.size(), 0, 1);
   }
-  for (const std::string_view wrapper : kWrapperFunctors) {
-    if (!functor.starts_with(wrapper)) continue;
-    const std::string_view list = arguments(wrapper);
-    return list.empty() || template_argument(list, 3).empty() || !template_argument(list, 4).empty()
-               ? std::string_view{}
-               : template_argument(list, 2);
-  }
+  for (const std::string_view wrapper : kWrapperFunctors)
+    if (functor.starts_with(wrapper)) return argument(wrapper.size(), 2, 4);
   if (functor.starts_with(kUfuncFunctor)) {
-    std::string_view rest = functor.substr(kUfuncFunctor.size());
+    const std::string_view rest = functor.substr(kUfuncFunctor.size());
     bool kind = false;
     for (const std::string_view k : kUfuncKinds) kind = kind || rest.starts_with(k);
     const size_t open = rest.find('<');
@@ -138,12 +136,7 @@ std::string_view result_type(std::string_view functor, bool* fill) {
     for (const char c : rest.substr(0, open))
       if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
         return {};
-    const std::string_view list = rest.substr(open + 1);
-    const size_t end = list_end(list);
-    if (end == std::string_view::npos || end + 1 != list.size() ||
-        !template_argument(list, 1).empty())
-      return {};
-    return template_argument(list, 0);
+    return argument(kUfuncFunctor.size() + open + 1, 0, 1);
   }
   return {};
 }
