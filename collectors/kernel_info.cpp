@@ -108,6 +108,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
   if (tracer->learns_roles()) info->roles = std::make_unique<PointerRoles>(&info->name);
   if (info->layout_known) {
     info->whole_write = whole_write_of(info->name, info->layout);
+    info->strided_write = strided_write_of(info->name, info->layout);
     info->scratch = scratch_word_of(info->name, info->layout);
     info->reduced = reduced_element_of(info->name, info->layout);
     info->tensor_list = tensor_list_of(info->name, info->layout);

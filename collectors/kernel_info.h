@@ -31,6 +31,7 @@ struct KernelInfo {
   std::string name;                       // demangled
   std::unique_ptr<PointerRoles> roles;    // level full (LOCKSTEP_LEARN_READONLY), else null
   std::optional<WholeWrite> whole_write;  // a known whole-region writer (kernel_writes.h)
+  std::optional<StridedWrite> strided_write;  // a strided elementwise writer (kernel_writes.h)
   std::optional<ScratchWord> scratch;     // a known scratch word (kernel_writes.h)
   std::optional<ReducedElement> reduced;  // a reduction's output word (kernel_writes.h)
   std::optional<TensorList> tensor_list;  // a multi-tensor-apply address table (kernel_writes.h)

@@ -1,6 +1,7 @@
 // Known whole-region writers by demangled name (kernel_writes.h).
 #include "collectors/kernel_writes.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -139,6 +140,18 @@ std::string_view result_type(std::string_view functor, bool* fill) {
     return argument(kUfuncFunctor.size() + open + 1, 0, 1);
   }
   return {};
+}
+
+// K, the pointers a kernel of this functor passes (its output and inputs), by the functor's
+// kind as result_type reads it: a fill 1, a functor with a scalar (A/BUnary, OnSelf/OnOther) 2,
+// one of two tensors (Binary, CUDAFunctor_) 3; 0 for any other name.
+uint32_t operand_count(std::string_view functor) {
+  if (functor.starts_with(kFillFunctor)) return 1;
+  if (functor.starts_with(kWrapperFunctors[2])) return 3;
+  if (functor.starts_with(kWrapperFunctors[0]) || functor.starts_with(kWrapperFunctors[1])) return 2;
+  if (functor.starts_with(std::string(kUfuncFunctor) + std::string(kUfuncKinds[0]))) return 3;
+  if (functor.starts_with(kUfuncFunctor)) return 2;  // OnSelf_, OnOther_ (result_type checked it)
+  return 0;
 }
 
 // K of "std::array<char*, Kul>", or 0.
@@ -315,6 +328,123 @@ std::optional<WholeWrite> whole_write_of(std::string_view name,
   // (int N, func_t, std::array<char*, K>): a 4-byte count and K 8-byte pointers, data[0] first.
   if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
   return WholeWrite{0, 2, bytes, fill ? 1u : WholeWrite::kNoValue};
+}
+
+namespace {
+// CUDALoops.cuh's strided path: elementwise_kernel<nt, vt, L>(int, L) with L the lambda of
+// gpu_kernel_impl_nocast<func_t>(at::TensorIteratorBase&, func_t const&).
+constexpr std::string_view kStridedPrefix = "void at::native::elementwise_kernel<";
+constexpr std::string_view kNocast = "at::native::gpu_kernel_impl_nocast<";
+// OffsetCalculator.cuh (CUDA builds): MAX_DIMS 25; int dims, IntDivider<uint32_t> {divisor, m1,
+// shift} sizes_[25], uint32_t strides_[25][K].
+constexpr uint32_t kMaxDims = 25, kDividerBytes = 12, kSizesAt = 4;
+constexpr uint32_t calculator_bytes(uint32_t k) { return kSizesAt + kMaxDims * (kDividerBytes + 4 * k); }
+// The functor's own bytes after data (a scalar of at most 16, padded): the closure's slack.
+constexpr uint32_t kMostFunctorBytes = 24;
+
+// IntegerDivider.cuh's IntDivider<unsigned int>(d): shift the least with 2^shift >= d, m1 the
+// magic number ((2^32 (2^shift - d)) / d + 1) mod 2^32.
+bool divider_holds(uint32_t divisor, uint32_t m1, uint32_t shift) {
+  if (divisor == 0) return false;
+  uint32_t s = 0;
+  while (s < 32 && (uint64_t{1} << s) < divisor) ++s;
+  if (shift != s) return false;
+  const uint64_t magic = ((uint64_t{1} << 32) * ((uint64_t{1} << s) - divisor)) / divisor + 1;
+  return m1 == static_cast<uint32_t>(magic);
+}
+}  // namespace
+
+std::optional<StridedWrite> strided_write_of(std::string_view name,
+                                             const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kStridedPrefix)) return std::nullopt;
+  name.remove_prefix(kStridedPrefix.size());
+  const size_t end = list_end(name);
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::string_view nt = template_argument(name, 0), vt = template_argument(name, 1),
+                         lambda = template_argument(name, 2);
+  for (const std::string_view n : {nt, vt})
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+  if (lambda.empty() || !template_argument(name, 3).empty()) return std::nullopt;
+  if (name.substr(end + 1) != "(int, " + std::string(lambda) + ")") return std::nullopt;
+  // The lambda: gpu_kernel_impl_nocast<F>(at::TensorIteratorBase&, F const&)::{lambda(int)#1}.
+  if (!lambda.starts_with(kNocast)) return std::nullopt;
+  const std::string_view rest = lambda.substr(kNocast.size());
+  const size_t close = list_end(rest);
+  if (close == std::string_view::npos) return std::nullopt;
+  const std::string_view functor = template_argument(rest, 0);
+  if (functor.empty() || !template_argument(rest, 1).empty()) return std::nullopt;
+  if (rest.substr(close + 1) !=
+      "(at::TensorIteratorBase&, " + std::string(functor) + " const&)::{lambda(int)#1}")
+    return std::nullopt;
+  bool fill = false;
+  const uint32_t element = element_bytes_of(result_type(functor, &fill));
+  const uint32_t k = operand_count(functor);
+  if (element == 0 || k == 0) return std::nullopt;
+  // (int N, L): the closure 8-aligned after the count; room for the calculator and data in
+  // either order, and no more than a functor's few bytes besides.
+  if (layout.size() != 2 || layout[0].offset != 0 || layout[0].size != 4 || layout[1].offset != 8)
+    return std::nullopt;
+  const uint32_t calculator = calculator_bytes(k), data = 8 * k;
+  const uint32_t calculator_first = (calculator + 7) / 8 * 8;  // data's place after it
+  const uint32_t least = std::max(calculator_first + data, data + calculator);
+  if (layout[1].size < least || layout[1].size > least + kMostFunctorBytes) return std::nullopt;
+  return StridedWrite{0, 1, k, element, {{{0, calculator_first}, {data, 0}}}};
+}
+
+std::optional<StridedOutput> strided_output(const StridedWrite& write,
+                                            const std::vector<ParamInfo>& layout,
+                                            const std::vector<uint8_t>& bytes) {
+  if (write.count_param >= layout.size() || write.closure_param >= layout.size()) return std::nullopt;
+  const ParamInfo& count = layout[write.count_param];
+  const ParamInfo& closure = layout[write.closure_param];
+  if (count.size != sizeof(int32_t) || count.offset + sizeof(int32_t) > bytes.size() ||
+      uint64_t{closure.offset} + closure.size > bytes.size())
+    return std::nullopt;
+  int32_t n = 0;
+  std::memcpy(&n, bytes.data() + count.offset, sizeof(n));
+  if (n <= 0) return std::nullopt;
+  const uint32_t calculator = calculator_bytes(write.args);
+  const auto u32_at = [&](uint64_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof(v));
+    return v;
+  };
+  std::optional<StridedOutput> found;
+  for (const auto& [calculator_at, data_at] : write.places) {
+    if (uint64_t{calculator_at} + calculator > closure.size ||
+        uint64_t{data_at} + 8 * write.args > closure.size)
+      continue;
+    const uint64_t at = uint64_t{closure.offset} + calculator_at;
+    const uint32_t dims = u32_at(at);
+    if (dims < 1 || dims > kMaxDims) continue;
+    // (byte stride, size) of each dimension of more than one element, for the output.
+    std::array<std::pair<uint64_t, uint64_t>, kMaxDims> extents{};
+    size_t used = 0;
+    uint64_t elements = 1;
+    bool holds = true;
+    for (uint32_t d = 0; d < dims && holds; ++d) {
+      const uint64_t divider = at + kSizesAt + uint64_t{kDividerBytes} * d;
+      const uint32_t size = u32_at(divider);
+      holds = divider_holds(size, u32_at(divider + 4), u32_at(divider + 8));
+      elements *= holds ? size : 1;
+      holds = holds && elements <= uint64_t(n);
+      const uint32_t stride = u32_at(at + kSizesAt + uint64_t{kDividerBytes} * kMaxDims +
+                                     4ull * (uint64_t{d} * write.args));
+      if (holds && size > 1) extents[used++] = {stride, size};
+    }
+    if (!holds || elements != uint64_t(n)) continue;
+    std::sort(extents.begin(), extents.begin() + used);
+    uint64_t next = write.element_bytes;  // the stride a dense next dimension must have
+    for (size_t e = 0; e < used && holds; ++e) {
+      holds = extents[e].first == next;
+      next *= extents[e].second;
+    }
+    if (!holds) continue;
+    if (found) return std::nullopt;  // both places read as a calculator: trust neither
+    found = StridedOutput{data_at, uint64_t(n) * write.element_bytes};
+  }
+  return found;
 }
 
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,

@@ -9,6 +9,8 @@
 //   return_t, f>, torchgen's CUDAFunctor*_op<scalar_t>), a fresh output tensor of exactly N
 //   elements is overwritten whole too (a multiply into a new tensor: otherwise a hash launch
 //   each, for bytes the kernel overwrites). A lambda's return type is not in its name: no rule.
+//   The strided variant (elementwise_kernel over gpu_kernel_impl_nocast's lambda) writes where
+//   the launch's OffsetCalculator says: whole where that lays the N outputs out densely.
 // - scratch words point to a buffer a launch writes and reads itself and nothing after it reads:
 //   neither hashed before nor after (noted as written). PyTorch's reduce_kernel stages a global
 //   reduction's partial results in `cta_buf`, allocated just before the launch and freed after
@@ -41,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "collectors/kernel_params.h"
@@ -62,6 +65,39 @@ struct WholeWrite {
 // The write a kernel of this demangled name makes, when known and the layout is the expected one.
 std::optional<WholeWrite> whole_write_of(std::string_view demangled,
                                          const std::vector<ParamInfo>& layout);
+
+// PyTorch's strided elementwise kernel (CUDALoops.cuh's gpu_kernel_impl_nocast<func_t>, the
+// same ops as above on tensors that are not all contiguous): elementwise_kernel<nt, vt, L>(int
+// N, L f), where the lambda L writes f's result for element i to data[0] + offset_calc.get(i)[0]
+// and captures `OffsetCalculator<K> offset_calc` (int dims; IntDivider<uint32_t> sizes_[25];
+// uint32_t strides_[25][K], byte strides), `std::array<char*, K> data` and the functor. Which of
+// the two comes first in the closure is the compiler's: both places are kept, and each launch's
+// bytes say which holds an offset calculator (strided_output).
+struct StridedWrite {
+  uint32_t count_param = 0;    // int N
+  uint32_t closure_param = 1;  // the lambda
+  uint32_t args = 0;           // K: the output and the functor's inputs
+  uint32_t element_bytes = 0;  // the functor's result type
+  // (offset calculator, data[0]) byte offsets inside the closure: calculator first, data first.
+  std::array<std::pair<uint32_t, uint32_t>, 2> places{};
+};
+
+std::optional<StridedWrite> strided_write_of(std::string_view demangled,
+                                             const std::vector<ParamInfo>& layout);
+
+// Where a launch with these packed bytes writes: data[0]'s byte offset inside the closure, and
+// the N x element_bytes bytes from it that its N outputs cover exactly, once each. Only when
+// one of the two places holds an offset calculator as PyTorch builds it (1 to 25 dims, each
+// divider's magic numbers those of its divisor, the sizes' product N) whose output strides lay
+// the elements out densely (sorted by stride: the element's size first, then each stride the
+// previous one times its size); a gap, an overlap or a broadcast output: nullopt.
+struct StridedOutput {
+  uint32_t data_offset = 0;
+  uint64_t bytes = 0;
+};
+std::optional<StridedOutput> strided_output(const StridedWrite& write,
+                                            const std::vector<ParamInfo>& layout,
+                                            const std::vector<uint8_t>& bytes);
 
 // A scratch pointer word at byte `offset` of parameter `param`. The launch's word at
 // `companion_offset` must point to the allocation made right after the scratch buffer's (their

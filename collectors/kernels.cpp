@@ -32,8 +32,8 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a
 // region passed in two words keeps the usual rules): `overwritten`, a region the launch writes
-// whole (a contiguous elementwise output or fill of N elements, where the region is those
-// elements; a reduction's output elements, where the region is exactly them); `scratch`, a
+// whole (a contiguous elementwise output or fill of N elements, or a strided one whose offset
+// calculator lays them out densely, where the region is those elements; a reduction's output elements, where the region is exactly them); `scratch`, a
 // buffer allocated right before its companion's. args.pointers.size() when none.
 struct KnownWords {
   size_t overwritten;
@@ -43,7 +43,7 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
                        const std::vector<uint8_t>& bytes, const KernelLaunch& launch) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
-  if (!info.whole_write && !info.scratch && !info.reduced) return known;
+  if (!info.whole_write && !info.strided_write && !info.scratch && !info.reduced) return known;
   auto passed_once = [&](size_t i) {
     size_t n = 0;
     for (const PointerArg& other : args.pointers) n += other.value == args.pointers[i].value;
@@ -60,6 +60,13 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
     if (i != none && passed_once(i) &&
         whole_write_bytes(*info.whole_write, info.layout, bytes) >= args.pointers[i].hit.readable)
       known.overwritten = i;
+  }
+  if (info.strided_write) {  // where this launch's offset calculator lays its outputs densely
+    if (const auto out = strided_output(*info.strided_write, info.layout, bytes)) {
+      const size_t i = word_at(info.strided_write->closure_param, out->data_offset);
+      if (i != none && passed_once(i) && out->bytes >= args.pointers[i].hit.readable)
+        known.overwritten = i;
+    }
   }
   if (info.reduced) {
     const ReducedElement& reduced = *info.reduced;

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/cpu/collectors/offset_calculator.h"
+
 namespace lockstep::collectors {
 namespace {
 
@@ -128,6 +130,117 @@ TEST(KernelWrites, ElementwiseKernelsWhoseNamesDoNotSayTheirResultAreNot) {
   std::string width = elementwise(kMul, 3);
   width.replace(width.find("<4,") + 1, 1, "N");
   EXPECT_FALSE(whole_write_of(width, elementwise_layout(1, 3)).has_value());
+}
+
+// PyTorch's strided multiply, as c++filt spells the mangled name the GPU's trace shows in
+// short (elementwise_kernel<MulFunctor>): gpu_kernel_impl_nocast's lambda over a named functor.
+constexpr const char* kStridedMul =
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<"
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    "> >(at::TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, "
+    "at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int, "
+    "at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float, float, float, "
+    "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+    "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> "
+    "> const&)::{lambda(int)#1})";
+std::string strided(const std::string& functor, const std::string& impl = "gpu_kernel_impl_nocast",
+                    const std::string& lambda = "{lambda(int)#1}") {
+  const std::string l = "at::native::" + impl + "<" + functor + " >(at::TensorIteratorBase&, " +
+                        functor + " const&)::" + lambda;
+  return "void at::native::elementwise_kernel<128, 2, " + l + ">(int, " + l + ")";
+}
+// (int N, closure): K = 3, the calculator's 604 bytes, data at 608, an empty functor: 640.
+const std::vector<ParamInfo> kStridedMulLayout{{0, 4}, {8, 640}};
+
+TEST(KernelWrites, StridedElementwiseOutputsOfNamedFunctorsAreKnownWriters) {
+  ASSERT_EQ(strided(kMul), kStridedMul);  // the helper spells what c++filt gives
+  const auto mul = strided_write_of(kStridedMul, kStridedMulLayout);
+  ASSERT_TRUE(mul.has_value());
+  EXPECT_EQ(mul->count_param, 0u);
+  EXPECT_EQ(mul->closure_param, 1u);
+  EXPECT_EQ(mul->args, 3u);
+  EXPECT_EQ(mul->element_bytes, 4u);
+  EXPECT_EQ(mul->places[0], std::make_pair(0u, 608u));  // the calculator first
+  EXPECT_EQ(mul->places[1], std::make_pair(24u, 0u));   // data first
+  // A scalar multiply of bf16 (K = 2: a 504-byte calculator, data at 504, the scalar after).
+  const auto scalar = strided_write_of(strided(kScalarMulBf16), {{0, 4}, {8, 528}});
+  ASSERT_TRUE(scalar.has_value());
+  EXPECT_EQ(scalar->args, 2u);
+  EXPECT_EQ(scalar->element_bytes, 2u);
+  EXPECT_EQ(strided_write_of(strided("at::native::CUDAFunctor_add<float>"), kStridedMulLayout)
+                ->element_bytes,
+            4u);
+  // Not these: the casting path's lambda (its output type is the tensor's, not the functor's),
+  // another lambda, a functor whose result the name does not say, a signature that is another
+  // lambda's, a closure too small or too large for K pointers and a calculator, more parameters.
+  const char* silu = "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::"
+                     "{lambda()#1}::operator()() const::{lambda(float)#1}";
+  for (const std::string& name :
+       {strided(kMul, "gpu_kernel_impl"), strided(kMul, "gpu_kernel_impl_nocast", "{lambda(int)#2}"),
+        strided(silu), std::string(kStridedMul).replace(std::string(kStridedMul).rfind("#1"), 2, "#2"),
+        elementwise(kMul, 3)})
+    EXPECT_FALSE(strided_write_of(name, kStridedMulLayout).has_value()) << name;
+  EXPECT_FALSE(strided_write_of(kStridedMul, {{0, 4}, {8, 624}}).has_value());
+  EXPECT_FALSE(strided_write_of(kStridedMul, {{0, 4}, {8, 664}}).has_value());
+  EXPECT_FALSE(strided_write_of(kStridedMul, {{0, 4}, {8, 640}, {648, 8}}).has_value());
+  EXPECT_FALSE(strided_write_of(kStridedMul, {{0, 8}, {8, 640}}).has_value());
+  const std::string name(kStridedMul);
+  for (size_t n = 0; n < name.size(); ++n)
+    EXPECT_FALSE(strided_write_of(std::string_view(name).substr(0, n), kStridedMulLayout))
+        << name.substr(0, n);
+}
+
+// A launch's offset calculator says where its outputs go: a dense layout in any order covers
+// N x 4 bytes from data[0]; a gap, an overlap, a broadcast, a calculator that is not one, or the
+// wrong element count covers nothing known.
+TEST(KernelWrites, AStridedOutputIsWholeOnlyWhereItsCalculatorLaysItOutDensely) {
+  const StridedWrite mul = *strided_write_of(kStridedMul, kStridedMulLayout);
+  using testing::StridedLaunch;
+  const std::vector<uint64_t> data{0x7f0000100000, 0x7f0000200000, 0x7f0000300000};
+  // A transposed output: 8 x 16 floats, the fastest dimension 64 bytes apart.
+  StridedLaunch launch{128, {{8, {64, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640};
+  auto out = strided_output(mul, kStridedMulLayout, testing::strided_bytes(launch));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->data_offset, 608u);
+  EXPECT_EQ(out->bytes, 512u);
+  // The same captured the other way round: data at the closure's start.
+  StridedLaunch data_first = launch;
+  data_first.data_first = true;
+  out = strided_output(mul, kStridedMulLayout, testing::strided_bytes(data_first));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->data_offset, 0u);
+  // One element; size-1 dimensions whatever their stride.
+  EXPECT_EQ(strided_output(mul, kStridedMulLayout,
+                           testing::strided_bytes({1, {{1, {0, 4, 4}}}, data, false, 640}))
+                ->bytes,
+            4u);
+  EXPECT_EQ(strided_output(mul, kStridedMulLayout,
+                           testing::strided_bytes(
+                               {32, {{32, {4, 4, 4}}, {1, {999, 0, 0}}}, data, false, 640}))
+                ->bytes,
+            128u);
+  for (const StridedLaunch& not_whole : {
+           StridedLaunch{128, {{8, {128, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // a gap
+           StridedLaunch{128, {{8, {4, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // overlap
+           StridedLaunch{128, {{8, {0, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // broadcast
+           StridedLaunch{64, {{8, {64, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // not N
+           StridedLaunch{128, {{128, {8, 4, 4}}}, data, false, 640},  // 8-byte elements: not float
+           StridedLaunch{0, {{1, {4, 4, 4}}}, data, false, 640},      // no elements
+       })
+    EXPECT_FALSE(strided_output(mul, kStridedMulLayout, testing::strided_bytes(not_whole)))
+        << not_whole.n;
+  // Bytes that are not a calculator: a divider's magic number off by one, no dimensions, 26.
+  std::vector<uint8_t> bytes = testing::strided_bytes(launch);
+  bytes[8 + 4 + 4] ^= 1;
+  EXPECT_FALSE(strided_output(mul, kStridedMulLayout, bytes));
+  for (const int32_t dims : {0, 26}) {
+    bytes = testing::strided_bytes(launch);
+    std::memcpy(bytes.data() + 8, &dims, 4);
+    EXPECT_FALSE(strided_output(mul, kStridedMulLayout, bytes)) << dims;
+  }
+  bytes = testing::strided_bytes(launch);
+  bytes.resize(600);  // cut short
+  EXPECT_FALSE(strided_output(mul, kStridedMulLayout, bytes));
 }
 
 // Every proper prefix of a matching name (a truncated or unbalanced name) is no known writer,

@@ -178,6 +178,9 @@ const CUfunction kTensorListKernel = reinterpret_cast<CUfunction>(0x123a);
 // ReduceConfig at 8, src at 984, dst at 992, cta_buf at 1016).
 const CUfunction kMulKernel = reinterpret_cast<CUfunction>(0x123b);
 const CUfunction kWideReduceKernel = reinterpret_cast<CUfunction>(0x123c);
+// kStridedMulKernel is the same multiply on strided tensors (gpu_kernel_impl_nocast's lambda:
+// (int N, closure of 640 bytes), tests/cpu/collectors/offset_calculator.h builds its bytes).
+const CUfunction kStridedMulKernel = reinterpret_cast<CUfunction>(0x123d);
 inline CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name =
       f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
@@ -188,6 +191,10 @@ inline CUresult fake_func_get_name(const char** name, CUfunction f) {
           ? "_ZN2at6native13reduce_kernelILi128ELi4ENS0_8ReduceOpIfNS0_6SumOpsEjfLi4ELi4EEEEEvT1_"
       : f == kMulKernel ? "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfff"
                           "NS0_15binary_internal10MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_"
+      : f == kStridedMulKernel
+          ? "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_"
+            "13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBase"
+            "ERKT_EUliE_EEviT1_"
       : f == kTensorListKernel ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_"
                                  "18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
                                : "_Z6kernelPfif";
@@ -203,6 +210,11 @@ inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* off
     static const size_t mul_offsets[] = {0, 4, 8}, mul_sizes[] = {4, 1, 24};
     if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
     *offset = mul_offsets[index], *size = mul_sizes[index];
+    return CUDA_SUCCESS;
+  }
+  if (f == kStridedMulKernel) {  // (int N, the lambda's closure)
+    if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
+    *offset = index == 0 ? 0 : 8, *size = index == 0 ? 4 : 640;
     return CUDA_SUCCESS;
   }
   if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/cpu/collectors/offset_calculator.h"
 #include "tests/cpu/collectors/runtime_harness.h"
 
 namespace lockstep::collectors {
@@ -513,6 +514,45 @@ TEST_F(MergeTest, AContiguousMultiplyIntoAFreshTensorTakesNoInputHash) {
   };
   std::string err;
   EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S1 S3 S1 S3");
+  EXPECT_NE(err.find("elementwise outputs, reductions' outputs), input not hashed: 1 (4096 bytes)"),
+            std::string::npos)
+      << err;
+}
+
+// The same multiply on strided tensors (a transposed output): where the launch's offset
+// calculator lays its N outputs densely over exactly the region, the bytes before are
+// overwritten and nothing is launched. Where its rows overlap (an as_strided view: N x 4 bytes
+// as many as the region's, yet not all of them written) or into a longer region, the output is
+// read first.
+TEST_F(MergeTest, AStridedMultiplyThatCoversItsFreshTensorTakesNoInputHash) {
+  const CUdeviceptr a = kSecondBase, b = a + 65536, out = b + 65536, big = out + 65536,
+                    other = big + 65536;
+  auto mul = [](CUdeviceptr to, CUdeviceptr x, CUdeviceptr y, uint32_t out_row) {
+    // 32 x 32 floats, transposed: the output's rows out_row bytes apart.
+    const std::vector<uint8_t> bytes = testing::strided_bytes(
+        {1024, {{32, {out_row, 4, 4}}, {32, {4, 128, 128}}}, {to, x, y}, false, 640});
+    std::vector<uint8_t> closure(bytes.begin() + 8, bytes.end());
+    int32_t n = 1024;
+    void* params[] = {&n, closure.data()};
+    launch_function(kStridedMulKernel, kStreamS, params, 1);
+  };
+  auto body = [&](std::string* text) {
+    on_alloc(a, 4096), on_alloc(b, 4096), on_alloc(out, 4096), on_alloc(big, 8192);
+    on_alloc(other, 4096);
+    launch_on(kStreamS, a);  // S1 = in a
+    launch_on(kStreamS, b);  // S2 = out a, in b
+    stream_order_point();    // S1 = out b
+    mul(out, a, b, 128);     // a and b known, out covered: nothing launched
+    stream_order_point();    // S3 = out out, out a, out b
+    mul(other, a, b, 4);     // rows overlapping: S1 = in other
+    stream_order_point();    // S3
+    mul(big, a, b, 128);     // S1 = in big (8192 bytes, not 1024 floats)
+    stream_order_point();    // S3
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false),
+            "S1 S2 S1 S3 S1 S3 S1 S3");
   EXPECT_NE(err.find("elementwise outputs, reductions' outputs), input not hashed: 1 (4096 bytes)"),
             std::string::npos)
       << err;
