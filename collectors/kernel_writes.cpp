@@ -107,9 +107,57 @@ size_t list_end(std::string_view name) {
   return std::string_view::npos;
 }
 
+// PyTorch kernels whose innermost lambda returns its arguments' type (each argument scalar_t,
+// the result scalar_t: `[] GPU_LAMBDA(scalar_t a) -> scalar_t`), so that its name says its
+// result: SiLU and its backward (Activation*.cu), negation (UnarySignKernels.cu), a same-type
+// copy (Copy.cu). The AT_DISPATCH macros wrap it in one lambda per level:
+// <namespace>::<kernel>(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::...::
+// {lambda(T, ...)#1}.
+constexpr std::array<std::string_view, 4> kSameTypeLambdaKernels{
+    "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::",
+    "at::native::(anonymous namespace)::silu_backward_kernel(at::TensorIteratorBase&)::",
+    "at::native::neg_kernel_cuda(at::TensorIteratorBase&)::",
+    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"};
+constexpr std::string_view kDispatchLevel = "operator()() const::";
+
+// For such a lambda: its argument type and count (*arguments); "" for any other name.
+std::string_view same_type_lambda(std::string_view functor, uint32_t* arguments) {
+  *arguments = 0;
+  std::string_view rest;
+  for (const std::string_view kernel : kSameTypeLambdaKernels)
+    if (functor.starts_with(kernel)) rest = functor.substr(kernel.size());
+  if (rest.empty()) return {};
+  // {lambda()#N}::operator()() const:: per dispatch level, then the innermost lambda.
+  constexpr std::string_view kLambda = "{lambda(";
+  for (;;) {
+    if (!rest.starts_with("{lambda()#")) break;
+    const size_t close = rest.find("}::");
+    if (close == std::string_view::npos) return {};
+    const std::string_view number = rest.substr(10, close - 10);
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos)
+      return {};
+    rest.remove_prefix(close + 3);
+    if (!rest.starts_with(kDispatchLevel)) return {};
+    rest.remove_prefix(kDispatchLevel.size());
+  }
+  if (!rest.starts_with(kLambda) || !rest.ends_with(")#1}")) return {};
+  std::string_view list = rest.substr(kLambda.size(), rest.size() - kLambda.size() - 4);
+  std::string_view type;
+  for (;;) {
+    const size_t comma = list.find(", ");
+    const std::string_view argument = list.substr(0, comma);
+    if (argument.empty() || (!type.empty() && argument != type)) return {};
+    type = argument;
+    ++*arguments;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 2);
+  }
+  return type;
+}
+
 // The type a functor of this spelling returns, by its name alone ("" when the name does not
-// say: a lambda, another functor, trailing text after its template arguments). *fill: a
-// FillFunctor (no input; it holds the value).
+// say: a lambda of another kernel, another functor, trailing text after its template
+// arguments). *fill: a FillFunctor (no input; it holds the value).
 std::string_view result_type(std::string_view functor, bool* fill) {
   *fill = false;
   // The `index`th of exactly `count` template arguments, the list opening `prefix_size` bytes in
@@ -126,6 +174,9 @@ std::string_view result_type(std::string_view functor, bool* fill) {
     *fill = true;
     return argument(kFillFunctor.size(), 0, 1);
   }
+  uint32_t arguments = 0;
+  if (const std::string_view type = same_type_lambda(functor, &arguments); !type.empty())
+    return type;
   for (const std::string_view wrapper : kWrapperFunctors)
     if (functor.starts_with(wrapper)) return argument(wrapper.size(), 2, 4);
   if (functor.starts_with(kUfuncFunctor)) {
@@ -144,9 +195,12 @@ std::string_view result_type(std::string_view functor, bool* fill) {
 
 // K, the pointers a kernel of this functor passes (its output and inputs), by the functor's
 // kind as result_type reads it: a fill 1, a functor with a scalar (A/BUnary, OnSelf/OnOther) 2,
-// one of two tensors (Binary, CUDAFunctor_) 3; 0 for any other name.
+// one of two tensors (Binary, CUDAFunctor_) 3, a same-type lambda its arguments + 1; 0 for any
+// other name.
 uint32_t operand_count(std::string_view functor) {
   if (functor.starts_with(kFillFunctor)) return 1;
+  uint32_t arguments = 0;
+  if (!same_type_lambda(functor, &arguments).empty()) return arguments + 1;
   if (functor.starts_with(kWrapperFunctors[2])) return 3;
   if (functor.starts_with(kWrapperFunctors[0]) || functor.starts_with(kWrapperFunctors[1])) return 2;
   if (functor.starts_with(std::string(kUfuncFunctor) + std::string(kUfuncKinds[0]))) return 3;
@@ -323,8 +377,8 @@ std::optional<WholeWrite> whole_write_of(std::string_view name,
   const uint32_t k = pointer_array_size(array);
   bool fill = false;
   const uint32_t bytes = element_bytes_of(result_type(functor, &fill));
-  // A fill has its output alone; any other functor reads at least one input.
-  if (bytes == 0 || k == 0 || (fill ? k != 1 : k < 2)) return std::nullopt;
+  // A fill has its output alone; any other functor reads as many inputs as its kind has.
+  if (bytes == 0 || k == 0 || k != operand_count(functor)) return std::nullopt;
   // (int N, func_t, std::array<char*, K>): a 4-byte count and K 8-byte pointers, data[0] first.
   if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
   return WholeWrite{0, 2, bytes, fill ? 1u : WholeWrite::kNoValue};

@@ -8,7 +8,8 @@
 //   functor's name says what it returns (AUnaryFunctor/BUnaryFunctor/BinaryFunctor<a, b,
 //   return_t, f>, torchgen's CUDAFunctor*_op<scalar_t>), a fresh output tensor of exactly N
 //   elements is overwritten whole too (a multiply into a new tensor: otherwise a hash launch
-//   each, for bytes the kernel overwrites). A lambda's return type is not in its name: no rule.
+//   each, for bytes the kernel overwrites). A lambda's return type is not in its name: no rule,
+//   except for the few kernels whose lambda returns its arguments' type (SiLU, negation, copy).
 //   The strided variant (elementwise_kernel over gpu_kernel_impl_nocast's lambda) writes where
 //   the launch's OffsetCalculator says: whole where that lays the N outputs out densely.
 // - scratch words point to a buffer a launch writes and reads itself and nothing after it reads:

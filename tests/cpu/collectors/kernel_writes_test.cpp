@@ -106,12 +106,30 @@ TEST(KernelWrites, ContiguousElementwiseOutputsOfNamedFunctorsAreWholeWriters) {
   EXPECT_EQ(whole_write_of(kFloatFill, kFillLayout)->value_param, 1u);
 }
 
+// Lambdas of kernels that return their arguments' type (SiLU, its backward, negation, a
+// same-type copy), as PyTorch 2.11's dispatch macros nest them.
+constexpr const char* kSiluLambda =
+    "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
+    "operator()() const::{lambda()#4}::operator()() const::{lambda(float)#1}";
+
 TEST(KernelWrites, ElementwiseKernelsWhoseNamesDoNotSayTheirResultAreNot) {
-  const char* silu =
-      "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
-      "operator()() const::{lambda()#4}::operator()() const::{lambda(float)#1}";
+  // A lambda of a kernel not known to return its arguments' type (isnan's writes bool).
+  const char* isnan =
+      "at::native::isnan_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::"
+      "{lambda(float)#1}";
+  const char* silu = kSiluLambda;
   for (const auto& [name, k] : std::vector<std::pair<std::string, int>>{
-           {elementwise(silu, 2), 2},                                                 // a lambda
+           {elementwise(isnan, 2), 2},                                   // another kernel's lambda
+           {elementwise(std::string(silu).replace(std::string(silu).rfind("#1"), 2, "#2"), 2),
+            2},                                                           // another lambda of it
+           {elementwise(std::string(silu).replace(std::string(silu).rfind("float"), 5,
+                                                  "float, c10::BFloat16"),
+                        3),
+            3},                                                           // mixed arguments
+           {elementwise(std::string(silu).replace(std::string(silu).find("#1}::") + 5, 0, "x"),
+                        2),
+            2},                                                           // a malformed level
+           {elementwise(silu, 3), 3},                                     // K not its arguments + 1
            {elementwise("at::native::BinaryFunctor<float, float, float>", 3), 3},     // 3 arguments
            {elementwise("at::native::BinaryFunctor<float, float, my::T, F>", 3), 3},  // unknown
            {elementwise("at::native::CUDAFunctorX_add<float>", 3), 3},        // not torchgen's
@@ -173,11 +191,11 @@ TEST(KernelWrites, StridedElementwiseOutputsOfNamedFunctorsAreKnownWriters) {
   // Not these: the casting path's lambda (its output type is the tensor's, not the functor's),
   // another lambda, a functor whose result the name does not say, a signature that is another
   // lambda's, a closure too small or too large for K pointers and a calculator, more parameters.
-  const char* silu = "at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::"
-                     "{lambda()#1}::operator()() const::{lambda(float)#1}";
+  const char* isnan = "at::native::isnan_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
+                      "operator()() const::{lambda(float)#1}";
   for (const std::string& name :
        {strided(kMul, "gpu_kernel_impl"), strided(kMul, "gpu_kernel_impl_nocast", "{lambda(int)#2}"),
-        strided(silu), std::string(kStridedMul).replace(std::string(kStridedMul).rfind("#1"), 2, "#2"),
+        strided(isnan), std::string(kStridedMul).replace(std::string(kStridedMul).rfind("#1"), 2, "#2"),
         elementwise(kMul, 3)})
     EXPECT_FALSE(strided_write_of(name, kStridedMulLayout).has_value()) << name;
   EXPECT_FALSE(strided_write_of(kStridedMul, {{0, 4}, {8, 624}}).has_value());
@@ -241,6 +259,29 @@ TEST(KernelWrites, AStridedOutputIsWholeOnlyWhereItsCalculatorLaysItOutDensely) 
   bytes = testing::strided_bytes(launch);
   bytes.resize(600);  // cut short
   EXPECT_FALSE(strided_output(mul, kStridedMulLayout, bytes));
+}
+
+TEST(KernelWrites, LambdasOfKernelsThatReturnTheirArgumentsTypeSayTheirResult) {
+  EXPECT_EQ(whole_write_of(elementwise(kSiluLambda, 2), elementwise_layout(1, 2))->element_bytes,
+            4u);
+  const char* silu_backward =
+      "at::native::(anonymous namespace)::silu_backward_kernel(at::TensorIteratorBase&)::"
+      "{lambda()#1}::operator()() const::{lambda()#4}::operator()() const::"
+      "{lambda(c10::BFloat16, c10::BFloat16)#1}";
+  EXPECT_EQ(whole_write_of(elementwise(silu_backward, 3), elementwise_layout(1, 3))->element_bytes,
+            2u);
+  const char* neg =
+      "at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::"
+      "{lambda()#8}::operator()() const::{lambda(c10::BFloat16)#1}";
+  // Strided: K = 2, a 504-byte calculator, data at 504, an empty lambda.
+  const auto strided_neg = strided_write_of(strided(neg), {{0, 4}, {8, 528}});
+  ASSERT_TRUE(strided_neg.has_value());
+  EXPECT_EQ(strided_neg->args, 2u);
+  EXPECT_EQ(strided_neg->element_bytes, 2u);
+  const char* copy =
+      "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+      "const::{lambda()#7}::operator()() const::{lambda(float)#1}";
+  EXPECT_EQ(whole_write_of(elementwise(copy, 2), elementwise_layout(1, 2))->element_bytes, 4u);
 }
 
 // Every proper prefix of a matching name (a truncated or unbalanced name) is no known writer,
