@@ -490,13 +490,14 @@ std::optional<StridedOutput> strided_output(const StridedWrite& write,
     if (!holds || elements != uint64_t(n)) continue;
     std::sort(extents.begin(), extents.begin() + used);
     uint64_t next = write.element_bytes;  // the stride a dense next dimension must have
-    for (size_t e = 0; e < used && holds; ++e) {
-      holds = extents[e].first == next;
+    bool dense = true;
+    for (size_t e = 0; e < used && dense; ++e) {
+      dense = extents[e].first == next;
       next *= extents[e].second;
     }
-    if (!holds) continue;
     if (found) return std::nullopt;  // both places read as a calculator: trust neither
-    found = StridedOutput{data_at, uint64_t(n) * write.element_bytes};
+    found = StridedOutput{data_at, dense ? uint64_t(n) * write.element_bytes : 0, calculator_at,
+                          calculator};
   }
   return found;
 }

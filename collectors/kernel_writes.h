@@ -86,15 +86,20 @@ struct StridedWrite {
 std::optional<StridedWrite> strided_write_of(std::string_view demangled,
                                              const std::vector<ParamInfo>& layout);
 
-// Where a launch with these packed bytes writes: data[0]'s byte offset inside the closure, and
-// the N x element_bytes bytes from it that its N outputs cover exactly, once each. Only when
-// one of the two places holds an offset calculator as PyTorch builds it (1 to 25 dims, each
-// divider's magic numbers those of its divisor, the sizes' product N) whose output strides lay
-// the elements out densely (sorted by stride: the element's size first, then each stride the
-// previous one times its size); a gap, an overlap or a broadcast output: nullopt.
+// Where a launch with these packed bytes keeps its offset calculator and data, and what it
+// writes. Only when one of the two places holds a calculator as PyTorch builds it (1 to 25
+// dims, each divider's magic numbers those of its divisor, the sizes' product N); nullopt
+// otherwise (or when both do). `bytes`: N x element_bytes when the output strides lay the N
+// elements out densely from data[0] (sorted by stride: the element's size first, then each
+// stride the previous one times its size), so that they cover exactly those bytes once each;
+// 0 for a gap, an overlap or a broadcast output. The calculator's words past its `dims` are
+// whatever the host's stack held (PyTorch sets only the first dims): no pointers, whatever
+// they look like.
 struct StridedOutput {
-  uint32_t data_offset = 0;
-  uint64_t bytes = 0;
+  uint32_t data_offset = 0;        // data[0] inside the closure
+  uint64_t bytes = 0;              // written densely from data[0], or 0
+  uint32_t calculator_offset = 0;  // the calculator inside the closure
+  uint32_t calculator_bytes = 0;
 };
 std::optional<StridedOutput> strided_output(const StridedWrite& write,
                                             const std::vector<ParamInfo>& layout,

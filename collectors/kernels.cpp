@@ -40,10 +40,11 @@ struct KnownWords {
   size_t scratch;
 };
 KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
-                       const std::vector<uint8_t>& bytes, const KernelLaunch& launch) {
+                       const std::vector<uint8_t>& bytes, const KernelLaunch& launch,
+                       const std::optional<StridedOutput>& strided) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
-  if (!info.whole_write && !info.strided_write && !info.scratch && !info.reduced) return known;
+  if (!info.whole_write && !strided && !info.scratch && !info.reduced) return known;
   auto passed_once = [&](size_t i) {
     size_t n = 0;
     for (const PointerArg& other : args.pointers) n += other.value == args.pointers[i].value;
@@ -61,12 +62,10 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
         whole_write_bytes(*info.whole_write, info.layout, bytes) >= args.pointers[i].hit.readable)
       known.overwritten = i;
   }
-  if (info.strided_write) {  // where this launch's offset calculator lays its outputs densely
-    if (const auto out = strided_output(*info.strided_write, info.layout, bytes)) {
-      const size_t i = word_at(info.strided_write->closure_param, out->data_offset);
-      if (i != none && passed_once(i) && out->bytes >= args.pointers[i].hit.readable)
-        known.overwritten = i;
-    }
+  if (strided && strided->bytes > 0) {  // this launch's offset calculator lays them densely
+    const size_t i = word_at(info.strided_write->closure_param, strided->data_offset);
+    if (i != none && passed_once(i) && strided->bytes >= args.pointers[i].hit.readable)
+      known.overwritten = i;
   }
   if (info.reduced) {
     const ReducedElement& reduced = *info.reduced;
@@ -407,6 +406,20 @@ namespace {
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);
+    // A strided elementwise launch's offset calculator holds no pointers: words there that look
+    // like one are stack leftovers in its unused dimensions (one was the output's own address,
+    // which then counted as passed twice).
+    std::optional<StridedOutput> strided;
+    if (info.strided_write) {
+      strided = strided_output(*info.strided_write, info.layout, bytes);
+      if (strided) {
+        const uint64_t from = uint64_t{info.layout[info.strided_write->closure_param].offset} +
+                              strided->calculator_offset;
+        std::erase_if(args.pointers, [&](const PointerArg& arg) {
+          return arg.byte_offset >= from && arg.byte_offset < from + strided->calculator_bytes;
+        });
+      }
+    }
     r.fields[F::args_digest] = args.scalar_digest;
     thread_local auto* inputs_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
     std::vector<PlannedRegion>& inputs = *inputs_buffer;
@@ -445,13 +458,14 @@ namespace {
     }
     // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
     // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
-    const KnownWords known = known_words(info, args, bytes, launch);
+    const KnownWords known = known_words(info, args, bytes, launch, strided);
     const size_t overwritten = known.overwritten, scratch = known.scratch;
     if (overwritten < uses.size()) uses[overwritten] = kHashOut;  // teaches nothing
     for (size_t i = 0; i < uses.size(); ++i)
       any_hashed_out |= i != scratch && uses[i] != kRepeat && !(uses[i] & kReadOnly);
     // Every region learned read-only: it writes somewhere all the same (hash them all).
     const bool skip_read_only = any_hashed_out;
+    bool overwritten_out = false;  // the whole write has its Out entry (evidence for learning)
     std::optional<FillKind> fill_kind;  // a fill whose output is hashed: it teaches its digest
     uint32_t fill_index = 0;
     for (size_t i = 0; i < args.pointers.size(); ++i) {
@@ -484,6 +498,7 @@ namespace {
         tracer->add_buffer(&r, digest ? nullptr : &call.outputs, label, trace::Role::Out,
                            trace::DType::Bytes, ptr, bytes_to_end, false, true, cap, hit);
         if (r.buffers.size() == out_index) continue;
+        overwritten_out = true;
         if (!digest) {
           if (fill) fill_kind.emplace(kind), fill_index = static_cast<uint32_t>(out_index);
           continue;
@@ -526,6 +541,7 @@ namespace {
     if (call.pending != nullptr && !pairs.empty()) {
       call.pending->roles = roles;
       call.pending->role_pairs.assign(pairs.begin(), pairs.end());
+      call.pending->writes_whole = overwritten_out;
     }
     if (call.pending != nullptr && fill_kind) {
       call.pending->fill = fill_kind;

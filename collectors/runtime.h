@@ -77,6 +77,10 @@ struct PendingRecord {
   };
   PointerRoles* roles = nullptr;
   std::vector<RolePair> role_pairs;
+  // The launch overwrites a region whole by its kernel's semantics (kernel_writes.h: an Out
+  // entry with no In to compare): a write seen through its pointers, so its unchanged regions
+  // count towards learning as when a compared region changed.
+  bool writes_whole = false;
   // A known fill whose output is hashed: its digest teaches FillDigests (fill_digests.h).
   std::optional<FillKind> fill;
   uint32_t fill_index = 0;  // its output entry
@@ -89,6 +93,7 @@ struct PendingRecord {
     discard = false;
     roles = nullptr;
     role_pairs.clear();
+    writes_whole = false;
     fill.reset();
     fill_index = 0;
     state_parts.clear();

@@ -74,7 +74,8 @@ void Tracer::learn_roles_locked(const PendingRecord& pending) {
     *changed = in.fingerprint != out.fingerprint;
     return true;
   };
-  bool evidence = false;  // some region of this launch changed: its writes are seen
+  // Some region of this launch changed, or it overwrote one whole: its writes are seen.
+  bool evidence = pending.writes_whole;
   for (const auto& pair : pending.role_pairs) {
     bool changed = false;
     if (compared(pair, &changed) && changed) evidence = true;

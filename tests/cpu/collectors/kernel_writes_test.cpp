@@ -209,8 +209,8 @@ TEST(KernelWrites, StridedElementwiseOutputsOfNamedFunctorsAreKnownWriters) {
 }
 
 // A launch's offset calculator says where its outputs go: a dense layout in any order covers
-// N x 4 bytes from data[0]; a gap, an overlap, a broadcast, a calculator that is not one, or the
-// wrong element count covers nothing known.
+// N x 4 bytes from data[0]; a gap, an overlap or a broadcast covers nothing known; bytes that are
+// no calculator, or one of another element count, are not taken for one.
 TEST(KernelWrites, AStridedOutputIsWholeOnlyWhereItsCalculatorLaysItOutDensely) {
   const StridedWrite mul = *strided_write_of(kStridedMul, kStridedMulLayout);
   using testing::StridedLaunch;
@@ -237,16 +237,29 @@ TEST(KernelWrites, AStridedOutputIsWholeOnlyWhereItsCalculatorLaysItOutDensely) 
                                {32, {{32, {4, 4, 4}}, {1, {999, 0, 0}}}, data, false, 640}))
                 ->bytes,
             128u);
-  for (const StridedLaunch& not_whole : {
+  EXPECT_EQ(out->calculator_offset, 24u);  // data first: the calculator after it
+  EXPECT_EQ(out->calculator_bytes, 604u);
+  // A calculator whose output is not dense: found (its words are no pointers), nothing written
+  // known.
+  for (const StridedLaunch& not_dense : {
            StridedLaunch{128, {{8, {128, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // a gap
            StridedLaunch{128, {{8, {4, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // overlap
            StridedLaunch{128, {{8, {0, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // broadcast
-           StridedLaunch{64, {{8, {64, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},  // not N
            StridedLaunch{128, {{128, {8, 4, 4}}}, data, false, 640},  // 8-byte elements: not float
-           StridedLaunch{0, {{1, {4, 4, 4}}}, data, false, 640},      // no elements
+       }) {
+    const auto found = strided_output(mul, kStridedMulLayout, testing::strided_bytes(not_dense));
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->bytes, 0u);
+    EXPECT_EQ(found->calculator_offset, 0u);
+    EXPECT_EQ(found->data_offset, 608u);
+  }
+  // Not a calculator of this launch: its sizes are not N elements, or there are none.
+  for (const StridedLaunch& not_this : {
+           StridedLaunch{64, {{8, {64, 4, 4}}, {16, {4, 32, 32}}}, data, false, 640},
+           StridedLaunch{0, {{1, {4, 4, 4}}}, data, false, 640},
        })
-    EXPECT_FALSE(strided_output(mul, kStridedMulLayout, testing::strided_bytes(not_whole)))
-        << not_whole.n;
+    EXPECT_FALSE(strided_output(mul, kStridedMulLayout, testing::strided_bytes(not_this)))
+        << not_this.n;
   // Bytes that are not a calculator: a divider's magic number off by one, no dimensions, 26.
   std::vector<uint8_t> bytes = testing::strided_bytes(launch);
   bytes[8 + 4 + 4] ^= 1;

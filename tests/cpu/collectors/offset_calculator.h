@@ -21,6 +21,9 @@ struct StridedLaunch {
   std::vector<uint64_t> data;  // K pointers, data[0] the output
   bool data_first = false;     // the other capture order
   uint32_t closure_bytes = 0;
+  // 8-byte words left in the calculator's unused dimensions (closure offset, value): what the
+  // host's stack held there, a pointer among them at times.
+  std::vector<std::pair<uint32_t, uint64_t>> leftovers = {};
 };
 
 // IntDivider<unsigned int>(d): {divisor, m1, shift}.
@@ -50,6 +53,7 @@ inline std::vector<uint8_t> strided_bytes(const StridedLaunch& launch) {
       std::memcpy(calculator + 4 + 12 * kCalculatorDims + 4 * (d * k + arg),
                   &launch.dims[d].second[arg], 4);
   }
+  for (const auto& [at, value] : launch.leftovers) std::memcpy(bytes.data() + 8 + at, &value, 8);
   std::memcpy(bytes.data() + 8 + data_at, launch.data.data(), 8 * k);
   return bytes;
 }

@@ -199,6 +199,43 @@ TEST_F(LearnTest, APointerPassedTwiceIsSkippedOnlyWhenEveryWordIsReadOnly) {
             "o");
 }
 
+// A known whole writer's output has no In entry to compare (kernel_writes.h), yet the launch
+// wrote it, through a pointer the shim sees: evidence enough. So a multiply into a fresh tensor
+// that leaves its inputs alone teaches that it does not write them, as a kernel whose compared
+// output changed does (on the unseen job, the strided multiplies' inputs were otherwise hashed
+// after every launch: 2.5 GB a step more).
+TEST_F(LearnTest, AWholeWritersOutputIsEvidenceForLearningItsInputs) {
+  const std::string text = run_learning([](std::string* text) {
+    const CUdeviceptr x = kMergeBase, y = kSecondBase, out = kSecondBase + (2 << 20);
+    on_alloc(out, 4096);  // exactly the multiply's 1024 floats
+    auto mul = [&] {
+      struct {
+        int n;
+        uint8_t functor;
+        uint64_t data[3];
+      } args{1024, 0, {out, x, y}};
+      void* params[] = {&args.n, &args.functor, &args.data};
+      KernelLaunch l;
+      l.api = LaunchApi::DriverLaunch;
+      l.handle_kind = FunctionHandle::DriverFunction;
+      l.handle = kMulKernel;
+      l.stream = kStreamS;
+      l.kernel_params = params;
+      const uint64_t token = kernel_launch_begin(l);
+      lockstep::testing::FakeGpu::instance().write(out);
+      kernel_launch_end(token, CUDA_SUCCESS);
+    };
+    for (int i = 0; i < 7; ++i) mul();
+    lockstep_step();
+    mul();
+    *text = wait_learned(2) ? "learned" : "not learned";
+  });
+  EXPECT_EQ(text.substr(0, text.find('\n')), "learned") << text;
+  EXPECT_NE(text.find("kernel pointers learned read-only: 2 (found written later: 0)"),
+            std::string::npos)
+      << text;
+}
+
 // Nothing is learned from launches that changed no region (a kernel whose writes the shim does
 // not see, or that wrote what was there), nor within one step, nor with LOCKSTEP_LEARN_READONLY=0.
 TEST_F(LearnTest, NoLearningWithoutEvidenceInOneStepOrWhenOff) {
