@@ -107,6 +107,11 @@ size_t list_end(std::string_view name) {
   return std::string_view::npos;
 }
 
+// Whether `text` is a non-empty run of decimal digits (a template's int argument, a lambda's #N).
+bool digits(std::string_view text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 // PyTorch kernels whose innermost lambda returns its arguments' type (each argument scalar_t,
 // the result scalar_t: `[] GPU_LAMBDA(scalar_t a) -> scalar_t`), so that its name says its
 // result: SiLU and its backward (Activation*.cu), negation (UnarySignKernels.cu), a same-type
@@ -133,9 +138,7 @@ std::string_view same_type_lambda(std::string_view functor, uint32_t* arguments)
     if (!rest.starts_with("{lambda()#")) break;
     const size_t close = rest.find("}::");
     if (close == std::string_view::npos) return {};
-    const std::string_view number = rest.substr(10, close - 10);
-    if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos)
-      return {};
+    if (!digits(rest.substr(10, close - 10))) return {};
     rest.remove_prefix(close + 3);
     if (!rest.starts_with(kDispatchLevel)) return {};
     rest.remove_prefix(kDispatchLevel.size());
@@ -155,11 +158,17 @@ std::string_view same_type_lambda(std::string_view functor, uint32_t* arguments)
   return type;
 }
 
-// The type a functor of this spelling returns, by its name alone ("" when the name does not
-// say: a lambda of another kernel, another functor, trailing text after its template
-// arguments). *fill: a FillFunctor (no input; it holds the value).
-std::string_view result_type(std::string_view functor, bool* fill) {
-  *fill = false;
+// What a functor's name says, when it says it: the type it returns, the pointers a kernel of it
+// passes (K: its output and inputs: a fill 1, a functor with a scalar (A/BUnary, OnSelf/OnOther)
+// 2, one of two tensors (Binary, CUDAFunctor_) 3, a same-type lambda its arguments + 1), and
+// whether it is a FillFunctor (no input; it holds the value). Nullopt for a lambda of another
+// kernel, another functor, trailing text after its template arguments.
+struct Functor {
+  std::string_view result;
+  uint32_t operands = 0;
+  bool fill = false;
+};
+std::optional<Functor> functor_of(std::string_view functor) {
   // The `index`th of exactly `count` template arguments, the list opening `prefix_size` bytes in
   // and closing at the name's end; "" otherwise.
   const auto argument = [&](size_t prefix_size, size_t index, size_t count) {
@@ -170,55 +179,40 @@ std::string_view result_type(std::string_view functor, bool* fill) {
       return std::string_view{};
     return template_argument(list, index);
   };
-  if (functor.starts_with(kFillFunctor)) {
-    *fill = true;
-    return argument(kFillFunctor.size(), 0, 1);
-  }
+  const auto known = [](std::string_view result, uint32_t operands, bool fill = false) {
+    return result.empty() ? std::nullopt : std::optional<Functor>(Functor{result, operands, fill});
+  };
+  if (functor.starts_with(kFillFunctor)) return known(argument(kFillFunctor.size(), 0, 1), 1, true);
   uint32_t arguments = 0;
   if (const std::string_view type = same_type_lambda(functor, &arguments); !type.empty())
-    return type;
-  for (const std::string_view wrapper : kWrapperFunctors)
-    if (functor.starts_with(wrapper)) return argument(wrapper.size(), 2, 4);
+    return known(type, arguments + 1);
+  for (size_t w = 0; w < kWrapperFunctors.size(); ++w)  // A/BUnary with a scalar, Binary not
+    if (functor.starts_with(kWrapperFunctors[w]))
+      return known(argument(kWrapperFunctors[w].size(), 2, 4), w == 2 ? 3 : 2);
   if (functor.starts_with(kUfuncFunctor)) {
     const std::string_view rest = functor.substr(kUfuncFunctor.size());
-    bool kind = false;
-    for (const std::string_view k : kUfuncKinds) kind = kind || rest.starts_with(k);
+    size_t kind = kUfuncKinds.size();
+    for (size_t k = 0; k < kUfuncKinds.size(); ++k)
+      if (rest.starts_with(kUfuncKinds[k])) kind = k;
     const size_t open = rest.find('<');
-    if (!kind || open == std::string_view::npos) return {};
+    if (kind == kUfuncKinds.size() || open == std::string_view::npos) return std::nullopt;
     for (const char c : rest.substr(0, open))
       if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
-        return {};
-    return argument(kUfuncFunctor.size() + open + 1, 0, 1);
+        return std::nullopt;
+    // CUDAFunctor_op: two tensors; OnSelf_/OnOther_: one and a scalar.
+    return known(argument(kUfuncFunctor.size() + open + 1, 0, 1), kind == 0 ? 3 : 2);
   }
-  return {};
-}
-
-// K, the pointers a kernel of this functor passes (its output and inputs), by the functor's
-// kind as result_type reads it: a fill 1, a functor with a scalar (A/BUnary, OnSelf/OnOther) 2,
-// one of two tensors (Binary, CUDAFunctor_) 3, a same-type lambda its arguments + 1; 0 for any
-// other name.
-uint32_t operand_count(std::string_view functor) {
-  if (functor.starts_with(kFillFunctor)) return 1;
-  uint32_t arguments = 0;
-  if (!same_type_lambda(functor, &arguments).empty()) return arguments + 1;
-  if (functor.starts_with(kWrapperFunctors[2])) return 3;
-  if (functor.starts_with(kWrapperFunctors[0]) || functor.starts_with(kWrapperFunctors[1])) return 2;
-  if (functor.starts_with(std::string(kUfuncFunctor) + std::string(kUfuncKinds[0]))) return 3;
-  if (functor.starts_with(kUfuncFunctor)) return 2;  // OnSelf_, OnOther_ (result_type checked it)
-  return 0;
+  return std::nullopt;
 }
 
 // K of "std::array<char*, Kul>", or 0.
 uint32_t pointer_array_size(std::string_view type) {
   constexpr std::string_view kArray = "std::array<char*, ";
   if (!type.starts_with(kArray) || !type.ends_with("ul>")) return 0;
-  const std::string_view digits = type.substr(kArray.size(), type.size() - kArray.size() - 3);
-  if (digits.empty() || digits.size() > 2) return 0;
+  const std::string_view count = type.substr(kArray.size(), type.size() - kArray.size() - 3);
+  if (count.size() > 2 || !digits(count)) return 0;
   uint32_t k = 0;
-  for (const char c : digits) {
-    if (c < '0' || c > '9') return 0;
-    k = k * 10 + uint32_t(c - '0');
-  }
+  for (const char c : count) k = k * 10 + uint32_t(c - '0');
   return k;
 }
 
@@ -368,20 +362,20 @@ std::optional<WholeWrite> whole_write_of(std::string_view name,
   if (end == std::string_view::npos) return std::nullopt;
   const std::string_view vec = template_argument(name, 0), functor = template_argument(name, 1),
                          array = template_argument(name, 2);
-  if (vec.empty() || vec.find_first_not_of("0123456789") != std::string_view::npos ||
-      functor.empty() || !template_argument(name, 3).empty())
+  if (!digits(vec) || functor.empty() || !template_argument(name, 3).empty())
     return std::nullopt;
   // The signature repeats the functor and the array: "(int, func_t, std::array<char*, K>)".
   if (name.substr(end + 1) != "(int, " + std::string(functor) + ", " + std::string(array) + ")")
     return std::nullopt;
   const uint32_t k = pointer_array_size(array);
-  bool fill = false;
-  const uint32_t bytes = element_bytes_of(result_type(functor, &fill));
+  const std::optional<Functor> f = functor_of(functor);
   // A fill has its output alone; any other functor reads as many inputs as its kind has.
-  if (bytes == 0 || k == 0 || k != operand_count(functor)) return std::nullopt;
+  if (!f || k == 0 || k != f->operands) return std::nullopt;
+  const uint32_t bytes = element_bytes_of(f->result);
+  if (bytes == 0) return std::nullopt;
   // (int N, func_t, std::array<char*, K>): a 4-byte count and K 8-byte pointers, data[0] first.
   if (layout.size() != 3 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
-  return WholeWrite{0, 2, bytes, fill ? 1u : WholeWrite::kNoValue};
+  return WholeWrite{0, 2, bytes, f->fill ? 1u : WholeWrite::kNoValue};
 }
 
 namespace {
@@ -416,10 +410,8 @@ std::optional<StridedWrite> strided_write_of(std::string_view name,
   if (end == std::string_view::npos) return std::nullopt;
   const std::string_view nt = template_argument(name, 0), vt = template_argument(name, 1),
                          lambda = template_argument(name, 2);
-  for (const std::string_view n : {nt, vt})
-    if (n.empty() || n.find_first_not_of("0123456789") != std::string_view::npos)
-      return std::nullopt;
-  if (lambda.empty() || !template_argument(name, 3).empty()) return std::nullopt;
+  if (!digits(nt) || !digits(vt) || lambda.empty() || !template_argument(name, 3).empty())
+    return std::nullopt;
   if (name.substr(end + 1) != "(int, " + std::string(lambda) + ")") return std::nullopt;
   // The lambda: gpu_kernel_impl_nocast<F>(at::TensorIteratorBase&, F const&)::{lambda(int)#1}.
   if (!lambda.starts_with(kNocast)) return std::nullopt;
@@ -431,10 +423,9 @@ std::optional<StridedWrite> strided_write_of(std::string_view name,
   if (rest.substr(close + 1) !=
       "(at::TensorIteratorBase&, " + std::string(functor) + " const&)::{lambda(int)#1}")
     return std::nullopt;
-  bool fill = false;
-  const uint32_t element = element_bytes_of(result_type(functor, &fill));
-  const uint32_t k = operand_count(functor);
-  if (element == 0 || k == 0) return std::nullopt;
+  const std::optional<Functor> f = functor_of(functor);
+  const uint32_t element = f ? element_bytes_of(f->result) : 0, k = f ? f->operands : 0;
+  if (element == 0) return std::nullopt;
   // (int N, L): the closure 8-aligned after the count; room for the calculator and data in
   // either order, and no more than a functor's few bytes besides.
   if (layout.size() != 2 || layout[0].offset != 0 || layout[0].size != 4 || layout[1].offset != 8)

@@ -33,8 +33,9 @@ trace::StringId arg_label_id(Tracer* tracer, const PointerArg& arg,
 // The pointer words a known kernel's semantics decide (kernel_writes.h), each passed once (a
 // region passed in two words keeps the usual rules): `overwritten`, a region the launch writes
 // whole (a contiguous elementwise output or fill of N elements, or a strided one whose offset
-// calculator lays them out densely, where the region is those elements; a reduction's output elements, where the region is exactly them); `scratch`, a
-// buffer allocated right before its companion's. args.pointers.size() when none.
+// calculator, `strided`, lays them out densely, where the region is those elements; a
+// reduction's output elements, where the region is exactly them); `scratch`, a buffer allocated
+// right before its companion's. args.pointers.size() when none.
 struct KnownWords {
   size_t overwritten;
   size_t scratch;

@@ -435,8 +435,10 @@ constexpr CUdeviceptr kMergeBase = 0x7c0000000000;
 constexpr CUdeviceptr kSecondBase = kMergeBase + (4 << 20);  // a second allocation (reuse tests)
 
 // A driver launch of fake function `f` on `stream` with these parameters, returned at once.
+// `written`: the fake GPU sees other bytes there from the launch on (its write), 0 for none.
 inline void launch_function(CUfunction f, CUstream stream, void** params, unsigned grid,
-                            unsigned grid_y = 1, unsigned block_x = 1, unsigned block_y = 1) {
+                            unsigned grid_y = 1, unsigned block_x = 1, unsigned block_y = 1,
+                            CUdeviceptr written = 0) {
   KernelLaunch l;
   l.api = LaunchApi::DriverLaunch;
   l.handle_kind = FunctionHandle::DriverFunction;
@@ -445,7 +447,9 @@ inline void launch_function(CUfunction f, CUstream stream, void** params, unsign
   l.block[0] = block_x, l.block[1] = block_y;
   l.stream = stream;
   l.kernel_params = params;
-  kernel_launch_end(kernel_launch_begin(l), CUDA_SUCCESS);
+  const uint64_t token = kernel_launch_begin(l);
+  if (written != 0) lockstep::testing::FakeGpu::instance().write(written);
+  kernel_launch_end(token, CUDA_SUCCESS);
 }
 
 // PyTorch's contiguous fill (kFillKernel) of `count` floats at p: a known whole writer
@@ -458,6 +462,20 @@ inline void fill_on(CUstream stream, CUdeviceptr p, int count, float value = 0.f
   } args{count, value, reinterpret_cast<float*>(p)};
   void* params[] = {&args.n, &args.value, &args.data};
   launch_function(kFillKernel, stream, params, 1);
+}
+
+// PyTorch's contiguous float multiply (kMulKernel) of 1024 elements, out = x * y: a known whole
+// writer of `out` where its region is those 4096 bytes. `writes`: the fake GPU sees other bytes
+// at `out` afterwards.
+inline void mul_on(CUstream stream, CUdeviceptr out, CUdeviceptr x, CUdeviceptr y,
+                   bool writes = false) {
+  struct {
+    int n;
+    uint8_t functor;
+    uint64_t data[3];
+  } args{1024, 0, {out, x, y}};
+  void* params[] = {&args.n, &args.functor, &args.data};
+  launch_function(kMulKernel, stream, params, 1, 1, 1, 1, writes ? out : 0);
 }
 
 inline void launch_on(CUstream stream, CUdeviceptr p) {

@@ -208,23 +208,7 @@ TEST_F(LearnTest, AWholeWritersOutputIsEvidenceForLearningItsInputs) {
   const std::string text = run_learning([](std::string* text) {
     const CUdeviceptr x = kMergeBase, y = kSecondBase, out = kSecondBase + (2 << 20);
     on_alloc(out, 4096);  // exactly the multiply's 1024 floats
-    auto mul = [&] {
-      struct {
-        int n;
-        uint8_t functor;
-        uint64_t data[3];
-      } args{1024, 0, {out, x, y}};
-      void* params[] = {&args.n, &args.functor, &args.data};
-      KernelLaunch l;
-      l.api = LaunchApi::DriverLaunch;
-      l.handle_kind = FunctionHandle::DriverFunction;
-      l.handle = kMulKernel;
-      l.stream = kStreamS;
-      l.kernel_params = params;
-      const uint64_t token = kernel_launch_begin(l);
-      lockstep::testing::FakeGpu::instance().write(out);
-      kernel_launch_end(token, CUDA_SUCCESS);
-    };
+    auto mul = [&] { mul_on(kStreamS, out, x, y, /*writes=*/true); };
     for (int i = 0; i < 7; ++i) mul();
     lockstep_step();
     mul();

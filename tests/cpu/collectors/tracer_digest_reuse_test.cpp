@@ -492,15 +492,7 @@ TEST_F(MergeTest, AVectorReductionsOutputTakesNoInputHashWhereItsConfigCoversIt)
 // nothing and its output joins the set. Into a longer region it reads the output first.
 TEST_F(MergeTest, AContiguousMultiplyIntoAFreshTensorTakesNoInputHash) {
   const CUdeviceptr a = kSecondBase, b = a + 65536, out = b + 65536, big = out + 65536;
-  auto mul = [](CUdeviceptr to, CUdeviceptr x, CUdeviceptr y) {
-    struct {
-      int n;
-      uint8_t functor;
-      uint64_t data[3];
-    } args{1024, 0, {to, x, y}};
-    void* params[] = {&args.n, &args.functor, &args.data};
-    launch_function(kMulKernel, kStreamS, params, 1);
-  };
+  auto mul = [](CUdeviceptr to, CUdeviceptr x, CUdeviceptr y) { mul_on(kStreamS, to, x, y); };
   auto body = [&](std::string* text) {
     on_alloc(a, 4096), on_alloc(b, 4096), on_alloc(out, 4096), on_alloc(big, 8192);
     launch_on(kStreamS, a);  // S1 = in a
