@@ -354,8 +354,49 @@ uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector
   return 0;
 }
 
+namespace {
+// CUDALoops.cuh's contiguous path where a pointer is not aligned for vector loads (vec_size 1:
+// a view that starts mid-vector): unrolled_elementwise_kernel<func_t, array_t, elems_per_thread,
+// inp_calc_t, out_calc_t, loader_t, storer_t>(int N, func_t f, array_t data, inp_calc_t,
+// out_calc_t, loader_t, storer_t), with trivial offset calculators (element i at i) and loads and
+// stores without casting: f's result for elements 0..N to data[0], as the vectorized kernel. The
+// same kernel with casting loads and stores (LoadWithCast, StoreWithCast: the output's type is a
+// runtime value) or with other calculators is not matched.
+constexpr std::string_view kUnrolledPrefix = "void at::native::unrolled_elementwise_kernel<";
+
+// The whole write of an unrolled kernel's name (the part after kUnrolledPrefix), or nullopt.
+std::optional<WholeWrite> unrolled_whole_write_of(std::string_view name,
+                                                  const std::vector<ParamInfo>& layout) {
+  const size_t end = list_end(name);
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::string_view functor = template_argument(name, 0), array = template_argument(name, 1);
+  const uint32_t k = pointer_array_size(array);
+  const std::optional<Functor> f = functor_of(functor);
+  if (!f || k == 0 || k != f->operands) return std::nullopt;
+  const uint32_t element = element_bytes_of(f->result);
+  if (element == 0) return std::nullopt;
+  // elems_per_thread (an int) where this PyTorch has it, then the calculators, loader, storer.
+  const size_t first = digits(template_argument(name, 2)) ? 3 : 2;
+  const std::string inputs = "TrivialOffsetCalculator<" + std::to_string(k - 1) + ", unsigned int>";
+  const std::array<std::string_view, 4> rest{inputs, "TrivialOffsetCalculator<1, unsigned int>",
+                                             "at::native::memory::LoadWithoutCast",
+                                             "at::native::memory::StoreWithoutCast"};
+  for (size_t i = 0; i < rest.size(); ++i)
+    if (template_argument(name, first + i) != rest[i]) return std::nullopt;
+  if (!template_argument(name, first + rest.size()).empty()) return std::nullopt;
+  std::string signature = "(int, " + std::string(functor) + ", " + std::string(array);
+  for (const std::string_view type : rest) signature += ", " + std::string(type);
+  if (name.substr(end + 1) != signature + ")") return std::nullopt;
+  // (int N, func_t, std::array<char*, K>, four empty structs): data[0] first in the third.
+  if (layout.size() != 7 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
+  return WholeWrite{0, 2, element, f->fill ? 1u : WholeWrite::kNoValue};
+}
+}  // namespace
+
 std::optional<WholeWrite> whole_write_of(std::string_view name,
                                          const std::vector<ParamInfo>& layout) {
+  if (name.starts_with(kUnrolledPrefix))
+    return unrolled_whole_write_of(name.substr(kUnrolledPrefix.size()), layout);
   if (!name.starts_with(kElementwisePrefix)) return std::nullopt;
   name.remove_prefix(kElementwisePrefix.size());
   const size_t end = list_end(name);

@@ -11,7 +11,10 @@
 //   each, for bytes the kernel overwrites). A lambda's return type is not in its name: no rule,
 //   except for the few kernels whose lambda returns its arguments' type (SiLU, negation, copy).
 //   The strided variant (elementwise_kernel over gpu_kernel_impl_nocast's lambda) writes where
-//   the launch's OffsetCalculator says: whole where that lays the N outputs out densely.
+//   the launch's OffsetCalculator says: whole where that lays the N outputs out densely. A
+//   contiguous op with a pointer not aligned for vector loads (a view that starts mid-vector)
+//   runs unrolled_elementwise_kernel with trivial offset calculators instead: the same whole
+//   write (with casting loads and stores, not matched).
 // - scratch words point to a buffer a launch writes and reads itself and nothing after it reads:
 //   neither hashed before nor after (noted as written). PyTorch's reduce_kernel stages a global
 //   reduction's partial results in `cta_buf`, allocated just before the launch and freed after

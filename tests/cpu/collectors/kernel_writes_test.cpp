@@ -39,7 +39,7 @@ TEST(KernelWrites, PyTorchContiguousFillsAreWholeWriters) {
 }
 
 TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
-  // Strided fills (unrolled kernel with offset calculators), other functors, two outputs, an
+  // A 3-argument unrolled kernel (not PyTorch's), other functors, two outputs, an
   // unknown element type, a mismatched signature, and the right name with the wrong layout.
   for (const char* name :
        {"void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, "
@@ -297,14 +297,89 @@ TEST(KernelWrites, LambdasOfKernelsThatReturnTheirArgumentsTypeSayTheirResult) {
   EXPECT_EQ(whole_write_of(elementwise(copy, 2), elementwise_layout(1, 2))->element_bytes, 4u);
 }
 
+// The contiguous path's kernel for operands not aligned for vector loads, as PyTorch 2.11's
+// CUDALoops.cuh instantiates it (launch_vectorized_kernel, vec_size 1): trivial offset
+// calculators, loads and stores without casting.
+std::string unrolled(const std::string& functor, int k, const std::string& store = "StoreWithoutCast",
+                     const std::string& inputs_calc = "") {
+  const std::string array = "std::array<char*, " + std::to_string(k) + "ul>";
+  const std::string rest =
+      (inputs_calc.empty() ? "TrivialOffsetCalculator<" + std::to_string(k - 1) + ", unsigned int>"
+                           : inputs_calc) +
+      ", TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithoutCast, "
+      "at::native::memory::" + store;
+  return "void at::native::unrolled_elementwise_kernel<" + functor + ", " + array + ", 4, " +
+         rest + ">(int, " + functor + ", " + array + ", " + rest + ")";
+}
+// (int N, func_t, std::array<char*, K>, four one-byte empty structs).
+std::vector<ParamInfo> unrolled_layout(uint32_t functor_bytes, int k) {
+  const uint32_t data = (4 + functor_bytes + 7) / 8 * 8, after = data + 8 * k;
+  return {{0, 4}, {4, functor_bytes}, {data, uint32_t(8 * k)}, {after, 1}, {after + 1, 1},
+          {after + 2, 1}, {after + 3, 1}};
+}
+
+TEST(KernelWrites, UnalignedContiguousOutputsOfNamedFunctorsAreWholeWritersToo) {
+  const auto add = whole_write_of(unrolled("at::native::CUDAFunctor_add<float>", 3),
+                                  unrolled_layout(4, 3));
+  ASSERT_TRUE(add.has_value());
+  EXPECT_EQ(add->count_param, 0u);
+  EXPECT_EQ(add->pointer_param, 2u);
+  EXPECT_EQ(add->element_bytes, 4u);
+  EXPECT_EQ(add->value_param, WholeWrite::kNoValue);
+  const char* copy =
+      "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+      "const::{lambda()#7}::operator()() const::{lambda(c10::BFloat16)#1}";
+  EXPECT_EQ(whole_write_of(unrolled(copy, 2), unrolled_layout(1, 2))->element_bytes, 2u);
+  // Without elems_per_thread (older PyTorch): the same.
+  std::string older = unrolled(kMul, 3);
+  older.erase(older.find(", 4, "), 3);
+  EXPECT_TRUE(whole_write_of(older, unrolled_layout(1, 3)).has_value()) << older;
+  // A fill keeps its value.
+  EXPECT_EQ(whole_write_of(unrolled("at::native::FillFunctor<float>", 1), unrolled_layout(4, 1))
+                ->value_param,
+            1u);
+}
+
+TEST(KernelWrites, UnrolledKernelsThatCastOrComputeOffsetsAreNot) {
+  const std::string add = "at::native::CUDAFunctor_add<float>";
+  for (const std::string& name : {
+           unrolled(add, 3, "StoreWithCast<1>"),                               // a runtime type
+           unrolled(add, 3, "StoreWithoutCast",
+                    "OffsetCalculator<2, unsigned int, false>"),               // strided inputs
+           unrolled(add, 3, "StoreWithoutCast",
+                    "TrivialOffsetCalculator<1, unsigned int>"),               // K - 1 wrong
+           unrolled(add, 2),                                                   // K not 3
+           unrolled(kSiluLambda, 3),                                           // K not 2
+       }) {
+    EXPECT_FALSE(whole_write_of(name, unrolled_layout(4, 3)).has_value()) << name;
+  }
+  std::string loads = unrolled(add, 3);
+  while (loads.find("LoadWithoutCast") != std::string::npos)
+    loads.replace(loads.find("LoadWithoutCast"), 15, "LoadWithCast<2>");
+  EXPECT_FALSE(whole_write_of(loads, unrolled_layout(4, 3)).has_value());
+  // The signature not the template's; a trailing argument; the layout not seven parameters or
+  // its array not K pointers.
+  std::string signature = unrolled(add, 3);
+  signature.replace(signature.rfind("LoadWithoutCast"), 15, "LoadWithCast<2>");
+  EXPECT_FALSE(whole_write_of(signature, unrolled_layout(4, 3)).has_value());
+  std::string trailing = unrolled(add, 3);
+  trailing.insert(trailing.find(">(int"), ", int");
+  EXPECT_FALSE(whole_write_of(trailing, unrolled_layout(4, 3)).has_value());
+  EXPECT_FALSE(whole_write_of(unrolled(add, 3), elementwise_layout(4, 3)).has_value());
+  std::vector<ParamInfo> short_array = unrolled_layout(4, 3);
+  short_array[2].size = 16;
+  EXPECT_FALSE(whole_write_of(unrolled(add, 3), short_array).has_value());
+}
+
 // Every proper prefix of a matching name (a truncated or unbalanced name) is no known writer,
 // and reading it never leaves the string.
 TEST(KernelWrites, NoPrefixOfAWholeWritersNameIsOne) {
   for (const std::string& name :
        {elementwise(kMul, 3), elementwise("at::native::CUDAFunctorOnSelf_add<c10::BFloat16>", 2),
-        std::string(kFloatFill)}) {
+        std::string(kFloatFill), unrolled(kMul, 3)}) {
     const auto layout = name == kFloatFill                         ? kFillLayout
                         : name.find("OnSelf") != std::string::npos ? elementwise_layout(8, 2)
+                        : name.find("unrolled") != std::string::npos ? unrolled_layout(1, 3)
                                                                    : elementwise_layout(1, 3);
     ASSERT_TRUE(whole_write_of(name, layout).has_value()) << name;
     for (size_t n = 0; n < name.size(); ++n)
