@@ -320,18 +320,26 @@ bool reduction_overwrites_output(const ReducedElement& reduced,
   return noutputs == 1 && accumulate == 0 && (acc_buf == 0 || final_output == 1);
 }
 
-uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
-                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
-                                const unsigned block[3]) {
-  if (reduced.param >= layout.size() || grid[2] != 1 || block[2] != 1) return 0;
+namespace {
+// A launch's ReduceConfig inside its ReduceOp: where it starts and its num_outputs.
+struct FoundConfig {
+  uint32_t at = 0;
+  uint64_t outputs = 0;
+};
+// ReduceOp<...> { ops_t ops; arg_t ident; ReduceConfig config; InputCalculator input_calc;
+// OutputCalculator output_calc; const void* src; const char* dst[2]; ... } (Reduce.cuh), and
+// ReduceConfig { int element_size_bytes, num_inputs, num_outputs, step_input, step_output,
+// ctas_per_output, input_mult[3], output_mult[2], block_width, block_height, num_threads;
+// bool vectorize_input; int output_vec_size; }: 64 bytes, after at most 64 of ops and ident.
+constexpr uint32_t kConfigBytes = 64, kMostBefore = 64;
+std::optional<FoundConfig> find_config(const ReducedElement& reduced,
+                                       const std::vector<ParamInfo>& layout,
+                                       const std::vector<uint8_t>& bytes, const unsigned grid[3],
+                                       const unsigned block[3]) {
+  if (reduced.param >= layout.size() || grid[2] != 1 || block[2] != 1) return std::nullopt;
   const uint64_t base = layout[reduced.param].offset;
-  if (base + layout[reduced.param].size > bytes.size() || reduced.dst_offset < 8) return 0;
-  // ReduceOp<...> { ops_t ops; arg_t ident; ReduceConfig config; InputCalculator input_calc;
-  // OutputCalculator output_calc; const void* src; const char* dst[2]; ... } (Reduce.cuh), and
-  // ReduceConfig { int element_size_bytes, num_inputs, num_outputs, step_input, step_output,
-  // ctas_per_output, input_mult[3], output_mult[2], block_width, block_height, num_threads;
-  // bool vectorize_input; int output_vec_size; }: 64 bytes, after at most 64 of ops and ident.
-  constexpr uint32_t kConfigBytes = 64, kMostBefore = 64;
+  if (base + layout[reduced.param].size > bytes.size() || reduced.dst_offset < 8)
+    return std::nullopt;
   const uint32_t src = reduced.dst_offset - 8;
   const auto int_at = [&](uint32_t at) {
     int32_t v = 0;
@@ -349,9 +357,25 @@ uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector
       continue;
     if (width != block[0] || height != block[1] || threads != width * height) continue;
     if ((outputs / vec + step_output - 1) / step_output != grid[0] || ctas != grid[1]) continue;
-    return uint64_t(outputs);
+    return FoundConfig{at, uint64_t(outputs)};
   }
-  return 0;
+  return std::nullopt;
+}
+}  // namespace
+
+uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
+                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
+                                const unsigned block[3]) {
+  const std::optional<FoundConfig> config = find_config(reduced, layout, bytes, grid, block);
+  return config ? config->outputs : 0;
+}
+
+std::optional<std::pair<uint32_t, uint32_t>> reduction_calculators(
+    const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
+    const std::vector<uint8_t>& bytes, const unsigned grid[3], const unsigned block[3]) {
+  const std::optional<FoundConfig> config = find_config(reduced, layout, bytes, grid, block);
+  if (!config) return std::nullopt;
+  return std::pair{config->at + kConfigBytes, reduced.dst_offset - 8};
 }
 
 namespace {

@@ -410,15 +410,31 @@ namespace {
     // A strided elementwise launch's offset calculator holds no pointers: words there that look
     // like one are stack leftovers in its unused dimensions (one was the output's own address,
     // which then counted as passed twice).
+    // A reduction's two calculators likewise (between its config and src).
+    const auto drop_words = [&](uint64_t from, uint64_t to) {
+      const size_t before = args.pointers.size();
+      std::erase_if(args.pointers, [&](const PointerArg& arg) {
+        return arg.byte_offset >= from && arg.byte_offset < to;
+      });
+      if (args.pointers.size() != before)
+        tracer->stats.calculator_words.fetch_add(before - args.pointers.size(),
+                                                 std::memory_order_relaxed);
+    };
     std::optional<StridedOutput> strided;
     if (info.strided_write) {
       strided = strided_output(*info.strided_write, info.layout, bytes);
       if (strided) {
         const uint64_t from = uint64_t{info.layout[info.strided_write->closure_param].offset} +
                               strided->calculator_offset;
-        std::erase_if(args.pointers, [&](const PointerArg& arg) {
-          return arg.byte_offset >= from && arg.byte_offset < from + strided->calculator_bytes;
-        });
+        drop_words(from, from + strided->calculator_bytes);
+      }
+    }
+    if (info.reduced) {
+      const auto calculators = reduction_calculators(*info.reduced, info.layout, bytes,
+                                                     launch.grid, launch.block);
+      if (calculators) {
+        const uint64_t base = info.layout[info.reduced->param].offset;
+        drop_words(base + calculators->first, base + calculators->second);
       }
     }
     r.fields[F::args_digest] = args.scalar_digest;

@@ -82,6 +82,10 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
       fmt::format("multi-tensor-apply address words of tensors the launch does not "
                   "work on (not pointers of the launch): {}",
                   stale_tensor_words.load()));
+  lines.push_back(
+      fmt::format("offset calculators' words that read as pointers (stack leftovers in unused "
+                  "dimensions of strided elementwise and reduction launches), dropped: {}",
+                  calculator_words.load()));
   if (parts.recall_fills)
     lines.push_back(
         fmt::format("fill outputs recalled, not hashed: {} ({} bytes); fills that "

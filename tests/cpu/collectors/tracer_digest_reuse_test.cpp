@@ -487,6 +487,48 @@ TEST_F(MergeTest, AVectorReductionsOutputTakesNoInputHashWhereItsConfigCoversIt)
                               {"in 4096", "out 4096", "in 3072", "out 3072"}}));
 }
 
+// A reduction's offset calculators (between its config and src) hold host-stack leftovers in
+// their unused dimensions, as a strided elementwise launch's do: a word there that equals a live
+// tensor's address is no pointer of the launch (no entry, the drop counted). Where the launch's
+// config is not found (its block is not the config's), nothing marks those bytes: the word is
+// taken for a pointer, as before.
+TEST_F(MergeTest, AnAddressLeftInAReductionsCalculatorIsNoPointerOfIt) {
+  const CUdeviceptr src = kSecondBase, dst = src + 65536, stale = dst + 65536;
+  auto reduce = [&](unsigned block_x) {
+    std::vector<uint8_t> op(1048, 0);  // ReduceOp (runtime_harness.h): config at 8, tail at 984
+    const int32_t config[16] = {4, 16, 768, 1, 1, 1, 0, 0, 0, 0, 0, 32, 16, 512, 0, 1};
+    std::memcpy(op.data() + 8, config, sizeof config);
+    std::memcpy(op.data() + 8 + 64 + 200, &stale, 8);  // in input_calc's unused dimensions
+    std::memcpy(op.data() + 984, &src, 8);
+    std::memcpy(op.data() + 992, &dst, 8);
+    op[1041] = 1;  // final_output
+    const int32_t noutputs = 1;
+    std::memcpy(op.data() + 1044, &noutputs, 4);
+    void* params[] = {op.data()};
+    launch_function(kWideReduceKernel, kStreamS, params, 768, 1, block_x, 16);
+  };
+  auto body = [&](std::string*) {
+    on_alloc(src, 4096), on_alloc(dst, 3072), on_alloc(stale, 2048);
+    reduce(32);
+    stream_order_point();
+    reduce(64);
+    stream_order_point();
+  };
+  std::string err;
+  run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
+  EXPECT_NE(err.find("reduction launches), dropped: 1\n"), std::string::npos) << err;
+  const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
+    return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
+  });
+  ASSERT_EQ(entries.size(), 2u);
+  const auto stale_entries = [](const std::vector<std::string>& record) {
+    return std::count(record.begin(), record.end(), "in 2048") +
+           std::count(record.begin(), record.end(), "out 2048");
+  };
+  EXPECT_EQ(stale_entries(entries[0]), 0) << ::testing::PrintToString(entries[0]);
+  EXPECT_EQ(stale_entries(entries[1]), 2) << ::testing::PrintToString(entries[1]);
+}
+
 // A contiguous multiply into a fresh tensor of exactly its N elements (kernel_writes.h): its
 // output's bytes before the launch are overwritten, so with both inputs known it launches
 // nothing and its output joins the set. Into a longer region it reads the output first.
