@@ -383,10 +383,28 @@ namespace {
 // a view that starts mid-vector): unrolled_elementwise_kernel<func_t, array_t, elems_per_thread,
 // inp_calc_t, out_calc_t, loader_t, storer_t>(int N, func_t f, array_t data, inp_calc_t,
 // out_calc_t, loader_t, storer_t), with trivial offset calculators (element i at i) and loads and
-// stores without casting: f's result for elements 0..N to data[0], as the vectorized kernel. The
-// same kernel with casting loads and stores (LoadWithCast, StoreWithCast: the output's type is a
-// runtime value) or with other calculators is not matched.
+// stores without casting: f's result for elements 0..N to data[0], as the vectorized kernel.
+// Where operand types differ (gpu_kernel_impl's dynamic casting, contiguous), the same kernel
+// with LoadWithCast<K-1> and StoreWithCast<1>: element i, cast to the output's type, at data[0] +
+// i * element_sizes[0] (MemoryAccess.cuh), the type and size the storer's bytes. Other
+// calculators (strided operands) are not matched.
 constexpr std::string_view kUnrolledPrefix = "void at::native::unrolled_elementwise_kernel<";
+
+// c10::ScalarType's values and their sizes, for a casting store's check that its two agree.
+constexpr std::array<std::pair<uint8_t, uint32_t>, 12> kScalarTypeBytes{{
+    {0, 1},   // Byte
+    {1, 1},   // Char
+    {2, 2},   // Short
+    {3, 4},   // Int
+    {4, 8},   // Long
+    {5, 2},   // Half
+    {6, 4},   // Float
+    {7, 8},   // Double
+    {9, 8},   // ComplexFloat
+    {10, 16}, // ComplexDouble
+    {11, 1},  // Bool
+    {15, 2},  // BFloat16
+}};
 
 // The whole write of an unrolled kernel's name (the part after kUnrolledPrefix), or nullopt.
 std::optional<WholeWrite> unrolled_whole_write_of(std::string_view name,
@@ -399,20 +417,30 @@ std::optional<WholeWrite> unrolled_whole_write_of(std::string_view name,
   if (!f || k == 0 || k != f->operands) return std::nullopt;
   const uint32_t element = element_bytes_of(f->result);
   if (element == 0) return std::nullopt;
-  // elems_per_thread (an int) where this PyTorch has it, then the calculators, loader, storer.
+  // elems_per_thread (an int) where this PyTorch has it, then the calculators, loader, storer:
+  // both without casting, or both with.
   const size_t first = digits(template_argument(name, 2)) ? 3 : 2;
   const std::string inputs = "TrivialOffsetCalculator<" + std::to_string(k - 1) + ", unsigned int>";
-  const std::array<std::string_view, 4> rest{inputs, "TrivialOffsetCalculator<1, unsigned int>",
-                                             "at::native::memory::LoadWithoutCast",
-                                             "at::native::memory::StoreWithoutCast"};
+  const std::string cast_loads = "at::native::memory::LoadWithCast<" + std::to_string(k - 1) + ">";
+  const bool casts = template_argument(name, first + 2) == cast_loads;
+  const std::array<std::string_view, 4> rest{
+      inputs, "TrivialOffsetCalculator<1, unsigned int>",
+      casts ? std::string_view(cast_loads) : "at::native::memory::LoadWithoutCast",
+      casts ? "at::native::memory::StoreWithCast<1>" : "at::native::memory::StoreWithoutCast"};
   for (size_t i = 0; i < rest.size(); ++i)
     if (template_argument(name, first + i) != rest[i]) return std::nullopt;
+  if (casts && f->fill) return std::nullopt;  // a fill does not cast: not PyTorch's
   if (!template_argument(name, first + rest.size()).empty()) return std::nullopt;
   std::string signature = "(int, " + std::string(functor) + ", " + std::string(array);
   for (const std::string_view type : rest) signature += ", " + std::string(type);
   if (name.substr(end + 1) != signature + ")") return std::nullopt;
-  // (int N, func_t, std::array<char*, K>, four empty structs): data[0] first in the third.
+  // (int N, func_t, std::array<char*, K>, two empty calculators, the loader, the storer): data[0]
+  // first in the third; a casting storer {ScalarType dtypes[1]; uint32_t element_sizes[1]}.
   if (layout.size() != 7 || layout[0].size != 4 || layout[2].size != 8 * k) return std::nullopt;
+  if (casts) {
+    if (layout[6].size != 8) return std::nullopt;
+    return WholeWrite{0, 2, 0, WholeWrite::kNoValue, 6};
+  }
   return WholeWrite{0, 2, element, f->fill ? 1u : WholeWrite::kNoValue};
 }
 }  // namespace
@@ -565,7 +593,19 @@ uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>
   if (count.size != sizeof(int32_t) || count.offset + sizeof(int32_t) > bytes.size()) return 0;
   int32_t n = 0;
   std::memcpy(&n, bytes.data() + count.offset, sizeof(n));
-  return n > 0 ? uint64_t(n) * write.element_bytes : 0;
+  uint64_t element = write.element_bytes;
+  if (write.stored_param != WholeWrite::kNoValue) {  // StoreWithCast<1>: its type and size
+    if (write.stored_param >= layout.size()) return 0;
+    const ParamInfo& stored = layout[write.stored_param];
+    if (stored.size != 8 || uint64_t{stored.offset} + 8 > bytes.size()) return 0;
+    const uint8_t type = bytes[stored.offset];
+    uint32_t size = 0;
+    std::memcpy(&size, bytes.data() + stored.offset + 4, sizeof(size));
+    element = 0;
+    for (const auto& [value, type_bytes] : kScalarTypeBytes)
+      if (value == type && type_bytes == size) element = size;
+  }
+  return n > 0 ? uint64_t(n) * element : 0;
 }
 
 bool whole_write_value(const WholeWrite& write, const std::vector<ParamInfo>& layout,

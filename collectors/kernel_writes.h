@@ -14,7 +14,9 @@
 //   the launch's OffsetCalculator says: whole where that lays the N outputs out densely. A
 //   contiguous op with a pointer not aligned for vector loads (a view that starts mid-vector)
 //   runs unrolled_elementwise_kernel with trivial offset calculators instead: the same whole
-//   write (with casting loads and stores, not matched).
+//   write. So does its casting variant (an add of a float and a bf16 tensor into a float one:
+//   LoadWithCast, StoreWithCast<1>), whose output element's type and size are in the storer's
+//   bytes.
 // - scratch words point to a buffer a launch writes and reads itself and nothing after it reads:
 //   neither hashed before nor after (noted as written). PyTorch's reduce_kernel stages a global
 //   reduction's partial results in `cta_buf`, allocated just before the launch and freed after
@@ -57,13 +59,16 @@ namespace lockstep::collectors {
 // `count` elements of `element_bytes` each written contiguously from the pointer in parameter
 // `pointer_param` (its first word); the count is the int32 in parameter `count_param`. A fill
 // writes the value held in parameter `value_param` (its functor is the value) into each element;
-// any other writer has kNoValue there.
+// any other writer has kNoValue there. A casting store (PyTorch's StoreWithCast<1>: {ScalarType
+// dtypes[1]; uint32_t element_sizes[1]}) names its element's type and size per launch, in
+// parameter `stored_param`: then element_bytes is 0 and the launch's bytes say it.
 struct WholeWrite {
   static constexpr uint32_t kNoValue = ~0u;
   uint32_t count_param = 0;
   uint32_t pointer_param = 0;
   uint32_t element_bytes = 0;
   uint32_t value_param = kNoValue;
+  uint32_t stored_param = kNoValue;
 };
 
 // The write a kernel of this demangled name makes, when known and the layout is the expected one.
@@ -192,7 +197,7 @@ int tensor_of_word(const TensorList& list, const std::vector<ParamInfo>& layout,
                    uint32_t byte_offset);
 
 // Bytes a launch with these packed parameter bytes writes from the pointer (0 when the count is
-// not positive or the bytes are short).
+// not positive, the bytes are short, or a casting store's type and size do not agree).
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,
                            const std::vector<uint8_t>& bytes);
 // The element value a launch writes (its bytes, the rest zero): false when the value parameter

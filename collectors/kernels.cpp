@@ -476,6 +476,21 @@ namespace {
     // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
     // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
     const KnownWords known = known_words(info, args, bytes, launch, strided);
+    // Words the kernel's known semantics name as operands (PlannedRegion::operand): an
+    // elementwise kernel's data array, its own parameter or inside a strided closure.
+    const auto operand_word = [&](uint32_t byte_offset) {
+      if (info.whole_write) {
+        const ParamInfo& data = info.layout[info.whole_write->pointer_param];
+        if (byte_offset >= data.offset && byte_offset < data.offset + data.size) return true;
+      }
+      if (strided) {
+        const uint64_t from =
+            uint64_t{info.layout[info.strided_write->closure_param].offset} + strided->data_offset;
+        if (byte_offset >= from && byte_offset < from + 8ull * info.strided_write->args)
+          return true;
+      }
+      return false;
+    };
     const size_t overwritten = known.overwritten, scratch = known.scratch;
     if (overwritten < uses.size()) uses[overwritten] = kHashOut;  // teaches nothing
     for (size_t i = 0; i < uses.size(); ++i)
@@ -532,10 +547,11 @@ namespace {
         tracer->stats.bytes_recalled.fetch_add(out.bytes, std::memory_order_relaxed);
         continue;
       }
-      const size_t in_index = r.buffers.size();
+      const size_t in_index = r.buffers.size(), planned = inputs.size();
       tracer->add_buffer(&r, &inputs, label, trace::Role::In, trace::DType::Bytes, ptr,
                          bytes_to_end, false, true, cap, hit);
       if (r.buffers.size() == in_index) continue;  // nothing to hash there
+      if (inputs.size() > planned && operand_word(arg.byte_offset)) inputs.back().operand = true;
       if (skip_read_only && (uses[i] & kReadOnly)) {
         r.buffers[in_index].flags |= trace::kLearnedReadOnly;
         tracer->stats.outputs_read_only.fetch_add(1, std::memory_order_relaxed);

@@ -53,6 +53,11 @@ struct PlannedRegion {
   // allocation map): what a write through ptr may reach, for reused digests.
   uint64_t alloc_base = 0;
   uint64_t run_end = 0;
+  // A word the kernel's known semantics name as an operand (an elementwise kernel's data[k],
+  // kernel_writes.h): a pointer for sure, not a word that merely looks like one, so its input
+  // region may take the known digest of an enclosing region of its allocation that is not among
+  // the launch's own (a view's: a slice's gradient copied into a zeros tensor from +64 on).
+  bool operand = false;
 };
 
 // A record waiting for digests. `outstanding` counts digests not yet delivered plus one while

@@ -160,7 +160,9 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
       // running to the allocation's end): that region's digest, and the entry says so
       // (trace::kDigestOfEnclosing). Only its own: a word that merely looks like a pointer into
       // another op's region would then be hashed before and after over other bytes, and never
-      // learned read-only.
+      // learned read-only. A known operand (PlannedRegion::operand) is a pointer: any known
+      // enclosing region of its allocation (a slice of a tensor hashed whole, a view of a
+      // recalled fill).
       const auto own_region = [&](uint64_t ptr, uint64_t bytes) {
         for (size_t j = 0; j < groups[g].n; ++j)
           if (groups[g].regions[j].ptr == ptr && groups[g].regions[j].bytes == bytes) return true;
@@ -170,7 +172,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         size_t k = 0;
         while (k < all.size() && !(bases[k] == region.alloc_base && all[k].ptr <= region.ptr &&
                                    region.ptr + region.bytes <= all[k].ptr + all[k].bytes &&
-                                   own_region(all[k].ptr, all[k].bytes)))
+                                   (region.operand || own_region(all[k].ptr, all[k].bytes))))
           ++k;
         if (k < all.size()) {
           take_enclosing_locked(owner, region, all[k].ptr, all[k].bytes);
@@ -181,7 +183,7 @@ void Tracer::enqueue_groups(CUstream stream, bool per_thread_default, const Hash
         if (reuse && owner.pending->record.buffers[region.buffer_index].role == trace::Role::In) {
           const auto known = region_digests_.find_enclosing(
               region.ptr, region.bytes, region.alloc_base, state, stream_key, &start, &length);
-          if (known && own_region(start, length)) {
+          if (known && (region.operand || own_region(start, length))) {
             take_enclosing_locked(owner, region, start, length);
             take_known_input_locked(owner, region, *known, state);
             continue;

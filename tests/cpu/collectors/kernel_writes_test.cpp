@@ -301,13 +301,13 @@ TEST(KernelWrites, LambdasOfKernelsThatReturnTheirArgumentsTypeSayTheirResult) {
 // CUDALoops.cuh instantiates it (launch_vectorized_kernel, vec_size 1): trivial offset
 // calculators, loads and stores without casting.
 std::string unrolled(const std::string& functor, int k, const std::string& store = "StoreWithoutCast",
-                     const std::string& inputs_calc = "") {
+                     const std::string& inputs_calc = "", const std::string& load = "LoadWithoutCast") {
   const std::string array = "std::array<char*, " + std::to_string(k) + "ul>";
   const std::string rest =
       (inputs_calc.empty() ? "TrivialOffsetCalculator<" + std::to_string(k - 1) + ", unsigned int>"
                            : inputs_calc) +
-      ", TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithoutCast, "
-      "at::native::memory::" + store;
+      ", TrivialOffsetCalculator<1, unsigned int>, at::native::memory::" + load +
+      ", at::native::memory::" + store;
   return "void at::native::unrolled_elementwise_kernel<" + functor + ", " + array + ", 4, " +
          rest + ">(int, " + functor + ", " + array + ", " + rest + ")";
 }
@@ -340,10 +340,60 @@ TEST(KernelWrites, UnalignedContiguousOutputsOfNamedFunctorsAreWholeWritersToo) 
             1u);
 }
 
+// Operands of different types (a float plus a bf16 tensor into a float one): the same kernel
+// with casting loads and stores, as the unseen job's trace on an H100 showed it (PyTorch 2.11).
+// The output's element is the storer's {ScalarType dtypes[1]; uint32_t element_sizes[1]}.
+TEST(KernelWrites, ACastingUnrolledOutputIsWholeWithTheStoresElementSize) {
+  const std::string add = "at::native::CUDAFunctor_add<float>";
+  // Spelled as `lockstep show --verbose` printed it (the space before the list's last '>').
+  const std::string name =
+      "void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>, "
+      "std::array<char*, 3ul>, 4, TrivialOffsetCalculator<2, unsigned int>, "
+      "TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<2>, "
+      "at::native::memory::StoreWithCast<1> >(int, at::native::CUDAFunctor_add<float>, "
+      "std::array<char*, 3ul>, TrivialOffsetCalculator<2, unsigned int>, "
+      "TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<2>, "
+      "at::native::memory::StoreWithCast<1>)";
+  // LoadWithCast<2> {dtypes[2]; element_sizes[2]}: 12 bytes; StoreWithCast<1>: 8.
+  std::vector<ParamInfo> layout = unrolled_layout(4, 3);
+  layout[5] = {layout[4].offset + 4, 12};
+  layout[6] = {layout[5].offset + 12, 8};
+  const auto add_cast = whole_write_of(name, layout);
+  ASSERT_TRUE(add_cast.has_value());
+  EXPECT_TRUE(whole_write_of(unrolled(add, 3, "StoreWithCast<1>", "", "LoadWithCast<2>"),
+                             layout));  // the helper's spelling, without that space
+  EXPECT_EQ(add_cast->pointer_param, 2u);
+  EXPECT_EQ(add_cast->element_bytes, 0u);  // per launch
+  EXPECT_EQ(add_cast->stored_param, 6u);
+  std::vector<uint8_t> bytes(layout[6].offset + 8, 0);
+  const int32_t n = 1000;
+  std::memcpy(bytes.data(), &n, 4);
+  auto store = [&](uint8_t type, uint32_t size) {
+    bytes[layout[6].offset] = type;
+    std::memcpy(bytes.data() + layout[6].offset + 4, &size, 4);
+    return whole_write_bytes(*add_cast, layout, bytes);
+  };
+  EXPECT_EQ(store(6, 4), 4000u);   // Float
+  EXPECT_EQ(store(15, 2), 2000u);  // BFloat16
+  EXPECT_EQ(store(6, 2), 0u);      // a size that is not its type's
+  EXPECT_EQ(store(99, 4), 0u);     // a type not known
+  bytes.resize(bytes.size() - 1);
+  EXPECT_EQ(whole_write_bytes(*add_cast, layout, bytes), 0u);  // the storer cut short
+  // A casting fill is not PyTorch's; a storer of another size; loads and stores not both casting.
+  EXPECT_FALSE(whole_write_of(unrolled("at::native::FillFunctor<float>", 1, "StoreWithCast<1>", "",
+                                       "LoadWithCast<0>"),
+                              unrolled_layout(4, 1)));
+  layout[6].size = 12;
+  EXPECT_FALSE(whole_write_of(name, layout));
+}
+
 TEST(KernelWrites, UnrolledKernelsThatCastOrComputeOffsetsAreNot) {
   const std::string add = "at::native::CUDAFunctor_add<float>";
   for (const std::string& name : {
-           unrolled(add, 3, "StoreWithCast<1>"),                               // a runtime type
+           unrolled(add, 3, "StoreWithCast<1>"),                  // casting stores, plain loads
+           unrolled(add, 3, "StoreWithoutCast", "", "LoadWithCast<2>"),  // and the other way
+           unrolled(add, 3, "StoreWithCast<2>", "", "LoadWithCast<2>"),  // two outputs
+           unrolled(add, 3, "StoreWithCast<1>", "", "LoadWithCast<1>"),  // K - 1 inputs wrong
            unrolled(add, 3, "StoreWithoutCast",
                     "OffsetCalculator<2, unsigned int, false>"),               // strided inputs
            unrolled(add, 3, "StoreWithoutCast",

@@ -349,6 +349,39 @@ TEST_F(MergeTest, ARegionInsideAnotherTakesItsDigest) {
           {"in+0:4096", "out+0:4096"}, qkv_entries, qkv_entries, {"in+256:3840", "out+256:3840"}}));
 }
 
+// A known kernel's operand (an elementwise kernel's data[k]: a pointer for sure) whose region is
+// a view inside a region of its allocation with a known digest takes that digest, even where the
+// enclosing region is not among the launch's own (a slice read from a tensor hashed whole, a
+// view written into a recalled fill): no hash launch for it. A word of an unknown kernel keeps
+// the rule above: the view inside another op's region is hashed itself.
+TEST_F(MergeTest, AKnownOperandInsideAKnownRegionTakesItsDigest) {
+  const CUdeviceptr a = kSecondBase, b = a + 65536, out = b + 65536;
+  auto body = [&](std::string* text) {
+    on_alloc(a, 8192), on_alloc(b, 4096), on_alloc(out, 4096);
+    launch_on(kStreamS, a);           // S1 = in a
+    launch_on(kStreamS, b);           // S2 = out a, in b
+    stream_order_point();             // S1 = out b
+    mul_on(kStreamS, out, a + 4096, b);  // a + 4096 inside a's known digest: nothing launched
+    stream_order_point();             // S3 = out out, out a + 4096, out b
+    launch_on(kStreamS, a + 2048);    // not an operand: S1 = in a + 2048
+    stream_order_point();             // S1 = out a + 2048
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false), "S1 S2 S1 S3 S1 S1");
+  const Entries entries = kernel_entries([&](const trace::BufferFingerprint& b) {
+    EXPECT_TRUE(b.flags & trace::kFingerprintValid);
+    std::ostringstream text;
+    text << (b.role == trace::Role::In ? "in+" : "out+") << b.alloc_offset << ":" << b.bytes
+         << ((b.flags & trace::kDigestOfEnclosing) ? " enclosing" : "");
+    return text.str();
+  });
+  // The multiply's view of a: a's whole digest, flagged; its own bytes after it.
+  EXPECT_EQ(entries[2], (std::vector<std::string>{"out+0:4096", "in+0:8192 enclosing",
+                                                  "out+4096:4096", "in+0:4096", "out+0:4096"}));
+  EXPECT_EQ(entries[3], (std::vector<std::string>{"in+2048:6144", "out+2048:6144"}));
+}
+
 // A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
 // entries of the previous launch) are not pointers of the launch: no entries. A table that does
 // not read as PyTorch's (blocks going back) keeps every word.
