@@ -112,6 +112,7 @@ std::unique_ptr<KernelInfo> describe(Tracer* tracer, FunctionHandle kind, const 
     info->scratch = scratch_word_of(info->name, info->layout);
     info->reduced = reduced_element_of(info->name, info->layout);
     info->tensor_list = tensor_list_of(info->name, info->layout);
+    info->cat_write = cat_write_of(info->name, info->layout);
   }
   return info;
 }

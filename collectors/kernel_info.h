@@ -35,6 +35,7 @@ struct KernelInfo {
   std::optional<ScratchWord> scratch;     // a known scratch word (kernel_writes.h)
   std::optional<ReducedElement> reduced;  // a reduction's output word (kernel_writes.h)
   std::optional<TensorList> tensor_list;  // a multi-tensor-apply address table (kernel_writes.h)
+  std::optional<CatWrite> cat_write;       // a concatenation (kernel_writes.h)
   // The code it belongs to (null: not known, dropped at every unload): code_unloading.
   const void* module = nullptr;
   const void* library = nullptr;

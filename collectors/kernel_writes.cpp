@@ -586,6 +586,107 @@ std::optional<StridedOutput> strided_output(const StridedWrite& write,
   return found;
 }
 
+namespace {
+constexpr std::string_view kCatPrefix =
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<";
+constexpr std::string_view kOpaque = "at::native::(anonymous namespace)::OpaqueType<";
+constexpr uint32_t kCatMaxDims = 4;  // CAT_ARRAY_MAX_INPUT_DIMS
+constexpr uint32_t kSizeStrideBytes = 2 * kCatMaxDims * 4;  // TensorSizeStride<unsigned int, 4>
+
+// The metadata's bytes for n inputs and stride_size entries, 32-bit indices.
+uint32_t cat_metadata_bytes(uint32_t n, uint32_t strides) {
+  const uint32_t tensor_stride_at = (21 * n + 3) / 4 * 4;
+  return (tensor_stride_at + kSizeStrideBytes * strides + 7) / 8 * 8;
+}
+// A small decimal, or 0.
+uint32_t small_number(std::string_view text) {
+  if (!digits(text) || text.size() > 4) return 0;
+  uint32_t v = 0;
+  for (const char c : text) v = v * 10 + uint32_t(c - '0');
+  return v;
+}
+}  // namespace
+
+std::optional<CatWrite> cat_write_of(std::string_view name, const std::vector<ParamInfo>& layout) {
+  if (!name.starts_with(kCatPrefix)) return std::nullopt;
+  name.remove_prefix(kCatPrefix.size());
+  const size_t end = list_end(name);
+  if (end == std::string_view::npos || !template_argument(name, 5).empty()) return std::nullopt;
+  const std::string_view type = template_argument(name, 0), index = template_argument(name, 1);
+  const uint32_t dims = small_number(template_argument(name, 2)),
+                 batch = small_number(template_argument(name, 3)),
+                 strides = small_number(template_argument(name, 4));
+  if (!type.starts_with(kOpaque) || !type.ends_with("u>") || index != "unsigned int" ||
+      dims == 0 || dims > kCatMaxDims || batch == 0 || strides == 0 || strides > batch)
+    return std::nullopt;
+  const uint32_t element =
+      small_number(type.substr(kOpaque.size(), type.size() - kOpaque.size() - 2));
+  if (element == 0 || element > 16) return std::nullopt;
+  const std::string t(type);
+  const std::string signature =
+      "(" + t + "*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<" + t +
+      ", unsigned int, " + std::to_string(batch) + ", " + std::to_string(strides) +
+      ">, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned "
+      "int)";
+  if (name.substr(end + 1) != signature) return std::nullopt;
+  if (layout.size() != 5 || layout[0].size != 8 ||
+      layout[1].size != cat_metadata_bytes(batch, strides) || layout[2].size != kSizeStrideBytes ||
+      layout[3].size != 4 || layout[4].size != 4)
+    return std::nullopt;
+  return CatWrite{element, dims, batch, strides};
+}
+
+std::optional<CatOutput> cat_output(const CatWrite& write, const std::vector<ParamInfo>& layout,
+                                    const std::vector<uint8_t>& bytes, uint32_t grid_y) {
+  if (layout.size() != 5 || grid_y == 0 || grid_y > write.batch) return std::nullopt;
+  for (const ParamInfo& p : layout)
+    if (uint64_t{p.offset} + p.size > bytes.size()) return std::nullopt;
+  const auto u32_at = [&](uint64_t at) {
+    uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof(v));
+    return v;
+  };
+  const uint64_t meta = layout[1].offset, os = layout[2].offset, n = write.batch;
+  const uint32_t concat = u32_at(layout[3].offset), dim_stride = u32_at(layout[4].offset);
+  if (concat >= write.dims) return std::nullopt;
+  CatOutput out{0, static_cast<uint32_t>(8 * grid_y)};
+  // The output: dense (sorted by stride, each the product of the sizes before), its elements.
+  std::array<std::pair<uint64_t, uint64_t>, kCatMaxDims> extents{};
+  size_t used = 0;
+  uint64_t elements = 1, others = 1;
+  for (uint32_t d = 0; d < write.dims; ++d) {
+    const uint64_t size = u32_at(os + 4 * d), stride = u32_at(os + 4 * (kCatMaxDims + d));
+    elements *= size;
+    if (d != concat) others *= size;
+    if (size > 1) extents[used++] = {stride, size};
+  }
+  if (elements == 0 || dim_stride != u32_at(os + 4 * (kCatMaxDims + concat))) return out;
+  std::sort(extents.begin(), extents.begin() + used);
+  uint64_t next = 1;
+  for (size_t e = 0; e < used; ++e) {
+    if (extents[e].first != next) return out;
+    next *= extents[e].second;
+  }
+  // The inputs' slabs, in offset order, tile [0, size of concatDim).
+  std::array<std::pair<uint64_t, uint64_t>, 256> slabs{};  // (offset, dimSize)
+  if (grid_y > slabs.size()) return out;
+  for (uint32_t i = 0; i < grid_y; ++i) {
+    const uint64_t offset = u32_at(meta + 8 * n + 4 * i), size = u32_at(meta + 12 * n + 4 * i),
+                   count = u32_at(meta + 16 * n + 4 * i);
+    if (size == 0 || count != size * others) return out;
+    slabs[i] = {offset, size};
+  }
+  std::sort(slabs.begin(), slabs.begin() + grid_y);
+  uint64_t reached = 0;
+  for (uint32_t i = 0; i < grid_y; ++i) {
+    if (slabs[i].first != reached) return out;
+    reached += slabs[i].second;
+  }
+  if (reached != u32_at(os + 4 * concat)) return out;
+  out.bytes = elements * write.element_bytes;
+  return out;
+}
+
 uint64_t whole_write_bytes(const WholeWrite& write, const std::vector<ParamInfo>& layout,
                            const std::vector<uint8_t>& bytes) {
   if (write.count_param >= layout.size()) return 0;

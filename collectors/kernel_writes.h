@@ -113,6 +113,38 @@ std::optional<StridedOutput> strided_output(const StridedWrite& write,
                                             const std::vector<ParamInfo>& layout,
                                             const std::vector<uint8_t>& bytes);
 
+// PyTorch's concatenation (aten/src/ATen/native/cuda/Shape.cu): CatArrayBatchedCopy<T, IndexType,
+// Dims, batch_size, stride_size>(T* output, CatArrInputTensorMetadata<T, IndexType, batch_size,
+// stride_size> inputs, TensorSizeStride<IndexType, 4> os, int concatDim, IndexType dimStride),
+// the metadata {T* input[n]; IndexType offset[n], dimSize[n], nElements[n]; bool
+// isContiguous[n]; TensorSizeStride tensorStride[stride_size]} and TensorSizeStride {IndexType
+// tensorSize[4], tensorStride[4]}. Block row y copies input y's nElements[y] elements to the
+// output's slab [offset[y], offset[y] + dimSize[y]) of dimension concatDim (CatArrIndexToOffset:
+// the output's sizes, that one dimSize[y], and its strides). Matched for T = OpaqueType<N> (N
+// bytes) and a 32-bit IndexType.
+struct CatWrite {
+  uint32_t element_bytes = 0;  // sizeof(T)
+  uint32_t dims = 0;           // Dims: the output's dimensions
+  uint32_t batch = 0;          // batch_size: the metadata's arrays
+  uint32_t strides = 0;        // stride_size: its tensorStride entries
+};
+std::optional<CatWrite> cat_write_of(std::string_view demangled,
+                                     const std::vector<ParamInfo>& layout);
+
+// What a launch with these packed bytes and grid_y inputs (its block rows) writes: `bytes`, the
+// output's whole N x sizeof(T) where the inputs' slabs tile the concatenated dimension (offsets
+// from 0, each starting where the last ended, ending at its size; each input's nElements its
+// slab's) and the output's strides lay it out densely, else 0; `pointers_to`, the byte (in the
+// metadata parameter) where the launch's input pointers end: input[grid_y..n) and the arrays
+// after them hold no pointer of this launch (what the host's struct held before). Nullopt when
+// the bytes do not read as PyTorch's (grid_y 0 or past n, dims or concatDim out of range).
+struct CatOutput {
+  uint64_t bytes = 0;
+  uint32_t pointers_to = 0;
+};
+std::optional<CatOutput> cat_output(const CatWrite& write, const std::vector<ParamInfo>& layout,
+                                    const std::vector<uint8_t>& bytes, uint32_t grid_y);
+
 // A scratch pointer word at byte `offset` of parameter `param`. The launch's word at
 // `companion_offset` must point to the allocation made right after the scratch buffer's (their
 // allocation ordinals consecutive, the scratch pointer at its allocation's start): how the

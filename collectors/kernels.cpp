@@ -42,10 +42,11 @@ struct KnownWords {
 };
 KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
                        const std::vector<uint8_t>& bytes, const KernelLaunch& launch,
-                       const std::optional<StridedOutput>& strided) {
+                       const std::optional<StridedOutput>& strided,
+                       const std::optional<CatOutput>& cat) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
-  if (!info.whole_write && !strided && !info.scratch && !info.reduced) return known;
+  if (!info.whole_write && !strided && !cat && !info.scratch && !info.reduced) return known;
   auto passed_once = [&](size_t i) {
     size_t n = 0;
     for (const PointerArg& other : args.pointers) n += other.value == args.pointers[i].value;
@@ -66,6 +67,11 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
   if (strided && strided->bytes > 0) {  // this launch's offset calculator lays them densely
     const size_t i = word_at(info.strided_write->closure_param, strided->data_offset);
     if (i != none && passed_once(i) && strided->bytes >= args.pointers[i].hit.readable)
+      known.overwritten = i;
+  }
+  if (cat && cat->bytes > 0) {  // its inputs tile the whole output
+    const size_t i = word_at(0, 0);
+    if (i != none && passed_once(i) && cat->bytes >= args.pointers[i].hit.readable)
       known.overwritten = i;
   }
   if (info.reduced) {
@@ -437,6 +443,14 @@ namespace {
         drop_words(base + calculators->first, base + calculators->second);
       }
     }
+    // A concatenation's metadata past the inputs its block rows copy: leftovers likewise.
+    std::optional<CatOutput> cat;
+    if (info.cat_write) {
+      cat = cat_output(*info.cat_write, info.layout, bytes, launch.grid[1]);
+      if (cat)
+        drop_words(info.layout[1].offset + cat->pointers_to,
+                   uint64_t{info.layout[1].offset} + info.layout[1].size);
+    }
     r.fields[F::args_digest] = args.scalar_digest;
     thread_local auto* inputs_buffer = new std::vector<PlannedRegion>;  // never freed (exit)
     std::vector<PlannedRegion>& inputs = *inputs_buffer;
@@ -475,10 +489,17 @@ namespace {
     }
     // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
     // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
-    const KnownWords known = known_words(info, args, bytes, launch, strided);
+    const KnownWords known = known_words(info, args, bytes, launch, strided, cat);
     // Words the kernel's known semantics name as operands (PlannedRegion::operand): an
-    // elementwise kernel's data array, its own parameter or inside a strided closure.
+    // elementwise kernel's data array, its own parameter or inside a strided closure; a
+    // concatenation's output and the inputs it copies.
     const auto operand_word = [&](uint32_t byte_offset) {
+      if (cat) {
+        const uint32_t meta = info.layout[1].offset;
+        if (byte_offset == info.layout[0].offset ||
+            (byte_offset >= meta && byte_offset < meta + cat->pointers_to))
+          return true;
+      }
       if (info.whole_write) {
         const ParamInfo& data = info.layout[info.whole_write->pointer_param];
         if (byte_offset >= data.offset && byte_offset < data.offset + data.size) return true;

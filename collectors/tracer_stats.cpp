@@ -83,8 +83,9 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
                   "work on (not pointers of the launch): {}",
                   stale_tensor_words.load()));
   lines.push_back(
-      fmt::format("offset calculators' words that read as pointers (stack leftovers in unused "
-                  "dimensions of strided elementwise and reduction launches), dropped: {}",
+      fmt::format("parameter words that read as pointers where the kernel's struct holds none "
+                  "(stack leftovers: offset calculators' unused dimensions of strided elementwise "
+                  "and reduction launches, a concatenation's metadata past its inputs), dropped: {}",
                   calculator_words.load()));
   if (parts.recall_fills)
     lines.push_back(

@@ -107,7 +107,7 @@ struct TracerStats {
   std::atomic<uint64_t> scratch_regions{0};     // kernel scratch buffers (kernel_writes.h)
   std::atomic<uint64_t> bytes_scratch{0};       // their bytes (not hashed)
   std::atomic<uint64_t> stale_tensor_words{0};  // multi-tensor-apply words of untouched tensors
-  std::atomic<uint64_t> calculator_words{0};    // offset calculators' words that looked like pointers
+  std::atomic<uint64_t> calculator_words{0};    // struct words that are no pointers (leftovers)
   std::atomic<uint64_t> roles_learned{0};       // words learned read-only
   std::atomic<uint64_t> roles_contradicted{0};  // of those, found written later
 

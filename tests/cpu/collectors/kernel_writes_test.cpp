@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/cpu/collectors/cat_metadata.h"
 #include "tests/cpu/collectors/offset_calculator.h"
 
 namespace lockstep::collectors {
@@ -601,6 +602,89 @@ TEST(KernelWrites, AReductionsCalculatorsLieBetweenItsConfigAndSrc) {
   const std::vector<uint8_t> none = reduce_bytes(false, true, 1, 0);
   const unsigned grid[3] = {768, 1, 1}, block[3] = {32, 16, 1};
   EXPECT_FALSE(reduction_calculators(reduced, layout, none, grid, block));
+}
+
+// PyTorch 2.11's concatenation of bf16 tensors, as the unseen job's trace showed it on an H100.
+constexpr const char* kCat =
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous "
+    "namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(at::native::(anonymous "
+    "namespace)::OpaqueType<2u>*, at::native::(anonymous "
+    "namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, "
+    "unsigned int, 64, 64>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, "
+    "4u>, int, unsigned int)";
+
+TEST(KernelWrites, AConcatenationIsKnownByItsNameAndLayout) {
+  const auto cat = cat_write_of(kCat, testing::kCatLayout);
+  ASSERT_TRUE(cat.has_value());
+  EXPECT_EQ(cat->element_bytes, 2u);
+  EXPECT_EQ(cat->dims, 4u);
+  EXPECT_EQ(cat->batch, 64u);
+  EXPECT_EQ(cat->strides, 64u);
+  const std::string name(kCat);
+  auto replaced = [&](const std::string& from, const std::string& to, bool all = false) {
+    std::string n = name;
+    for (size_t at = n.find(from); at != std::string::npos; at = n.find(from, at + to.size())) {
+      n.replace(at, from.size(), to);
+      if (!all) break;
+    }
+    return n;
+  };
+  // Another element (float, not OpaqueType), 64-bit indices, 5 dims, the signature's batch not
+  // the template's, a contig variant (other parameters), and the right name with another layout.
+  for (const std::string& other :
+       {replaced("OpaqueType<2u>", "float", true), replaced("unsigned int", "unsigned long", true),
+        replaced(", 4, 64, 64>", ", 5, 64, 64>"), replaced("unsigned int, 64, 64>", "unsigned int, 32, 64>"),
+        replaced("CatArrayBatchedCopy<", "CatArrayBatchedCopy_contig<")}) {
+    EXPECT_FALSE(cat_write_of(other, testing::kCatLayout).has_value()) << other;
+  }
+  std::vector<ParamInfo> layout = testing::kCatLayout;
+  layout[1].size = 3384;
+  EXPECT_FALSE(cat_write_of(kCat, layout).has_value());
+  for (size_t n = 0; n < name.size(); ++n)
+    EXPECT_FALSE(cat_write_of(name.substr(0, n), testing::kCatLayout).has_value()) << n;
+}
+
+TEST(KernelWrites, AConcatenationWritesItsWholeOutputWhereItsInputsTileIt) {
+  const CatWrite cat = *cat_write_of(kCat, testing::kCatLayout);
+  const auto output = [&](const testing::CatLaunch& l, uint32_t grid_y) {
+    return cat_output(cat, testing::kCatLayout, testing::cat_bytes(l), grid_y);
+  };
+  // Two halves of a 1024 x 64 bf16 tensor: the whole 128 KiB; the input pointers end at 16.
+  const testing::CatLaunch halves = testing::halves_cat(0x1000, 0x2000, 0x3000, 1024, 32);
+  ASSERT_TRUE(output(halves, 2).has_value());
+  EXPECT_EQ(output(halves, 2)->bytes, 1024u * 64 * 2);
+  EXPECT_EQ(output(halves, 2)->pointers_to, 16u);
+  // In either order; along the first dimension (two blocks of rows).
+  testing::CatLaunch swapped = halves;
+  std::swap(swapped.inputs[0], swapped.inputs[1]);
+  EXPECT_EQ(output(swapped, 2)->bytes, 1024u * 64 * 2);
+  testing::CatLaunch rows = halves;
+  rows.concat_dim = 2, rows.dim_stride = 64;
+  rows.inputs = {{0x2000, 0, 512, 512 * 64}, {0x3000, 512, 512, 512 * 64}};
+  EXPECT_EQ(output(rows, 2)->bytes, 1024u * 64 * 2);
+  // Not whole: one input of the two in this launch (a longer list's first batch), a gap, an
+  // overlap, an input's count not its slab's, dimStride not the output's, an output with a gap
+  // between rows.
+  EXPECT_EQ(output(halves, 1)->bytes, 0u);
+  testing::CatLaunch l = halves;
+  l.inputs[1].offset = 33;
+  EXPECT_EQ(output(l, 2)->bytes, 0u);
+  l = halves, l.inputs[1].offset = 31;
+  EXPECT_EQ(output(l, 2)->bytes, 0u);
+  l = halves, l.inputs[0].elements -= 1;
+  EXPECT_EQ(output(l, 2)->bytes, 0u);
+  l = halves, l.dim_stride = 2;
+  EXPECT_EQ(output(l, 2)->bytes, 0u);
+  l = halves, l.strides = {1024 * 80, 1024 * 80, 80, 1};
+  EXPECT_EQ(output(l, 2)->bytes, 0u);
+  // Not PyTorch's: no block rows, more than the batch, concatDim past the dims, bytes cut short.
+  EXPECT_FALSE(output(halves, 0).has_value());
+  EXPECT_FALSE(output(halves, 65).has_value());
+  l = halves, l.concat_dim = 4;
+  EXPECT_FALSE(output(l, 2).has_value());
+  std::vector<uint8_t> shorter = testing::cat_bytes(halves);
+  shorter.resize(3436);
+  EXPECT_FALSE(cat_output(cat, testing::kCatLayout, shorter, 2).has_value());
 }
 
 TEST(KernelWrites, BytesWrittenComeFromTheCount) {

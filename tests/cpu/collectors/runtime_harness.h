@@ -181,6 +181,10 @@ const CUfunction kWideReduceKernel = reinterpret_cast<CUfunction>(0x123c);
 // kStridedMulKernel is the same multiply on strided tensors (gpu_kernel_impl_nocast's lambda:
 // (int N, closure of 640 bytes), tests/cpu/collectors/offset_calculator.h builds its bytes).
 const CUfunction kStridedMulKernel = reinterpret_cast<CUfunction>(0x123d);
+// kCatKernel is PyTorch's concatenation of bf16 tensors, CatArrayBatchedCopy<OpaqueType<2u>,
+// unsigned int, 4, 64, 64> (kernel_writes.h): (output, 3392-byte metadata, TensorSizeStride, int
+// concatDim, unsigned dimStride), its mangled name as g++ spells that declaration.
+const CUfunction kCatKernel = reinterpret_cast<CUfunction>(0x123e);
 inline CUresult fake_func_get_name(const char** name, CUfunction f) {
   *name =
       f == kTwoPointerKernel     ? "_Z7kernel2PfS_i"
@@ -195,6 +199,10 @@ inline CUresult fake_func_get_name(const char** name, CUfunction f) {
           ? "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_"
             "13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBase"
             "ERKT_EUliE_EEviT1_"
+      : f == kCatKernel
+          ? "_ZN2at6native12_GLOBAL__N_119CatArrayBatchedCopyINS1_10OpaqueTypeILj2EEEjLi4ELi64ELi64E"
+            "EEvPT_NS1_25CatArrInputTensorMetadataIS5_T0_XT2_EXT3_EEENS1_16TensorSizeStrideIS8_Lj4"
+            "EEEiS8_"
       : f == kTensorListKernel ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_"
                                  "18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
                                : "_Z6kernelPfif";
@@ -215,6 +223,12 @@ inline CUresult fake_func_get_param_info(CUfunction f, size_t index, size_t* off
   if (f == kStridedMulKernel) {  // (int N, the lambda's closure)
     if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
     *offset = index == 0 ? 0 : 8, *size = index == 0 ? 4 : 640;
+    return CUDA_SUCCESS;
+  }
+  if (f == kCatKernel) {  // (T*, metadata, TensorSizeStride<unsigned, 4>, int, unsigned)
+    static const size_t cat_offsets[] = {0, 8, 3400, 3432, 3436}, cat_sizes[] = {8, 3392, 32, 4, 4};
+    if (index >= 5) return CUDA_ERROR_INVALID_VALUE;
+    *offset = cat_offsets[index], *size = cat_sizes[index];
     return CUDA_SUCCESS;
   }
   if (f == kFillKernel) {  // (int N, FillFunctor<float>, std::array<char*, 1>)

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/cpu/collectors/cat_metadata.h"
 #include "tests/cpu/collectors/offset_calculator.h"
 #include "tests/cpu/collectors/runtime_harness.h"
 
@@ -382,6 +383,41 @@ TEST_F(MergeTest, AKnownOperandInsideAKnownRegionTakesItsDigest) {
   EXPECT_EQ(entries[3], (std::vector<std::string>{"in+2048:6144", "out+2048:6144"}));
 }
 
+// A concatenation whose inputs tile its fresh output (rotate_half's cat of two halves) overwrites
+// it whole: with both inputs known it launches nothing. Words left in its metadata past the inputs
+// it copies (a live tensor's address there) are no pointers of it. Where one launch copies only
+// part of the inputs (a long list's first batch), the output is read first.
+TEST_F(MergeTest, AConcatenationThatTilesItsFreshOutputTakesNoInputHash) {
+  const CUdeviceptr x1 = kSecondBase, x2 = x1 + 65536, out = x2 + 65536, half = out + 65536,
+                    stale = half + 65536;
+  auto cat = [](const testing::CatLaunch& l, unsigned inputs) {
+    std::vector<uint8_t> bytes = testing::cat_bytes(l);
+    void* params[] = {bytes.data(), bytes.data() + 8, bytes.data() + 3400, bytes.data() + 3432,
+                      bytes.data() + 3436};
+    launch_function(kCatKernel, kStreamS, params, 64, inputs);
+  };
+  auto body = [&](std::string* text) {
+    on_alloc(x1, 2048), on_alloc(x2, 2048), on_alloc(out, 4096), on_alloc(half, 4096);
+    on_alloc(stale, 1024);
+    launch_on(kStreamS, x1);  // S1 = in x1
+    launch_on(kStreamS, x2);  // S2 = out x1, in x2
+    stream_order_point();     // S1 = out x2
+    testing::CatLaunch l = testing::halves_cat(out, x2, x1, 32, 32);
+    l.leftovers = {{16, stale}};
+    cat(l, 2);                // x1, x2 known, out overwritten: nothing launched
+    stream_order_point();     // S3 = out out, out x2, out x1
+    cat(testing::halves_cat(half, x2, x1, 32, 32), 1);  // one input of two: S1 = in half
+    stream_order_point();     // S2 = out half, out x2
+    *text = hash_launches();
+  };
+  std::string err;
+  EXPECT_EQ(run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false),
+            "S1 S2 S1 S3 S1 S2");
+  EXPECT_NE(err.find("input not hashed: 1 (4096 bytes)"), std::string::npos) << err;
+  // The stale tensor's address in the first, the second input's in the one-input launch.
+  EXPECT_NE(err.find("past its inputs), dropped: 2\n"), std::string::npos) << err;
+}
+
 // A multi-tensor-apply launch's address words of tensors none of its blocks works on (stale
 // entries of the previous launch) are not pointers of the launch: no entries. A table that does
 // not read as PyTorch's (blocks going back) keeps every word.
@@ -549,7 +585,7 @@ TEST_F(MergeTest, AnAddressLeftInAReductionsCalculatorIsNoPointerOfIt) {
   };
   std::string err;
   run(body, true, /*reuse=*/true, &err, /*skip_unwritten=*/false);
-  EXPECT_NE(err.find("reduction launches), dropped: 1\n"), std::string::npos) << err;
+  EXPECT_NE(err.find("past its inputs), dropped: 1\n"), std::string::npos) << err;
   const Entries entries = kernel_entries([](const trace::BufferFingerprint& b) {
     return (b.role == trace::Role::In ? "in " : "out ") + std::to_string(b.bytes);
   });
