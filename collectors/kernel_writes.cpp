@@ -392,18 +392,18 @@ constexpr std::string_view kUnrolledPrefix = "void at::native::unrolled_elementw
 
 // c10::ScalarType's values and their sizes, for a casting store's check that its two agree.
 constexpr std::array<std::pair<uint8_t, uint32_t>, 12> kScalarTypeBytes{{
-    {0, 1},   // Byte
-    {1, 1},   // Char
-    {2, 2},   // Short
-    {3, 4},   // Int
-    {4, 8},   // Long
-    {5, 2},   // Half
-    {6, 4},   // Float
-    {7, 8},   // Double
-    {9, 8},   // ComplexFloat
-    {10, 16}, // ComplexDouble
-    {11, 1},  // Bool
-    {15, 2},  // BFloat16
+    {0, 1},    // Byte
+    {1, 1},    // Char
+    {2, 2},    // Short
+    {3, 4},    // Int
+    {4, 8},    // Long
+    {5, 2},    // Half
+    {6, 4},    // Float
+    {7, 8},    // Double
+    {9, 8},    // ComplexFloat
+    {10, 16},  // ComplexDouble
+    {11, 1},   // Bool
+    {15, 2},   // BFloat16
 }};
 
 // The whole write of an unrolled kernel's name (the part after kUnrolledPrefix), or nullopt.

@@ -85,7 +85,8 @@ std::vector<std::string> TracerStats::debug_lines(const hashing::EngineStats& en
   lines.push_back(
       fmt::format("parameter words that read as pointers where the kernel's struct holds none "
                   "(stack leftovers: offset calculators' unused dimensions of strided elementwise "
-                  "and reduction launches, a concatenation's metadata past its inputs), dropped: {}",
+                  "and reduction launches, a concatenation's metadata past its inputs), "
+                  "dropped: {}",
                   calculator_words.load()));
   if (parts.recall_fills)
     lines.push_back(

@@ -301,8 +301,10 @@ TEST(KernelWrites, LambdasOfKernelsThatReturnTheirArgumentsTypeSayTheirResult) {
 // The contiguous path's kernel for operands not aligned for vector loads, as PyTorch 2.11's
 // CUDALoops.cuh instantiates it (launch_vectorized_kernel, vec_size 1): trivial offset
 // calculators, loads and stores without casting.
-std::string unrolled(const std::string& functor, int k, const std::string& store = "StoreWithoutCast",
-                     const std::string& inputs_calc = "", const std::string& load = "LoadWithoutCast") {
+std::string unrolled(const std::string& functor, int k,
+                     const std::string& store = "StoreWithoutCast",
+                     const std::string& inputs_calc = "",
+                     const std::string& load = "LoadWithoutCast") {
   const std::string array = "std::array<char*, " + std::to_string(k) + "ul>";
   const std::string rest =
       (inputs_calc.empty() ? "TrivialOffsetCalculator<" + std::to_string(k - 1) + ", unsigned int>"
@@ -633,7 +635,8 @@ TEST(KernelWrites, AConcatenationIsKnownByItsNameAndLayout) {
   // the template's, a contig variant (other parameters), and the right name with another layout.
   for (const std::string& other :
        {replaced("OpaqueType<2u>", "float", true), replaced("unsigned int", "unsigned long", true),
-        replaced(", 4, 64, 64>", ", 5, 64, 64>"), replaced("unsigned int, 64, 64>", "unsigned int, 32, 64>"),
+        replaced(", 4, 64, 64>", ", 5, 64, 64>"),
+        replaced("unsigned int, 64, 64>", "unsigned int, 32, 64>"),
         replaced("CatArrayBatchedCopy<", "CatArrayBatchedCopy_contig<")}) {
     EXPECT_FALSE(cat_write_of(other, testing::kCatLayout).has_value()) << other;
   }

@@ -200,9 +200,9 @@ inline CUresult fake_func_get_name(const char** name, CUfunction f) {
             "13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBase"
             "ERKT_EUliE_EEviT1_"
       : f == kCatKernel
-          ? "_ZN2at6native12_GLOBAL__N_119CatArrayBatchedCopyINS1_10OpaqueTypeILj2EEEjLi4ELi64ELi64E"
-            "EEvPT_NS1_25CatArrInputTensorMetadataIS5_T0_XT2_EXT3_EEENS1_16TensorSizeStrideIS8_Lj4"
-            "EEEiS8_"
+          ? "_ZN2at6native12_GLOBAL__N_119CatArrayBatchedCopyINS1_10OpaqueTypeILj2EEEjLi4ELi64E"
+            "Li64EEEvPT_NS1_25CatArrInputTensorMetadataIS5_T0_XT2_EXT3_EEENS1_16TensorSizeStride"
+            "IS8_Lj4EEEiS8_"
       : f == kTensorListKernel ? "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_"
                                  "18TensorListMetadataILi1EEENS1_7FunctorEJEEEvT_T0_DpT1_"
                                : "_Z6kernelPfif";

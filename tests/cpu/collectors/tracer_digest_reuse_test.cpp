@@ -512,23 +512,32 @@ TEST_F(MergeTest, AOneElementReductionsOutputTakesNoInputHash) {
                               {"in 4096", "out 4096", "in 4", "out 4"}}));
 }
 
+// kWideReduceKernel's whole ReduceOp (runtime_harness.h: its config at 8, its tail at 984)
+// reducing into 768 outputs from `from` to `to` (final output, one output), launched with block
+// (block_x, 16); `leftover` (offset, value): an 8-byte word the host's stack left in the struct.
+void wide_reduce_on(CUdeviceptr from, CUdeviceptr to, unsigned block_x,
+                    std::pair<uint32_t, uint64_t> leftover = {0, 0}) {
+  std::vector<uint8_t> op(1048, 0);
+  const int32_t config[16] = {4, 16, 768, 1, 1, 1, 0, 0, 0, 0, 0, 32, 16, 512, 0, 1};
+  std::memcpy(op.data() + 8, config, sizeof config);
+  std::memcpy(op.data() + leftover.first, &leftover.second, 8);
+  std::memcpy(op.data() + 984, &from, 8);
+  std::memcpy(op.data() + 992, &to, 8);
+  op[1041] = 1;  // final_output
+  const int32_t noutputs = 1;
+  std::memcpy(op.data() + 1044, &noutputs, 4);
+  void* params[] = {op.data()};
+  launch_function(kWideReduceKernel, kStreamS, params, 768, 1, block_x, 16);
+}
+
 // A reduction into a vector whose region is exactly the outputs its config counts (768 floats
 // here; the config found by the launch's block and grid, kernel_writes.h): overwritten whole, no
 // input entry and no hash launch of its own. Into a longer region, or with a config that is not
 // the launch's, its output's region is read first, as usual: a launch each.
 TEST_F(MergeTest, AVectorReductionsOutputTakesNoInputHashWhereItsConfigCoversIt) {
   const CUdeviceptr src = kSecondBase, dst = src + 65536, wide = dst + 65536, other = wide + 65536;
-  auto reduce = [](CUdeviceptr from, CUdeviceptr to, unsigned block_x) {
-    std::vector<uint8_t> op(1048, 0);  // ReduceOp (runtime_harness.h): config at 8, tail at 984
-    const int32_t config[16] = {4, 16, 768, 1, 1, 1, 0, 0, 0, 0, 0, 32, 16, 512, 0, 1};
-    std::memcpy(op.data() + 8, config, sizeof config);
-    std::memcpy(op.data() + 984, &from, 8);
-    std::memcpy(op.data() + 992, &to, 8);
-    op[1041] = 1;  // final_output
-    const int32_t noutputs = 1;
-    std::memcpy(op.data() + 1044, &noutputs, 4);
-    void* params[] = {op.data()};
-    launch_function(kWideReduceKernel, kStreamS, params, 768, 1, block_x, 16);
+  const auto reduce = [](CUdeviceptr from, CUdeviceptr to, unsigned block_x) {
+    wide_reduce_on(from, to, block_x);
   };
   auto body = [&](std::string* text) {
     on_alloc(src, 4096), on_alloc(dst, 3072), on_alloc(wide, 4096), on_alloc(other, 3072);
@@ -563,18 +572,9 @@ TEST_F(MergeTest, AVectorReductionsOutputTakesNoInputHashWhereItsConfigCoversIt)
 // taken for a pointer, as before.
 TEST_F(MergeTest, AnAddressLeftInAReductionsCalculatorIsNoPointerOfIt) {
   const CUdeviceptr src = kSecondBase, dst = src + 65536, stale = dst + 65536;
-  auto reduce = [&](unsigned block_x) {
-    std::vector<uint8_t> op(1048, 0);  // ReduceOp (runtime_harness.h): config at 8, tail at 984
-    const int32_t config[16] = {4, 16, 768, 1, 1, 1, 0, 0, 0, 0, 0, 32, 16, 512, 0, 1};
-    std::memcpy(op.data() + 8, config, sizeof config);
-    std::memcpy(op.data() + 8 + 64 + 200, &stale, 8);  // in input_calc's unused dimensions
-    std::memcpy(op.data() + 984, &src, 8);
-    std::memcpy(op.data() + 992, &dst, 8);
-    op[1041] = 1;  // final_output
-    const int32_t noutputs = 1;
-    std::memcpy(op.data() + 1044, &noutputs, 4);
-    void* params[] = {op.data()};
-    launch_function(kWideReduceKernel, kStreamS, params, 768, 1, block_x, 16);
+  // The stale tensor's address in input_calc's unused dimensions.
+  const auto reduce = [&](unsigned block_x) {
+    wide_reduce_on(src, dst, block_x, {8 + 64 + 200, stale});
   };
   auto body = [&](std::string*) {
     on_alloc(src, 4096), on_alloc(dst, 3072), on_alloc(stale, 2048);
