@@ -370,12 +370,13 @@ uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector
   return config ? config->outputs : 0;
 }
 
-std::optional<std::pair<uint32_t, uint32_t>> reduction_calculators(
-    const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
-    const std::vector<uint8_t>& bytes, const unsigned grid[3], const unsigned block[3]) {
+std::optional<ReductionConfig> reduction_config(const ReducedElement& reduced,
+                                                const std::vector<ParamInfo>& layout,
+                                                const std::vector<uint8_t>& bytes,
+                                                const unsigned grid[3], const unsigned block[3]) {
   const std::optional<FoundConfig> config = find_config(reduced, layout, bytes, grid, block);
   if (!config) return std::nullopt;
-  return std::pair{config->at + kConfigBytes, reduced.dst_offset - 8};
+  return ReductionConfig{config->outputs, config->at + kConfigBytes, reduced.dst_offset - 8};
 }
 
 namespace {
@@ -668,7 +669,7 @@ std::optional<CatOutput> cat_output(const CatWrite& write, const std::vector<Par
     next *= extents[e].second;
   }
   // The inputs' slabs, in offset order, tile [0, size of concatDim).
-  std::array<std::pair<uint64_t, uint64_t>, 256> slabs{};  // (offset, dimSize)
+  std::array<std::pair<uint64_t, uint64_t>, 256> slabs;  // (offset, dimSize): [0, grid_y) set
   if (grid_y > slabs.size()) return out;
   for (uint32_t i = 0; i < grid_y; ++i) {
     const uint64_t offset = u32_at(meta + 8 * n + 4 * i), size = u32_at(meta + 12 * n + 4 * i),

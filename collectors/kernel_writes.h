@@ -192,13 +192,20 @@ uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector
                                 const std::vector<uint8_t>& bytes, const unsigned grid[3],
                                 const unsigned block[3]);
 
-// The bytes [from, to) of a launch's ReduceOp parameter that hold its two offset calculators
-// (input_calc, output_calc: between the config, found as reduction_output_count finds it, and
-// src), or nullopt when no config is found. Their dimensions past `dims` are whatever the host's
-// stack held (as a strided elementwise calculator's): no pointers, whatever they look like.
-std::optional<std::pair<uint32_t, uint32_t>> reduction_calculators(
-    const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
-    const std::vector<uint8_t>& bytes, const unsigned grid[3], const unsigned block[3]);
+// What a launch's ReduceConfig, found as reduction_output_count finds it, says: its num_outputs,
+// and the bytes [calculators_from, calculators_to) of the ReduceOp parameter that hold its two
+// offset calculators (input_calc, output_calc: between the config and src). Their dimensions
+// past `dims` are whatever the host's stack held (as a strided elementwise calculator's): no
+// pointers, whatever they look like. Nullopt when no config is found. One search for both.
+struct ReductionConfig {
+  uint64_t outputs = 0;
+  uint32_t calculators_from = 0;
+  uint32_t calculators_to = 0;
+};
+std::optional<ReductionConfig> reduction_config(const ReducedElement& reduced,
+                                                const std::vector<ParamInfo>& layout,
+                                                const std::vector<uint8_t>& bytes,
+                                                const unsigned grid[3], const unsigned block[3]);
 
 // PyTorch's multi_tensor_apply_kernel<TensorListMetadata<depth>, ...>(TensorListMetadata<depth>,
 // ...) (aten/src/ATen/native/cuda/MultiTensorApply.cuh): parameter `param` is

@@ -43,7 +43,8 @@ struct KnownWords {
 KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
                        const std::vector<uint8_t>& bytes, const KernelLaunch& launch,
                        const std::optional<StridedOutput>& strided,
-                       const std::optional<CatOutput>& cat) {
+                       const std::optional<CatOutput>& cat,
+                       const std::optional<ReductionConfig>& reduction) {
   const size_t none = args.pointers.size();
   KnownWords known{none, none};
   if (!info.whole_write && !strided && !cat && !info.scratch && !info.reduced) return known;
@@ -81,8 +82,7 @@ KnownWords known_words(const KernelInfo& info, const DecodedArgs& args,
     const auto is_the_output = [&](uint64_t readable) {
       if (readable == reduced.element_bytes) return true;
       if (readable % reduced.element_bytes != 0) return false;
-      return reduction_output_count(reduced, info.layout, bytes, launch.grid, launch.block) *
-                 reduced.element_bytes == readable;
+      return reduction && reduction->outputs * reduced.element_bytes == readable;
     };
     if (i != none && passed_once(i) && is_the_output(args.pointers[i].hit.readable) &&
         reduction_overwrites_output(reduced, info.layout, bytes))
@@ -413,10 +413,8 @@ namespace {
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);
     if (info.tensor_list) drop_untouched_tensors(tracer, info, bytes, launch.grid[0], &args);
-    // A strided elementwise launch's offset calculator holds no pointers: words there that look
-    // like one are stack leftovers in its unused dimensions (one was the output's own address,
-    // which then counted as passed twice).
-    // A reduction's two calculators likewise (between its config and src).
+    // Parameter bytes the kernel's struct holds no pointers in: words there that look like one
+    // are stack leftovers (counted).
     const auto drop_words = [&](uint64_t from, uint64_t to) {
       const size_t before = args.pointers.size();
       std::erase_if(args.pointers, [&](const PointerArg& arg) {
@@ -426,6 +424,8 @@ namespace {
         tracer->stats.calculator_words.fetch_add(before - args.pointers.size(),
                                                  std::memory_order_relaxed);
     };
+    // A strided elementwise launch's offset calculator: leftovers in its unused dimensions (one
+    // was the output's own address, which then counted as passed twice).
     std::optional<StridedOutput> strided;
     if (info.strided_write) {
       strided = strided_output(*info.strided_write, info.layout, bytes);
@@ -435,12 +435,14 @@ namespace {
         drop_words(from, from + strided->calculator_bytes);
       }
     }
+    // A reduction's two calculators likewise (between its config and src); the config found
+    // once, for them and for its output count (known_words).
+    std::optional<ReductionConfig> reduction;
     if (info.reduced) {
-      const auto calculators = reduction_calculators(*info.reduced, info.layout, bytes,
-                                                     launch.grid, launch.block);
-      if (calculators) {
+      reduction = reduction_config(*info.reduced, info.layout, bytes, launch.grid, launch.block);
+      if (reduction) {
         const uint64_t base = info.layout[info.reduced->param].offset;
-        drop_words(base + calculators->first, base + calculators->second);
+        drop_words(base + reduction->calculators_from, base + reduction->calculators_to);
       }
     }
     // A concatenation's metadata past the inputs its block rows copy: leftovers likewise.
@@ -489,7 +491,7 @@ namespace {
     }
     // Words a known kernel's semantics decide (kernel_writes.h): a region a whole writer
     // overwrites takes no input entry; a scratch buffer takes none at all (noted as written).
-    const KnownWords known = known_words(info, args, bytes, launch, strided, cat);
+    const KnownWords known = known_words(info, args, bytes, launch, strided, cat, reduction);
     // Words the kernel's known semantics name as operands (PlannedRegion::operand): an
     // elementwise kernel's data array, its own parameter or inside a strided closure; a
     // concatenation's output and the inputs it copies.

@@ -592,18 +592,19 @@ TEST(KernelWrites, AReductionsCalculatorsLieBetweenItsConfigAndSrc) {
   const ReducedElement reduced = *reduced_element_of(kNormToScalar, layout);
   for (uint32_t at : {8u, 16u, 0u}) {
     const ReduceLaunch l = reduce_into(at, 768);
-    const auto calculators = reduction_calculators(reduced, layout, l.bytes, l.grid, l.block);
-    ASSERT_TRUE(calculators.has_value()) << at;
-    EXPECT_EQ(calculators->first, at + 64) << at;  // the config's 64 bytes, then input_calc
-    EXPECT_EQ(calculators->second, reduced.dst_offset - 8);  // src: the first pointer after them
+    const auto config = reduction_config(reduced, layout, l.bytes, l.grid, l.block);
+    ASSERT_TRUE(config.has_value()) << at;
+    EXPECT_EQ(config->outputs, 768u) << at;
+    EXPECT_EQ(config->calculators_from, at + 64) << at;  // the config's 64 bytes, then input_calc
+    EXPECT_EQ(config->calculators_to, reduced.dst_offset - 8);  // src: the first pointer after
   }
   // No config found: nothing is said to be a calculator (every word stays a pointer candidate).
   ReduceLaunch other = reduce_into(8, 768);
   other.block[0] = 64;
-  EXPECT_FALSE(reduction_calculators(reduced, layout, other.bytes, other.grid, other.block));
+  EXPECT_FALSE(reduction_config(reduced, layout, other.bytes, other.grid, other.block));
   const std::vector<uint8_t> none = reduce_bytes(false, true, 1, 0);
   const unsigned grid[3] = {768, 1, 1}, block[3] = {32, 16, 1};
-  EXPECT_FALSE(reduction_calculators(reduced, layout, none, grid, block));
+  EXPECT_FALSE(reduction_config(reduced, layout, none, grid, block));
 }
 
 // PyTorch 2.11's concatenation of bf16 tensors, as the unseen job's trace showed it on an H100.
