@@ -35,6 +35,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/node_pool.h"
+
 namespace lockstep::collectors {
 
 class RegionDigests {
@@ -98,8 +100,9 @@ class RegionDigests {
     const void* stream = nullptr;
     Known known;
   };
-  // Nodes from a pool: an entry is made and dropped for about every region of every kernel.
-  std::pmr::unsynchronized_pool_resource pool_;
+  // Nodes from a free list (common/node_pool.h): an entry is made and dropped for about every
+  // region of every kernel.
+  NodePool pool_;
   using Entries = std::pmr::map<uint64_t, Entry>;
   Entries entries_{&pool_};  // by start address
   Entries freed_{&pool_};    // freed allocations' digests, by base
