@@ -29,6 +29,7 @@
 #   OVERHEAD_CHUNKS, OVERHEAD_MODES  group f's turns of 5 steps per mode in each of 2 sets of
 #             processes (default 30) and modes (default off,metrics,broad,full);
 #             DDP_OVERHEAD_CHUNKS: the same for the ddp and tpdp overhead rows (groups o, x)
+#   UNSEEN_CHUNKS  turns of 5 steps per mode of the unseen job's row (group f; default 8)
 #   SELF_TIME_RUNS  LOCKSTEP_DEBUG runs per level behind the launch-bound self time (default 3;
 #             9 or more for an interval narrower than the runs' whole range; ~50 s a run of all)
 #   KEEP=1    keep the scratch folder of traces

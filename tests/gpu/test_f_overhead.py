@@ -111,12 +111,14 @@ def test_f_unseen_job_within_its_target(gs, row, tools):
     # A job the examples do not contain (bench/overhead/train_unseen.py: RMSNorm, SwiGLU, rotary
     # embeddings, grouped-query attention, untied embeddings, vocabulary 32000, Adafactor with a
     # cosine schedule and clipping; dim 768, 12 layers, batch 8 x 1024): full at most x1.5
-    # (issue #34), broad shown. One set of 8 turns: about two minutes with start-up. One
+    # (issue #34), broad shown. One set of 8 turns (UNSEEN_CHUNKS): about two minutes with
+    # start-up; a noisy instance's interval narrows with more. One
     # LOCKSTEP_DEBUG run per mode (~20 s each) says how much of full's cost is the launching
     # thread's own time (this job syncs ~220 times a step: that time adds to its step).
     row.need(180)
     run, rows = overhead(gs, "overhead-unseen", 300, "overhead-unseen.json", "--job", "unseen",
-                         "--sets", 1, "--chunks", 8, "--chunk-steps", 5, "--skip", 5,
+                         "--sets", 1, "--chunks", os.environ.get("UNSEEN_CHUNKS", "8"),
+                         "--chunk-steps", 5, "--skip", 5,
                          "--levels", "broad,full", "--self-time", "--self-time-runs", 1)
     mode_rows(row, run, rows, "overhead unseen", judged={"full"})
 
