@@ -28,19 +28,25 @@ constexpr std::string_view kUfuncFunctor = "at::native::CUDAFunctor";
 constexpr std::array<std::string_view, 3> kUfuncKinds{"_", "OnSelf_", "OnOther_"};
 
 // Element types a fill is instantiated for, by their demangled spelling.
-constexpr std::array<std::pair<std::string_view, uint32_t>, 14> kElementBytes{{
+constexpr std::array<std::pair<std::string_view, uint32_t>, 20> kElementBytes{{
     {"float", 4},
     {"double", 8},
     {"c10::BFloat16", 2},
     {"c10::Half", 2},
     {"int", 4},
     {"long", 8},
+    {"unsigned long", 8},  // uint64_t: flash attention's Philox seed and offset, filled per layer
+    {"unsigned int", 4},
+    {"unsigned short", 2},
     {"short", 2},
     {"signed char", 1},
     {"unsigned char", 1},
     {"bool", 1},
     {"c10::Float8_e4m3fn", 1},
     {"c10::Float8_e5m2", 1},
+    {"c10::Float8_e4m3fnuz", 1},
+    {"c10::Float8_e5m2fnuz", 1},
+    {"c10::Float8_e8m0fnu", 1},
     {"c10::complex<float>", 8},
     {"c10::complex<double>", 16},
 }};

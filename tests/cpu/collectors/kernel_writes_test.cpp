@@ -39,6 +39,19 @@ TEST(KernelWrites, PyTorchContiguousFillsAreWholeWriters) {
   EXPECT_EQ(bf16->element_bytes, 2u);
 }
 
+TEST(KernelWrites, AFillOfUnsignedLongsIsAWholeWriterOfEightByteElements) {
+  // The name exactly as `lockstep show --verbose` printed it on an H100 (PyTorch 2.11): flash
+  // attention's Philox seed and offset, two such fills per attention layer a step.
+  constexpr const char* kU64Fill =
+      "void at::native::vectorized_elementwise_kernel<2, at::native::FillFunctor<unsigned long>, "
+      "std::array<char*, 1ul> >(int, at::native::FillFunctor<unsigned long>, std::array<char*, "
+      "1ul>)";
+  const auto fill = whole_write_of(kU64Fill, {{0, 4}, {8, 8}, {16, 8}});
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->element_bytes, 8u);
+  EXPECT_EQ(fill->value_param, 1u);
+}
+
 TEST(KernelWrites, OtherKernelsAndOtherLayoutsAreNot) {
   // A 3-argument unrolled kernel (not PyTorch's), other functors, two outputs, an
   // unknown element type, a mismatched signature, and the right name with the wrong layout.
