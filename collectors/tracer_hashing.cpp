@@ -484,6 +484,10 @@ void Tracer::issue_frees(Deferred& deferred) {
   }
   const Driver& d = driver();
   ShimCallGuard guard;  // the shim's own calls
+  // The job's own frees, held back (on_stream_free returned without making them): their driver
+  // time is the job's real call time, not the shim's (LOCKSTEP_DEBUG's self time leaves it out).
+  self_time::Untimed theirs;
+  self_time::Scope real(self_time::Phase::RealCall);
   const CUcontext current = current_context(d);
   for (const DeferredFree& free : deferred.frees) {
     const bool switch_context = free.context != nullptr && free.context != current &&

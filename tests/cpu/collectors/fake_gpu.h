@@ -10,6 +10,8 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -60,6 +62,8 @@ class FakeGpu {
     held_.clear();
   }
   void reset_count() { count_.store(0); }
+  // Each cuMemFreeAsync from now on spins this long (a driver call that takes time).
+  void free_takes_ns(uint64_t ns) { free_ns_.store(ns); }
   void reset_launches() {
     std::lock_guard lock(mutex_);
     launches_.clear();
@@ -167,6 +171,10 @@ class FakeGpu {
   }
   static CUresult free_async(CUdeviceptr p, CUstream stream) {
     FakeGpu& gpu = instance();
+    if (const uint64_t ns = gpu.free_ns_.load()) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+      while (std::chrono::steady_clock::now() < until) {}
+    }
     std::lock_guard lock(gpu.mutex_);
     if (gpu.launches_.size() < 4096) gpu.launches_.push_back({stream, 0, p});
     return CUDA_SUCCESS;
@@ -265,6 +273,7 @@ class FakeGpu {
   std::vector<Held> held_;
   std::map<CUdeviceptr, uint64_t> versions_;
   std::atomic<long> count_{0};
+  std::atomic<uint64_t> free_ns_{0};
   uintptr_t streams_ = 0, events_ = 0;
 };
 

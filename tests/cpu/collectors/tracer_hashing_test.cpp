@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/self_time.h"
 #include "tests/cpu/collectors/runtime_harness.h"
 
 namespace lockstep::collectors {
@@ -89,6 +90,44 @@ TEST_F(MergeTest, StreamOrderedFreesWaitForTheDeferredHashes) {
       },
       /*merge=*/false);
   EXPECT_EQ(off, "forwarded");
+}
+
+// The shim makes a held-back free itself, later, inside another of the job's calls (the launch
+// whose merged hash launch it follows). Its driver time is the job's own real call, moved:
+// LOCKSTEP_DEBUG's self time keeps it out of the shim's (a free of 3 ms here would otherwise be
+// a slow call of the launch's) and counts it as a real call.
+TEST_F(MergeTest, AHeldBackFreesDriverTimeIsTheJobsRealCallNotTheShimsTime) {
+  std::string debug;
+  const std::string log = run(
+      [](std::string* text) {
+        using self_time::Phase;
+        const CUdeviceptr temp = kMergeBase + (1 << 30);
+        on_alloc(temp, 4096);
+        launch_on(kStreamS, kMergeBase + 256);
+        *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";
+        lockstep::testing::FakeGpu::instance().free_takes_ns(3'000'000);
+        const self_time::Totals shim = self_time::totals(Phase::CallBegin);
+        const self_time::Totals real = self_time::totals(Phase::RealCall);
+        {
+          self_time::Scope call(Phase::CallBegin);  // as the launch's hook opens it
+          launch_on(kStreamS, kMergeBase + 256);     // merged launch, then the free
+        }
+        lockstep::testing::FakeGpu::instance().free_takes_ns(0);
+        *text += " " + hash_launches();
+        // Time added to each phase (steady and slow calls alike), against margins a preempted
+        // launch would not reach: the shim's under half the free, the real calls' most of it.
+        const auto added_ms = [](Phase phase, const self_time::Totals& before) {
+          const self_time::Totals now = self_time::totals(phase);
+          const uint64_t ticks = now.ticks + now.slow_ticks - before.ticks - before.slow_ticks;
+          return double(ticks) * self_time::ns_per_tick() / 1e6;
+        };
+        *text += std::string(" | shim under 1.5 ms: ") +
+                 (added_ms(Phase::CallBegin, shim) < 1.5 ? "yes" : "no") +
+                 ", real calls over 2.5 ms: " + (added_ms(Phase::RealCall, real) > 2.5 ? "yes" : "no");
+      },
+      /*merge=*/true, /*reuse=*/false, &debug);
+  EXPECT_EQ(log, "taken S1 S1 free@T | shim under 1.5 ms: yes, real calls over 2.5 ms: yes")
+      << debug;
 }
 
 // GEMMs and async device copies merge like kernels: their inputs ride with the previous
