@@ -369,13 +369,6 @@ std::optional<FoundConfig> find_config(const ReducedElement& reduced,
 }
 }  // namespace
 
-uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
-                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
-                                const unsigned block[3]) {
-  const std::optional<FoundConfig> config = find_config(reduced, layout, bytes, grid, block);
-  return config ? config->outputs : 0;
-}
-
 std::optional<ReductionConfig> reduction_config(const ReducedElement& reduced,
                                                 const std::vector<ParamInfo>& layout,
                                                 const std::vector<uint8_t>& bytes,

@@ -184,19 +184,14 @@ bool reduction_overwrites_output(const ReducedElement& reduced,
                                  const std::vector<ParamInfo>& layout,
                                  const std::vector<uint8_t>& bytes);
 
-// ReduceConfig::num_outputs of a launch with these packed bytes, grid and block (a reduction
-// into a vector writes that many elements from dst[0]), or 0 when no place in the struct before
-// its tail holds a config with the launch's block (block_width, block_height, num_threads) and
-// grid (num_outputs / output_vec_size over step_output blocks, ctas_per_output) and sane counts.
-uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
-                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
-                                const unsigned block[3]);
-
-// What a launch's ReduceConfig, found as reduction_output_count finds it, says: its num_outputs,
-// and the bytes [calculators_from, calculators_to) of the ReduceOp parameter that hold its two
-// offset calculators (input_calc, output_calc: between the config and src). Their dimensions
-// past `dims` are whatever the host's stack held (as a strided elementwise calculator's): no
-// pointers, whatever they look like. Nullopt when no config is found. One search for both.
+// What a launch's ReduceConfig says, found in the ReduceOp parameter where a place before its
+// tail holds a config with the launch's block (block_width, block_height, num_threads) and grid
+// (num_outputs / output_vec_size over step_output blocks, ctas_per_output) and sane counts:
+// `outputs`, its num_outputs (a reduction into a vector writes that many elements from dst[0]),
+// and the bytes [calculators_from, calculators_to) that hold its two offset calculators
+// (input_calc, output_calc: between the config and src). Their dimensions past `dims` are
+// whatever the host's stack held (as a strided elementwise calculator's): no pointers, whatever
+// they look like. Nullopt when no config is found. One search for both.
 struct ReductionConfig {
   uint64_t outputs = 0;
   uint32_t calculators_from = 0;

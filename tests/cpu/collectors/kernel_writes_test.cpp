@@ -570,6 +570,15 @@ ReduceLaunch reduce_into(uint32_t at, int32_t outputs, int32_t vec = 1, int32_t 
   return l;
 }
 
+// reduction_config's output count, 0 where it finds no config.
+uint64_t reduction_output_count(const ReducedElement& reduced, const std::vector<ParamInfo>& layout,
+                                const std::vector<uint8_t>& bytes, const unsigned grid[3],
+                                const unsigned block[3]) {
+  const std::optional<ReductionConfig> config =
+      reduction_config(reduced, layout, bytes, grid, block);
+  return config ? config->outputs : 0;
+}
+
 TEST(KernelWrites, AReductionsOutputCountIsItsConfigsFoundByTheLaunchsDims) {
   const std::vector<ParamInfo> layout{{0, 1048}};
   const ReducedElement reduced = *reduced_element_of(kNormToScalar, layout);
