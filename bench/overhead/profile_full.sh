@@ -73,7 +73,7 @@ for mode in ${MODES:-$DEFAULT_MODES}; do
   for f in "${files[@]}"; do
     [[ -f $f ]] || continue
     [[ $JOB = tpdp || $JOB = ddp ]] && echo "-- ${f##*/}"
-    head -n 4 "$f"
+    head -n 5 "$f"
     shown=1
   done
   [[ $shown = 1 ]] || tail -n 5 "$OUTDIR/$mode.log"

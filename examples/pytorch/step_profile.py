@@ -74,6 +74,14 @@ def write_profile(path, profiler, steps, wall_s):
         if us > 0 and getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type):
             rows.append((us, e.count, e.key, is_annotation(e)))
     rows.sort(reverse=True)
+    # The host's time inside the runtime calls that wait for the device (.item()'s copy, a
+    # synchronize): the step's wall time less these is the host's own time, so a profile shows
+    # whether a traced step grew on the device or on the host.
+    waits = [e for e in profiler.key_averages()
+             if e.key in ("cudaMemcpyAsync", "cudaMemcpy", "cudaStreamSynchronize",
+                          "cudaDeviceSynchronize", "cudaEventSynchronize")]
+    wait_ms = sum(getattr(e, "self_cpu_time_total", 0) for e in waits) / 1e3 / steps
+    wait_n = sum(e.count for e in waits) / steps
 
     def total(pick):
         picked = [(us, n) for us, n, key, note in rows if not note and pick(key)]
@@ -86,6 +94,8 @@ def write_profile(path, profiler, steps, wall_s):
         f.write(f"profiled steps {steps}, wall {1e3 * wall_s / steps:.3f} ms/step\n")
         f.write(f"job device time {job_ms:.3f} ms/step in {job_n:.0f} kernels/copies per step\n")
         f.write(f"hash device time {hash_ms:.3f} ms/step in {hash_n:.0f} launches per step\n")
+        f.write(f"host in device-waiting runtime calls {wait_ms:.3f} ms/step in {wait_n:.0f} "
+                "calls per step (copies to the host, synchronizations)\n")
         f.write(f"of the job's, NCCL kernels {nccl_ms:.3f} ms/step in {nccl_n:.0f} launches per "
                 "step (waiting for other ranks included)\n")
         for us, n, key, note in rows[:30]:

@@ -520,9 +520,11 @@ class StepProfileTest(unittest.TestCase):
     """examples/pytorch/step_profile.py's summary of a torch.profiler run, on stand-in events."""
 
     class Event:
-        def __init__(self, key, us, count, device="DeviceType.CUDA", annotation=False):
+        def __init__(self, key, us, count, device="DeviceType.CUDA", annotation=False,
+                     cpu_us=0):
             self.key, self.self_device_time_total, self.count = key, us, count
             self.device_type, self.is_user_annotation = device, annotation
+            self.self_cpu_time_total = cpu_us
 
     def summary(self, events, steps):
         profiler = type("Profiler", (), {"key_averages": lambda _: events})()
@@ -542,11 +544,16 @@ class StepProfileTest(unittest.TestCase):
             E("lsf1_batch_small", 400, 8),
             E("lsf1_compact_small", 200, 16),
             E("aten::mm", 7000, 8, device="DeviceType.CPU"),
+            E("cudaMemcpyAsync", 0, 6, device="DeviceType.CPU", cpu_us=3000),
+            E("cudaStreamSynchronize", 0, 2, device="DeviceType.CPU", cpu_us=1000),
+            E("cudaLaunchKernel", 0, 40, device="DeviceType.CPU", cpu_us=500),  # not a wait
         ], steps=2)
         self.assertEqual(lines[0], "profiled steps 2, wall 50.000 ms/step")
         self.assertEqual(lines[1], "job device time 2.000 ms/step in 6 kernels/copies per step")
         self.assertEqual(lines[2], "hash device time 0.300 ms/step in 12 launches per step")
-        self.assertTrue(lines[3].startswith("of the job's, NCCL kernels 1.500 ms/step in 2 "))
+        self.assertTrue(lines[3].startswith("host in device-waiting runtime calls 2.000 ms/step "
+                                            "in 4 calls per step"), lines[3])
+        self.assertTrue(lines[4].startswith("of the job's, NCCL kernels 1.500 ms/step in 2 "))
         self.assertIn("nccl:all_reduce  (annotation, not summed)", "\n".join(lines))
         self.assertNotIn("aten::mm", "\n".join(lines))
 
