@@ -485,9 +485,10 @@ void Tracer::issue_frees(Deferred& deferred) {
   const Driver& d = driver();
   ShimCallGuard guard;  // the shim's own calls
   // The job's own frees, held back (on_stream_free returned without making them): their driver
-  // time is the job's real call time, not the shim's (LOCKSTEP_DEBUG's self time leaves it out).
+  // time is the job's allocation calls', not the shim's (LOCKSTEP_DEBUG's self time leaves it
+  // out and counts it as "alloc call", as the frees the hooks forward).
   self_time::Untimed theirs;
-  self_time::Scope real(self_time::Phase::RealCall);
+  self_time::Scope real(self_time::Phase::AllocCall);
   const CUcontext current = current_context(d);
   for (const DeferredFree& free : deferred.frees) {
     const bool switch_context = free.context != nullptr && free.context != current &&

@@ -61,17 +61,24 @@ enum class Phase : uint8_t {
   // Not the shim's: the job's own call, forwarded to the real library (outermost layer only;
   // a kernel launch below broad too, which is no event there, so that levels compare).
   RealCall,
+  // Not the shim's either: the job's own allocations and frees (cudaMalloc*, cuMemAlloc*,
+  // cudaFree*, cuMemFree*; outermost layer only), and the stream-ordered frees the shim held
+  // back and makes later. Apart from RealCall because a full run puts PyTorch on its
+  // cudaMallocAsync backend, whose thousands of driver calls a step the untraced job on the
+  // caching allocator does not make: this is their time.
+  AllocCall,
   kCount
 };
 inline constexpr Phase kLastOwnTopLevel = Phase::State;  // CallBegin..State: the total
 inline constexpr bool is_detail(Phase phase) {
-  return phase > kLastOwnTopLevel && phase != Phase::RealCall;
+  return phase > kLastOwnTopLevel && phase < Phase::RealCall;
 }
 inline constexpr const char* kPhaseNames[] = {
     "call begin",    "call end",     "alloc",      "free",       "order point",
     "marker",        "state",        "kernel begin", "kernel end", "gemm begin", "hash enqueue",
     "engine launch", "lock wait",    "describe",   "stamp",      "capture query",
-    "decode",        "plan",         "hold",       "append",     "step end",   "real call"};
+    "decode",        "plan",         "hold",       "append",     "step end",   "real call",
+    "alloc call"};
 static_assert(std::size(kPhaseNames) == size_t(Phase::kCount));
 inline constexpr uint64_t kSlowNs = 100'000;
 

@@ -12,11 +12,22 @@ namespace {
 
 CUdeviceptr as_device(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
+// forward(), timed as the job's allocation call (LOCKSTEP_DEBUG's "alloc call") when it is the
+// job's and the outermost layer: the driver time that a full run's cudaMallocAsync backend adds.
+template <typename Forward>
+auto timed_forward(bool outermost, Forward&& forward) {
+  namespace self_time = collectors::self_time;
+  if (!outermost || !self_time::enabled.load(std::memory_order_relaxed) || !track_state())
+    return forward();
+  self_time::Scope timed(self_time::Phase::AllocCall);
+  return forward();
+}
+
 // Forward an allocation; on success report [*ptr, *ptr + bytes()).
 template <typename Result, typename Forward, typename Bytes>
 Result allocation(Forward&& forward, Result success, const CUdeviceptr* ptr, Bytes&& bytes) {
   Nesting nesting(Scope::Allocation);
-  const Result r = forward();
+  const Result r = timed_forward(nesting.outermost(), forward);
   if (r == success && ptr != nullptr) {
     report_state(nesting.outermost(), [&] { collectors::on_alloc(*ptr, bytes()); });
   }
@@ -28,7 +39,7 @@ template <typename Result, typename Forward, typename Bytes>
 Result stream_allocation(Forward&& forward, Result success, const CUdeviceptr* ptr, Bytes&& bytes,
                          const void* stream, bool per_thread_default) {
   Nesting nesting(Scope::Allocation);
-  const Result r = forward();
+  const Result r = timed_forward(nesting.outermost(), forward);
   if (r == success && ptr != nullptr) {
     report_state(nesting.outermost(), [&] {
       collectors::on_stream_alloc(
@@ -42,7 +53,7 @@ template <typename Forward, typename Report>
 auto release(Forward&& forward, Report&& report) {
   Nesting nesting(Scope::Allocation);
   report_state(nesting.outermost(), report);
-  return forward();
+  return timed_forward(nesting.outermost(), forward);
 }
 
 // A stream-ordered free: the collectors may take it over (made later, after the hashes that
@@ -57,7 +68,7 @@ Result stream_release(Forward&& forward, Result success, CUdeviceptr ptr, const 
       taken = collectors::on_stream_free(ptr, reinterpret_cast<CUstream>(const_cast<void*>(stream)),
                                          per_thread_default);
   });
-  return taken ? success : forward();
+  return taken ? success : timed_forward(nesting.outermost(), forward);
 }
 
 }  // namespace

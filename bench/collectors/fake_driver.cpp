@@ -30,6 +30,7 @@ FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t) {
   *dptr = 0x7f0000000000;
   return CUDA_SUCCESS;
 }
+FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr) { return CUDA_SUCCESS; }
 FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
   return lockstep::bench::fake_engine::ctx_get_current(ctx);
 }

@@ -5,7 +5,9 @@ At metrics a launch is no event and the shim forwards it at once; with LOCKSTEP_
 still timed as a "real call", once per launch however many of the shim's layers it passes, so
 that the real calls of two levels compare (whether tracing makes the driver's launch slower).
 Runs shim_launch_bench (the stand-in driver, fake_driver.cpp) under `lockstep run` at metrics
-and broad and checks that each report counts every launch the bench made as one real call.
+and broad and checks that each report counts every launch the bench made as one real call, and
+the bench's one free (its allocation, made before the tracer exists, makes it) as one
+"alloc call": the job's allocation calls timed apart from its other calls.
 
   bench/collectors/real_calls_timed.py --build build
 
@@ -23,6 +25,7 @@ from shim_launch_bench import LINE, launches_made  # noqa: E402  (the bench's li
 
 REPORT = re.compile(r"shim self time: (.*?); timing taken out")
 REAL = re.compile(r"real call ([0-9]+) x [0-9]+ ns(?: \(\+([0-9]+) slow)?")  # slow ones apart
+ALLOC = re.compile(r"alloc call ([0-9]+) x [0-9]+ ns(?: \(\+([0-9]+) slow)?")
 
 
 def real_calls(build, level, launches, work):
@@ -38,9 +41,10 @@ def real_calls(build, level, launches, work):
     if out.returncode != 0 or not bench:
         sys.exit(f"{level}: shim_launch_bench failed (exit {out.returncode}):\n{text[-3000:]}")
     made = launches_made(launches, int(bench.group(3)))
-    real = REAL.search(report.group(1)) if report else None
-    timed = int(real.group(1)) + int(real.group(2) or 0) if real else 0
-    return made, timed, report.group(1) if report else "no report"
+    def count(pattern):
+        found = pattern.search(report.group(1)) if report else None
+        return int(found.group(1)) + int(found.group(2) or 0) if found else 0
+    return made, count(REAL), count(ALLOC), report.group(1) if report else "no report"
 
 
 def main(argv=None):
@@ -51,11 +55,11 @@ def main(argv=None):
     failed = False
     with tempfile.TemporaryDirectory(prefix="lockstep-real-calls.") as work:
         for level in ("metrics", "broad"):
-            made, real, report = real_calls(args.build, level, args.launches, work)
-            ok = real == made
+            made, real, alloc, report = real_calls(args.build, level, args.launches, work)
+            ok = real == made and alloc == 1
             failed |= not ok
-            print(f"{level}: {made} launches made, {real} real calls timed: "
-                  f"{'ok' if ok else 'WRONG'} ({report})")
+            print(f"{level}: {made} launches made, {real} real calls timed, {alloc} alloc calls "
+                  f"(1 free): {'ok' if ok else 'WRONG'} ({report})")
     return 1 if failed else 0
 
 

@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
     CALLGRIND_TOGGLE_COLLECT;
     cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
+  // And freed, as a job does: LOCKSTEP_DEBUG times the job's allocation calls apart ("alloc
+  // call", real_calls_timed.py counts them).
+  if (cuMemFree(allocation) != CUDA_SUCCESS) ++failed;
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
   std::printf("%s launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api, launches,
               unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,

@@ -29,6 +29,11 @@ runs' shares of the untraced step ("shim_self_share_interval", "shim_self_verdic
   python3 bench/overhead/overhead.py --lockstep build/tools/lockstep
   python3 bench/overhead/overhead.py --job ddp --nproc 2 --levels broad
   python3 bench/overhead/overhead.py --job unseen --levels broad,full --sets 1 --chunks 8
+  # What full's switch to PyTorch's cudaMallocAsync backend costs by itself, and full without it
+  # (the untraced job on that backend; full on the caching allocator), with the shim's time and
+  # its "alloc call" phase (the job's allocation calls) from --self-time:
+  python3 bench/overhead/overhead.py --job unseen --levels untraced-async,full,full-caching \
+      --sets 1 --chunks 6 --self-time
   # Two builds of the shim on one machine, interleaved (an A/B of a change to the hot path):
   python3 bench/overhead/overhead.py --size launch-bound --levels broad,broad@new \
       --shim new=/tmp/new/liblockstep.so --self-time --self-time-runs 3

@@ -93,10 +93,10 @@ TEST_F(MergeTest, StreamOrderedFreesWaitForTheDeferredHashes) {
 }
 
 // The shim makes a held-back free itself, later, inside another of the job's calls (the launch
-// whose merged hash launch it follows). Its driver time is the job's own real call, moved:
+// whose merged hash launch it follows). Its driver time is the job's own allocation call, moved:
 // LOCKSTEP_DEBUG's self time keeps it out of the shim's (a free of 3 ms here would otherwise be
-// a slow call of the launch's) and counts it as a real call.
-TEST_F(MergeTest, AHeldBackFreesDriverTimeIsTheJobsRealCallNotTheShimsTime) {
+// a slow call of the launch's) and counts it as an allocation call.
+TEST_F(MergeTest, AHeldBackFreesDriverTimeIsTheJobsAllocCallNotTheShimsTime) {
   std::string debug;
   const std::string log = run(
       [](std::string* text) {
@@ -107,7 +107,7 @@ TEST_F(MergeTest, AHeldBackFreesDriverTimeIsTheJobsRealCallNotTheShimsTime) {
         *text = on_stream_free(temp, kStreamT, false) ? "taken" : "forwarded";
         lockstep::testing::FakeGpu::instance().free_takes_ns(3'000'000);
         const self_time::Totals shim = self_time::totals(Phase::CallBegin);
-        const self_time::Totals real = self_time::totals(Phase::RealCall);
+        const self_time::Totals real = self_time::totals(Phase::AllocCall);
         {
           self_time::Scope call(Phase::CallBegin);  // as the launch's hook opens it
           launch_on(kStreamS, kMergeBase + 256);     // merged launch, then the free
@@ -123,10 +123,11 @@ TEST_F(MergeTest, AHeldBackFreesDriverTimeIsTheJobsRealCallNotTheShimsTime) {
         };
         *text += std::string(" | shim under 1.5 ms: ") +
                  (added_ms(Phase::CallBegin, shim) < 1.5 ? "yes" : "no") +
-                 ", real calls over 2.5 ms: " + (added_ms(Phase::RealCall, real) > 2.5 ? "yes" : "no");
+                 ", alloc calls over 2.5 ms: " +
+                 (added_ms(Phase::AllocCall, real) > 2.5 ? "yes" : "no");
       },
       /*merge=*/true, /*reuse=*/false, &debug);
-  EXPECT_EQ(log, "taken S1 S1 free@T | shim under 1.5 ms: yes, real calls over 2.5 ms: yes")
+  EXPECT_EQ(log, "taken S1 S1 free@T | shim under 1.5 ms: yes, alloc calls over 2.5 ms: yes")
       << debug;
 }
 
