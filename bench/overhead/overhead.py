@@ -68,6 +68,11 @@ EXTRA_MODES = {
     "full-caching": ("full", "keep", {}),
     "full-nocache": ("full", "none", {}),
     "untraced-async": (None, None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
+    # The small levels on full's allocator: with --self-time, the rest of their step (outside
+    # the shim's timed phases, its real calls and the allocator's calls: the job's own host
+    # code) is the reference for full's, so what full makes the job's own code cost shows.
+    "metrics-async": ("metrics", None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
+    "broad-async": ("broad", None, {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}),
     # Diagnostics, to split full's cost: a hash launch per kernel side instead of merged, and
     # every pointer region capped to 64 bytes (almost no bytes to read; not the same launches: a
     # clamped region is never learned read-only, so more outputs are hashed, 580 hash launches a
@@ -102,6 +107,9 @@ EXTRA_MODES = {
     # 0.5% more than broad without them, else they stay off at broad.
     "broad-noscopes": ("broad", None, {"LOCKSTEP_SCOPES": "0"}),
     "broad-scopes": ("broad", None, {"LOCKSTEP_SCOPES": "1"}),
+    # Full without its module scopes (on at full by default): what naming the modules costs
+    # there (Python hooks on every module call and backward node: the job's own host time).
+    "full-noscopes": ("full", None, {"LOCKSTEP_SCOPES": "0"}),
 }
 # Modes run by another lockstep CLI than --lockstep (--shim NAME=FOLDER: another build's CLI,
 # with its own shim and Python hooks). Mode -> CLI path.
@@ -431,6 +439,21 @@ def own_step_shares(us_runs, step_runs):
     are left out."""
     return [us / (step * 1e6 - us) for us, step in zip(us_runs, step_runs)
             if step is not None and step * 1e6 > us]
+
+
+def rest_of_step_ms(phase_runs, step_runs):
+    """Each LOCKSTEP_DEBUG run's median step (s) less its shim time and its "real call" and
+    "alloc call" phases (us per step), in ms: the time the step spends outside every call the
+    shim timed. phase_runs: (us, phases) per run, as self_time_phases() reads them; runs without
+    a step are left out."""
+    rest = []
+    for (us, phases), step in zip(phase_runs, step_runs):
+        if step is None:
+            continue
+        timed = us + sum(phases.get(name, {}).get("us_per_step", 0.0)
+                         for name in ("real call", "alloc call"))
+        rest.append(round((step * 1e6 - timed) / 1e3, 3))
+    return rest
 
 
 def run_once(args, mode, round_index, work, log, cpus=None, debug=False):
@@ -836,6 +859,13 @@ def main(argv=None):
         rows[-1]["shim_self_own_verdict"] = verdict(
             (1 + own_interval[0], 1 + own_interval[1]) if own_interval else None, target)
         rows[-1]["shim_self_verdict"] = self_verdict
+        # What is left of each LOCKSTEP_DEBUG run's step outside the shim's own time, the job's
+        # real calls and its allocator's calls: the job's own host code (Python, the framework),
+        # with whatever the shim's work makes it cost (its caches, its memory). Against a small
+        # level's on the same allocator (metrics-async), the slowing of the job's own code.
+        rest = rest_of_step_ms(self_phases.get(mode, []), self_steps.get(mode, []))
+        rows[-1]["rest_of_step_ms_runs"] = rest
+        rows[-1]["rest_of_step_ms"] = statistics.median(rest) if rest else None
         rows[-1]["shim_self_within_target"] = {"PASS": True, "FAIL": False}.get(self_verdict)
         # Another build's mode (LEVEL@NAME) against this build's LEVEL, run by run: its self-time
         # runs took turns with this build's, so each round's pair shares the host's phase.
@@ -920,6 +950,11 @@ def main(argv=None):
                 print(f"      in-run: {100 * row['shim_self_own_share']:.2f}% [{100 * lo:.2f}-"
                       f"{100 * hi:.2f}%] of each run's own step less its shim time {ok} "
                       f"(steps {steps} ms)")
+            if row.get("rest_of_step_ms") is not None:
+                runs = " ".join(f"{t:.2f}" for t in row["rest_of_step_ms_runs"])
+                print(f"      rest of the step: {row['rest_of_step_ms']:.2f} ms (outside the "
+                      f"shim, its real calls and alloc calls: the job's own host code; runs "
+                      f"{runs})")
             if row["shim_self_paired"]:
                 pair = row["shim_self_paired"]
                 print("      " + paired_text(pair["mode"], row["mode"], pair, "us"))

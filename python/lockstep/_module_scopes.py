@@ -28,7 +28,13 @@ nothing, so that dynamo never meets a ctypes call (a graph break would change th
 kernels): a compiled model's ops carry the scope of the module whose call entered it.
 
 Optimizer: the global optimizer step pre- and post-hooks push and pop "optimizer.step".
-Cost: two ctypes calls per module call and two node hooks per module in the backward.
+
+Cost: torch's hooked call path for every module call (~6 us on an H100 host), the hooks' work,
+and a node hook per module output (and per module input no module made) in the backward. Where
+lockstep._scope_hooks is built (python/src/scope_hooks.cpp) the hooks' work runs in C after a
+thin Python check for dynamo (hooks() below), and a node's hook is a C callable: ModuleScopes'
+rules, without its Python frames (~42 us a module call in Python on the unseen job's model,
+bench/overhead/scope_parts.py). Without it ModuleScopes does it.
 """
 
 import os
@@ -42,6 +48,11 @@ _WRAPPERS = ("DistributedDataParallel", "DataParallel", "OptimizedModule",
              "FullyShardedDataParallel")
 _WRAPPER_PATHS = ("module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module")
 _OPTIMIZER_STEP = b"optimizer.step"
+
+
+def _names(name):
+    """A module's names as the scopes send them: (name, forward scope, backward scope), bytes."""
+    return name, name + b" (forward)", name + b" (backward)"
 
 
 def wanted(level, value=None):
@@ -80,11 +91,12 @@ class ModuleScopes:
 
     # ---- names ---------------------------------------------------------------------------------
     def name_of(self, module):
-        name = module.__dict__.get(_KEY)
-        if name is None:
+        """The module's names (_names), its whole tree named on first sight."""
+        names = module.__dict__.get(_KEY)
+        if names is None:
             self.name_tree(module)
-            name = module.__dict__[_KEY]
-        return name
+            names = module.__dict__[_KEY]
+        return names
 
     def name_tree(self, root):
         inner = root
@@ -94,7 +106,7 @@ class ModuleScopes:
                 break
         root_name = type(inner).__name__
         for path, module in root.named_modules(remove_duplicate=False):
-            module.__dict__[_KEY] = (_strip(path) or root_name).encode()
+            module.__dict__[_KEY] = _names((_strip(path) or root_name).encode())
 
     # ---- forward -------------------------------------------------------------------------------
     def stack(self):
@@ -110,12 +122,12 @@ class ModuleScopes:
             stack = self.stack()
             if not stack:
                 self.set_backward(None)  # a backward scope left on this thread (a CPU backward)
-            name = self.name_of(module)
-            pushed = not stack or stack[-1][0] != name
+            names = self.name_of(module)
+            pushed = not stack or stack[-1][0][0] != names[0]
             if pushed:
-                _shim.scope_push(name + b" (forward)")
-            parent = stack[-1][0] + b" (backward)" if stack else None
-            stack.append((name, pushed))
+                _shim.scope_push(names[1])
+            parent = stack[-1][0][2] if stack else None
+            stack.append((names, pushed))
             for tensor in _tensors(args):
                 self.on_node(tensor.grad_fn, parent, output=False)
         except Exception as error:
@@ -129,11 +141,11 @@ class ModuleScopes:
             stack = self.stack()
             if not stack:
                 return None
-            name, pushed = stack.pop()
+            names, pushed = stack.pop()
             if pushed:
                 _shim.scope_pop()
             for tensor in _tensors(output):
-                self.on_node(tensor.grad_fn, name + b" (backward)", output=True)
+                self.on_node(tensor.grad_fn, names[2], output=True)
         except Exception as error:
             self.fail(error)
         return None
@@ -181,20 +193,61 @@ class ModuleScopes:
             _shim.scope_pop()
 
     def fail(self, error):
+        if self.failed:
+            return
         self.failed = True  # never the job's problem: say so once and stop
+        if self.fast is not None:
+            self.fast.stop()
         print(f"lockstep: module scopes stopped: {type(error).__name__}: {error}", file=sys.stderr)
+
+    fast = None  # lockstep._scope_hooks, when hooks() chose it
+
+
+def _in_c(torch, scopes):
+    """lockstep._scope_hooks set up for `scopes`, or None: not built, not importable, or no shim
+    in the process."""
+    try:
+        from lockstep import _scope_hooks
+    except ImportError:
+        return None
+    if not _scope_hooks.available():
+        return None
+    _scope_hooks.init(scopes.name_of, scopes.fail, torch.Tensor)
+    return _scope_hooks
+
+
+def hooks(torch, in_c=True):
+    """(scopes, forward pre-hook, forward hook): what arm() registers. In C where it can be (the
+    thin Python frames check dynamo only: inside a region it compiles, nothing), else
+    ModuleScopes' own methods."""
+    scopes = ModuleScopes(torch)
+    fast = _in_c(torch, scopes) if in_c else None
+    if fast is None:
+        return scopes, scopes.forward_pre, scopes.forward_post
+    scopes.fast = fast
+    scopes.set_backward = fast.set_backward  # the optimizer's hook and the node hooks share it
+    compiling, pre, post = scopes.compiling, fast.forward_pre, fast.forward_post
+
+    def forward_pre(module, args):
+        if not compiling():
+            pre(module, args)
+
+    def forward_post(module, args, output):
+        if not compiling():
+            post(module, args, output)
+    return scopes, forward_pre, forward_post
 
 
 def arm(torch):
     """Registers the global hooks (once)."""
-    scopes = ModuleScopes(torch)
+    scopes, forward_pre, forward_post = hooks(torch)
     from torch.nn.modules import module as nn_module
     from torch.optim import optimizer as optim_module
-    nn_module.register_module_forward_pre_hook(scopes.forward_pre)
+    nn_module.register_module_forward_pre_hook(forward_pre)
     try:
-        nn_module.register_module_forward_hook(scopes.forward_post, always_call=True)
+        nn_module.register_module_forward_hook(forward_post, always_call=True)
     except TypeError:  # before always_call: a forward that raises leaves its scope open
-        nn_module.register_module_forward_hook(scopes.forward_post)
+        nn_module.register_module_forward_hook(forward_post)
     optim_module.register_optimizer_step_pre_hook(scopes.optimizer_pre)
     optim_module.register_optimizer_step_post_hook(scopes.optimizer_post)
     return scopes

@@ -328,8 +328,8 @@ def arm(torch):
     if level in ("broad", "full"):
         from lockstep import _module_scopes
         if _module_scopes.wanted(level):
-            _module_scopes.arm(torch)
-            armed.append("module scopes")
+            scopes = _module_scopes.arm(torch)
+            armed.append("module scopes" + (" (in C)" if scopes.fast is not None else ""))
         parts = wanted()
         if parts:
             hook = StateHook(torch, parts)

@@ -24,6 +24,9 @@ SHIM = os.environ.get("RECORDING_SHIM")
 # Whether this package has the C steady step (an .abi3.so next to the .py files).
 STEADY_IN_C = any(name.startswith("_state_hook") and name.endswith(".so")
                   for name in os.listdir(os.path.join(PYTHON_DIR, "lockstep")))
+# And the module scopes' hooks in C (python/src/scope_hooks.cpp), built with it.
+SCOPES_IN_C = any(name.startswith("_scope_hooks") and name.endswith(".so")
+                  for name in os.listdir(os.path.join(PYTHON_DIR, "lockstep")))
 
 
 MODEL = textwrap.dedent("""
@@ -439,6 +442,42 @@ class ModuleScopes(unittest.TestCase):
         self.assertIn("push GPT (forward)", self.run_job(body, LOCKSTEP_LEVEL="full"))
         self.assertEqual(self.run_job(body, LOCKSTEP_LEVEL="broad"), "")
         self.assertEqual(self.run_job(body, LOCKSTEP_LEVEL="full", LOCKSTEP_SCOPES="0"), "")
+
+    def test_the_hooks_run_in_c_where_the_extension_is_built(self):
+        done, _ = run(GPT + "model(torch.Tensor(0, 4))", self.tmp,
+                      extra_env={"LOCKSTEP_SCOPES": "1", "LOCKSTEP_DEBUG": "1",
+                                 "LOCKSTEP_STATE": "off"})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        armed = [l for l in done.stderr.splitlines() if "PyTorch hooks:" in l]
+        self.assertEqual(len(armed), 1, done.stderr)
+        self.assertEqual("module scopes (in C)" in armed[0], SCOPES_IN_C, armed[0])
+
+    def test_a_module_input_hook_gives_way_to_the_output_hook_of_the_module_that_made_it(self):
+        # `inner` is called on a tensor an earlier module returned; the outer module then
+        # returns inner's input node as its own output (an identity): the node first got inner's
+        # input hook (the enclosing scope, outer's backward), then outer's output hook: one hook,
+        # outer's, set once, and the kernels of that node run in "outer (backward)".
+        body = textwrap.dedent("""
+            class Outer(nn.Module):
+                def forward(self, x):
+                    self.x = torch.Tensor(0, 4, grad_fn=torch.autograd.Node('made'))
+                    self._children['inner'](self.x)
+                    return self.x
+            outer = Outer(inner=MLP())
+            outer(torch.Tensor(0, 4))
+            open(record.name, 'w').close()
+            torch.autograd.backward(on_node=kernel)
+            print(len(outer.x.grad_fn._prehooks))
+            """)
+        done, calls = run(GPT + body, self.tmp,
+                          extra_env={"LOCKSTEP_SCOPES": "1", "LOCKSTEP_STATE": "off"})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.strip(), "1")
+        other = " [other thread]"
+        self.assertEqual(calls, f"push inner (backward){other}\n"
+                                "kernel MLP\n"
+                                f"pop{other}\npush Outer (backward){other}\n"
+                                "kernel made\n")
 
     def test_a_failing_hook_stops_the_scopes_with_one_line_and_the_job_goes_on(self):
         body = ("nn.Module.named_modules = None  # naming the model now fails\n"

@@ -310,6 +310,23 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertIn("in-run: 0.50% [0.50-0.50%] of each run's own step less its shim time yes "
                       "(steps 20.10 40.20 30.15 ms)", proc.stdout)
 
+    def test_the_rest_of_the_step_is_what_no_timed_call_holds(self):
+        # Two LOCKSTEP_DEBUG runs: steps of 20.1 and 30.1 ms, the shim's 100 us, the job's real
+        # calls 100 a step of 50 us (5 ms) and its allocation calls 50 a step of 20 us (1 ms):
+        # 14.0 and 24.0 ms of the job's own host code, their median 19.0.
+        counter = os.path.join(self.tmp, "runs")
+        proc, rows = self.overhead(
+            "--levels", "full", "--self-time-runs", "2",
+            env={"FAKE_SELF_US": "100", "FAKE_REAL_CALL_NS": "50000,50000",
+                 "FAKE_ALLOC_CALL_NS": "20000", "FAKE_SELF_COUNTER": counter,
+                 "FAKE_STEP_S_CYCLE": "0.0201,0.0301",
+                 "FAKE_RUN_COUNTER": os.path.join(self.tmp, "steps")})
+        row = rows["full"]
+        self.assertEqual(row["rest_of_step_ms_runs"], [14.0, 24.0])
+        self.assertAlmostEqual(row["rest_of_step_ms"], 19.0, places=6)
+        self.assertIn("rest of the step: 19.00 ms (outside the shim, its real calls and alloc "
+                      "calls: the job's own host code; runs 14.00 24.00)", proc.stdout)
+
     def test_a_build_tree_runs_its_mode_through_its_own_cli(self):
         # A folder with tools/lockstep: that CLI runs the mode (with its shim and Python hooks),
         # not the --lockstep one, and LOCKSTEP_LIB is left alone.
