@@ -465,6 +465,22 @@ def overhead_rest(row):
             f"{fmt(row.get('trace_bytes_per_step_per_rank'), ',.0f')} B/step/rank")
 
 
+def paired_modes(mine, theirs, target, limit):
+    """Two modes of one overhead.py run against each other, turn by turn (each round's chunk
+    medians paired: a slow phase of the host falls on both): {"ratio", "interval", "turns",
+    "result"}, result PASS when the interval's top is at most `target`, FAIL when its bottom is
+    over `limit`, else KNOWN; None without paired turns. A ratio of the two modes' medians is
+    not a verdict: on one H100 it read x0.980 where the two sets of turns said x0.973 and x1.057."""
+    from paired import paired_ratio  # bench/overhead
+    pair = paired_ratio(mine.get("chunk_medians_ms") or [], theirs.get("chunk_medians_ms") or [])
+    if pair is None:
+        return None
+    low, high = 1 + pair["interval"][0], 1 + pair["interval"][1]
+    result = "PASS" if high <= target else "FAIL" if low > limit else "KNOWN"
+    return {"ratio": 1 + pair["median"], "interval": [low, high], "turns": pair["runs"],
+            "result": result}
+
+
 # The shim's share of a step over which a self-judged row fails: the 7% that Megatron's own
 # tracing work treats as blocking (issue 7); between the goal (overhead.py's target) and this,
 # KNOWN. Its one home.

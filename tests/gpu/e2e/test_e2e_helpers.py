@@ -360,6 +360,34 @@ class OverheadShimsTest(unittest.TestCase):
         self.assertIn("no such file", proc.stdout)
 
 
+class PairedModesTest(unittest.TestCase):
+    """tests/gpu/gpu_suite.paired_modes: two modes of one overhead.py run judged against each
+    other by the interval of their paired turns, not by the ratio of their medians."""
+
+    def judge(self, mine, theirs):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+        import gpu_suite
+        return gpu_suite.paired_modes({"chunk_medians_ms": mine}, {"chunk_medians_ms": theirs},
+                                      1.005, 1.10)
+
+    def test_turns_that_disagree_are_within_noise_even_when_the_medians_ratio_is_under(self):
+        # Ten rounds: the second half of the host's phases slower for the scopes, the first for
+        # the other: medians x0.99 apart, paired turns from x0.97 to x1.06 (the H100 run above).
+        mine = [97, 97, 97, 97, 97, 106, 106, 106, 106, 106]
+        theirs = [100] * 10
+        pair = self.judge(mine, theirs)
+        self.assertEqual(pair["result"], "KNOWN", pair)
+        self.assertEqual(pair["turns"], 10)
+        self.assertAlmostEqual(pair["interval"][0], 0.97)
+        self.assertAlmostEqual(pair["interval"][1], 1.06)
+
+    def test_turns_all_under_the_target_pass_and_all_over_the_limit_fail(self):
+        slow = [100 + i for i in range(10)]
+        self.assertEqual(self.judge([t * 1.002 for t in slow], slow)["result"], "PASS")
+        self.assertEqual(self.judge([t * 1.2 for t in slow], slow)["result"], "FAIL")
+        self.assertIsNone(self.judge([], slow))
+
+
 class OverheadFactsTest(unittest.TestCase):
     """bench/overhead/overhead.py --json says what it ran on (bench/overhead/run_facts.py)."""
 
