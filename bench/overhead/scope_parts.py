@@ -13,7 +13,7 @@ scope calls are the real ones, with the run's own scopes off (this script arms e
 Each variant arms its hooks, runs --steps forward and backward passes of a small batch (the GPU
 finishes each pass quickly: the time is the host's), and disarms them; variants take turns over
 --rounds rounds, and each one's median round (ms a step) is printed with its excess over the
-unhooked pass per module call. Variants:
+unhooked pass of the same round per module call, with its interval. Variants:
   no hooks           the model alone
   empty hooks        torch's global forward pre- and post-hooks doing nothing: the hooked call
                      path of every module (nn.Module._call_impl's slow branch)
@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
 sys.path.append(os.path.join(ROOT, "python"))  # after the staged package `lockstep run` put first
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_facts  # noqa: E402
+from paired import median_interval  # noqa: E402
 
 
 def timed(fn, reps, rounds=7):
@@ -136,7 +137,10 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--steps", type=int, default=10, help="passes a variant's turn (default 10)")
-    p.add_argument("--rounds", type=int, default=9, help="turns of each variant (default 9)")
+    # A turn's passes spread by ~10% from one round to the next on an H100 host (a module
+    # call's cost is ~1% of a pass): 7 rounds could not tell +15 from +30 us a module call, their
+    # interval the rounds' whole range; 25 give an interval of the 8th to 18th values (~50 s).
+    p.add_argument("--rounds", type=int, default=25, help="turns of each variant (default 25)")
     p.add_argument("--profile", choices=VARIANTS,
                    help="instead of the timings: cProfile over --steps passes of this variant")
     p.add_argument("--reps", type=int, default=2000, help="calls a round of each piece")
@@ -208,21 +212,28 @@ def main():
                 handle.remove()
     ms = {name: statistics.median(v) for name, v in rounds.items()}
     parts = time_parts(torch, model, idx, args.reps)
-    base = ms["no hooks"]
+    # Each variant against the unhooked pass of the same round (a slow phase of the host falls
+    # on both), per module call: the median and its interval (paired.median_interval).
+    over = {}
+    for name in variants:
+        diffs = [(mine - base) * 1e3 / module_calls
+                 for mine, base in zip(rounds[name], rounds["no hooks"])]
+        low, high = median_interval(diffs)
+        over[name] = {"median": statistics.median(diffs), "interval": [low, high]}
     out = {"module_calls_per_pass": module_calls, "traced": _shim.traced(), "batch": args.batch,
            "seq": args.seq, "steps": args.steps, "rounds": args.rounds, "ms_per_pass": ms,
-           "round_ms": rounds,
-           "us_per_module_call_over_no_hooks": {n: (v - base) * 1e3 / module_calls
-                                                for n, v in ms.items()},
+           "round_ms": rounds, "us_per_module_call_over_no_hooks": over,
            "ns_per_call": parts, **run_facts.facts()}
     print(f"module scopes by part: {module_calls} module calls a pass, traced={out['traced']} "
           f"(median of {args.rounds} turns of {args.steps} passes, batch {args.batch} x "
-          f"{args.seq}):")
+          f"{args.seq}; over the unhooked pass of each round, a module call: median [95% "
+          f"interval]):")
     if len(variants) < len(VARIANTS):
         print("  (module scopes (C): lockstep._scope_hooks not built or no shim in the process)")
     for name in variants:
-        print(f"  {name:17s} {ms[name]:8.3f} ms a pass  "
-              f"{out['us_per_module_call_over_no_hooks'][name]:+7.2f} us a module call")
+        low, high = over[name]["interval"]
+        print(f"  {name:17s} {ms[name]:8.3f} ms a pass  {over[name]['median']:+7.2f} us "
+              f"[{low:+.2f}, {high:+.2f}]")
     print(f"  by piece (ns a call, median of 7 rounds of {args.reps}):")
     for name, ns in parts.items():
         print(f"    {name:44s} {ns:9.0f}")

@@ -33,8 +33,9 @@ Cost: torch's hooked call path for every module call (~6 us on an H100 host), th
 and a node hook per module output (and per module input no module made) in the backward. Where
 lockstep._scope_hooks is built (python/src/scope_hooks.cpp) the hooks' work runs in C after a
 thin Python check for dynamo (hooks() below), and a node's hook is a C callable: ModuleScopes'
-rules, without its Python frames (~42 us a module call in Python on the unseen job's model,
-bench/overhead/scope_parts.py). Without it ModuleScopes does it.
+rules, without its Python frames (in Python the scopes cost the unseen job 5.8 ms a step at full;
+a module's two forward hooks take 8.2 us in Python and 4.1 in C, bench/overhead/scope_parts.py).
+Without it ModuleScopes does it.
 """
 
 import os

@@ -4,9 +4,12 @@ _module_scopes.py), so that `lockstep hunt` answers with the module and the phas
 found. The job: examples/pytorch/train_gpt.py with the planted index_add_ inside blocks.1.mlp, in
 its forward, in its backward, and in the optimizer step (--plant-module, --plant-phase). Also:
 a deterministic pair at full with scopes (on by default there) stays identical and its losses
-equal the untraced run's (the hooks change no number), and the scopes' cost at broad, side by
-side with broad without them in one overhead run (target: at most x1.005)."""
+equal the untraced run's (the hooks change no number), the scopes' cost at broad, side by
+side with broad without them in one overhead run (target: at most x1.005), and their cost by
+part (bench/overhead/scope_parts.py: Python against C)."""
 
+import glob
+import json
 import os
 import re
 
@@ -135,3 +138,49 @@ def test_m_scope_cost_at_broad(gs, row, gpt):
         {"broad-scopes": overhead_numbers(with_scopes),
          "broad-noscopes": overhead_numbers(without), "scope_ratio": ratio,
          "scope_ratio_interval": [low, high], "paired_turns": pair["turns"]})
+
+
+@pytest.mark.row("modules scope parts")
+def test_m_scope_parts_under_the_shim(gs, row, gpt):
+    """The module scopes' cost by part (bench/overhead/scope_parts.py: the unseen job's model,
+    variants in turns, each round paired with its pass without hooks), under the shim at
+    metrics with the run's own scopes off: what a module call pays for torch's hooked call path,
+    the Python scopes and the C ones (lockstep._scope_hooks). Shown, not judged; FAIL when the
+    bench did not run traced or ran without the C variant although its extension is built."""
+    row.need(90)
+    path = gs.path("scope-parts.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    run = gs.run("scope-parts", 180, [
+        gs.config.lockstep, "run", "-o", gs.path("trace-scope-parts"), "--level", "metrics",
+        "--", gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "overhead", "scope_parts.py"),
+        "--json", path], env={"LOCKSTEP_SCOPES": "0"})
+    try:
+        with open(path) as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        found = None
+    if run.rc != 0 or found is None or not found.get("traced"):
+        row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
+        return
+    over = found.get("us_per_module_call_over_no_hooks") or {}
+    # The build's staged package (lockstep run puts it on the job's PYTHONPATH).
+    built = bool(glob.glob(os.path.join(gs.config.build, "python", "lockstep",
+                                        "_scope_hooks*.so")))
+    if built and "module scopes (C)" not in over:
+        row("FAIL", "lockstep._scope_hooks is built but the bench ran without it")
+        return
+
+    def part(name):
+        if name not in over:
+            return f"{name} -"
+        low, high = over[name]["interval"]
+        return f"{name} {over[name]['median']:+.1f} [{low:+.1f}, {high:+.1f}]"
+    pieces = found.get("ns_per_call") or {}
+    c_hooks = pieces.get("forward_pre + forward_post in C (the same)")
+    py_hooks = pieces.get("forward_pre + forward_post (3 inputs, 1 output)")
+    row("PASS", f"us a module call over no hooks ({found.get('module_calls_per_pass')} a pass, "
+                f"{found.get('rounds')} paired rounds): " +
+        ", ".join(part(n) for n in ("empty hooks", "module scopes", "module scopes (C)")) +
+        f"; a module's forward hooks {fmt(py_hooks and py_hooks / 1e3, '.1f')} us in Python, "
+        f"{fmt(c_hooks and c_hooks / 1e3, '.1f')} in C", found)
