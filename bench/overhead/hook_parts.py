@@ -32,6 +32,8 @@ import run_facts  # noqa: E402
 
 
 def timed(fn, reps, rounds):
+    """ns a call: the mean of `reps` calls of fn, in the median of `rounds` rounds (scope_parts.py
+    times its pieces with it too)."""
     means = []
     for _ in range(rounds):
         start = time.perf_counter_ns()

@@ -35,17 +35,12 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
 sys.path.append(os.path.join(ROOT, "python"))  # after the staged package `lockstep run` put first
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_facts  # noqa: E402
+from hook_parts import timed as timed_rounds  # noqa: E402
 from paired import median_interval  # noqa: E402
 
 
-def timed(fn, reps, rounds=7):
-    means = []
-    for _ in range(rounds):
-        start = time.perf_counter_ns()
-        for _ in range(reps):
-            fn()
-        means.append((time.perf_counter_ns() - start) / reps)
-    return statistics.median(means)
+def timed(fn, reps):
+    return timed_rounds(fn, reps, 7)
 
 
 def time_parts(torch, model, idx, reps):

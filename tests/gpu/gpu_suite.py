@@ -465,6 +465,27 @@ def overhead_rest(row):
             f"{fmt(row.get('trace_bytes_per_step_per_rank'), ',.0f')} B/step/rank")
 
 
+def traced_bench(gs, row, name, limit, level, script, env=None):
+    """Runs bench/overhead/SCRIPT under `lockstep run --level LEVEL` with --json; its figures
+    (the JSON), or None after a FAIL row when it failed or did not run traced."""
+    path = gs.path(name + ".json")
+    if os.path.exists(path):
+        os.unlink(path)
+    run = gs.run(name, limit, [gs.config.lockstep, "run", "-o", gs.path("trace-" + name),
+                               "--level", level, "--", gs.config.py,
+                               os.path.join(ROOT, "bench", "overhead", script), "--json", path],
+                 env=env)
+    try:
+        with open(path) as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        found = None
+    if run.rc != 0 or found is None or not found.get("traced"):
+        row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
+        return None
+    return found
+
+
 def paired_modes(mine, theirs, target, limit):
     """Two modes of one overhead.py run against each other, turn by turn (each round's chunk
     medians paired: a slow phase of the host falls on both): {"ratio", "interval", "turns",

@@ -15,7 +15,6 @@ A verdict is overhead.py's, from the ratio's 95% interval: PASS when its upper e
 target, FAIL when its lower end is above it, KNOWN when the target lies inside it (within noise
 of the target: more turns would tell)."""
 
-import json
 import os
 import re
 
@@ -188,20 +187,8 @@ def test_f_state_hook_parts_under_the_shim(gs, row, tools):
     (the job's step runs it cold: the launch-bound row's "python state hook" is that). Shown,
     not judged; FAIL when the hook did not run traced."""
     row.need(40)
-    path = gs.path("hook-parts.json")
-    if os.path.exists(path):
-        os.unlink(path)
-    run = gs.run("hook-parts", 120, [gs.config.lockstep, "run", "-o", gs.path("trace-hook-parts"),
-                                     "--level", "broad", "--", gs.config.py,
-                                     os.path.join(gpu_suite.ROOT, "bench", "overhead",
-                                                  "hook_parts.py"), "--json", path])
-    try:
-        with open(path) as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        found = None
-    if run.rc != 0 or found is None or not found.get("traced"):
-        row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
+    found = gpu_suite.traced_bench(gs, row, "hook-parts", 120, "broad", "hook_parts.py")
+    if found is None:
         return
     ns = found["ns_per_call"]
     us = {name: ns.get(name, float("nan")) / 1e3 for name in (

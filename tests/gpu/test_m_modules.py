@@ -9,14 +9,14 @@ side with broad without them in one overhead run (target: at most x1.005), and t
 part (bench/overhead/scope_parts.py: Python against C)."""
 
 import glob
-import json
 import os
 import re
 
 import pytest
 
 import gpu_suite
-from gpu_suite import fmt, load_overhead, overhead_numbers, overhead_rest, paired_modes
+from gpu_suite import (fmt, load_overhead, overhead_numbers, overhead_rest, paired_modes,
+                       traced_bench)
 
 STEPS = 8
 PLANT_STEP = 5
@@ -148,20 +148,9 @@ def test_m_scope_parts_under_the_shim(gs, row, gpt):
     the Python scopes and the C ones (lockstep._scope_hooks). Shown, not judged; FAIL when the
     bench did not run traced or ran without the C variant although its extension is built."""
     row.need(90)
-    path = gs.path("scope-parts.json")
-    if os.path.exists(path):
-        os.unlink(path)
-    run = gs.run("scope-parts", 180, [
-        gs.config.lockstep, "run", "-o", gs.path("trace-scope-parts"), "--level", "metrics",
-        "--", gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "overhead", "scope_parts.py"),
-        "--json", path], env={"LOCKSTEP_SCOPES": "0"})
-    try:
-        with open(path) as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        found = None
-    if run.rc != 0 or found is None or not found.get("traced"):
-        row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
+    found = traced_bench(gs, row, "scope-parts", 180, "metrics", "scope_parts.py",
+                         env={"LOCKSTEP_SCOPES": "0"})
+    if found is None:
         return
     over = found.get("us_per_module_call_over_no_hooks") or {}
     # The build's staged package (lockstep run puts it on the job's PYTHONPATH).
