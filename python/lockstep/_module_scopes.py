@@ -29,7 +29,7 @@ kernels): a compiled model's ops carry the scope of the module whose call entere
 
 Optimizer: the global optimizer step pre- and post-hooks push and pop "optimizer.step".
 
-Cost: torch's hooked call path for every module call (~6 us on an H100 host), the hooks' work,
+Cost: torch's hooked call path for every module call (a few us), the hooks' work,
 and a node hook per module output (and per module input no module made) in the backward. Where
 lockstep._scope_hooks is built (python/src/scope_hooks.cpp) the hooks' work runs in C after a
 thin Python check for dynamo (hooks() below), and a node's hook is a C callable: ModuleScopes'
@@ -204,7 +204,7 @@ class ModuleScopes:
     fast = None  # lockstep._scope_hooks, when hooks() chose it
 
 
-def _in_c(torch, scopes):
+def _in_c(scopes):
     """lockstep._scope_hooks set up for `scopes`, or None: not built, not importable, or no shim
     in the process."""
     try:
@@ -213,7 +213,7 @@ def _in_c(torch, scopes):
         return None
     if not _scope_hooks.available():
         return None
-    _scope_hooks.init(scopes.name_of, scopes.fail, torch.Tensor)
+    _scope_hooks.init(scopes.name_of, scopes.fail)
     return _scope_hooks
 
 
@@ -222,7 +222,7 @@ def hooks(torch, in_c=True):
     thin Python frames check dynamo only: inside a region it compiles, nothing), else
     ModuleScopes' own methods."""
     scopes = ModuleScopes(torch)
-    fast = _in_c(torch, scopes) if in_c else None
+    fast = _in_c(scopes) if in_c else None
     if fast is None:
         return scopes, scopes.forward_pre, scopes.forward_post
     scopes.fast = fast

@@ -38,7 +38,6 @@ PyObject* g_metadata = nullptr;     // "metadata"
 PyObject* g_register = nullptr;     // "register_prehook"
 PyObject* g_name_of = nullptr;      // ModuleScopes.name_of: module -> its names tuple
 PyObject* g_fail = nullptr;         // ModuleScopes.fail(error)
-PyObject* g_tensor_type = nullptr;  // torch.Tensor
 PyObject* g_hook_type = nullptr;    // BackwardScope
 bool g_failed = false;
 
@@ -179,15 +178,12 @@ bool on_node(PyObject* node, PyObject* scope, int output) {
   return ok;
 }
 
-// One item a module takes or returns: its node hooked when it is a tensor with one.
+// One item a module takes or returns: its node hooked when it has one (a grad_fn attribute, as
+// ModuleScopes' hasattr; the plain values that cannot have one are passed over without asking).
 bool on_item(PyObject* item, PyObject* scope, int output) {
   if (item == Py_None || PyLong_Check(item) || PyFloat_Check(item) || PyUnicode_Check(item) ||
       PyBytes_Check(item))
     return true;
-  if (g_tensor_type != nullptr) {
-    const int tensor = PyObject_IsInstance(item, g_tensor_type);
-    if (tensor <= 0) return tensor == 0;
-  }
   PyObject* node = PyObject_GetAttr(item, g_grad_fn);
   if (node == nullptr) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return false;
@@ -295,13 +291,13 @@ PyObject* set_backward_py(PyObject*, PyObject* scope) {
   Py_RETURN_NONE;
 }
 
-// init(name_of, fail, tensor_type): ModuleScopes' naming and failure, and torch.Tensor.
+// init(name_of, fail): ModuleScopes' naming and failure.
 PyObject* init(PyObject*, PyObject* args) {
-  PyObject *name_of, *fail, *tensor_type;
-  if (!PyArg_ParseTuple(args, "OOO", &name_of, &fail, &tensor_type)) return nullptr;
-  Py_INCREF(name_of), Py_INCREF(fail), Py_INCREF(tensor_type);
-  Py_XDECREF(g_name_of), Py_XDECREF(g_fail), Py_XDECREF(g_tensor_type);
-  g_name_of = name_of, g_fail = fail, g_tensor_type = tensor_type;
+  PyObject *name_of, *fail;
+  if (!PyArg_ParseTuple(args, "OO", &name_of, &fail)) return nullptr;
+  Py_INCREF(name_of), Py_INCREF(fail);
+  Py_XDECREF(g_name_of), Py_XDECREF(g_fail);
+  g_name_of = name_of, g_fail = fail;
   g_failed = false;
   Py_RETURN_NONE;
 }
@@ -318,7 +314,7 @@ PyObject* available(PyObject*, PyObject*) {
 PyMethodDef module_methods[] = {
     {"available", available, METH_NOARGS,
      "whether the shim's lockstep_scope_push and lockstep_scope_pop are in the process"},
-    {"init", init, METH_VARARGS, "init(name_of, fail, tensor_type)"},
+    {"init", init, METH_VARARGS, "init(name_of, fail)"},
     {"forward_pre", forward_pre, METH_VARARGS, "forward_pre(module, args)"},
     {"forward_post", forward_post, METH_VARARGS, "forward_post(module, args, output)"},
     {"set_backward", set_backward_py, METH_O, "set_backward(scope): bytes, or None for none"},
