@@ -66,8 +66,8 @@ def time_parts(torch, model, idx, reps):
         x.grad_fn.metadata.pop(_module_scopes._KEY)[1].remove()
 
     figures = {}
-    fast, c_pre, c_post = _module_scopes.hooks(torch)
-    if fast.fast is not None:
+    c_scopes, c_pre, c_post = _module_scopes.hooks(torch)
+    if c_scopes.fast is not None:
         def c_pre_post():
             c_pre(block, args)
             c_post(block, args, out)

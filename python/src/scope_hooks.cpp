@@ -244,7 +244,7 @@ PyObject* names_of(PyObject* module) {
 PyObject* forward_pre(PyObject*, PyObject* call_args) {
   PyObject *module, *args;
   if (g_failed) Py_RETURN_NONE;
-  if (!PyArg_UnpackTuple(call_args, "forward_pre", 2, 2, &module, &args)) return nullptr;
+  if (!PyArg_UnpackTuple(call_args, "forward_pre", 2, 2, &module, &args)) return stop_with_error();
   std::vector<Frame>& frames = stack();
   if (frames.empty() && !set_backward(Py_None))  // a backward scope left on this thread
     return stop_with_error();
@@ -274,7 +274,8 @@ PyObject* forward_pre(PyObject*, PyObject* call_args) {
 PyObject* forward_post(PyObject*, PyObject* call_args) {
   PyObject *module, *args, *output;
   if (g_failed) Py_RETURN_NONE;
-  if (!PyArg_UnpackTuple(call_args, "forward_post", 3, 3, &module, &args, &output)) return nullptr;
+  if (!PyArg_UnpackTuple(call_args, "forward_post", 3, 3, &module, &args, &output))
+    return stop_with_error();  // never the job's error
   std::vector<Frame>& frames = stack();
   if (frames.empty()) Py_RETURN_NONE;
   const Frame frame = frames.back();

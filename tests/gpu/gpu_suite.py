@@ -29,6 +29,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench", "overhead"))
 import run_facts  # noqa: E402  (commit, GPU, driver, date: one home for every results JSON)
+from paired import paired_ratio  # noqa: E402  (turns paired round by round)
 E2E = os.path.join(ROOT, "tests", "gpu", "e2e")
 RESULTS = ("PASS", "FAIL", "KNOWN", "SKIP")
 
@@ -492,7 +493,6 @@ def paired_modes(mine, theirs, target, limit):
     "result"}, result PASS when the interval's top is at most `target`, FAIL when its bottom is
     over `limit`, else KNOWN; None without paired turns. A ratio of the two modes' medians is
     not a verdict: on one H100 it read x0.980 where the two sets of turns said x0.973 and x1.057."""
-    from paired import paired_ratio  # bench/overhead
     pair = paired_ratio(mine.get("chunk_medians_ms") or [], theirs.get("chunk_medians_ms") or [])
     if pair is None:
         return None
