@@ -15,6 +15,7 @@ A verdict is overhead.py's, from the ratio's 95% interval: PASS when its upper e
 target, FAIL when its lower end is above it, KNOWN when the target lies inside it (within noise
 of the target: more turns would tell)."""
 
+import json
 import os
 import re
 
@@ -204,6 +205,33 @@ def test_f_state_hook_parts_under_the_shim(gs, row, tools):
                 f"{us['current stream (as the hook reads it)']:.1f} us (current_stream "
                 f"{us['current_stream(device).cuda_stream']:.1f}), state call "
                 f"{us['state call (ctypes + shim)']:.1f} us", found)
+
+
+@pytest.mark.row("address repeats")
+def test_f_address_repeats_per_allocator(gs, row, tools):
+    """How many of the unseen job's ops pass the same addresses as in the step before
+    (bench/overhead/address_repeats.py, untraced, on each allocator): the most a cache of
+    repeating launches' plans could hit, on full's cudaMallocAsync against the caching allocator.
+    Shown, not judged; FAIL when the bench failed."""
+    row.need(60)
+    path = gs.path("address-repeats.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    run = gs.run("address-repeats", 240,
+                 [gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "overhead",
+                                             "address_repeats.py"), "--json", path])
+    try:
+        with open(path) as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        found = None
+    if run.rc != 0 or found is None or not found.get("shares"):
+        row("FAIL", f"rc {run.rc}: {run.last_err()}")
+        return
+    parts = [f"{allocator} {s['anywhere_pct']:.1f}% (same index {s['same_index_pct']:.1f}%)"
+             for allocator, s in found["shares"].items() if s.get("anywhere_pct") is not None]
+    row("PASS", "ops whose addresses repeat the step before's (median from step 3): "
+                + ", ".join(parts), found)
 
 
 @pytest.mark.row("launch cost")

@@ -390,6 +390,34 @@ class PairedModesTest(unittest.TestCase):
         self.assertIsNone(self.judge([], slow))
 
 
+class AddressRepeatsTest(unittest.TestCase):
+    """bench/overhead/address_repeats.py: which ops of a step repeat the step before's."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "bench", "overhead"))
+        import address_repeats
+        self.bench = address_repeats
+
+    def test_an_op_repeats_only_with_the_same_name_and_the_same_tensors(self):
+        mm, add = "aten.mm.default", "aten.add.Tensor"
+        a, b, c = (0x1000, 0, (4, 4)), (0x2000, 0, (4, 4)), (0x3000, 0, (4, 4))
+        steps = [[(mm, (a, b)), (add, (b, c))],
+                 [(mm, (a, b)), (add, (c, b))],   # the add's tensors in another order
+                 [(add, (c, b)), (mm, (a, c))]]   # moved, and the mm's output elsewhere
+        rows = self.bench.compare_steps(steps)
+        self.assertEqual(rows, [{"step": 2, "ops": 2, "same_index": 1, "anywhere": 1},
+                                {"step": 3, "ops": 2, "same_index": 0, "anywhere": 1}])
+
+    def test_the_share_is_the_median_from_step_three(self):
+        rows = [{"step": 2, "ops": 10, "same_index": 10, "anywhere": 10},
+                {"step": 3, "ops": 10, "same_index": 1, "anywhere": 2},
+                {"step": 4, "ops": 10, "same_index": 3, "anywhere": 4},
+                {"step": 5, "ops": 10, "same_index": 2, "anywhere": 9}]
+        self.assertAlmostEqual(self.bench.share(rows, "same_index"), 20.0)
+        self.assertAlmostEqual(self.bench.share(rows, "anywhere"), 40.0)
+        self.assertIsNone(self.bench.share(rows[:1], "anywhere"))
+
+
 class OverheadFactsTest(unittest.TestCase):
     """bench/overhead/overhead.py --json says what it ran on (bench/overhead/run_facts.py)."""
 

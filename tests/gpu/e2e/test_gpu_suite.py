@@ -415,6 +415,17 @@ class RunShTest(unittest.TestCase):
         proc, rows, _ = self.run_script("f", "-k", "hook_parts", FAKE_HOOK_TRACED="0")
         self.assertEqual(rows.get("state hook parts"), "FAIL", rows)
 
+    def test_address_repeats_show_each_allocator_and_fail_when_the_bench_fails(self):
+        proc, rows, out = self.run_script("f", "-k", "address_repeats")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(rows, {"address repeats": "PASS"}, rows)
+        with open(os.path.join(out, "table.txt")) as f:
+            self.assertIn("ops whose addresses repeat the step before's (median from step 3): "
+                          "caching 80.2% (same index 80.0%), cudaMallocAsync 17.3% (same index "
+                          "11.8%)", f.read())
+        _, rows, _ = self.run_script("f", "-k", "address_repeats", FAKE_REPEATS_RC="1")
+        self.assertEqual(rows.get("address repeats"), "FAIL", rows)
+
     def test_scope_parts_show_the_figures_and_fail_without_the_built_c_hooks(self):
         proc, rows, out = self.run_script("m", "-k", "scope_parts")
         self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
