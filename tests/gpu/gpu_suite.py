@@ -434,6 +434,15 @@ def _find(top, name):
 
 # ---- overhead.py's JSON (bench/overhead/overhead.py --json): figures, never its printed text ----
 
+def load_json(path):
+    """A bench's --json document, or None when it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def load_overhead(path):
     """The rows of an overhead.py JSON by mode, or None when it is missing or unreadable."""
     try:
@@ -476,11 +485,7 @@ def traced_bench(gs, row, name, limit, level, script, env=None):
                                "--level", level, "--", gs.config.py,
                                os.path.join(ROOT, "bench", "overhead", script), "--json", path],
                  env=env)
-    try:
-        with open(path) as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        found = None
+    found = load_json(path)
     if run.rc != 0 or found is None or not found.get("traced"):
         row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
         return None

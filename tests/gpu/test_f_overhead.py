@@ -15,7 +15,6 @@ A verdict is overhead.py's, from the ratio's 95% interval: PASS when its upper e
 target, FAIL when its lower end is above it, KNOWN when the target lies inside it (within noise
 of the target: more turns would tell)."""
 
-import json
 import os
 import re
 
@@ -220,11 +219,7 @@ def test_f_address_repeats_per_allocator(gs, row, tools):
     run = gs.run("address-repeats", 240,
                  [gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "overhead",
                                              "address_repeats.py"), "--json", path])
-    try:
-        with open(path) as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        found = None
+    found = gpu_suite.load_json(path)
     if run.rc != 0 or found is None or not found.get("shares"):
         row("FAIL", f"rc {run.rc}: {run.last_err()}")
         return
