@@ -25,6 +25,13 @@ struct AllocationHit {
   bool graph_owned = false;  // a stream-ordered allocation made into a capturing stream
 };
 
+// Addresses from `lowest` to `highest` (exclusive): where every known allocation lies. A word
+// outside it is no pointer into one, told without a lookup.
+struct AddressRange {
+  uintptr_t lowest = 0, highest = UINTPTR_MAX;
+  bool holds(uintptr_t p) const { return p >= lowest && p < highest; }
+};
+
 class AllocationMap {
  public:
   // cuMemAlloc*, cudaMalloc*, pools. graph_owned: cudaMallocAsync & co. into a capturing
@@ -47,6 +54,8 @@ class AllocationMap {
    public:
     explicit Reader(const AllocationMap& map);
     std::optional<AllocationHit> find(uintptr_t ptr);
+    // Where find() may answer: nothing outside it (the bounds when the reader was made).
+    AddressRange range() const { return {lowest_, highest_}; }
 
    private:
     const AllocationMap& map_;

@@ -47,7 +47,7 @@ DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<
 }
 
 void decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
-                 const PointerLookup& lookup, DecodedArgs* out) {
+                 const PointerLookup& lookup, DecodedArgs* out, AddressRange candidates) {
   DecodedArgs& decoded = *out;
   decoded.pointers.clear();
   // Only the parameters' own bytes are digested: padding between parameters is whatever the
@@ -69,7 +69,7 @@ void decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t
     for (uint64_t at = (uint64_t{p.offset} + 7) & ~7ull; at + 8 <= end; at += 8) {
       uintptr_t word = 0;
       std::memcpy(&word, bytes.data() + at, 8);
-      if (word == 0) continue;
+      if (word == 0 || !candidates.holds(word)) continue;
       if (auto hit = lookup(word)) {
         decoded.pointers.push_back({param, static_cast<uint32_t>(at), word, *hit});
         std::memset(scalars.data() + at, 0, 8);

@@ -44,7 +44,11 @@ DecodedArgs decode_args(const std::vector<ParamInfo>& layout, const std::vector<
                         const PointerLookup& lookup);
 // The same into *out, whose pointer list keeps its capacity: a launch at full decodes into one
 // buffer per thread instead of growing a new vector (three allocations for three pointers).
+// `candidates`: where `lookup` may find anything (AllocationMap::Reader::range); a word outside
+// it is not asked. An offset calculator's or a reduction config's dividers and strides (tens of
+// nonzero words, none a pointer) then cost a compare each, not a call through `lookup` (~50
+// instructions a word: 96 such words doubled a full launch's count, launch_lines.py --params wide).
 void decode_args(const std::vector<ParamInfo>& layout, const std::vector<uint8_t>& bytes,
-                 const PointerLookup& lookup, DecodedArgs* out);
+                 const PointerLookup& lookup, DecodedArgs* out, AddressRange candidates = {});
 
 }  // namespace lockstep::collectors

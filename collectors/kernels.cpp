@@ -408,7 +408,8 @@ namespace {
     DecodedArgs& args = *args_buffer;
     {
       AllocationMap::Reader reader(allocations);
-      decode_args(info.layout, bytes, [&](uintptr_t p) { return reader.find(p); }, &args);
+      decode_args(info.layout, bytes, [&](uintptr_t p) { return reader.find(p); }, &args,
+                  reader.range());
     }
     decoding.reset();
     std::optional<self_time::Scope> planning(std::in_place, self_time::Phase::Plan);

@@ -15,16 +15,25 @@ inline CUresult fake_ctx_get_current(CUcontext* ctx) {
   *ctx = nullptr;
   return CUDA_SUCCESS;
 }
-inline CUresult fake_func_get_name(const char** name, CUfunction) {
-  *name = "_Z6kernelPfif";
+// The handle of the wide kernel (shim_launch_bench's "wide" parameters); every other handle is
+// the narrow one.
+inline CUfunction const kWideFunction = reinterpret_cast<CUfunction>(0x1040);
+// Words of sizes and strides past the narrow struct's in the wide kernel's: an elementwise
+// kernel's offset calculator (PyTorch's OffsetCalculator: 25 dimensions' dividers and strides),
+// nonzero words that are no pointer.
+inline constexpr size_t kWideExtraWords = 96;
+
+inline CUresult fake_func_get_name(const char** name, CUfunction function) {
+  *name = function == kWideFunction ? "_Z11wide_kernelPfif" : "_Z6kernelPfif";
   return CUDA_SUCCESS;
 }
-// One 4-byte int, then a 56-byte struct: three pointers and 32 bytes of sizes and strides.
-inline CUresult fake_func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
-  static const size_t offsets[] = {0, 8}, sizes[] = {4, 56};
+// One 4-byte int, then a 56-byte struct: three pointers and 32 bytes of sizes and strides (the
+// wide kernel's struct: kWideExtraWords more words of them).
+inline CUresult fake_func_get_param_info(CUfunction function, size_t index, size_t* offset,
+                                         size_t* size) {
   if (index >= 2) return CUDA_ERROR_INVALID_VALUE;
-  *offset = offsets[index];
-  *size = sizes[index];
+  *offset = index == 0 ? 0 : 8;
+  *size = index == 0 ? 4 : 56 + (function == kWideFunction ? 8 * kWideExtraWords : 0);
   return CUDA_SUCCESS;
 }
 inline CUresult fake_capture_info(CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,

@@ -17,6 +17,7 @@ which this counts; it says nothing of the latency of each.
   bench/collectors/launch_lines.py --build build --max Ir=480,I1mr=45,D1mr=18,D1mw=16
   bench/collectors/launch_lines.py --build build --api runtime-stub   # PyTorch's entry point
   bench/collectors/launch_lines.py --build build --level full        # regions, a hash launch
+  bench/collectors/launch_lines.py --build build --level full --params wide  # 96 words more
 
 At full every paced launch plans its regions and enqueues a merged hash launch (the stand-in
 driver's hash engine, fake_hash_engine.h): full's costliest path. Callgrind runs one thread at a
@@ -59,7 +60,7 @@ def counts(args, shim, work):
     cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", args.level,
            "--", "valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
-           f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api]
+           f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api, args.params]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if run.returncode != 0 or not os.path.exists(out_file):
         sys.exit(f"launch_lines: the bench failed under callgrind (exit {run.returncode}): "
@@ -91,6 +92,10 @@ def main(argv=None):
     p.add_argument("--api", choices=("driver", "runtime-stub"), default="driver",
                    help="the launch entry point: driver (cuLaunchKernel: JAX, Triton) or "
                         "runtime-stub (__cudaLaunchKernel: PyTorch's own kernels); default driver")
+    p.add_argument("--params", choices=("narrow", "wide"), default="narrow",
+                   help="the kernel's parameters: narrow (an int, three pointers, four sizes) or "
+                        "wide (96 more nonzero words that are no pointer, as an offset calculator "
+                        "has; driver only); default narrow")
     p.add_argument("--level", choices=("broad", "full"), default="broad",
                    help="the level the launches are traced at (default broad)")
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
@@ -109,6 +114,8 @@ def main(argv=None):
             p.error(f"--max {item!r}: expected EVENT=NUMBER")
         if event not in EVENTS:
             p.error(f"--max {item!r}: {event!r} is not one of {', '.join(EVENTS)}")
+    if args.params == "wide" and args.api != "driver":
+        p.error("--params wide needs --api driver")
     if args.launches < 20:
         p.error("--launches must be 20 or more (a twentieth are paced)")
     for tool in ("valgrind", "callgrind_annotate"):
@@ -124,7 +131,7 @@ def main(argv=None):
         shims[name] = os.path.abspath(path)
     rows = {}
     print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) +
-          f"   per cold {args.level} launch ({args.api})")
+          f"   per cold {args.level} launch ({args.api}, {args.params} parameters)")
     with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
         for name, path in shims.items():
             rows[name] = counts(args, path, work)
@@ -133,7 +140,8 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"bench": "launch_lines", **run_facts.facts(),
                        "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "launches": args.launches, "api": args.api, "level": args.level,
+                       "launches": args.launches, "api": args.api, "params": args.params,
+                       "level": args.level,
                        "shims": {k: v for k, v in shims.items() if v},
                        "per_launch": rows, "max": bounds}, f, indent=1)
     over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()

@@ -7,12 +7,16 @@
 // costliest path, one call in three of the unseen job's. Run it through shim_launch_bench.py (untraced and at each level,
 // interleaved, one or two shims); alone:
 //
-//   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub]
+//   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub] [narrow|wide]
 //
 // driver (the default): cuLaunchKernel, as JAX's XLA and Triton launch; runtime-stub:
 // __cudaLaunchKernel with a cudaKernel_t, as every kernel of PyTorch's own is launched (nvcc 13's
 // `<<<...>>>`; a stand-in libcudart beside the stand-in driver). The two reach the collectors
-// through different interceptors, laid out apart.
+// through different interceptors, laid out apart. narrow (the default): the kernel's parameters
+// are an int and a struct of three pointers and four sizes; wide (driver only): the struct has
+// fake_driver_entries.h's kWideExtraWords more nonzero words that are no pointer, as an
+// elementwise kernel's offset calculator or a reduction's config has: at full each is a word the
+// decoding reads and rules out.
 //
 // prints "unpaced <ns>" (back-to-back launches: everything stays in the caches) and "paced <ns>"
 // (the median launch with a job's work between two: 512 KiB of data read and 128 KiB of code
@@ -42,6 +46,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench/collectors/fake_driver_entries.h"  // the wide kernel's handle and words
+
 namespace {
 
 // 2,048 distinct functions of straight-line code (constants differ, so none are merged).
@@ -67,6 +73,7 @@ struct Params {
   struct {
     uint64_t pointers[3];
     int64_t sizes[4];
+    uint64_t calculator[lockstep::bench::kWideExtraWords];  // the wide kernel's alone
   } tensor;
 };
 
@@ -79,15 +86,22 @@ int main(int argc, char** argv) {
   const long launches = argc > 1 ? std::atol(argv[1]) : 200000;
   const char* api = argc > 2 ? argv[2] : "driver";
   const bool runtime_stub = std::strcmp(api, "runtime-stub") == 0;
-  if (launches <= 0 || (!runtime_stub && std::strcmp(api, "driver") != 0)) {
-    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0] [driver|runtime-stub]\n");
+  const char* params_kind = argc > 3 ? argv[3] : "narrow";
+  const bool wide = std::strcmp(params_kind, "wide") == 0;
+  if (launches <= 0 || (!runtime_stub && std::strcmp(api, "driver") != 0) ||
+      (!wide && std::strcmp(params_kind, "narrow") != 0) || (wide && runtime_stub)) {
+    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0] [driver|runtime-stub] "
+                         "[narrow|wide] (wide with driver only)\n");
     return 2;
   }
   Params params{};
   params.n = 1 << 20;
   params.tensor.pointers[0] = params.tensor.pointers[1] = params.tensor.pointers[2] = 0x7f0000000000;
+  // Dividers and strides: small numbers, none of them inside an allocation.
+  for (size_t i = 0; i < lockstep::bench::kWideExtraWords; ++i)
+    params.tensor.calculator[i] = 0x100000001ull * (i % 25 + 1);
   void* args[] = {&params.n, &params.tensor};
-  auto* function = reinterpret_cast<CUfunction>(0x1000);
+  auto* function = wide ? lockstep::bench::kWideFunction : reinterpret_cast<CUfunction>(0x1000);
   auto* stream = reinterpret_cast<CUstream>(0x2000);
   auto* kernel = reinterpret_cast<cudaKernel_t>(0x1000);
   auto launch = [&] {
@@ -137,8 +151,8 @@ int main(int argc, char** argv) {
   // call", real_calls_timed.py counts them).
   if (cuMemFree(allocation) != CUDA_SUCCESS) ++failed;
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
-  std::printf("%s launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api, launches,
-              unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
+  std::printf("%s%s launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api,
+              wide ? " wide" : "", launches, unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
               paced.size(), failed ? " FAILED LAUNCHES" : "");
   return failed ? 1 : 0;
 }

@@ -62,6 +62,30 @@ std::optional<AllocationHit> lookup(uintptr_t p) {
   return std::nullopt;
 }
 
+TEST(KernelParams, WordsOutsideTheCandidateRangeAreNotAskedAndDecodeTheSame) {
+  Args args{0x1000, 42, {0x10040, 3.5, 0x1234}, 'z'};
+  int asked = 0;
+  const PointerLookup counted = [&](uintptr_t p) {
+    ++asked;
+    return lookup(p);
+  };
+  DecodedArgs everywhere, ranged;
+  decode_args(kLayout, packed(args), counted, &everywhere);
+  const int asked_everywhere = asked;
+  asked = 0;
+  decode_args(kLayout, packed(args), counted, &ranged, AddressRange{0x1000, 0x20000});
+  // The words are x, p.a, 3.5's bits and p.b (n and c fill no aligned word): 3.5's bits lie
+  // outside [0x1000, 0x20000), so only the three pointers are asked.
+  EXPECT_EQ(asked_everywhere, 4);
+  EXPECT_EQ(asked, 3);
+  ASSERT_EQ(ranged.pointers.size(), everywhere.pointers.size());
+  for (size_t i = 0; i < ranged.pointers.size(); ++i) {
+    EXPECT_EQ(ranged.pointers[i].value, everywhere.pointers[i].value);
+    EXPECT_EQ(ranged.pointers[i].byte_offset, everywhere.pointers[i].byte_offset);
+  }
+  EXPECT_EQ(ranged.scalar_digest, everywhere.scalar_digest);
+}
+
 TEST(KernelParams, PointersInAllocationsAreFoundInsideStructsToo) {
   Args args{0x1000, 42, {0x10040, 3.5, 0x1234}, 'z'};
   DecodedArgs d = decode_args(kLayout, packed(args), lookup);
