@@ -26,6 +26,7 @@ Needs PyTorch and a GPU.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -103,11 +104,8 @@ def share(rows, key, from_step=3):
     """The median over steps from `from_step` (the first steps still warm up: the allocator
     grows, cuBLAS picks) of the share of ops counted under `key`, in percent; None without such
     a step."""
-    values = sorted(100.0 * r[key] / r["ops"] for r in rows if r["step"] >= from_step and r["ops"])
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    values = [100.0 * r[key] / r["ops"] for r in rows if r["step"] >= from_step and r["ops"]]
+    return statistics.median(values) if values else None
 
 
 def measure(allocator, steps, job_args, timeout):

@@ -446,10 +446,8 @@ def load_json(path):
 def load_overhead(path):
     """The rows of an overhead.py JSON by mode, or None when it is missing or unreadable."""
     try:
-        with open(path) as f:
-            doc = json.load(f)
-        return {row["mode"]: row for row in doc["rows"]}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {row["mode"]: row for row in load_json(path)["rows"]}
+    except (KeyError, TypeError):
         return None
 
 
@@ -475,17 +473,24 @@ def overhead_rest(row):
             f"{fmt(row.get('trace_bytes_per_step_per_rank'), ',.0f')} B/step/rank")
 
 
-def traced_bench(gs, row, name, limit, level, script, env=None):
-    """Runs bench/overhead/SCRIPT under `lockstep run --level LEVEL` with --json; its figures
-    (the JSON), or None after a FAIL row when it failed or did not run traced."""
+def bench_json(gs, name, limit, script, prefix=(), env=None):
+    """Runs bench/overhead/SCRIPT with --json into this run's folder (behind `prefix`, e.g. a
+    `lockstep run`): (Run, the JSON or None). A stale file is removed first: not this run's."""
     path = gs.path(name + ".json")
     if os.path.exists(path):
         os.unlink(path)
-    run = gs.run(name, limit, [gs.config.lockstep, "run", "-o", gs.path("trace-" + name),
-                               "--level", level, "--", gs.config.py,
+    run = gs.run(name, limit, [*prefix, gs.config.py,
                                os.path.join(ROOT, "bench", "overhead", script), "--json", path],
                  env=env)
-    found = load_json(path)
+    return run, load_json(path)
+
+
+def traced_bench(gs, row, name, limit, level, script, env=None):
+    """Runs bench/overhead/SCRIPT under `lockstep run --level LEVEL` with --json; its figures
+    (the JSON), or None after a FAIL row when it failed or did not run traced."""
+    run, found = bench_json(gs, name, limit, script, env=env,
+                            prefix=(gs.config.lockstep, "run", "-o", gs.path("trace-" + name),
+                                    "--level", level, "--"))
     if run.rc != 0 or found is None or not found.get("traced"):
         row("FAIL", f"rc {run.rc}: {run.last_err() if found is None else 'not traced'}")
         return None

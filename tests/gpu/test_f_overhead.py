@@ -213,13 +213,7 @@ def test_f_address_repeats_per_allocator(gs, row, tools):
     repeating launches' plans could hit, on full's cudaMallocAsync against the caching allocator.
     Shown, not judged; FAIL when the bench failed."""
     row.need(60)
-    path = gs.path("address-repeats.json")
-    if os.path.exists(path):
-        os.unlink(path)
-    run = gs.run("address-repeats", 240,
-                 [gs.config.py, os.path.join(gpu_suite.ROOT, "bench", "overhead",
-                                             "address_repeats.py"), "--json", path])
-    found = gpu_suite.load_json(path)
+    run, found = gpu_suite.bench_json(gs, "address-repeats", 240, "address_repeats.py")
     if run.rc != 0 or found is None or not found.get("shares"):
         row("FAIL", f"rc {run.rc}: {run.last_err()}")
         return
