@@ -92,8 +92,9 @@ class Rows:
         pytest.skip(reason)
 
     def need(self, seconds):
-        """Skips the test (a SKIP row) when the time budget has less than `seconds` left."""
-        if not suite().fits(seconds):
+        """Skips the test (a SKIP row) when the time budget has less left than it needs: at
+        most `seconds`, less where earlier runs timed it (Suite.needs)."""
+        if not suite().fits(suite().needs(self.item.nodeid, seconds)):
             self.skip("time budget")
 
 

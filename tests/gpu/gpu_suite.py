@@ -71,6 +71,8 @@ class Config:
         self.build = build if os.path.isabs(build) else os.path.join(ROOT, build)
         self.out = env.get("OUT", "/tmp/lockstep-gpu")
         self.budget_s = float(env.get("BUDGET_S", "540"))
+        # Earlier runs' results JSONs: how long each check took (Suite.needs).
+        self.results = env.get("RESULTS", os.path.join(ROOT, "results"))
         self.py = env.get("PYTHON", "python3")
         self.keep = env.get("KEEP", "0") == "1"
         self.save = env.get("SAVE", "")
@@ -155,6 +157,7 @@ class Suite:
         self._torch = None
         self._jax = None
         self._gpus = None
+        self._took = None  # {test: seconds it last took}, read at the first needs()
         self.groups = set()
         self.say(f"lockstep GPU run: {self.started_at:%Y-%m-%d %H:%M:%S} UTC, root {ROOT}, "
                  f"build {self.config.build}, work {self.work}")
@@ -168,6 +171,30 @@ class Suite:
 
     def fits(self, seconds):
         return self.remaining() >= seconds
+
+    # A check asks for the seconds it may take at most (Rows.need), written once for the
+    # slowest machine it met; where results JSONs timed it (plan.py reads them: the newest run
+    # of each test), it needs NEED_MARGIN times that plus NEED_SLACK_S when that is less, so a
+    # run with a tight BUDGET_S skips fewer checks that would fit. The margin is for a slower
+    # instance: a check the budget cuts off is a FAIL row ("killed ... not a result").
+    NEED_MARGIN, NEED_SLACK_S = 1.5, 15.0
+
+    def needs(self, test, asked):
+        """The seconds check `test` (a pytest node id) needs: asked, or less where it was timed."""
+        if self._took is None:
+            self._took = {}
+            try:
+                import plan
+                times, _, _ = plan.read_results(glob.glob(os.path.join(self.config.results,
+                                                                       "*.json")))
+            except SystemExit:  # a file that is not JSON: plan.py said so on stderr
+                times = {}
+            for by_check in times.values():
+                self._took.update({check: seconds for check, (seconds, _) in by_check.items()})
+        took = self._took.get(test)
+        if took is None:
+            return asked
+        return min(asked, self.NEED_MARGIN * took + self.NEED_SLACK_S)
 
     def say(self, text):
         print(text, file=self.log, flush=True)

@@ -7,6 +7,8 @@ its limit, SKIP for what this machine lacks; the table and the results JSON they
   python3 -m unittest -v test_gpu_suite      (from tests/gpu/e2e; needs python3-pytest)
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -75,6 +77,57 @@ class KilledRunTest(unittest.TestCase):
         run = self.suite(600).run("failing", 300, ["sh", "-c", "echo why >&2; exit 124"])
         self.assertEqual(run.rc, 124)
         self.assertEqual(run.last_err(), "why")
+
+
+class NeedsTest(unittest.TestCase):
+    """A check's need of the time budget: its own bound, or less where a results JSON timed it,
+    so that a short BUDGET_S still runs the checks that fit (the unseen job's row asks for 180 s
+    and took 55)."""
+
+    UNSEEN = "test_f_overhead.py::test_f_unseen_job_within_its_target"
+
+    def suite(self, rows=None, text=None):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+        from gpu_suite import Config, Suite
+        out = tempfile.mkdtemp(prefix="lockstep-e2e-needs-")
+        self.addCleanup(shutil.rmtree, out, True)
+        results = os.path.join(out, "results")
+        os.makedirs(results)
+        for i, file_rows in enumerate(rows or []):
+            with open(os.path.join(results, f"2026-12-0{i + 1}T1200Z-abc-f.json"), "w") as f:
+                json.dump({"schema": "lockstep-gpu-results", "rows": file_rows}, f)
+        if text is not None:
+            with open(os.path.join(results, "2026-12-09T1200Z-abc-f.json"), "w") as f:
+                f.write(text)
+        suite = Suite(Config({"OUT": out, "BUDGET_S": "100", "RESULTS": results}))
+        self.addCleanup(shutil.rmtree, suite.work, True)
+        self.addCleanup(suite.log.close)
+        return suite
+
+    def row(self, result, seconds, test=UNSEEN):
+        return {"check": "overhead unseen untraced", "result": result, "group": "f",
+                "test": test, "seconds": seconds}
+
+    def test_a_check_timed_before_needs_half_again_its_newest_time_and_slack(self):
+        suite = self.suite([[self.row("PASS", 90.0)], [self.row("PASS", 55.0)]])
+        self.assertEqual(suite.needs(self.UNSEEN, 180), 1.5 * 55.0 + 15)
+        self.assertTrue(suite.fits(suite.needs(self.UNSEEN, 180)))
+
+    def test_its_own_bound_stays_when_it_is_lower_or_nothing_timed_it(self):
+        suite = self.suite([[self.row("PASS", 55.0)]])
+        self.assertEqual(suite.needs(self.UNSEEN, 60), 60)
+        self.assertEqual(suite.needs("test_f_overhead.py::test_f_launch_cost_per_level", 60), 60)
+
+    def test_a_skipped_row_is_no_timing(self):
+        suite = self.suite([[self.row("PASS", 55.0)], [self.row("SKIP", 0.0)]])
+        self.assertEqual(suite.needs(self.UNSEEN, 180), 1.5 * 55.0 + 15)
+        self.assertEqual(self.suite([[self.row("SKIP", 0.0)]]).needs(self.UNSEEN, 180), 180)
+
+    def test_an_unreadable_results_file_leaves_every_bound_as_written(self):
+        suite = self.suite([[self.row("PASS", 55.0)]], text="{not json")
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(suite.needs(self.UNSEEN, 180), 180)
+        self.assertIn("not a results JSON", err.getvalue())
 
 
 class RunShTest(unittest.TestCase):
