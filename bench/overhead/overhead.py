@@ -34,7 +34,9 @@ runs' shares of the untraced step ("shim_self_share_interval", "shim_self_verdic
   # its "alloc call" phase (the job's allocation calls) from --self-time:
   python3 bench/overhead/overhead.py --job unseen --levels untraced-async,full,full-caching \
       --sets 1 --chunks 6 --self-time
-  # Two builds of the shim on one machine, interleaved (an A/B of a change to the hot path):
+  # Two builds of the shim on one machine, interleaved (an A/B of a change to the hot path);
+  # LEVEL@NAME's row is compared with LEVEL's round by round: the step turn by turn ("wall_paired",
+  # the line "step, turn by turn"), and with --self-time the shim's own time run by run:
   python3 bench/overhead/overhead.py --size launch-bound --levels broad,broad@new \
       --shim new=/tmp/new/liblockstep.so --self-time --self-time-runs 3
 """
@@ -887,6 +889,15 @@ def main(argv=None):
                                     [self_per_real[mode][r] for r in rounds])
         rows[-1]["shim_self_paired_per_real_call"] = (dict(per_real, mode=level)
                                                       if per_real else None)
+        # And the wall step, turn by turn (--interleave chunks): each round's LEVEL turn over
+        # its LEVEL@NAME turn, seconds apart, where each mode's ratio to untraced carries the
+        # untraced turns' noise twice and cannot tell a few percent apart.
+        wall = None
+        if other and level in set_chunks and args.interleave == "chunks":
+            pairs = [(a, b) for mine, theirs in zip(set_chunks[level], set_chunks[mode])
+                     for a, b in zip(mine, theirs)]
+            wall = paired_ratio([a for a, _ in pairs], [b for _, b in pairs])
+        rows[-1]["wall_paired"] = dict(wall, mode=level) if wall else None
 
     # The spread column, as printed, also in the JSON: tests/gpu shows it without reading text.
     for row in rows:
@@ -922,6 +933,10 @@ def main(argv=None):
         print(f"{row['mode']:<14} {fmt(row['median_step_ms'], '14.3f')} "
               f"{fmt(row['ratio'], '7.3f')} {interval:>13} {fmt(row['target_ratio'], '7.3f')} "
               f"{ok:>3} {fmt(row['trace_bytes_per_step_per_rank'], '18,.0f')}  {spread}")
+    for row in rows:
+        if row["wall_paired"]:
+            pair = row["wall_paired"]
+            print("step, turn by turn: " + paired_ratio_text(pair["mode"], row["mode"], pair))
     if args.self_time and base:
         print("shim self time per step (LOCKSTEP_DEBUG run, steady state, the job's threads; "
               f"the real calls and the GPU not included), against {reference} "

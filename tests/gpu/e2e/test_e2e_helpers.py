@@ -483,7 +483,7 @@ class OverheadChunksTest(unittest.TestCase):
     modes taking turns of a few steps. The stand-in machine is slow (x1.3) every other round of
     turns: a slow phase falls on every mode alike, so the ratios are the modes' own."""
 
-    def run_overhead(self, factors, **env):
+    def run_overhead(self, factors, *args, **env):
         tmp = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         out = os.path.join(tmp, "o.json")
@@ -491,10 +491,10 @@ class OverheadChunksTest(unittest.TestCase):
         proc = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bench", "overhead", "overhead.py"),
              "--lockstep", os.path.join(FAKE, "lockstep"), "--python", os.path.join(FAKE, "python"),
-             "--levels", "off,broad", "--chunks", env.pop("CHUNKS", "8"), "--chunk-steps", "3",
-             "--skip", "2",
+             "--levels", env.pop("LEVELS", "off,broad"), "--chunks", env.pop("CHUNKS", "8"),
+             "--chunk-steps", "3", "--skip", "2",
              "--sets", env.pop("SETS", "1"), "--cpus", "all", "--timeout", env.pop("TIMEOUT", "20"),
-             "--json", out],
+             "--json", out, *args],
             env=dict(os.environ, **dict(dict(FAKE_PHASE_S="0.010,0.013", FAKE_PHASE_CHUNKS="3",
                                              FAKE_TURN_COUNTER=os.path.join(tmp, "turns"),
                                              FAKE_FACTORS=factors), **env)),
@@ -548,6 +548,27 @@ class OverheadChunksTest(unittest.TestCase):
         self.assertAlmostEqual(rows["broad"]["ratio"], 1.0, places=9)
         self.assertEqual([round(r, 6) for r in rows["broad"]["ratio_interval"]], [1.0, 1.3])
         self.assertEqual(rows["broad"]["verdict"], "KNOWN")
+
+    def test_another_shims_mode_is_compared_turn_by_turn_with_this_builds(self):
+        # broad@old's shim makes the job 5% slower: each round's broad turn over its broad@old
+        # turn is 1/1.05 - 1 whichever phase the round fell in (told apart), while each mode's
+        # ratio to untraced carries the phases' noise.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        old = os.path.join(tmp, "old.so")  # a stand-in shim: the self time it reports
+        with open(old, "w") as f:
+            f.write("100\n")
+        proc, rows, _, _ = self.run_overhead("broad=1.2", "--shim", f"old={old}",
+                                             LEVELS="broad,broad@old",
+                                             FAKE_LIB_FACTORS="old.so=1.05")
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        pair = rows["broad@old"]["wall_paired"]
+        self.assertEqual((pair["mode"], pair["runs"], pair["lower"], pair["told_apart"]),
+                         ("broad", 8, 8, True), pair)
+        self.assertAlmostEqual(pair["median"], 1 / 1.05 - 1, places=9)
+        self.assertIsNone(rows["broad"]["wall_paired"])
+        self.assertIn("step, turn by turn: broad / broad@old: median -4.8% [-4.8%, -4.8%], "
+                      "broad lower in 8 of 8 rounds: told apart", proc.stdout)
 
     def test_a_mode_over_its_target_is_flagged(self):
         proc, rows, _, _ = self.run_overhead("off=1.02,broad=1.1")
