@@ -173,10 +173,11 @@ class Suite:
         return self.remaining() >= seconds
 
     # A check asks for the seconds it may take at most (Rows.need), written once for the
-    # slowest machine it met; where results JSONs timed it (plan.py reads them: the newest run
-    # of each test), it needs NEED_MARGIN times that plus NEED_SLACK_S when that is less, so a
-    # run with a tight BUDGET_S skips fewer checks that would fit. The margin is for a slower
-    # instance: a check the budget cuts off is a FAIL row ("killed ... not a result").
+    # slowest machine it met; where results JSONs timed it (plan.py reads them), it needs
+    # NEED_MARGIN times its longest run there plus NEED_SLACK_S when that is less, so a run with
+    # a tight BUDGET_S skips fewer checks that would fit. The longest, not the newest, and the
+    # margin: a check the budget cuts off is a FAIL row ("killed ... not a result"), and a run
+    # that failed early or met a fast instance would promise too little.
     NEED_MARGIN, NEED_SLACK_S = 1.5, 15.0
 
     def needs(self, test, asked):
@@ -185,8 +186,8 @@ class Suite:
             self._took = {}
             try:
                 import plan
-                times, _, _ = plan.read_results(glob.glob(os.path.join(self.config.results,
-                                                                       "*.json")))
+                times, _, _ = plan.read_results(
+                    glob.glob(os.path.join(self.config.results, "*.json")), longest=True)
             except SystemExit:  # a file that is not JSON: plan.py said so on stderr
                 times = {}
             for by_check in times.values():

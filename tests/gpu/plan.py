@@ -24,8 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_suite import FEWER_GPUS, ORDER, ROOT  # noqa: E402
 
 
-def read_results(paths):
-    """({group: {check: (seconds, file)}} from the newest file where each check ran timed,
+def read_results(paths, longest=False):
+    """({group: {check: (seconds, file)}} from the newest file where each check ran timed (with
+    `longest`, the file where it took longest),
     {group: set of every check named}, {group: checks never timed whose newest row skipped for
     want of GPUs}); a file that is not JSON: one line, exit 2.
 
@@ -59,7 +60,9 @@ def read_results(paths):
             if row.get("result") != "SKIP" and isinstance(row.get("seconds"), (int, float)):
                 ran[(group, check)] = ran.get((group, check), 0.0) + float(row["seconds"])
         for (group, check), seconds in ran.items():
-            times.setdefault(group, {})[check] = (seconds, os.path.basename(path))
+            by_check = times.setdefault(group, {})
+            if not (longest and check in by_check and by_check[check][0] >= seconds):
+                by_check[check] = (seconds, os.path.basename(path))
     for group, name in by_name:
         times.get(group, {}).pop(name, None)
         names.get(group, set()).discard(name)

@@ -21,7 +21,7 @@
 #               x tensor x data parallel (TP=2 over every visible GPU)  o DDP overhead at broad
 #               p replay verdict (hunt's stage 4: the planted atomics, a Triton tl.atomic_add)
 #   BUDGET_S  seconds for the whole run (default: 540); a check that would not fit is SKIP
-#             (what it needs: 1.5 times its newest time in RESULTS plus 15 s, or its own bound)
+#             (what it needs: 1.5 times its longest time in RESULTS plus 15 s, or its own bound)
 #   RESULTS   earlier runs' results JSONs, for those times (default: <repo>/results)
 #   COVERAGE_MODES  jobs of group v (default: compile cuda-graph reduce-overhead ddp; ddp needs
 #             two GPUs)

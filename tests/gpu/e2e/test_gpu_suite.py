@@ -108,8 +108,9 @@ class NeedsTest(unittest.TestCase):
         return {"check": "overhead unseen untraced", "result": result, "group": "f",
                 "test": test, "seconds": seconds}
 
-    def test_a_check_timed_before_needs_half_again_its_newest_time_and_slack(self):
-        suite = self.suite([[self.row("PASS", 90.0)], [self.row("PASS", 55.0)]])
+    def test_a_check_timed_before_needs_half_again_its_longest_time_and_slack(self):
+        suite = self.suite([[self.row("PASS", 40.0)], [self.row("FAIL", 55.0)],
+                            [self.row("PASS", 20.0)]])
         self.assertEqual(suite.needs(self.UNSEEN, 180), 1.5 * 55.0 + 15)
         self.assertTrue(suite.fits(suite.needs(self.UNSEEN, 180)))
 
