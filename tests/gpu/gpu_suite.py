@@ -157,7 +157,7 @@ class Suite:
         self._torch = None
         self._jax = None
         self._gpus = None
-        self._took = None  # {test: seconds it last took}, read at the first needs()
+        self._took = None  # {test: the longest it took in RESULTS}, read at the first needs()
         self.groups = set()
         self.say(f"lockstep GPU run: {self.started_at:%Y-%m-%d %H:%M:%S} UTC, root {ROOT}, "
                  f"build {self.config.build}, work {self.work}")
