@@ -31,6 +31,24 @@ FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t) {
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr) { return CUDA_SUCCESS; }
+// Stream-ordered allocations (shim_launch_bench's "free" op, as PyTorch's cudaMallocAsync backend
+// makes them): 1 MiB apart below the bench's allocation, each new (64 GiB of addresses, then
+// again from the first; nothing is allocated). Handed out by
+// cuGetProcAddress as these internal functions: the exported names resolve to the shim's hooks.
+namespace {
+CUresult alloc_async(CUdeviceptr* dptr, size_t, CUstream) {
+  static unsigned next = 0;
+  *dptr = 0x7e0000000000 + (CUdeviceptr{next++ % 65536} << 20);
+  return CUDA_SUCCESS;
+}
+CUresult free_async(CUdeviceptr, CUstream) { return CUDA_SUCCESS; }
+}  // namespace
+FAKE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream) {
+  return alloc_async(dptr, bytes, stream);
+}
+FAKE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  return free_async(ptr, stream);
+}
 FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
   return lockstep::bench::fake_engine::ctx_get_current(ctx);
 }
@@ -42,6 +60,10 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cu
   if (*pfn == nullptr) *pfn = lockstep::bench::fake_driver_entry(symbol);
   if (*pfn == nullptr && std::strcmp(symbol, "cuDriverGetVersion") == 0)
     *pfn = reinterpret_cast<void*>(&driver_version);
+  if (*pfn == nullptr && std::strcmp(symbol, "cuMemAllocAsync") == 0)
+    *pfn = reinterpret_cast<void*>(&alloc_async);
+  if (*pfn == nullptr && std::strcmp(symbol, "cuMemFreeAsync") == 0)
+    *pfn = reinterpret_cast<void*>(&free_async);
   if (status != nullptr)
     *status = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;

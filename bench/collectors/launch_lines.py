@@ -18,12 +18,17 @@ which this counts; it says nothing of the latency of each.
   bench/collectors/launch_lines.py --build build --api runtime-stub   # PyTorch's entry point
   bench/collectors/launch_lines.py --build build --level full        # regions, a hash launch
   bench/collectors/launch_lines.py --build build --level full --params wide  # 96 words more
+  bench/collectors/launch_lines.py --build build --level full --op free  # a cuMemFreeAsync
+  bench/collectors/launch_lines.py --build build --level full --live 3000  # a job's allocations
 
 At full every paced launch plans its regions and enqueues a merged hash launch (the stand-in
 driver's hash engine, fake_hash_engine.h): full's costliest path. Callgrind runs one thread at a
 time, so at full the bench pauses 2 ms before each counted launch (shim_launch_bench.cpp): the
 collector, which hands retired records back for reuse, runs between two as beside a job's work
-(without the pause each launch allocated its record: ~870 instructions more).
+(without the pause each launch allocated its record: ~870 instructions more). With --op free the
+counted call is instead the job's stream-ordered free (cuMemFreeAsync, as PyTorch's cudaMallocAsync
+backend frees a tensor: the allocator full runs on) of 1 MiB that a launch just wrote, its outputs
+waiting in the set of deferred hashes: the shim's free hook.
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
@@ -60,7 +65,8 @@ def counts(args, shim, work):
     cmd = [os.path.join(args.build, "tools", "lockstep"), "run", "-o", trace, "--level", args.level,
            "--", "valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no",
            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
-           f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api, args.params]
+           f"--callgrind-out-file={out_file}", bench, str(args.launches), args.api, args.params,
+           args.op, str(args.live)]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if run.returncode != 0 or not os.path.exists(out_file):
         sys.exit(f"launch_lines: the bench failed under callgrind (exit {run.returncode}): "
@@ -96,6 +102,12 @@ def main(argv=None):
                    help="the kernel's parameters: narrow (an int, three pointers, four sizes) or "
                         "wide (96 more nonzero words that are no pointer, as an offset calculator "
                         "has; driver only); default narrow")
+    p.add_argument("--op", choices=("launch", "free"), default="launch",
+                   help="the call counted: launch (the kernel launch, default) or free (the "
+                        "job's cuMemFreeAsync of memory a launch just wrote; driver only)")
+    p.add_argument("--live", type=int, default=0, metavar="N",
+                   help="N allocations made first and kept, as a job's tensors (the shim's "
+                        "allocation map at a job's size; default 0)")
     p.add_argument("--level", choices=("broad", "full"), default="broad",
                    help="the level the launches are traced at (default broad)")
     p.add_argument("--shim", action="append", default=[], metavar="NAME=PATH",
@@ -116,6 +128,10 @@ def main(argv=None):
             p.error(f"--max {item!r}: {event!r} is not one of {', '.join(EVENTS)}")
     if args.params == "wide" and args.api != "driver":
         p.error("--params wide needs --api driver")
+    if args.op == "free" and args.api != "driver":
+        p.error("--op free needs --api driver")
+    if args.live < 0:
+        p.error("--live must be 0 or more")
     if args.launches < 20:
         p.error("--launches must be 20 or more (a twentieth are paced)")
     for tool in ("valgrind", "callgrind_annotate"):
@@ -131,7 +147,8 @@ def main(argv=None):
         shims[name] = os.path.abspath(path)
     rows = {}
     print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) +
-          f"   per cold {args.level} launch ({args.api}, {args.params} parameters)")
+          f"   per cold {args.level} {'launch' if args.op == 'launch' else 'free'} "
+          f"({args.api}, {args.params} parameters)")
     with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
         for name, path in shims.items():
             rows[name] = counts(args, path, work)
@@ -140,10 +157,16 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"bench": "launch_lines", **run_facts.facts(),
                        "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "launches": args.launches, "api": args.api, "params": args.params,
+                       "launches": args.launches, "api": args.api, "params": args.params, "op": args.op, "live": args.live,
                        "level": args.level,
                        "shims": {k: v for k, v in shims.items() if v},
                        "per_launch": rows, "max": bounds}, f, indent=1)
+    # Fewer than a hook's instructions: the counted call went round the shim (a stand-in entry
+    # point it does not hook), and any bound would pass.
+    bypassed = [name for name, row in rows.items() if row["Ir"] < 50]
+    if bypassed:
+        sys.exit(f"launch_lines: under 50 instructions per counted {args.op} ({', '.join(bypassed)}):"
+                 " the call did not go through the shim")
     over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()
             if rows["this build"][e] > bound]
     if over:

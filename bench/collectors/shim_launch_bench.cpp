@@ -8,6 +8,7 @@
 // interleaved, one or two shims); alone:
 //
 //   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub] [narrow|wide]
+//                                            [launch|free] [live allocations]
 //
 // driver (the default): cuLaunchKernel, as JAX's XLA and Triton launch; runtime-stub:
 // __cudaLaunchKernel with a cudaKernel_t, as every kernel of PyTorch's own is launched (nvcc 13's
@@ -16,7 +17,13 @@
 // are an int and a struct of three pointers and four sizes; wide (driver only): the struct has
 // fake_driver_entries.h's kWideExtraWords more nonzero words that are no pointer, as an
 // elementwise kernel's offset calculator or a reduction's config has: at full each is a word the
-// decoding reads and rules out.
+// decoding reads and rules out. launch (the default) times and counts the launches; free
+// (driver only) the job's stream-ordered frees instead, as PyTorch's cudaMallocAsync backend makes
+// them (the allocator full runs on): each paced round allocates 1 MiB (cuMemAllocAsync), launches
+// a kernel that writes it, and counts the cuMemFreeAsync of it, made while the launch's outputs
+// wait in the set of deferred hashes (its "unpaced" figure is the whole round's). live allocations
+// (default 0): that many stream-ordered allocations made first and kept, as a job's tensors are,
+// so that the shim's allocation map is a job's size (a tree's depth: its lookups' data lines).
 //
 // prints "unpaced <ns>" (back-to-back launches: everything stays in the caches) and "paced <ns>"
 // (the median launch with a job's work between two: 512 KiB of data read and 128 KiB of code
@@ -88,10 +95,16 @@ int main(int argc, char** argv) {
   const bool runtime_stub = std::strcmp(api, "runtime-stub") == 0;
   const char* params_kind = argc > 3 ? argv[3] : "narrow";
   const bool wide = std::strcmp(params_kind, "wide") == 0;
+  const char* op = argc > 4 ? argv[4] : "launch";
+  const bool frees = std::strcmp(op, "free") == 0;
+  const long live = argc > 5 ? std::atol(argv[5]) : 0;
   if (launches <= 0 || (!runtime_stub && std::strcmp(api, "driver") != 0) ||
-      (!wide && std::strcmp(params_kind, "narrow") != 0) || (wide && runtime_stub)) {
-    std::fprintf(stderr, "usage: shim_launch_bench [launches > 0] [driver|runtime-stub] "
-                         "[narrow|wide] (wide with driver only)\n");
+      (!wide && std::strcmp(params_kind, "narrow") != 0) || (wide && runtime_stub) ||
+      (!frees && std::strcmp(op, "launch") != 0) || (frees && runtime_stub) || live < 0) {
+    std::fprintf(stderr,
+                 "usage: shim_launch_bench [launches > 0] [driver|runtime-stub] "
+                 "[narrow|wide] [launch|free] [live allocations >= 0] (wide and free with "
+                 "driver only)\n");
     return 2;
   }
   Params params{};
@@ -119,10 +132,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shim_launch_bench: the stand-in cuMemAlloc failed\n");
     return 1;
   }
+  for (long i = 0; i < live; ++i) {
+    CUdeviceptr kept = 0;
+    if (cuMemAllocAsync(&kept, 1 << 20, stream) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "shim_launch_bench: the stand-in cuMemAllocAsync failed\n");
+      return 1;
+    }
+  }
   for (int i = 0; i < 1000; ++i) launch();  // warm: the kernel's name, the stream's ordinal
-  const auto start = std::chrono::steady_clock::now();
   int failed = 0;
-  for (long i = 0; i < launches; ++i) failed += launch() != 0;
+  const auto start = std::chrono::steady_clock::now();
+  // One op: a launch, or (free) a launch writing a fresh allocation, then its free.
+  auto alloc_and_write = [&] {
+    CUdeviceptr fresh = 0;
+    failed += cuMemAllocAsync(&fresh, 1 << 20, stream) != CUDA_SUCCESS;
+    params.tensor.pointers[2] = fresh;
+    failed += launch() != 0;
+    return fresh;
+  };
+  for (long i = 0; i < launches; ++i) {
+    if (!frees) {
+      failed += launch() != 0;
+      continue;
+    }
+    failed += cuMemFreeAsync(alloc_and_write(), stream) != CUDA_SUCCESS;
+  }
   const double unpaced =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
       static_cast<double>(launches);
@@ -141,9 +175,10 @@ int main(int argc, char** argv) {
     for (size_t j = 0; j < job_memory.size(); j += 8) sink += job_memory[j];
     if (pause_for_collector) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (auto* code : kJobCode) sink = code(sink);
+    const CUdeviceptr fresh = frees ? alloc_and_write() : 0;
     const auto t0 = std::chrono::steady_clock::now();
     CALLGRIND_TOGGLE_COLLECT;
-    failed += launch() != 0;
+    failed += (frees ? cuMemFreeAsync(fresh, stream) : static_cast<CUresult>(launch())) != 0;
     CALLGRIND_TOGGLE_COLLECT;
     cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -151,8 +186,9 @@ int main(int argc, char** argv) {
   // call", real_calls_timed.py counts them).
   if (cuMemFree(allocation) != CUDA_SUCCESS) ++failed;
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
-  std::printf("%s%s launches %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api,
-              wide ? " wide" : "", launches, unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
-              paced.size(), failed ? " FAILED LAUNCHES" : "");
+  std::printf("%s%s %s %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api,
+              wide ? " wide" : "", frees ? "frees" : "launches", launches, unpaced,
+              paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9, paced.size(),
+              failed ? " FAILED LAUNCHES" : "");
   return failed ? 1 : 0;
 }
