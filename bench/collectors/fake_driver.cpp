@@ -33,8 +33,8 @@ FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t) {
 FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr) { return CUDA_SUCCESS; }
 // Stream-ordered allocations (shim_launch_bench's "free" op, as PyTorch's cudaMallocAsync backend
 // makes them): 1 MiB apart below the bench's allocation, each new (64 GiB of addresses, then
-// again from the first; nothing is allocated). Handed out by
-// cuGetProcAddress as these internal functions: the exported names resolve to the shim's hooks.
+// again from the first; nothing is allocated). cuGetProcAddress hands out these internal
+// functions: the exported names would resolve to the shim's own hooks.
 namespace {
 CUresult alloc_async(CUdeviceptr* dptr, size_t, CUstream) {
   static unsigned next = 0;
