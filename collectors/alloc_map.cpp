@@ -13,7 +13,7 @@ void AllocationMap::widen(uintptr_t base, uint64_t bytes) {
 }
 
 bool AllocationMap::overlaps_locked(uintptr_t base, uint64_t bytes) const {
-  if (containing(base) != entries_.end()) return true;
+  if (containing_in_tree(base) != entries_.end()) return true;
   const auto next = entries_.lower_bound(base);  // an entry starting inside the new range
   return next != entries_.end() && next->first < base + bytes;
 }
@@ -25,14 +25,26 @@ void AllocationMap::add(uintptr_t base, uint64_t bytes, bool graph_owned) {
   std::unique_lock lock(mutex_);
   widen(base, bytes);
   const bool overlaps = overlaps_locked(base, bytes);
-  entries_[base] = Entry{bytes, next_ordinal_++, false, graph_owned};
-  if (overlaps) changed();
+  put_locked(base, Entry{bytes, next_ordinal_++, false, graph_owned});
+  if (overlaps) {
+    overlapped_.store(true, std::memory_order_relaxed);
+    changed();
+  }
+}
+
+void AllocationMap::put_locked(uintptr_t base, const Entry& entry) {
+  by_base_[base] = entries_.insert_or_assign(base, entry).first;
+}
+
+void AllocationMap::erase_locked(Entries::const_iterator it) {
+  by_base_.erase(it->first);
+  entries_.erase(it);
 }
 
 void AllocationMap::remove(uintptr_t base) {
   std::unique_lock lock(mutex_);
-  auto it = entries_.find(base);
-  if (it != entries_.end() && !it->second.reservation) entries_.erase(it);
+  const auto found = by_base_.find(base);
+  if (found != by_base_.end() && !found->second->second.reservation) erase_locked(found->second);
   changed();
 }
 
@@ -41,14 +53,17 @@ void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
   std::unique_lock lock(mutex_);
   widen(base, bytes);
   const bool overlaps = overlaps_locked(base, bytes);
-  entries_[base] = Entry{bytes, next_ordinal_++, true};
-  if (overlaps) changed();
+  put_locked(base, Entry{bytes, next_ordinal_++, true});
+  if (overlaps) {
+    overlapped_.store(true, std::memory_order_relaxed);
+    changed();
+  }
 }
 
 void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {
   std::unique_lock lock(mutex_);
-  auto it = entries_.find(base);
-  if (it != entries_.end() && it->second.reservation) entries_.erase(it);
+  const auto found = by_base_.find(base);
+  if (found != by_base_.end() && found->second->second.reservation) erase_locked(found->second);
   unmap_locked(base, base + bytes);
   changed();
 }
@@ -83,8 +98,12 @@ void AllocationMap::unmap_locked(uintptr_t begin, uintptr_t end) {
   }
 }
 
-std::map<uintptr_t, AllocationMap::Entry>::const_iterator AllocationMap::containing(
-    uintptr_t ptr) const {
+AllocationMap::Entries::const_iterator AllocationMap::containing(uintptr_t ptr) const {
+  const auto found = by_base_.find(ptr);
+  return found != by_base_.end() ? found->second : containing_in_tree(ptr);
+}
+
+AllocationMap::Entries::const_iterator AllocationMap::containing_in_tree(uintptr_t ptr) const {
   auto it = entries_.upper_bound(ptr);
   if (it == entries_.begin()) return entries_.end();
   --it;
@@ -116,10 +135,13 @@ std::optional<AllocationHit> AllocationMap::Reader::find(uintptr_t ptr) {
     return AllocationHit{last_ordinal_, offset, last_base_, last_bytes_ - offset,
                          last_graph_owned_};
   }
-  if (!lock_.owns_lock()) lock_.lock();
+  if (!lock_.owns_lock()) {
+    lock_.lock();
+    shortcut_ = !map_.overlapped_.load(std::memory_order_relaxed);
+  }
   auto it = map_.containing(ptr);
   if (it == map_.entries_.end()) return std::nullopt;
-  if (!it->second.reservation) {
+  if (shortcut_ && !it->second.reservation) {
     last_base_ = it->first;
     last_bytes_ = it->second.bytes;
     last_ordinal_ = it->second.ordinal;
@@ -128,8 +150,8 @@ std::optional<AllocationHit> AllocationMap::Reader::find(uintptr_t ptr) {
   return map_.hit_locked(it, ptr);
 }
 
-std::optional<AllocationHit> AllocationMap::hit_locked(
-    std::map<uintptr_t, Entry>::const_iterator it, uintptr_t ptr) const {
+std::optional<AllocationHit> AllocationMap::hit_locked(Entries::const_iterator it,
+                                                       uintptr_t ptr) const {
   AllocationHit hit{it->second.ordinal, ptr - it->first, it->first, 0, it->second.graph_owned};
   if (!it->second.reservation) {
     hit.readable = it->second.bytes - hit.offset;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <unordered_map>
 
 namespace lockstep::collectors {
 
@@ -49,7 +50,8 @@ class AllocationMap {
   // find() for many pointers in a row (a launch's parameter words at full: tens to hundreds of
   // them, most in the address range of the job's allocations): one shared lock for all of them,
   // taken at the first word inside that range, and the last hit's allocation tried before the
-  // tree. An allocation hook on another thread waits for the reader's few microseconds.
+  // index, unless entries ever overlapped (a later entry inside it would answer instead). An
+  // allocation hook on another thread waits for the reader's few microseconds.
   class Reader {
    public:
     explicit Reader(const AllocationMap& map);
@@ -65,6 +67,7 @@ class AllocationMap {
     uint64_t last_bytes_ = 0;
     uint32_t last_ordinal_ = 0;
     bool last_graph_owned_ = false;
+    bool shortcut_ = false;  // no entries overlapped when the lock was taken
   };
   // Bumped by every change that may alter an answer find() gave: a free, an unmap or a map (a
   // remap replaces, a new piece may lengthen a run), a reservation released, an allocation or
@@ -83,21 +86,36 @@ class AllocationMap {
     bool reservation = false;
     bool graph_owned = false;
   };
-  // Entry containing ptr, or end().
-  std::map<uintptr_t, Entry>::const_iterator containing(uintptr_t ptr) const;
+  using Entries = std::map<uintptr_t, Entry>;
+  // Entry containing ptr, or end(): by_base_ first (most pointers a launch passes are a
+  // tensor's own allocation's base), then the tree.
+  Entries::const_iterator containing(uintptr_t ptr) const;
+  Entries::const_iterator containing_in_tree(uintptr_t ptr) const;
   void unmap_locked(uintptr_t begin, uintptr_t end);
   // find()'s answer for ptr inside the entry at it (under the lock).
-  std::optional<AllocationHit> hit_locked(std::map<uintptr_t, Entry>::const_iterator it,
-                                          uintptr_t ptr) const;
+  std::optional<AllocationHit> hit_locked(Entries::const_iterator it, uintptr_t ptr) const;
+  // entries_[base] = entry, by_base_ kept with it.
+  void put_locked(uintptr_t base, const Entry& entry);
+  void erase_locked(Entries::const_iterator it);
 
   mutable std::shared_mutex mutex_;
-  std::map<uintptr_t, Entry> entries_;     // keyed by base
+  Entries entries_;  // keyed by base
+  // The same entries by their exact base. A job holds thousands of allocations (one per tensor on
+  // cudaMallocAsync, which full runs on): the tree's ~12 levels were a cold lookup's ~20 data
+  // lines, a third of a full launch's data misses (bench/collectors/launch_lines.py --live 3000);
+  // a base found here is one or two lines, and a free finds and erases its entry without a walk.
+  // The entry with that base is the one the tree's walk would find for it (the last starting at
+  // or before the pointer), so both answer alike.
+  std::unordered_map<uintptr_t, Entries::const_iterator> by_base_;
   std::map<uintptr_t, uintptr_t> mapped_;  // [begin, end) of mapped pieces, not overlapping
   uint32_t next_ordinal_ = 1;
   std::atomic<uint64_t> generation_{0};  // changed under the unique lock
   void changed() { generation_.fetch_add(1, std::memory_order_release); }
   // Whether [base, base + bytes) meets an entry (under the unique lock).
   bool overlaps_locked(uintptr_t base, uint64_t bytes) const;
+  // Set (under the unique lock) once an entry is added over a known one: a free not seen. From
+  // then on a Reader's last hit may not be the answer for a pointer inside it.
+  std::atomic<bool> overlapped_{false};
   // Bounds of every address ever added: most scalar words fall outside and skip the lock.
   std::atomic<uintptr_t> lowest_{UINTPTR_MAX}, highest_{0};
   void widen(uintptr_t base, uint64_t bytes);

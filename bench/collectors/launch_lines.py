@@ -28,7 +28,8 @@ collector, which hands retired records back for reuse, runs between two as besid
 (without the pause each launch allocated its record: ~870 instructions more). With --op free the
 counted call is instead the job's stream-ordered free (cuMemFreeAsync, as PyTorch's cudaMallocAsync
 backend frees a tensor: the allocator full runs on) of 1 MiB that a launch just wrote, its outputs
-waiting in the set of deferred hashes: the shim's free hook.
+waiting in the set of deferred hashes: the shim's free hook; with --op alloc that round's
+cuMemAllocAsync (the allocation hook).
 
 With --max (the CPU test launch_lines_within_budget), exit status 1 when this build's launch
 exceeds a bound: a change that makes the broad launch's path longer or touch more lines fails a
@@ -102,9 +103,10 @@ def main(argv=None):
                    help="the kernel's parameters: narrow (an int, three pointers, four sizes) or "
                         "wide (96 more nonzero words that are no pointer, as an offset calculator "
                         "has; driver only); default narrow")
-    p.add_argument("--op", choices=("launch", "free"), default="launch",
-                   help="the call counted: launch (the kernel launch, default) or free (the "
-                        "job's cuMemFreeAsync of memory a launch just wrote; driver only)")
+    p.add_argument("--op", choices=("launch", "free", "alloc"), default="launch",
+                   help="the call counted: launch (the kernel launch, default), free (the "
+                        "job's cuMemFreeAsync of memory a launch just wrote) or alloc (its "
+                        "cuMemAllocAsync); free and alloc with --api driver")
     p.add_argument("--live", type=int, default=0, metavar="N",
                    help="N allocations made first and kept, as a job's tensors (the shim's "
                         "allocation map at a job's size; default 0)")
@@ -128,8 +130,8 @@ def main(argv=None):
             p.error(f"--max {item!r}: {event!r} is not one of {', '.join(EVENTS)}")
     if args.params == "wide" and args.api != "driver":
         p.error("--params wide needs --api driver")
-    if args.op == "free" and args.api != "driver":
-        p.error("--op free needs --api driver")
+    if args.op != "launch" and args.api != "driver":
+        p.error(f"--op {args.op} needs --api driver")
     if args.live < 0:
         p.error("--live must be 0 or more")
     if args.launches < 20:
@@ -147,7 +149,7 @@ def main(argv=None):
         shims[name] = os.path.abspath(path)
     rows = {}
     print(f"{'shim':<16}" + "".join(f"{e:>8}" for e in EVENTS) +
-          f"   per cold {args.level} {'launch' if args.op == 'launch' else 'free'} "
+          f"   per cold {args.level} {args.op} "
           f"({args.api}, {args.params} parameters)")
     with tempfile.TemporaryDirectory(prefix="lockstep-launch-lines.") as work:
         for name, path in shims.items():

@@ -8,7 +8,7 @@
 // interleaved, one or two shims); alone:
 //
 //   build/bench/collectors/shim_launch_bench [launches] [driver|runtime-stub] [narrow|wide]
-//                                            [launch|free] [live allocations]
+//                                            [launch|free|alloc] [live allocations]
 //
 // driver (the default): cuLaunchKernel, as JAX's XLA and Triton launch; runtime-stub:
 // __cudaLaunchKernel with a cudaKernel_t, as every kernel of PyTorch's own is launched (nvcc 13's
@@ -21,7 +21,8 @@
 // (driver only) the job's stream-ordered frees instead, as PyTorch's cudaMallocAsync backend makes
 // them (the allocator full runs on): each paced round allocates 1 MiB (cuMemAllocAsync), launches
 // a kernel that writes it, and counts the cuMemFreeAsync of it, made while the launch's outputs
-// wait in the set of deferred hashes (its "unpaced" figure is the whole round's). live allocations
+// wait in the set of deferred hashes (its "unpaced" figure is the whole round's); alloc counts the
+// round's cuMemAllocAsync instead (the allocation hook). live allocations
 // (default 0): that many stream-ordered allocations made first and kept, as a job's tensors are,
 // so that the shim's allocation map is a job's size (a tree's depth: its lookups' data lines).
 //
@@ -96,15 +97,16 @@ int main(int argc, char** argv) {
   const char* params_kind = argc > 3 ? argv[3] : "narrow";
   const bool wide = std::strcmp(params_kind, "wide") == 0;
   const char* op = argc > 4 ? argv[4] : "launch";
-  const bool frees = std::strcmp(op, "free") == 0;
+  const bool frees = std::strcmp(op, "free") == 0, allocs = std::strcmp(op, "alloc") == 0;
+  const bool rounds = frees || allocs;  // an allocation, a launch writing it, its free
   const long live = argc > 5 ? std::atol(argv[5]) : 0;
   if (launches <= 0 || (!runtime_stub && std::strcmp(api, "driver") != 0) ||
       (!wide && std::strcmp(params_kind, "narrow") != 0) || (wide && runtime_stub) ||
-      (!frees && std::strcmp(op, "launch") != 0) || (frees && runtime_stub) || live < 0) {
+      (!rounds && std::strcmp(op, "launch") != 0) || (rounds && runtime_stub) || live < 0) {
     std::fprintf(stderr,
                  "usage: shim_launch_bench [launches > 0] [driver|runtime-stub] "
-                 "[narrow|wide] [launch|free] [live allocations >= 0] (wide and free with "
-                 "driver only)\n");
+                 "[narrow|wide] [launch|free|alloc] [live allocations >= 0] (wide, free and "
+                 "alloc with driver only)\n");
     return 2;
   }
   Params params{};
@@ -142,16 +144,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 1000; ++i) launch();  // warm: the kernel's name, the stream's ordinal
   int failed = 0;
   const auto start = std::chrono::steady_clock::now();
-  // One op: a launch, or (free) a launch writing a fresh allocation, then its free.
-  auto alloc_and_write = [&] {
+  // One op: a launch, or (free, alloc) a fresh allocation, a launch writing it, then its free.
+  auto allocate = [&] {
     CUdeviceptr fresh = 0;
     failed += cuMemAllocAsync(&fresh, 1 << 20, stream) != CUDA_SUCCESS;
+    return fresh;
+  };
+  auto write = [&](CUdeviceptr fresh) {
     params.tensor.pointers[2] = fresh;
     failed += launch() != 0;
     return fresh;
   };
+  auto alloc_and_write = [&] { return write(allocate()); };
   for (long i = 0; i < launches; ++i) {
-    if (!frees) {
+    if (!rounds) {
       failed += launch() != 0;
       continue;
     }
@@ -176,19 +182,29 @@ int main(int argc, char** argv) {
     if (pause_for_collector) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (auto* code : kJobCode) sink = code(sink);
     const CUdeviceptr fresh = frees ? alloc_and_write() : 0;
+    CUdeviceptr made = 0;
     const auto t0 = std::chrono::steady_clock::now();
     CALLGRIND_TOGGLE_COLLECT;
-    failed += (frees ? cuMemFreeAsync(fresh, stream) : static_cast<CUresult>(launch())) != 0;
+    if (frees)
+      failed += cuMemFreeAsync(fresh, stream) != CUDA_SUCCESS;
+    else if (allocs)
+      failed += cuMemAllocAsync(&made, 1 << 20, stream) != CUDA_SUCCESS;
+    else
+      failed += launch() != 0;
     CALLGRIND_TOGGLE_COLLECT;
     cost = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    if (allocs) failed += cuMemFreeAsync(write(made), stream) != CUDA_SUCCESS;
   }
   // And freed, as a job does: LOCKSTEP_DEBUG times the job's allocation calls apart ("alloc
   // call", real_calls_timed.py counts them).
   if (cuMemFree(allocation) != CUDA_SUCCESS) ++failed;
   std::nth_element(paced.begin(), paced.begin() + paced.size() / 2, paced.end());
   std::printf("%s%s %s %ld: unpaced %.1f ns, paced %.1f ns (median of %zu)%s\n", api,
-              wide ? " wide" : "", frees ? "frees" : "launches", launches, unpaced,
-              paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9, paced.size(),
-              failed ? " FAILED LAUNCHES" : "");
+              wide ? " wide" : "",
+              frees    ? "frees"
+              : allocs ? "allocations"
+                       : "launches",
+              launches, unpaced, paced[paced.size() / 2] + static_cast<double>(sink & 1) * 1e-9,
+              paced.size(), failed ? " FAILED LAUNCHES" : "");
   return failed ? 1 : 0;
 }

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -120,6 +122,78 @@ TEST(AllocationMap, MappedRunStopsAtTheReservationEnd) {
   map.map(0x100000 + 4 * MiB, 4 * MiB);
   EXPECT_EQ(map.find(0x100000 + MiB)->readable, 3 * MiB);
   EXPECT_EQ(map.find(0x100000 + 5 * MiB)->ordinal, 2u);
+}
+
+// Lookups by exact base (a second index beside the tree) answer as the tree's walk does: the
+// entry with the last base at or before the pointer, also where entries overlap (an allocation
+// made inside a known one whose free was not seen, a reservation's range), after replacements
+// at one base and frees. Checked against a plain model of the tree's rule over random
+// operations: a base index left stale by a free or a replacement gives another answer.
+TEST(AllocationMap, LookupsByBaseAnswerAsTheTreesWalkAfterAnyAddsAndFrees) {
+  struct Model {
+    uint64_t bytes;
+    uint32_t ordinal;
+    bool reservation;
+  };
+  std::map<uintptr_t, Model> model;
+  uint32_t next_ordinal = 1;
+  const auto model_find = [&](uintptr_t ptr) -> std::optional<std::pair<uintptr_t, Model>> {
+    auto it = model.upper_bound(ptr);
+    if (it == model.begin()) return std::nullopt;
+    --it;
+    if (ptr - it->first >= it->second.bytes) return std::nullopt;
+    return *it;
+  };
+  AllocationMap map;
+  std::mt19937_64 random(7);
+  const auto pick_base = [&] { return 0x100000 + (random() % 64) * 0x1000; };  // they collide
+  for (int op = 0; op < 20000; ++op) {
+    const uintptr_t base = pick_base();
+    const uint64_t bytes = 1 + random() % 0x6000;  // often past the next base: overlaps
+    switch (random() % 5) {
+      case 0:
+      case 1:
+        map.add(base, bytes);
+        model[base] = {bytes, next_ordinal++, false};
+        break;
+      case 2:
+        map.remove(base);
+        if (auto it = model.find(base); it != model.end() && !it->second.reservation)
+          model.erase(it);
+        break;
+      case 3:
+        if (random() % 8 == 0) {
+          map.reserve(base, bytes);
+          model[base] = {bytes, next_ordinal++, true};
+        } else if (random() % 2 == 0) {
+          map.release_reservation(base, bytes);
+          if (auto it = model.find(base); it != model.end() && it->second.reservation)
+            model.erase(it);
+        }
+        break;
+      default:
+        break;
+    }
+    ASSERT_EQ(map.size(), model.size());
+    AllocationMap::Reader reader(map);
+    for (int probe = 0; probe < 4; ++probe) {
+      // A base (the index's case), or a pointer inside or past one (the tree's).
+      const uintptr_t ptr = pick_base() + (probe % 2 == 0 ? 0 : random() % 0x3000);
+      const auto want = model_find(ptr);
+      const auto got = map.find(ptr);
+      const auto read = reader.find(ptr);
+      ASSERT_EQ(got.has_value(), want.has_value()) << "op " << op << std::hex << " ptr " << ptr;
+      ASSERT_EQ(read.has_value(), want.has_value()) << "op " << op << std::hex << " ptr " << ptr;
+      if (!want) continue;
+      EXPECT_EQ(got->base, want->first) << "op " << op;
+      EXPECT_EQ(got->ordinal, want->second.ordinal) << "op " << op;
+      EXPECT_EQ(read->ordinal, want->second.ordinal) << "op " << op;
+      if (!want->second.reservation) {
+        EXPECT_EQ(got->readable, want->second.bytes - (ptr - want->first)) << "op " << op;
+        EXPECT_EQ(read->readable, got->readable) << "op " << op;
+      }
+    }
+  }
 }
 
 TEST(AllocationMap, FreeDoesNotDropAReservation) {
