@@ -87,8 +87,8 @@ class AllocationMap {
     bool graph_owned = false;
   };
   using Entries = std::map<uintptr_t, Entry>;
-  // Entry containing ptr, or end(): by_base_ first (most pointers a launch passes are a
-  // tensor's own allocation's base), then the tree.
+  // Entry containing ptr, or end(): by_base_ first (on cudaMallocAsync a tensor's storage
+  // pointer is its allocation's base), then the tree.
   Entries::const_iterator containing(uintptr_t ptr) const;
   Entries::const_iterator containing_in_tree(uintptr_t ptr) const;
   void unmap_locked(uintptr_t begin, uintptr_t end);
