@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What one cold kernel launch at broad runs and misses, counted, not timed (valgrind's callgrind).
+"""What one cold launch, free or allocation through the shim runs and misses (callgrind).
 
 Runs shim_launch_bench under `lockstep run --level broad` (or --level full) inside callgrind with simulated caches
 (32 KiB L1s, 1 MiB last level), counting only its paced launches (the bench toggles collection
