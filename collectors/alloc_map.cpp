@@ -23,47 +23,41 @@ bool AllocationMap::overlaps_locked(uintptr_t base, uint64_t bytes) const {
 void AllocationMap::add(uintptr_t base, uint64_t bytes, bool graph_owned) {
   if (bytes == 0) return;
   std::unique_lock lock(mutex_);
-  widen(base, bytes);
-  const bool overlaps = overlaps_locked(base, bytes);
   put_locked(base, Entry{bytes, next_ordinal_++, false, graph_owned});
-  if (overlaps) {
-    overlapped_.store(true, std::memory_order_relaxed);
-    changed();
-  }
-}
-
-void AllocationMap::put_locked(uintptr_t base, const Entry& entry) {
-  by_base_[base] = entries_.insert_or_assign(base, entry).first;
-}
-
-void AllocationMap::erase_locked(Entries::const_iterator it) {
-  by_base_.erase(it->first);
-  entries_.erase(it);
-}
-
-void AllocationMap::remove(uintptr_t base) {
-  std::unique_lock lock(mutex_);
-  const auto found = by_base_.find(base);
-  if (found != by_base_.end() && !found->second->second.reservation) erase_locked(found->second);
-  changed();
 }
 
 void AllocationMap::reserve(uintptr_t base, uint64_t bytes) {
   if (bytes == 0) return;
   std::unique_lock lock(mutex_);
-  widen(base, bytes);
-  const bool overlaps = overlaps_locked(base, bytes);
   put_locked(base, Entry{bytes, next_ordinal_++, true});
+}
+
+void AllocationMap::put_locked(uintptr_t base, const Entry& entry) {
+  widen(base, entry.bytes);
+  const bool overlaps = overlaps_locked(base, entry.bytes);
+  by_base_[base] = entries_.insert_or_assign(base, entry).first;
   if (overlaps) {
-    overlapped_.store(true, std::memory_order_relaxed);
+    overlapped_ = true;
     changed();
   }
 }
 
+void AllocationMap::erase_locked(uintptr_t base, bool reservation) {
+  const auto found = by_base_.find(base);
+  if (found == by_base_.end() || found->second->second.reservation != reservation) return;
+  entries_.erase(found->second);
+  by_base_.erase(found);
+}
+
+void AllocationMap::remove(uintptr_t base) {
+  std::unique_lock lock(mutex_);
+  erase_locked(base, false);
+  changed();
+}
+
 void AllocationMap::release_reservation(uintptr_t base, uint64_t bytes) {
   std::unique_lock lock(mutex_);
-  const auto found = by_base_.find(base);
-  if (found != by_base_.end() && found->second->second.reservation) erase_locked(found->second);
+  erase_locked(base, true);
   unmap_locked(base, base + bytes);
   changed();
 }
@@ -137,7 +131,7 @@ std::optional<AllocationHit> AllocationMap::Reader::find(uintptr_t ptr) {
   }
   if (!lock_.owns_lock()) {
     lock_.lock();
-    shortcut_ = !map_.overlapped_.load(std::memory_order_relaxed);
+    shortcut_ = !map_.overlapped_;
   }
   auto it = map_.containing(ptr);
   if (it == map_.entries_.end()) return std::nullopt;

@@ -94,9 +94,10 @@ class AllocationMap {
   void unmap_locked(uintptr_t begin, uintptr_t end);
   // find()'s answer for ptr inside the entry at it (under the lock).
   std::optional<AllocationHit> hit_locked(Entries::const_iterator it, uintptr_t ptr) const;
-  // entries_[base] = entry, by_base_ kept with it.
+  // entries_[base] = entry (the bounds widened, an overlap noted), by_base_ kept with it.
   void put_locked(uintptr_t base, const Entry& entry);
-  void erase_locked(Entries::const_iterator it);
+  // The entry at base, if it is (or is not) a reservation, from both.
+  void erase_locked(uintptr_t base, bool reservation);
 
   mutable std::shared_mutex mutex_;
   Entries entries_;  // keyed by base
@@ -115,7 +116,7 @@ class AllocationMap {
   bool overlaps_locked(uintptr_t base, uint64_t bytes) const;
   // Set (under the unique lock) once an entry is added over a known one: a free not seen. From
   // then on a Reader's last hit may not be the answer for a pointer inside it.
-  std::atomic<bool> overlapped_{false};
+  bool overlapped_ = false;
   // Bounds of every address ever added: most scalar words fall outside and skip the lock.
   std::atomic<uintptr_t> lowest_{UINTPTR_MAX}, highest_{0};
   void widen(uintptr_t base, uint64_t bytes);

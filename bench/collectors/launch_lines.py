@@ -155,20 +155,21 @@ def main(argv=None):
         for name, path in shims.items():
             rows[name] = counts(args, path, work)
             print(f"{name:<16}" + "".join(f"{rows[name][e]:>8.1f}" for e in EVENTS))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"bench": "launch_lines", **run_facts.facts(),
-                       "machine": "CPU only (stand-in driver), callgrind's simulated caches",
-                       "launches": args.launches, "api": args.api, "params": args.params, "op": args.op, "live": args.live,
-                       "level": args.level,
-                       "shims": {k: v for k, v in shims.items() if v},
-                       "per_launch": rows, "max": bounds}, f, indent=1)
     # Fewer than a hook's instructions: the counted call went round the shim (a stand-in entry
     # point it does not hook), and any bound would pass.
     bypassed = [name for name, row in rows.items() if row["Ir"] < 50]
     if bypassed:
-        sys.exit(f"launch_lines: under 50 instructions per counted {args.op} ({', '.join(bypassed)}):"
-                 " the call did not go through the shim")
+        sys.exit(f"launch_lines: under 50 instructions per counted {args.op} "
+                 f"({', '.join(bypassed)}): the call did not go through the shim")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"bench": "launch_lines", **run_facts.facts(),
+                       "machine": "CPU only (stand-in driver), callgrind's simulated caches",
+                       "launches": args.launches, "api": args.api, "params": args.params,
+                       "op": args.op, "live": args.live,
+                       "level": args.level,
+                       "shims": {k: v for k, v in shims.items() if v},
+                       "per_launch": rows, "max": bounds}, f, indent=1)
     over = [f"{e} {rows['this build'][e]:.1f} > {bound:g}" for e, bound in bounds.items()
             if rows["this build"][e] > bound]
     if over:
